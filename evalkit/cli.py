@@ -1,0 +1,229 @@
+"""The `evalkit` command line: every command parses, calls the library once, prints.
+
+Exit codes (also in README.md):
+  0    every cell ran and no failing threshold broke
+  1    a threshold with action `fail` broke
+  2    bad input: config, arguments, run id, source ref; nothing was started
+  3    at least one cell failed to run (engine crash, timeout, eval error)
+  130  interrupted (Ctrl-C / SIGTERM); finished cells are kept
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from evalkit import __version__
+from evalkit.config import MatrixConfig, find_config, load_config
+from evalkit.errors import ConfigError, EvalError, SourceError
+from evalkit.verdicts import EXIT_BAD_INPUT, EXIT_INTERRUPTED
+
+EXIT_CODES_HELP = """\b
+Exit codes:
+  0    all cells ran, no failing threshold broke
+  1    a failing threshold broke
+  2    bad input (config, arguments, source ref); nothing started
+  3    a cell failed to run
+  130  interrupted; finished cells kept"""
+
+
+class PlainProgress:
+    """Timestamped progress lines on stderr: readable in CI logs and cron mail."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.last: dict[str, str] = {}
+
+    def update(self, cell_id: str, state: str, detail: str = "") -> None:
+        line = f"{state} {detail}".strip()
+        if self.quiet or self.last.get(cell_id) == line or (state == "repetition" and detail and not detail.startswith(("1/", "0/")) and not self._last_of(detail)):
+            return
+        self.last[cell_id] = line
+        click.echo(f"[{time.strftime('%H:%M:%S')}] {cell_id:<28} {line}", err=True)
+
+    @staticmethod
+    def _last_of(detail: str) -> bool:
+        done, _, total = detail.partition("/")
+        return done == total
+
+
+def _load(model: str | None, config_path: Path | None) -> tuple[MatrixConfig, Path]:
+    if config_path is None and model is None:
+        raise ConfigError("give --model NAME (configs/NAME.yaml) or --config PATH")
+    path = config_path or find_config(model or "")
+    return load_config(path), path
+
+
+def _fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+class _Command(click.Command):
+    """Expected errors print as one line and exit 2, with no traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (ConfigError, SourceError, EvalError) as e:
+            _fail(str(e))
+
+
+@click.group(epilog=EXIT_CODES_HELP)
+@click.version_option(__version__, prog_name="evalkit")
+def main() -> None:
+    """evalkit: did this change break model accuracy in any serving configuration?
+
+    It expands a config's axes (e.g. TP/DP x graph mode x fix on/off) into cells, starts the
+    engine for each cell, scores GSM8K through lm-eval, runs a long-generation repeated-token
+    detector, and tabulates accuracy, collapse rates and paired deltas with their significance.
+
+    \b
+    Example:
+      evalkit matrix --model demo            # the whole pipeline on the simulated engine
+      evalkit plan --model deepseek-v4       # the 12 ATOM command lines, nothing started
+    """
+
+
+def _model_options(f: Any) -> Any:
+    f = click.option("--config", "config_path", type=click.Path(path_type=Path), help="A config file (instead of --model).")(f)
+    f = click.option("--model", "-m", help="Config name: configs/NAME.yaml, then the configs evalkit ships.")(f)
+    return f
+
+
+def _only_option(f: Any) -> Any:
+    return click.option(
+        "--only", multiple=True, metavar="AXIS=VALUE[,AXIS=VALUE]",
+        help="Run a subset: keys are ANDed, 'a|b' is either value, repeat --only for a union.",
+    )(f)
+
+
+@main.command(cls=_Command)
+@_model_options
+@_only_option
+@click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=Path(".evalkit-cache"), show_default=True,
+              help="Engine source worktrees.")
+def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], results_dir: Path, cache_dir: Path) -> None:
+    """Print every cell's exact argv, env and source without starting anything.
+
+    \b
+    Example:
+      evalkit plan --model deepseek-v4 --only parallel=dp8
+    """
+    from evalkit.matrix import expand, select
+    from evalkit.plan import PORT_PLACEHOLDER, build_launch, describe_source
+
+    config, path = _load(model, config_path)
+    cells = select(expand(config), only, config)
+    click.echo(f"# {path}: {len(cells)} cells, engine profile {config.engine.profile}")
+    for cell in cells:
+        shown = build_launch(config, cell, config.engine.port or PORT_PLACEHOLDER).display(config.secret_env)
+        click.echo(f"\n[{cell.id}] " + " ".join(f"{k}={v}" for k, v in cell.axes.items()))
+        env = shown["env"]
+        if env:
+            click.echo("  env:    " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items()))  # type: ignore[union-attr]
+        click.echo("  argv:   " + shlex.join(shown["argv"]))  # type: ignore[arg-type]
+        source = describe_source(cell.source, cache_dir)
+        if source:
+            sha = source["sha"] or f"? ({source['note']})"
+            click.echo(f"  source: {source['repo']} @ {source['ref']} -> {sha}")
+
+
+@main.command(cls=_Command, epilog=EXIT_CODES_HELP)
+@_model_options
+@_only_option
+@click.option("--limit", type=click.IntRange(min=1), help="Cap questions per eval (and prompts of the repetition check).")
+@click.option("--dry-run", is_flag=True, help="Print the plan and exit.")
+@click.option("--run-id", help="Name of the run folder (default: timestamp-model).")
+@click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=Path(".evalkit-cache"), show_default=True)
+@click.option("--base-url", help="Evaluate an already running server (one cell, nothing started).")
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json on stdout; progress stays on stderr.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
+@click.pass_context
+def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only: tuple[str, ...], limit: int | None,
+           dry_run: bool, run_id: str | None, results_dir: Path, cache_dir: Path, base_url: str | None,
+           as_json: bool, quiet: bool) -> None:
+    """Run the matrix: start each cell's engine, run GSM8K and the collapse check, report.
+
+    Results go to RESULTS_DIR/RUN_ID/ (run.json, summary.json, table.md, one folder per cell).
+
+    \b
+    Examples:
+      evalkit matrix --model demo
+      evalkit matrix --model deepseek-v4 --only parallel=dp8,graph=piecewise --limit 200
+      evalkit matrix --config my.yaml --base-url http://127.0.0.1:8000   # a running server
+    """
+    from evalkit import report
+    from evalkit.matrix import Cell, expand, select
+    from evalkit.runner import Interrupted, RunOptions, run_matrix
+    from evalkit.store import check_run_id, new_run_id, write_json, atomic_write_text
+    from evalkit.verdicts import summarize
+
+    if dry_run:
+        ctx.invoke(plan, model=model, config_path=config_path, only=only, results_dir=results_dir, cache_dir=cache_dir)
+        return
+    config, path = _load(model, config_path)
+    if base_url:
+        cells = [Cell("external", {}, config.engine.settings, (), {}, None)]
+        config = config.model_copy(update={"axes": {}, "baseline": None, "ab": None, "exclude": []})
+    else:
+        cells = select(expand(config), only, config)
+    options = RunOptions(
+        results_dir=results_dir, cache_dir=cache_dir, run_id=check_run_id(run_id or new_run_id(path.stem)),
+        limit=limit, base_url=base_url, command_line=["evalkit", *sys.argv[1:]],
+    )
+    console = Console(stderr=as_json)
+    progress = PlainProgress(quiet)
+    interrupted = False
+    try:
+        store = run_matrix(config, path, cells, options, progress)
+    except Interrupted:
+        interrupted = True
+        from evalkit.store import RunStore
+
+        store = RunStore(results_dir, options.run_id)
+    summary = summarize(store.path, config)
+    write_json(store.path / "summary.json", summary)
+    atomic_write_text(store.path / "table.md", report.markdown(summary))
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    elif not quiet:
+        report.terminal(summary, console)
+        console.print(f"results: {store.path}")
+    sys.exit(EXIT_INTERRUPTED if interrupted else summary["exit_code"])
+
+
+@main.command(cls=_Command)
+@click.argument("run", default="latest")
+@click.option("--format", "fmt", type=click.Choice(["terminal", "markdown", "json"]), default="terminal", show_default=True)
+@click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+def report(run: str, fmt: str, results_dir: Path) -> None:
+    """Show a stored run (a run id, a path, or `latest`) as a table, markdown or JSON.
+
+    \b
+    Example:
+      evalkit report latest --format markdown > pr-comment.md
+    """
+    from evalkit import report as render
+    from evalkit.config import parse_config
+    from evalkit.store import read_json, resolve_run
+    from evalkit.verdicts import summarize
+
+    run_path = resolve_run(results_dir, run)
+    info = read_json(run_path / "run.json")
+    summary = summarize(run_path, parse_config(info["config"], run_path / "run.json"))
+    if fmt == "json":
+        click.echo(json.dumps(summary, indent=2))
+    elif fmt == "markdown":
+        click.echo(render.markdown(summary), nl=False)
+    else:
+        render.terminal(summary, Console())

@@ -1,0 +1,337 @@
+"""Typed matrix configs: the YAML a user writes, validated before anything starts.
+
+A config is the whole identity of a matrix: which engine, how to launch it, which axes to vary,
+which cell is the reference, which evals to run and which thresholds fail a nightly job. Every
+model forbids unknown keys, because a misspelt key silently ignored is a matrix that tests
+something other than what its author believes.
+
+Errors come out as one line: ``FILE: field.path: what was expected``.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from evalkit.errors import ConfigError
+from evalkit.evals.detector import DetectorSettings
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_STARTUP_TIMEOUT_S = 45 * 60  # ATOM's CI waits 45 x 60 s for a large model
+DEFAULT_STOP_GRACE_S = 30.0
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.]*$"
+"""Axis and value names: cell ids join them with '-', so they hold no '-' and are filesystem-safe."""
+CONFIG_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+GraphMode = Literal["FULL", "PIECEWISE", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY", "NONE", "eager"]
+"""`eager` means no graphs at all (`--enforce-eager`); `NONE` is the engine's own cudagraph mode."""
+
+
+class StrictModel(BaseModel):
+    """Base for every config model: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EngineSettings(StrictModel):
+    """Logical serving settings; a profile turns them into one engine's flags."""
+
+    tensor_parallel: int | None = Field(None, ge=1, description="Tensor-parallel size (-tp).")
+    data_parallel: int | None = Field(None, ge=1, description="Data-parallel size (-dp).")
+    dp_attention: bool | None = Field(None, description="Data-parallel attention ranks.")
+    expert_parallel: bool | None = Field(None, description="Expert parallelism for MoE layers.")
+    graph_mode: GraphMode | None = Field(None, description="CUDA-graph mode, or eager.")
+    max_num_seqs: int | None = Field(None, ge=1, description="Maximum concurrent sequences.")
+
+    def merged(self, other: EngineSettings) -> EngineSettings:
+        """Return these settings overridden by every field that `other` sets."""
+        return self.model_copy(update=other.model_dump(exclude_none=True))
+
+
+class Source(StrictModel):
+    """An engine source tree: a git repository (path or URL) and a ref to check out."""
+
+    repo: str = Field(min_length=1, description="Local path or clonable URL of the engine repo.")
+    ref: str = Field(min_length=1, description="Commit, tag or branch; resolved to a SHA.")
+
+
+class AxisValue(StrictModel):
+    """One named value of an axis: the overrides it applies to the base engine launch."""
+
+    args: list[str] = Field(default_factory=list, description="Extra engine arguments.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
+    settings: EngineSettings = Field(default_factory=EngineSettings)
+    source: Source | None = None
+
+    @model_validator(mode="after")
+    def _names_something(self) -> AxisValue:
+        if not (self.args or self.env or self.source or self.settings.model_dump(exclude_none=True)):
+            raise ValueError("an axis value must set at least one of args, env, settings, source")
+        return self
+
+
+class EngineConfig(StrictModel):
+    """How to launch the engine, before any axis applies its overrides."""
+
+    profile: str = Field(description="Engine profile: atom, sim, vllm, sglang or command.")
+    python: str | None = Field(None, description="Interpreter for `python -m` entry points; default: evalkit's own.")
+    host: str = Field(DEFAULT_HOST, description="Address the engine binds; loopback unless you need otherwise.")
+    port: int | None = Field(None, ge=1, le=65535, description="Fixed HTTP port; default: a free one per cell.")
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    settings: EngineSettings = Field(default_factory=EngineSettings)
+    source: Source | None = None
+    command: list[str] | None = Field(
+        None, description="argv template for the `command` profile: {python} {host} {port} {model} {served_name}."
+    )
+    health_path: str | None = Field(None, description="Override the profile's health endpoint.")
+    fatal_patterns: list[str] = Field(default_factory=list, description="Extra log regexes that fail a cell at once.")
+
+
+class GSM8KSettings(StrictModel):
+    """GSM8K through lm-eval; lm-eval's own defaults where the config is silent."""
+
+    enabled: bool = True
+    endpoint: Literal["completions", "chat"] = "completions"
+    num_fewshot: int = Field(5, ge=0, description="lm-eval's default; ATOM's CI uses 3, vLLM's 5.")
+    max_gen_toks: int = Field(256, ge=1, description="lm-eval's default; too short for reasoning models.")
+    until: list[str] | None = Field(None, description="Stop strings; default: the task's own.")
+    num_concurrent: int = Field(16, ge=1)
+    max_retries: int = Field(3, ge=0)
+    timeout: float | None = Field(None, gt=0, description="Per-request seconds; default scales with max_gen_toks.")
+    limit: int | None = Field(None, ge=1, description="First N test questions only.")
+    seed: int = 1234
+
+
+class RepetitionSettings(StrictModel):
+    """Long greedy generations scanned for repeated-token collapse."""
+
+    enabled: bool = True
+    prompt_set: str = "long_generation_v1"
+    count: int | None = Field(None, ge=1, description="First N prompts of the set; default: all.")
+    max_tokens: int = Field(4096, ge=16, description="Long limits matter: 4096 often missed real bugs.")
+    concurrency: int = Field(16, ge=1)
+    endpoint: Literal["completions", "chat"] = "completions"
+    early_abort: bool = Field(True, description="Stop a stream once it is clearly collapsed.")
+    timeout: float = Field(1800.0, gt=0, description="Per-request seconds.")
+    detector: DetectorSettings = Field(default_factory=DetectorSettings)
+
+
+class Evals(StrictModel):
+    gsm8k: GSM8KSettings = Field(default_factory=GSM8KSettings)
+    repetition: RepetitionSettings = Field(default_factory=RepetitionSettings)
+
+
+Metric = Literal["gsm8k.strict", "gsm8k.flexible", "repetition.collapse_rate"]
+CHECKS = ("min", "max", "max_drop_vs_baseline", "max_drop_ab", "max_rise_vs_baseline", "max_rise_ab")
+
+
+class Threshold(StrictModel):
+    """One rule; exactly one of the checks is set.
+
+    `min`/`max` bound a cell's own value; `max_drop_*`/`max_rise_*` bound its delta against the
+    baseline cell or against its fix-on twin (`ab`), in absolute units (0.02 = 2 points).
+    """
+
+    metric: Metric
+    min: float | None = None
+    max: float | None = None
+    max_drop_vs_baseline: float | None = Field(None, ge=0)
+    max_drop_ab: float | None = Field(None, ge=0)
+    max_rise_vs_baseline: float | None = Field(None, ge=0)
+    max_rise_ab: float | None = Field(None, ge=0)
+    alpha: float | None = Field(None, gt=0, lt=1, description="Count a delta only when p < alpha.")
+    action: Literal["fail", "warn"] = "fail"
+
+    @model_validator(mode="after")
+    def _one_check(self) -> Threshold:
+        set_checks = [c for c in CHECKS if getattr(self, c) is not None]
+        if len(set_checks) != 1:
+            raise ValueError(f"set exactly one of {', '.join(CHECKS)} (got {set_checks or 'none'})")
+        return self
+
+    @property
+    def check(self) -> str:
+        return next(c for c in CHECKS if getattr(self, c) is not None)
+
+    @property
+    def value(self) -> float:
+        return float(getattr(self, self.check))
+
+
+class Timeouts(StrictModel):
+    startup: float = Field(DEFAULT_STARTUP_TIMEOUT_S, gt=0, description="Seconds until the engine must be ready.")
+    stop_grace: float = Field(DEFAULT_STOP_GRACE_S, gt=0, description="SIGTERM -> SIGKILL grace seconds.")
+    warmup: float = Field(300.0, gt=0, description="Seconds of warm-up retries after /health is OK.")
+
+
+class ABAxis(StrictModel):
+    """The A/B axis (the fix): which axis, and which of its values is `on` and `off`."""
+
+    axis: str
+    on: str
+    off: str
+
+
+class MatrixConfig(StrictModel):
+    """A whole matrix: engine, axes, reference cells, evals, thresholds."""
+
+    description: str = ""
+    model: str = Field(min_length=1, description="Model path or id passed to the engine.")
+    served_name: str | None = Field(None, description="Name the server lists in /v1/models; default: model.")
+    engine: EngineConfig
+    axes: dict[str, dict[str, AxisValue]] = Field(default_factory=dict)
+    exclude: list[dict[str, str | list[str]]] = Field(default_factory=list)
+    baseline: dict[str, str] | None = None
+    ab: ABAxis | None = None
+    evals: Evals = Field(default_factory=Evals)
+    thresholds: list[Threshold] = Field(default_factory=list)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    secret_env: list[str] = Field(default_factory=list, description="Extra env names to redact.")
+
+    @field_validator("axes")
+    @classmethod
+    def _axis_names(cls, axes: dict[str, dict[str, AxisValue]]) -> dict[str, dict[str, AxisValue]]:
+        for axis, values in axes.items():
+            if not re.match(NAME_PATTERN, axis):
+                raise ValueError(f"axis name {axis!r} must match {NAME_PATTERN}")
+            if not values:
+                raise ValueError(f"axis {axis!r} has no values")
+            for value in values:
+                if not re.match(NAME_PATTERN, value):
+                    raise ValueError(f"value name {axis}.{value!r} must match {NAME_PATTERN}")
+        return axes
+
+    @model_validator(mode="after")
+    def _references_exist(self) -> MatrixConfig:
+        def check_choice(where: str, axis: str, value: str) -> None:
+            if axis not in self.axes:
+                raise ValueError(f"{where}: {axis!r} is not an axis (axes: {', '.join(self.axes) or 'none'})")
+            if value not in self.axes[axis]:
+                raise ValueError(f"{where}: {axis}={value!r} is not a value of {axis} ({', '.join(self.axes[axis])})")
+
+        for i, rule in enumerate(self.exclude):
+            for axis, values in rule.items():
+                for value in [values] if isinstance(values, str) else values:
+                    check_choice(f"exclude[{i}]", axis, value)
+        if self.baseline is not None:
+            for axis, value in self.baseline.items():
+                check_choice("baseline", axis, value)
+            missing = [a for a in self.axes if a not in self.baseline]
+            if missing:
+                raise ValueError(f"baseline: names no value for axis {', '.join(missing)}")
+        if self.ab is not None:
+            check_choice("ab.on", self.ab.axis, self.ab.on)
+            check_choice("ab.off", self.ab.axis, self.ab.off)
+        return self
+
+    @property
+    def served(self) -> str:
+        return self.served_name or self.model
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """Safe YAML that rejects duplicate keys (PyYAML keeps the last one silently)."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    mapping: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in mapping:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        mapping[key] = loader.construct_object(value_node, deep=deep)
+    return mapping
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+# YAML 1.2 booleans: only true/false. YAML 1.1 also reads on/off/yes/no as booleans, which
+# would turn `ab: {on: fixon, off: fixoff}` or an axis value named `on` into True/False.
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+def _format_location(loc: tuple[int | str, ...]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif "[" not in str(item) and "function-" not in str(item):
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts) or "(top level)"
+
+
+def format_validation_error(path: Path | str, error: ValidationError) -> str:
+    """One line: the file, the first failing field path and what was expected."""
+    first = error.errors()[0]
+    where = _format_location(first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = "unknown key (not a field of this section)"
+    elif "input" in first and first["type"] not in ("missing", "model_type"):
+        message += f" (got {first['input']!r})"
+    more = f" (+{error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"{path}: {where}: {message}{more}"
+
+
+def parse_config(data: Any, path: Path | str) -> MatrixConfig:
+    """Validate already-loaded YAML data; `path` only names the source in errors."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        return MatrixConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(path, e)) from e
+
+
+def load_config(path: Path) -> MatrixConfig:
+    """Read and validate one config file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise ConfigError(f"{path}: no such config file") from e
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from e
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path}: {where}invalid YAML: {problem}") from e
+    return parse_config(data, path)
+
+
+def find_config(model: str, search_dir: Path | None = None) -> Path:
+    """`--model NAME` -> `configs/NAME.yaml` in the project (cwd), then the configs evalkit ships."""
+    if not re.match(CONFIG_NAME_PATTERN, model):
+        raise ConfigError(f"--model {model!r}: a config name has letters, digits, '-', '_' or '.' only")
+    local = (search_dir or Path.cwd()) / "configs" / f"{model}.yaml"
+    if local.is_file():
+        return local
+    shipped = resources.files("evalkit") / "configs" / f"{model}.yaml"
+    if shipped.is_file():
+        return Path(str(shipped))
+    known = sorted({p.stem for p in available_configs(search_dir)})
+    raise ConfigError(f"--model {model}: no configs/{model}.yaml (known: {', '.join(known) or 'none'})")
+
+
+def available_configs(search_dir: Path | None = None) -> list[Path]:
+    """Every config `--model` can name, project ones first."""
+    found = sorted(((search_dir or Path.cwd()) / "configs").glob("*.yaml"))
+    shipped = resources.files("evalkit") / "configs"
+    if shipped.is_dir():
+        found += sorted(Path(str(p)) for p in shipped.iterdir() if p.name.endswith(".yaml"))
+    return found

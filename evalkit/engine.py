@@ -1,0 +1,304 @@
+"""Start one engine process, wait until it really serves, and always tear it down.
+
+`EngineProcess` is a context manager in the manner of vLLM's `RemoteOpenAIServer` and SGLang's
+`popen_launch_server`, keeping what they get right and avoiding what they get wrong:
+
+- the argv is a list, copied, never a shell string; the process gets its own process group so
+  that stopping it also stops every worker and grandchild it spawned;
+- readiness is health 200, then the served name in `/v1/models`, then one real warm-up
+  completion (graph capture and JIT can still run after `/health` answers, as ATOM's CI found);
+- every loop iteration checks the process, the log's fatal lines and the deadline, so a crashed
+  engine fails at once and a server answering non-200 forever cannot spin forever;
+- stop is SIGTERM to the group, a grace period, then SIGKILL to the group and to any descendant
+  that left it, and it runs on every exit path including Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+import psutil
+
+from evalkit.errors import EngineExited, EngineFault, StartupTimeout
+
+LOG_TAIL_LINES = 20
+POLL_MIN_S = 0.1
+POLL_MAX_S = 5.0
+PORT_IN_USE = re.compile(r"address already in use|Errno 98|port .* is (already )?in use", re.IGNORECASE)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now (the engine may still lose a race for it: see PortInUse)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class PortInUse(EngineExited):
+    """The engine exited because its port was taken: the caller retries on another port."""
+
+
+@dataclass
+class ReadyTimings:
+    """Seconds from launch until each readiness stage passed."""
+
+    health_s: float | None = None
+    models_s: float | None = None
+    warmup_s: float | None = None
+    warmup_attempts: int = 0
+
+
+@dataclass
+class EngineProcess:
+    """One engine launch; use as `with EngineProcess(...) as engine: engine.wait_ready()`."""
+
+    argv: Sequence[str]
+    env: Mapping[str, str]
+    log_path: Path
+    base_url: str
+    served_name: str
+    health_path: str = "/health"
+    fatal_patterns: Sequence[str] = ()
+    effective_mode_pattern: str | None = None
+    stop_grace_s: float = 30.0
+    cwd: Path | None = None
+    timings: ReadyTimings = field(default_factory=ReadyTimings)
+    _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _started_at: float = field(default=0.0, init=False, repr=False)
+    _fatal: list[str] = field(default_factory=list, init=False, repr=False)
+    _log_offset: int = field(default=0, init=False, repr=False)
+    _monitor: threading.Thread | None = field(default=None, init=False, repr=False)
+    _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> EngineProcess:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            log.write(f"[evalkit] launching: {' '.join(self.argv)}\n".encode())
+            log.flush()
+            self._started_at = time.monotonic()
+            self._proc = subprocess.Popen(
+                list(self.argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=dict(self.env),
+                cwd=self.cwd,
+                start_new_session=True,
+                close_fds=True,
+            )
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._started_at
+
+    def stop(self) -> None:
+        """SIGTERM the group, wait `stop_grace_s`, SIGKILL whatever is left. Idempotent."""
+        self._stopping.set()
+        if self._proc is None:
+            return
+        pgid = self._proc.pid
+        members = _group_members(pgid) | _descendants(pgid)
+        _signal_all(pgid, members, signal.SIGTERM)
+        deadline = time.monotonic() + self.stop_grace_s
+        while time.monotonic() < deadline and _alive(pgid, members, self._proc):
+            time.sleep(0.05)
+        if _alive(pgid, members, self._proc):
+            members |= _group_members(pgid)
+            _signal_all(pgid, members, signal.SIGKILL)
+            kill_deadline = time.monotonic() + 10
+            while time.monotonic() < kill_deadline and _alive(pgid, members, self._proc):
+                time.sleep(0.05)
+        self._proc.poll()
+        if self._monitor is not None:
+            self._monitor.join(timeout=2)
+
+    # -- readiness -------------------------------------------------------------------------
+
+    def wait_ready(self, timeout_s: float, warmup_timeout_s: float = 300.0) -> ReadyTimings:
+        """Block until health, model list and a warm-up completion all pass, or raise."""
+        deadline = time.monotonic() + timeout_s
+        delay = POLL_MIN_S
+        with httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(10.0)) as client:
+            for stage in ("health", "models"):
+                while not self._stage_ok(client, stage):
+                    self._check(deadline, f"waiting for {stage}")
+                    time.sleep(delay)
+                    delay = min(delay * 1.5, POLL_MAX_S)
+                setattr(self.timings, f"{stage}_s", round(self.elapsed(), 3))
+            warm_deadline = min(deadline, time.monotonic() + warmup_timeout_s)
+            while True:
+                self.timings.warmup_attempts += 1
+                if self._warmup(client):
+                    break
+                self._check(warm_deadline, "warming up (completions still failing after /health passed)")
+                time.sleep(delay)
+                delay = min(delay * 1.5, POLL_MAX_S)
+            self.timings.warmup_s = round(self.elapsed(), 3)
+        self._start_monitor()
+        return self.timings
+
+    def _stage_ok(self, client: httpx.Client, stage: str) -> bool:
+        try:
+            if stage == "health":
+                return client.get(self.health_path).status_code == 200
+            listed = client.get("/v1/models")
+            return listed.status_code == 200 and any(
+                m.get("id") == self.served_name for m in listed.json().get("data", [])
+            )
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return False
+
+    def _warmup(self, client: httpx.Client) -> bool:
+        try:
+            r = client.post(
+                "/v1/completions",
+                json={"model": self.served_name, "prompt": "hi", "max_tokens": 1, "temperature": 0},
+                timeout=60.0,
+            )
+            return r.status_code == 200 and bool(r.json().get("choices"))
+        except (httpx.HTTPError, ValueError):
+            return False
+
+    def _check(self, deadline: float, doing: str) -> None:
+        """Raise if the process died, logged a fatal line, or the deadline passed."""
+        self.check_alive()
+        if time.monotonic() > deadline:
+            raise StartupTimeout(
+                f"engine not ready after {self.elapsed():.0f} s ({doing})", log_tail=self.log_tail()
+            )
+
+    def check_alive(self) -> None:
+        """Raise EngineExited / EngineFault if the engine is no longer fit to serve."""
+        assert self._proc is not None, "start() first"
+        self._scan_log()
+        if self._fatal:
+            raise EngineFault(f"fatal line in engine log: {self._fatal[0]}", log_tail=self.log_tail())
+        code = self._proc.poll()
+        if code is not None:
+            tail = self.log_tail()
+            cls = PortInUse if PORT_IN_USE.search(tail) else EngineExited
+            raise cls(f"engine exited with code {code} after {self.elapsed():.1f} s", log_tail=tail, exit_code=code)
+
+    # -- log -------------------------------------------------------------------------------
+
+    def _scan_log(self) -> None:
+        if not self.fatal_patterns or self._fatal:
+            return
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(self._log_offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return
+        # Only whole lines: a partial last line is read again next time.
+        end = chunk.rfind(b"\n") + 1
+        self._log_offset += end
+        for line in chunk[:end].decode("utf-8", "replace").splitlines():
+            if any(re.search(p, line) for p in self.fatal_patterns):
+                self._fatal.append(line.strip())
+                return
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 64 * 1024))
+                text = f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def effective_mode(self) -> str | None:
+        """The graph mode the engine's own log says it chose, if the profile knows the line."""
+        if not self.effective_mode_pattern:
+            return None
+        try:
+            text = self.log_path.read_text("utf-8", "replace")
+        except FileNotFoundError:
+            return None
+        found = re.findall(self.effective_mode_pattern, text)
+        return found[-1] if found else None
+
+    # -- monitor ---------------------------------------------------------------------------
+
+    def _start_monitor(self) -> None:
+        """While evals run: a fatal log line kills the engine at once, so requests fail fast."""
+
+        def watch() -> None:
+            while not self._stopping.wait(0.5):
+                try:
+                    self.check_alive()
+                except EngineFault:
+                    self.stop_grace_s = min(self.stop_grace_s, 5.0)
+                    threading.Thread(target=self.stop, daemon=True).start()
+                    return
+                except EngineExited:
+                    return
+
+        self._monitor = threading.Thread(target=watch, name="engine-monitor", daemon=True)
+        self._monitor.start()
+
+
+def _group_members(pgid: int) -> set[int]:
+    members = set()
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(proc.pid) == pgid:
+                members.add(proc.pid)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return members
+
+
+def _descendants(pid: int) -> set[int]:
+    try:
+        return {p.pid for p in psutil.Process(pid).children(recursive=True)}
+    except psutil.Error:
+        return set()
+
+
+def _signal_all(pgid: int, members: set[int], sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid in members:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _alive(pgid: int, members: set[int], proc: subprocess.Popen[bytes]) -> bool:
+    proc.poll()  # reap the leader so it does not linger as a zombie
+    return any(_running(pid) for pid in members | {pgid})

@@ -1,0 +1,263 @@
+"""GSM8K scored by lm-eval itself, so evalkit's marks are the ones the field trusts.
+
+lm-eval is called in-process (`simple_evaluate`) over a task YAML that includes lm-eval's own
+`gsm8k.yaml` and only swaps the hub dataset for the copy shipped in evalkit, so the prompt, the
+few-shot examples, the stop strings and both filters (`strict-match`, `flexible-extract`) are
+lm-eval's. The same YAML is written into the run folder, so the `lm_eval` CLI can be pointed at
+it to reproduce a cell's score (the README shows the command).
+
+lm-eval's client returns text only; a thin subclass of its backends also records, per prompt,
+`finish_reason`, token counts and how many attempts the request took, since answers cut by
+`max_gen_toks` and hidden retries are exactly what silently changes scores.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evalkit.config import GSM8KSettings
+from evalkit.errors import EvalError
+
+os.environ.setdefault("TQDM_DISABLE", "1")  # lm-eval's progress bars would drown evalkit's own
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+TASK_NAME = "evalkit_gsm8k"
+FILTERS = ("strict-match", "flexible-extract")
+DATA_FILES = ("train.jsonl", "test.jsonl")
+
+
+def data_dir() -> Path:
+    """The GSM8K copy shipped in the package (MIT licence beside it)."""
+    return Path(str(resources.files("evalkit") / "data" / "gsm8k"))
+
+
+def check_data(directory: Path | None = None) -> dict[str, Path]:
+    """Every data file exists and parses as GSM8K records; else an EvalError naming the file."""
+    directory = directory or data_dir()
+    files = {}
+    for name in DATA_FILES:
+        path = directory / name
+        if not path.is_file():
+            raise EvalError(f"{path}: GSM8K data file is missing")
+        with path.open(encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                try:
+                    row = json.loads(line)
+                    ok = isinstance(row.get("question"), str) and "####" in row.get("answer", "")
+                except (json.JSONDecodeError, AttributeError):
+                    ok = False
+                if not ok:
+                    raise EvalError(f"{path}:{lineno}: not a GSM8K record (question, answer ending '#### N')")
+        files[name.removesuffix(".jsonl")] = path
+    return files
+
+
+def lm_eval_version() -> str:
+    from importlib.metadata import version
+
+    return version("lm-eval")
+
+
+def write_task_yaml(directory: Path, settings: GSM8KSettings) -> Path:
+    """lm-eval's gsm8k task over the shipped data, with the config's generation settings."""
+    import lm_eval
+
+    upstream = Path(lm_eval.__file__).parent / "tasks" / "gsm8k" / "gsm8k.yaml"
+    with upstream.open(encoding="utf-8") as f:
+        upstream_until = yaml.load(f, Loader=_IgnoreTagsLoader)["generation_kwargs"]["until"]
+    files = check_data()
+    task = {
+        "include": str(upstream),
+        "task": TASK_NAME,
+        "tag": [],
+        "dataset_path": "json",
+        "dataset_name": None,
+        "dataset_kwargs": {"data_files": {"train": str(files["train"]), "test": str(files["test"])}},
+        "generation_kwargs": {
+            "until": settings.until if settings.until is not None else upstream_until,
+            "do_sample": False,
+            "temperature": 0.0,
+            "max_gen_toks": settings.max_gen_toks,
+        },
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{TASK_NAME}.yaml"
+    path.write_text(yaml.safe_dump(task, sort_keys=False), encoding="utf-8")
+    return path
+
+
+class _IgnoreTagsLoader(yaml.SafeLoader):
+    """lm-eval YAMLs may hold `!function` tags; reading plain fields must not execute them."""
+
+
+_IgnoreTagsLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+def request_timeout(settings: GSM8KSettings) -> float:
+    """lm-eval's 300 s default, growing with `max_gen_toks` for long reasoning answers."""
+    return settings.timeout or max(300.0, settings.max_gen_toks * 0.1)
+
+
+@dataclass
+class ResponseMeta:
+    """What lm-eval's client drops: per prompt, the server's finish reason, usage and attempts."""
+
+    by_prompt: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def record(self, prompt: str, choice: dict[str, Any], usage: dict[str, Any] | None) -> None:
+        entry = self.by_prompt.setdefault(prompt, {"attempts": 0})
+        entry["finish_reason"] = choice.get("finish_reason")
+        entry["completion_tokens"] = (usage or {}).get("completion_tokens")
+        entry["prompt_tokens"] = (usage or {}).get("prompt_tokens")
+
+    def attempt(self, prompt: str) -> None:
+        self.by_prompt.setdefault(prompt, {"attempts": 0})["attempts"] += 1
+
+
+_META: contextvars.ContextVar[ResponseMeta | None] = contextvars.ContextVar("evalkit_meta", default=None)
+_PROMPT: contextvars.ContextVar[str | None] = contextvars.ContextVar("evalkit_prompt", default=None)
+
+
+def _prompt_key(messages: Any) -> str:
+    if isinstance(messages, list) and len(messages) == 1:
+        messages = messages[0]
+    return messages if isinstance(messages, str) else json.dumps(messages, sort_keys=True, default=str)
+
+
+def _register_backends() -> None:
+    """`evalkit-completions` / `evalkit-chat-completions`: lm-eval's backends plus metadata capture."""
+    from lm_eval.api.registry import MODEL_REGISTRY, register_model
+    from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompletionsAPI
+
+    if "evalkit-completions" in MODEL_REGISTRY:
+        return
+
+    class _Recording:
+        async def amodel_call(self, session: Any, sem: Any, messages: Any, **kwargs: Any) -> Any:  # noqa: D401
+            key = _prompt_key(messages)
+            meta = _META.get()
+            if meta is not None:
+                meta.attempt(key)
+            token = _PROMPT.set(key)
+            try:
+                return await super().amodel_call(session, sem, messages, **kwargs)  # type: ignore[misc]
+            finally:
+                _PROMPT.reset(token)
+
+        def parse_generations(self, outputs: Any, **kwargs: Any) -> list[str]:
+            meta, key = _META.get(), _PROMPT.get()
+            if meta is not None and key is not None and isinstance(outputs, dict):
+                for choice in outputs.get("choices") or []:
+                    meta.record(key, choice, outputs.get("usage"))
+            return super().parse_generations(outputs, **kwargs)  # type: ignore[misc]
+
+    register_model("evalkit-completions")(type("EvalkitCompletions", (_Recording, LocalCompletionsAPI), {}))
+    register_model("evalkit-chat-completions")(type("EvalkitChatCompletions", (_Recording, LocalChatCompletion), {}))
+
+
+def model_args(settings: GSM8KSettings, base_url: str, served_name: str) -> dict[str, Any]:
+    """The backend arguments; the equality test passes the same ones to the `lm_eval` CLI."""
+    path = "/v1/completions" if settings.endpoint == "completions" else "/v1/chat/completions"
+    return {
+        "base_url": base_url.rstrip("/") + path,
+        "model": served_name,
+        "num_concurrent": settings.num_concurrent,
+        "max_retries": settings.max_retries,
+        "timeout": request_timeout(settings),
+        "tokenized_requests": False,
+        "tokenizer_backend": None,
+        "max_gen_toks": settings.max_gen_toks,
+        "seed": settings.seed,
+    }
+
+
+@dataclass
+class GSM8KResult:
+    metrics: dict[str, Any]
+    samples: list[dict[str, Any]]
+
+
+def run_gsm8k(settings: GSM8KSettings, base_url: str, served_name: str, task_dir: Path, limit: int | None) -> GSM8KResult:
+    """Score GSM8K on a running server; per-question records keep both filters' marks."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    logging.getLogger("lm_eval").setLevel(logging.WARNING)
+    _register_backends()
+    backend = "evalkit-completions" if settings.endpoint == "completions" else "evalkit-chat-completions"
+    meta = ResponseMeta()
+    token = _META.set(meta)
+    try:
+        out = lm_eval.simple_evaluate(
+            model=backend,
+            model_args=model_args(settings, base_url, served_name),
+            tasks=[TASK_NAME],
+            num_fewshot=settings.num_fewshot,
+            limit=limit or settings.limit,
+            task_manager=TaskManager(include_path=str(task_dir), include_defaults=False),
+            log_samples=True,
+            apply_chat_template=settings.endpoint == "chat",
+            fewshot_as_multiturn=settings.endpoint == "chat",
+            random_seed=settings.seed,
+            numpy_random_seed=settings.seed,
+            fewshot_random_seed=settings.seed,
+            bootstrap_iters=0,
+        )
+    except Exception as e:  # lm-eval raises bare exceptions (RetryError, ClientError, ...)
+        raise EvalError(f"gsm8k: lm-eval failed: {type(e).__name__}: {e}") from e
+    finally:
+        _META.reset(token)
+    if out is None:
+        raise EvalError("gsm8k: lm-eval returned no results")
+    return _collect(out, meta)
+
+
+def _collect(out: dict[str, Any], meta: ResponseMeta) -> GSM8KResult:
+    scores = out["results"][TASK_NAME]
+    by_doc: dict[int, dict[str, Any]] = {}
+    for s in out["samples"][TASK_NAME]:
+        prompt = s["arguments"][0][0] if isinstance(s["arguments"][0], (list, tuple)) else s["arguments"][0]
+        row = by_doc.setdefault(
+            s["doc_id"],
+            {
+                "doc_id": s["doc_id"],
+                "id": f"test-{s['doc_id']}",
+                "prompt_hash": hashlib.sha256(str(prompt).encode()).hexdigest()[:16],
+                "target": s["target"],
+                "response": s["resps"][0][0],
+                **{k: v for k, v in meta.by_prompt.get(_prompt_key(prompt), {}).items()},
+            },
+        )
+        name = s["filter"]
+        row[f"{name}.extracted"] = s["filtered_resps"][0]
+        row[f"{name}.correct"] = bool(s["exact_match"])
+    samples = [by_doc[k] for k in sorted(by_doc)]
+    n = len(samples)
+    metrics: dict[str, Any] = {
+        "strict": scores["exact_match,strict-match"],
+        "strict_stderr": scores["exact_match_stderr,strict-match"],
+        "flexible": scores["exact_match,flexible-extract"],
+        "flexible_stderr": scores["exact_match_stderr,flexible-extract"],
+        "n": n,
+        "cut_by_max_gen_toks": sum(1 for r in samples if r.get("finish_reason") == "length"),
+        "empty_responses": sum(1 for r in samples if not str(r["response"]).strip()),
+        "retries": sum(max(0, r.get("attempts", 1) - 1) for r in samples),
+        "lm_eval_version": lm_eval_version(),
+        "task_version": out.get("versions", {}).get(TASK_NAME),
+        "num_fewshot": out.get("n-shot", {}).get(TASK_NAME),
+    }
+    for key in ("strict_stderr", "flexible_stderr"):
+        if isinstance(metrics[key], str) or metrics[key] != metrics[key]:  # "N/A" or nan at n < 2
+            metrics[key] = None
+    return GSM8KResult(metrics, samples)

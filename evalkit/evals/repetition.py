@@ -1,0 +1,204 @@
+"""The long-generation collapse check: greedy, long, streamed, scanned as it arrives.
+
+Each prompt of a shipped, versioned prompt set is sent with temperature 0 and a large
+`max_tokens` (short limits missed the real bugs). The stream is fed to the detector as it comes;
+once a sample is clearly collapsed the request is closed, which stops the engine generating it
+(the verdict is the same as letting it run to `max_tokens`, at a fraction of the engine time).
+
+Token ids come from the server when its profile says it returns them
+(`return_tokens_as_token_ids`); otherwise the text is split without a tokenizer. The results say
+which.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from evalkit.config import RepetitionSettings
+from evalkit.errors import EvalError
+from evalkit.evals.detector import StreamingDetector, analyze_text, split_text
+from evalkit.evals.prompts import load_prompt_set
+
+TRANSIENT_STATUS = {429, 500, 502, 503, 504}
+MAX_ATTEMPTS = 4
+
+
+@dataclass
+class RepetitionResult:
+    metrics: dict[str, Any]
+    samples: list[dict[str, Any]]
+
+
+def _token_ids(pieces: list[str]) -> list[int] | None:
+    """`token_id:N` strings -> ints; None if the server did not send ids."""
+    ids = []
+    for piece in pieces:
+        if not piece.startswith("token_id:"):
+            return None
+        ids.append(int(piece[9:]))
+    return ids
+
+
+class _TextSplitter:
+    """Feeds the tokenizer-free split of a growing text, one whole word at a time.
+
+    Only text up to the last whitespace is split, so a word cut between two stream chunks is
+    split once, whole: the ids fed equal the split of the finished text.
+    """
+
+    def __init__(self) -> None:
+        self.pending = ""
+
+    def push(self, text: str, final: bool = False) -> str:
+        self.pending += text
+        cut = len(self.pending) if final else max(self.pending.rfind(" "), self.pending.rfind("\n"))
+        if cut <= 0:
+            return ""
+        ready, self.pending = self.pending[:cut], self.pending[cut:]
+        return ready
+
+
+async def _stream(
+    client: httpx.AsyncClient, settings: RepetitionSettings, served_name: str, prompt: str, token_ids: bool
+) -> AsyncIterator[tuple[str, list[str], str | None]]:
+    """Yield (text delta, token pieces, finish_reason) per SSE event of one generation."""
+    if settings.endpoint == "completions":
+        url = "/v1/completions"
+        body: dict[str, Any] = {"prompt": prompt}
+        if token_ids:
+            body |= {"logprobs": 1, "return_tokens_as_token_ids": True}
+    else:
+        url = "/v1/chat/completions"
+        body = {"messages": [{"role": "user", "content": prompt}]}
+        if token_ids:
+            body |= {"logprobs": True, "return_tokens_as_token_ids": True}
+    body |= {"model": served_name, "max_tokens": settings.max_tokens, "temperature": 0, "stream": True}
+    async with client.stream("POST", url, json=body) as response:
+        if response.status_code != 200:
+            await response.aread()
+            raise httpx.HTTPStatusError(f"HTTP {response.status_code}", request=response.request, response=response)
+        async for line in response.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            data = line[6:].strip()
+            if data == "[DONE]":
+                return
+            chunk = json.loads(data)
+            for choice in chunk.get("choices") or []:
+                if settings.endpoint == "completions":
+                    text = choice.get("text") or ""
+                    pieces = ((choice.get("logprobs") or {}).get("tokens")) or []
+                else:
+                    text = (choice.get("delta") or {}).get("content") or ""
+                    pieces = [t["token"] for t in ((choice.get("logprobs") or {}).get("content") or [])]
+                yield text, pieces, choice.get("finish_reason")
+    raise EvalError("stream ended without [DONE]")
+
+
+async def _generate(
+    client: httpx.AsyncClient, settings: RepetitionSettings, served_name: str, item: dict[str, str], token_ids: bool
+) -> dict[str, Any]:
+    """One prompt: stream, detect, maybe abort early; retried only if nothing arrived yet."""
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        detector = StreamingDetector(settings.detector)
+        splitter = _TextSplitter()
+        text_parts: list[str] = []
+        finish_reason: str | None = None
+        source = "token_ids" if token_ids else "text_split"
+        received = False
+        try:
+            async for text, pieces, reason in _stream(client, settings, served_name, item["prompt"], token_ids):
+                received = received or bool(text)
+                text_parts.append(text)
+                ids = _token_ids(pieces) if token_ids else None
+                if token_ids and ids is None and text:
+                    raise EvalError("server sent no token ids although its profile says it does")
+                if ids is not None:
+                    collapsed = detector.feed(ids)
+                else:
+                    collapsed = detector.feed(split_text(splitter.push(text))) if text else False
+                finish_reason = reason or finish_reason
+                if collapsed and settings.early_abort:
+                    finish_reason = "aborted"
+                    break
+            else:
+                if not token_ids:
+                    detector.feed(split_text(splitter.push("", final=True)))
+            analysis = detector.finish(finish_reason)
+            return {
+                "id": item["id"],
+                "kind": item.get("kind"),
+                "token_source": source,
+                "attempts": attempt,
+                "text": "".join(text_parts),
+                **analysis.to_dict(),
+            }
+        except (httpx.TransportError, httpx.HTTPStatusError, EvalError, json.JSONDecodeError) as e:
+            status = e.response.status_code if isinstance(e, httpx.HTTPStatusError) else None
+            transient = status is None or status in TRANSIENT_STATUS
+            if received or not transient or attempt == MAX_ATTEMPTS:
+                raise EvalError(f"repetition: prompt {item['id']}: {type(e).__name__}: {e}") from e
+            await asyncio.sleep(min(8.0, 0.5 * 2**attempt) * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
+
+async def _run_all(
+    settings: RepetitionSettings, base_url: str, served_name: str, token_ids: bool,
+    progress: Callable[[int, int], None] | None,
+) -> list[dict[str, Any]]:
+    prompt_set = load_prompt_set(settings.prompt_set)
+    items = [p if isinstance(p, dict) else p.__dict__ for p in prompt_set.prompts][: settings.count]
+    semaphore = asyncio.Semaphore(settings.concurrency)
+    done = 0
+    limits = httpx.Limits(max_connections=settings.concurrency, max_keepalive_connections=settings.concurrency)
+    async with httpx.AsyncClient(base_url=base_url, timeout=settings.timeout, limits=limits) as client:
+
+        async def one(item: dict[str, str]) -> dict[str, Any]:
+            nonlocal done
+            async with semaphore:
+                result = await _generate(client, settings, served_name, item, token_ids)
+            done += 1
+            if progress:
+                progress(done, len(items))
+            return result
+
+        return list(await asyncio.gather(*(one(item) for item in items)))
+
+
+def run_repetition(
+    settings: RepetitionSettings, base_url: str, served_name: str, token_ids: bool,
+    progress: Callable[[int, int], None] | None = None,
+) -> RepetitionResult:
+    """Generate the prompt set on a running server and judge every sample."""
+    prompt_set = load_prompt_set(settings.prompt_set)
+    samples = asyncio.run(_run_all(settings, base_url, served_name, token_ids, progress))
+    n = len(samples)
+    collapsed = sum(1 for s in samples if s["collapsed"])
+    metrics = {
+        "collapse_rate": collapsed / n if n else None,
+        "collapsed": collapsed,
+        "n": n,
+        "prompt_set": prompt_set.id,
+        "prompt_set_version": prompt_set.version,
+        "max_tokens": settings.max_tokens,
+        "token_source": "token_ids" if token_ids else "text_split",
+        "aborted_early": sum(1 for s in samples if s.get("finish_reason") == "aborted"),
+        "hit_max_tokens": sum(1 for s in samples if s.get("finish_reason") == "length"),
+    }
+    return RepetitionResult(metrics, samples)
+
+
+def scan_texts(texts: list[str], finish_reasons: list[str | None], settings: RepetitionSettings) -> dict[str, Any]:
+    """The detector over already generated text (e.g. every GSM8K answer): free extra evidence."""
+    flagged = [
+        i for i, (t, r) in enumerate(zip(texts, finish_reasons))
+        if analyze_text(t, finish_reason=r, settings=settings.detector).collapsed
+    ]
+    return {"n": len(texts), "collapsed": len(flagged), "collapsed_ids": flagged[:50]}

@@ -1,0 +1,17 @@
+"""evalkit's simulated engine: ATOM's flag map with another entry point (`python -m evalkit.sim`)."""
+
+from __future__ import annotations
+
+from evalkit.profiles import Profile
+from evalkit.profiles.atom import ATOM_FATAL_PATTERNS, ATOM_MODE_PATTERN, ATOM_SETTINGS, atom_flags
+
+PROFILE = Profile(
+    name="sim",
+    entrypoint=("{python}", "-m", "evalkit.sim"),
+    flags=atom_flags,
+    health_path="/health",
+    fatal_patterns=ATOM_FATAL_PATTERNS,
+    effective_mode_pattern=ATOM_MODE_PATTERN,
+    supports_token_ids=True,
+    settings_supported=ATOM_SETTINGS,
+)

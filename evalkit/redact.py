@@ -1,0 +1,57 @@
+"""Keep secrets out of everything evalkit writes or prints.
+
+Results folders get pasted into PRs. Any environment variable whose name looks secret, and any
+name the config lists in `secret_env`, is shown as `***` in run.json, cell.json, plan output,
+reports and the history database; so is the value after an argv flag that carries a key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+REDACTED = "***"
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+SECRET_FLAG = re.compile(r"^--?[\w-]*(token|key|secret|password)[\w-]*$", re.IGNORECASE)
+
+
+def is_secret(name: str, extra: Iterable[str] = ()) -> bool:
+    return bool(SECRET_NAME.search(name)) or name in set(extra)
+
+
+def redact_env(env: Mapping[str, str], extra: Iterable[str] = ()) -> dict[str, str]:
+    extra = set(extra)
+    return {k: (REDACTED if is_secret(k, extra) else v) for k, v in env.items()}
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    """`--api-key X` -> `--api-key ***`; `--api-key=X` -> `--api-key=***`."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        flag, eq, _ = arg.partition("=")
+        if SECRET_FLAG.match(flag):
+            if eq:
+                out.append(f"{flag}={REDACTED}")
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        out.append(arg)
+    return out
+
+
+def secret_values(env: Mapping[str, str], extra: Iterable[str] = ()) -> list[str]:
+    """Values to scrub from free text (logs): the secret-looking variables' values, longest first."""
+    extra = set(extra)
+    return sorted((v for k, v in env.items() if is_secret(k, extra) and len(v) >= 4), key=len, reverse=True)
+
+
+def scrub(text: str, values: Iterable[str]) -> str:
+    for value in values:
+        text = text.replace(value, REDACTED)
+    return text

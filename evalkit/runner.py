@@ -1,0 +1,304 @@
+"""Run a matrix: for each cell, start its engine, run the evals, store the results, stop it.
+
+Data flows one way: config -> cells -> engine process -> evals -> results store -> verdicts.
+A cell that fails (engine crash, timeout, fatal log line, eval error) becomes that cell's error
+and the matrix goes on; Ctrl-C stops the engine, keeps finished cells and marks the run
+interrupted so `--resume` can finish it.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+import evalkit
+from evalkit.config import MatrixConfig
+from evalkit.engine import EngineProcess, PortInUse, free_port
+from evalkit.errors import EngineError, EvalError
+from evalkit.evals import gsm8k, repetition
+from evalkit.matrix import Cell
+from evalkit.plan import CellLaunch, build_launch
+from evalkit.redact import redact_env, scrub, secret_values
+from evalkit.sources import ResolvedSource, checkout
+from evalkit.store import RunStore, write_jsonl
+
+PORT_ATTEMPTS = 3
+
+
+class Progress(Protocol):
+    """Where the runner reports what each cell is doing (plain lines, a live table, nothing)."""
+
+    def update(self, cell_id: str, state: str, detail: str = "") -> None: ...
+
+
+@dataclass
+class RunOptions:
+    results_dir: Path
+    cache_dir: Path
+    run_id: str
+    limit: int | None = None
+    base_url: str | None = None
+    """Evaluate a server that is already running (one cell, no engine started)."""
+    command_line: list[str] = field(default_factory=list)
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM arrived: the run stops, finished cells are kept."""
+
+
+@contextmanager
+def _interrupts_raise() -> Iterator[None]:
+    """Turn SIGTERM into the same clean stop as Ctrl-C, so `finally` blocks stop the engines."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _git_sha(path: Path) -> str | None:
+    """The commit evalkit itself runs from, when it runs from a git checkout."""
+    try:
+        out = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def prepare_sources(cells: list[Cell], cache_dir: Path) -> dict[str, ResolvedSource]:
+    """Check out every cell's source before any engine starts; a bad ref fails the whole run now."""
+    resolved: dict[str, ResolvedSource] = {}
+    by_source: dict[tuple[str, str], ResolvedSource] = {}
+    for cell in cells:
+        if cell.source is None:
+            continue
+        key = (cell.source.repo, cell.source.ref)
+        if key not in by_source:
+            by_source[key] = checkout(cell.source, cache_dir)
+        resolved[cell.id] = by_source[key]
+    return resolved
+
+
+def run_cell(
+    config: MatrixConfig,
+    cell: Cell,
+    store: RunStore,
+    options: RunOptions,
+    source: ResolvedSource | None,
+    task_dir: Path,
+    progress: Progress,
+) -> dict[str, Any]:
+    """Run one cell end to end and return its record (also written as cell.json)."""
+    cell_dir = store.cell_dir(cell.id)
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    secrets = secret_values({**os.environ, **cell.env}, config.secret_env)
+    record: dict[str, Any] = {
+        "id": cell.id,
+        "axes": cell.axes,
+        "status": "running",
+        "started_at": _now(),
+        "source": {"repo": source.repo, "ref": source.ref, "sha": source.sha} if source else None,
+        "timings": {},
+        "metrics": {},
+    }
+    timings = record["timings"]
+    started = time.monotonic()
+    try:
+        if options.base_url:
+            record["launch"] = {"base_url": options.base_url, "note": "external server: not started by evalkit"}
+            _run_evals(config, cell, options.base_url, store, options, task_dir, progress, record, token_ids=False)
+        else:
+            _run_with_engine(config, cell, store, options, source, task_dir, progress, record)
+        record["status"] = "ok"
+    except (EngineError, EvalError) as e:
+        record["status"] = "error"
+        record["error"] = {
+            "type": type(e).__name__,
+            "message": scrub(str(e), secrets),
+            "exit_code": getattr(e, "exit_code", None),
+            "log_tail": scrub(getattr(e, "log_tail", ""), secrets),
+        }
+    except (KeyboardInterrupt, Interrupted):
+        record["status"] = "interrupted"
+        raise
+    finally:
+        timings["total_s"] = round(time.monotonic() - started, 3)
+        record["finished_at"] = _now()
+        if record["status"] != "interrupted":
+            store.write_cell(cell.id, record)
+        progress.update(cell.id, record["status"], (record.get("error") or {}).get("message", ""))
+    return record
+
+
+def _run_with_engine(
+    config: MatrixConfig, cell: Cell, store: RunStore, options: RunOptions, source: ResolvedSource | None,
+    task_dir: Path, progress: Progress, record: dict[str, Any],
+) -> None:
+    timings = record["timings"]
+    log_path = store.cell_dir(cell.id) / "engine.log"
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        port = config.engine.port or free_port(config.engine.host)
+        launch = build_launch(config, cell, port, source.worktree if source else None)
+        record["launch"] = launch.display(config.secret_env)
+        progress.update(cell.id, "starting", f"port {port}")
+        t0 = time.monotonic()
+        engine = _engine_for(launch, config, log_path)
+        try:
+            with engine:
+                ready = engine.wait_ready(config.timeouts.startup, config.timeouts.warmup)
+                timings["engine_start_s"] = ready.health_s
+                timings["engine_ready_s"] = ready.warmup_s
+                timings["warmup_attempts"] = ready.warmup_attempts
+                record["effective_mode"] = engine.effective_mode()
+                progress.update(cell.id, "ready", f"in {ready.warmup_s:.1f} s")
+                try:
+                    _run_evals(config, cell, launch.base_url, store, options, task_dir, progress, record,
+                               token_ids=launch.profile.supports_token_ids)
+                except EvalError as e:
+                    engine.check_alive()  # an engine that died mid-eval is the real reason
+                    raise e
+                t_stop = time.monotonic()
+            timings["engine_stop_s"] = round(time.monotonic() - t_stop, 3)
+            return
+        except PortInUse:
+            if config.engine.port or attempt == PORT_ATTEMPTS:
+                raise
+            progress.update(cell.id, "starting", f"port {port} taken, retrying")
+        finally:
+            timings.setdefault("engine_wall_s", round(time.monotonic() - t0, 3))
+
+
+def _engine_for(launch: CellLaunch, config: MatrixConfig, log_path: Path) -> EngineProcess:
+    return EngineProcess(
+        argv=launch.argv,
+        env={**os.environ, **launch.env},
+        log_path=log_path,
+        base_url=launch.base_url,
+        served_name=config.served,
+        health_path=launch.health_path,
+        fatal_patterns=launch.fatal_patterns,
+        effective_mode_pattern=launch.profile.effective_mode_pattern,
+        stop_grace_s=config.timeouts.stop_grace,
+    )
+
+
+def _run_evals(
+    config: MatrixConfig, cell: Cell, base_url: str, store: RunStore, options: RunOptions, task_dir: Path,
+    progress: Progress, record: dict[str, Any], token_ids: bool,
+) -> None:
+    """Both evals against one running server; each writes its samples beside cell.json."""
+    timings, metrics = record["timings"], record["metrics"]
+    cell_dir = store.cell_dir(cell.id)
+    evals = config.evals
+    gsm8k_samples: list[dict[str, Any]] = []
+    if evals.gsm8k.enabled:
+        progress.update(cell.id, "gsm8k")
+        t = time.monotonic()
+        result = gsm8k.run_gsm8k(evals.gsm8k, base_url, config.served, task_dir, options.limit)
+        timings["gsm8k_s"] = round(time.monotonic() - t, 3)
+        gsm8k_samples = result.samples
+        write_jsonl(cell_dir / "gsm8k.samples.jsonl", gsm8k_samples)
+        metrics["gsm8k"] = result.metrics
+    if evals.repetition.enabled:
+        settings = evals.repetition
+        if options.limit is not None:
+            settings = settings.model_copy(update={"count": min(settings.count or options.limit, options.limit)})
+        progress.update(cell.id, "repetition")
+        t = time.monotonic()
+        rep = repetition.run_repetition(
+            settings, base_url, config.served, token_ids,
+            progress=lambda i, n: progress.update(cell.id, "repetition", f"{i}/{n}"),
+        )
+        timings["repetition_s"] = round(time.monotonic() - t, 3)
+        write_jsonl(cell_dir / "repetition.samples.jsonl", rep.samples)
+        metrics["repetition"] = rep.metrics
+        if gsm8k_samples:
+            metrics["repetition"]["gsm8k_responses"] = repetition.scan_texts(
+                [s["response"] for s in gsm8k_samples], [s.get("finish_reason") for s in gsm8k_samples], settings
+            )
+
+
+def run_info(config: MatrixConfig, config_path: Path, options: RunOptions, cells: list[Cell]) -> dict[str, Any]:
+    """run.json: enough to know exactly what ran, where, with which versions; secrets redacted."""
+    snapshot = config.model_dump(mode="json")
+    snapshot["engine"]["env"] = redact_env(config.engine.env, config.secret_env)
+    for values in snapshot["axes"].values():
+        for value in values.values():
+            value["env"] = redact_env(value["env"], config.secret_env)
+    return {
+        "run_id": options.run_id,
+        "status": "running",
+        "model": config.model,
+        "served_name": config.served,
+        "engine": config.engine.profile,
+        "simulated": config.engine.profile == "sim",
+        "config_path": str(config_path),
+        "config": snapshot,
+        "cells": [c.id for c in cells],
+        "limit": options.limit,
+        "base_url": options.base_url,
+        "listen_host": config.engine.host,
+        "command": options.command_line,
+        "evalkit_version": evalkit.__version__,
+        "evalkit_git_sha": _git_sha(Path(evalkit.__file__).resolve().parent.parent),
+        "lm_eval_version": gsm8k.lm_eval_version(),
+        "python": sys.version.split()[0],
+        "host": {"hostname": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count()},
+        "started_at": _now(),
+        "finished_at": None,
+    }
+
+
+def run_matrix(
+    config: MatrixConfig,
+    config_path: Path,
+    cells: list[Cell],
+    options: RunOptions,
+    progress: Progress,
+    on_cell_done: Callable[[dict[str, Any]], None] | None = None,
+) -> RunStore:
+    """Run every cell; returns the store. Raises Interrupted after marking the run interrupted."""
+    sources = {} if options.base_url else prepare_sources(cells, options.cache_dir)
+    gsm8k.check_data()
+    store = RunStore(options.results_dir, options.run_id)
+    store.create()
+    info = run_info(config, config_path, options, cells)
+    store.write_run(info)
+    task_dir = store.path / "lm_eval_tasks"
+    gsm8k.write_task_yaml(task_dir, config.evals.gsm8k)
+    for cell in cells:
+        progress.update(cell.id, "waiting")
+    try:
+        with _interrupts_raise():
+            for cell in cells:
+                record = run_cell(config, cell, store, options, sources.get(cell.id), task_dir, progress)
+                if on_cell_done:
+                    on_cell_done(record)
+        info["status"] = "complete"
+    except (KeyboardInterrupt, Interrupted):
+        info["status"] = "interrupted"
+        raise Interrupted("run interrupted") from None
+    finally:
+        info["finished_at"] = _now()
+        store.write_run(info)
+    return store

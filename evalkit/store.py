@@ -1,0 +1,139 @@
+"""The results store: `results/<run-id>/` with one folder per cell, every file written whole.
+
+Layout::
+
+    results/<run-id>/run.json            config snapshot, versions, host, status, start/end
+    results/<run-id>/summary.json        the machine-readable verdict (see README)
+    results/<run-id>/table.md            the GitHub-markdown table
+    results/<run-id>/<cell>/cell.json    status, timings, launch (redacted), metrics
+    results/<run-id>/<cell>/engine.log   the engine's stdout and stderr
+    results/<run-id>/<cell>/*.samples.jsonl  per-sample records of each eval
+
+Every file goes through a temp file and `os.replace`, so a kill at any moment leaves each file
+either absent or complete; readers skip the temp files (`.*.tmp`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from evalkit.errors import ConfigError
+
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` so that no reader ever sees a partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False, allow_nan=False, default=str) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    with path.open(encoding="utf-8") as f:
+        return json.load(f)
+
+
+@contextmanager
+def jsonl_writer(path: Path) -> Iterator[IO[str]]:
+    """A JSONL file that appears under its name only once it is complete."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    with jsonl_writer(path) as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID_PATTERN.match(run_id) or ".." in run_id:
+        raise ConfigError(f"run id {run_id!r}: use letters, digits, '-', '_' and '.' only (no '/' or '..')")
+    return run_id
+
+
+def new_run_id(model: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-.") or "run"
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{safe}"
+
+
+class RunStore:
+    """One run's folder."""
+
+    def __init__(self, results_dir: Path, run_id: str) -> None:
+        self.results_dir = results_dir
+        self.run_id = check_run_id(run_id)
+        self.path = results_dir / run_id
+
+    def create(self) -> None:
+        """Make the run folder; refuses to reuse one (that is what `--resume` is for)."""
+        try:
+            self.results_dir.mkdir(parents=True, exist_ok=True)
+            probe = self.results_dir / f".write-probe.{os.getpid()}.tmp"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as e:
+            raise ConfigError(f"{self.results_dir}: results folder is not writable ({e.strerror})") from e
+        try:
+            self.path.mkdir()
+        except FileExistsError as e:
+            raise ConfigError(f"{self.path}: run folder exists already (use --resume {self.run_id})") from e
+
+    def cell_dir(self, cell_id: str) -> Path:
+        return self.path / cell_id
+
+    def write_run(self, data: dict[str, Any]) -> None:
+        write_json(self.path / "run.json", data)
+
+    def read_run(self) -> dict[str, Any]:
+        return read_json(self.path / "run.json")
+
+    def write_cell(self, cell_id: str, data: dict[str, Any]) -> None:
+        write_json(self.cell_dir(cell_id) / "cell.json", data)
+
+    def read_cell(self, cell_id: str) -> dict[str, Any] | None:
+        path = self.cell_dir(cell_id) / "cell.json"
+        return read_json(path) if path.is_file() else None
+
+
+def resolve_run(results_dir: Path, ref: str) -> Path:
+    """`latest`, a run id, or a path -> the run folder (must hold run.json)."""
+    if ref == "latest":
+        runs = [p for p in results_dir.glob("*/run.json")] if results_dir.is_dir() else []
+        if not runs:
+            raise ConfigError(f"{results_dir}: no runs yet")
+        return max(runs, key=lambda p: (p.stat().st_mtime, p.parent.name)).parent
+    candidate = Path(ref)
+    if not (candidate / "run.json").is_file():
+        candidate = results_dir / check_run_id(ref)
+    if not (candidate / "run.json").is_file():
+        raise ConfigError(f"{ref}: not a run (no run.json in {candidate})")
+    return candidate

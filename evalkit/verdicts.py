@@ -1,0 +1,163 @@
+"""Stored cells -> comparisons, broken thresholds and the run's summary (summary.json).
+
+Comparisons are paired, on the questions both cells answered: each cell against the baseline
+cell, and each fix-off cell against its fix-on twin (the A/B axis). Accuracy deltas use McNemar's
+exact test, collapse rates Fisher's exact test (see stats.py). A threshold with `alpha` counts
+a delta only when it is significant, so noise on a small `--limit` does not fail a nightly job.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from evalkit.config import MatrixConfig, Threshold
+from evalkit.stats import fisher_collapse, paired_comparison, proportion
+from evalkit.store import read_json, read_jsonl
+
+EXIT_OK = 0
+EXIT_THRESHOLD = 1
+EXIT_BAD_INPUT = 2
+EXIT_CELL_FAILED = 3
+EXIT_INTERRUPTED = 130
+FILTERS = {"strict": "strict-match", "flexible": "flexible-extract"}
+
+
+def _marks(cell_dir: Path, filter_name: str) -> dict[str, bool]:
+    path = cell_dir / "gsm8k.samples.jsonl"
+    if not path.is_file():
+        return {}
+    return {row["id"]: bool(row[f"{filter_name}.correct"]) for row in read_jsonl(path)}
+
+
+def flat_metrics(record: dict[str, Any]) -> dict[str, Any]:
+    """A cell's headline metrics under stable dotted names (the summary.json contract)."""
+    g = record.get("metrics", {}).get("gsm8k") or {}
+    r = record.get("metrics", {}).get("repetition") or {}
+    out: dict[str, Any] = {}
+    if g:
+        out |= {"gsm8k.strict": g["strict"], "gsm8k.flexible": g["flexible"], "gsm8k.n": g["n"],
+                "gsm8k.strict_stderr": g.get("strict_stderr"), "gsm8k.flexible_stderr": g.get("flexible_stderr"),
+                "gsm8k.cut_by_max_gen_toks": g.get("cut_by_max_gen_toks"), "gsm8k.retries": g.get("retries")}
+        for short in FILTERS:
+            p = proportion(round(g[short] * g["n"]), g["n"])
+            out[f"gsm8k.{short}_ci95"] = [p.low, p.high]
+    if r:
+        out |= {"repetition.collapse_rate": r["collapse_rate"], "repetition.n": r["n"],
+                "repetition.collapsed": r["collapsed"]}
+        if r.get("n"):
+            p = proportion(r["collapsed"], r["n"])
+            out["repetition.collapse_rate_ci95"] = [p.low, p.high]
+    return out
+
+
+def compare(cell: dict[str, Any], ref: dict[str, Any], run_path: Path) -> dict[str, Any]:
+    """Paired deltas of `cell` against `ref` (cell - ref) on the shared questions."""
+    result: dict[str, Any] = {"reference": ref["id"]}
+    for short, filter_name in FILTERS.items():
+        a, b = _marks(run_path / cell["id"], filter_name), _marks(run_path / ref["id"], filter_name)
+        shared = sorted(set(a) & set(b), key=lambda i: int(i.split("-")[-1]) if i.split("-")[-1].isdigit() else 0)
+        if not shared:
+            continue
+        p = paired_comparison([a[i] for i in shared], [b[i] for i in shared], ids=shared)
+        result[f"gsm8k.{short}"] = {
+            "diff": p.diff, "p_value": p.p_value, "ci95": [p.low, p.high], "n": p.n,
+            "right_only_in_cell": p.a_only, "right_only_in_reference": p.b_only,
+            "flipped_to_wrong": list(p.b_only_ids), "flipped_to_right": list(p.a_only_ids),
+        }
+    rc, rr = cell["metrics"].get("repetition"), ref["metrics"].get("repetition")
+    if rc and rr and rc.get("n") and rr.get("n"):
+        f = fisher_collapse(rc["collapsed"], rc["n"], rr["collapsed"], rr["n"])
+        result["repetition.collapse_rate"] = {"diff": f.diff, "p_value": f.p_greater, "p_two_sided": f.p_two_sided}
+    return result
+
+
+def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """The broken-threshold flag for one cell, or None if the rule holds (or does not apply)."""
+    check, limit, metric = threshold.check, threshold.value, threshold.metric
+    label = metric.replace("gsm8k.", "GSM8K ").replace("repetition.collapse_rate", "collapse rate")
+    if check in ("min", "max"):
+        value = metrics.get(metric)
+        if value is None or (value >= limit if check == "min" else value <= limit):
+            return None
+        words = f"{cell['id']}: {label} {value:.3f} {'<' if check == 'min' else '>'} {check} {limit:g}"
+        return {"metric": metric, "check": check, "limit": limit, "value": value, "action": threshold.action,
+                "message": words}
+    against = "vs_baseline" if check.endswith("vs_baseline") else "vs_ab"
+    delta = (cell.get(against) or {}).get(metric)
+    if delta is None:
+        return None
+    change = -delta["diff"] if check.startswith("max_drop") else delta["diff"]
+    if change <= limit:
+        return None
+    p = delta["p_value"]
+    if threshold.alpha is not None and not p < threshold.alpha:
+        return None
+    ref_id = cell[against]["reference"]
+    ref_word = "baseline" if against == "vs_baseline" else "fix-on twin"
+    test = "McNemar" if metric.startswith("gsm8k") else "Fisher"
+    value = metrics.get(metric)
+    words = (f"{cell['id']}: {label} {value:.3f} vs {ref_word} {ref_id} "
+             f"{value - delta['diff']:.3f}, {delta['diff'] * 100:+.1f} points, {test} p = {p:.2g}")
+    if threshold.alpha is not None:
+        words += f" < {threshold.alpha:g}"
+    return {"metric": metric, "check": check, "limit": limit, "value": value, "diff": delta["diff"],
+            "p_value": p, "reference": ref_id, "action": threshold.action, "message": words}
+
+
+def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
+    """The whole run's verdict from what is stored; the same function serves `report`."""
+    run = read_json(run_path / "run.json")
+    cells = []
+    for cell_id in run["cells"]:
+        path = run_path / cell_id / "cell.json"
+        cells.append(read_json(path) if path.is_file() else {"id": cell_id, "status": "not run", "metrics": {}})
+    by_axes = {tuple(sorted(c.get("axes", {}).items())): c for c in cells}
+    baseline = next((c for c in cells if config.baseline and c.get("axes") == config.baseline), None)
+    rows = []
+    for cell in cells:
+        row: dict[str, Any] = {"id": cell["id"], "axes": cell.get("axes", {}), "status": cell["status"]}
+        if cell.get("error"):
+            row["error"] = cell["error"]["message"]
+        row["metrics"] = flat_metrics(cell)
+        ok = cell["status"] == "ok"
+        if ok and baseline and baseline["status"] == "ok" and baseline["id"] != cell["id"]:
+            row["vs_baseline"] = compare(cell, baseline, run_path)
+        if ok and config.ab and cell.get("axes", {}).get(config.ab.axis) == config.ab.off:
+            twin = by_axes.get(tuple(sorted({**cell["axes"], config.ab.axis: config.ab.on}.items())))
+            if twin and twin["status"] == "ok":
+                row["vs_ab"] = compare(cell, twin, run_path)
+        row["flags"] = [f for t in config.thresholds if ok and (f := _check(t, row, row["metrics"]))]
+        row["effective_mode"] = cell.get("effective_mode")
+        row["source"] = cell.get("source")
+        row["timings"] = cell.get("timings", {})
+        rows.append(row)
+    failed = sum(1 for r in rows if r["status"] != "ok")
+    broken = sum(1 for r in rows for f in r["flags"] if f["action"] == "fail")
+    warned = sum(1 for r in rows for f in r["flags"] if f["action"] == "warn")
+    if run.get("status") == "interrupted":
+        code = EXIT_INTERRUPTED
+    elif failed:
+        code = EXIT_CELL_FAILED
+    elif broken:
+        code = EXIT_THRESHOLD
+    else:
+        code = EXIT_OK
+    return {
+        "run_id": run["run_id"],
+        "model": run["model"],
+        "engine": run["engine"],
+        "simulated": run.get("simulated", False),
+        "status": run.get("status"),
+        "started_at": run.get("started_at"),
+        "finished_at": run.get("finished_at"),
+        "command": run.get("command"),
+        "listen_host": run.get("listen_host"),
+        "baseline": baseline["id"] if baseline else None,
+        "ab": config.ab.model_dump() if config.ab else None,
+        "cells": rows,
+        "failed_cells": failed,
+        "broken_thresholds": broken,
+        "warnings": warned,
+        "exit_code": code,
+    }
