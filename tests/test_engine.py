@@ -1,0 +1,63 @@
+"""Engine lifecycle through real processes: fail fast on exit, time out, stop the whole group."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from evalkit.engine import EngineProcess, free_port
+from evalkit.errors import EngineExited, EngineFault, StartupTimeout
+
+
+def engine(tmp_path: Path, code: str, **kw: object) -> EngineProcess:
+    return EngineProcess(
+        argv=[sys.executable, "-c", code], env=dict(os.environ), log_path=tmp_path / "engine.log",
+        base_url=f"http://127.0.0.1:{free_port()}", served_name="m", stop_grace_s=2.0, **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_exit_during_startup_fails_at_once_with_code_and_log_tail(tmp_path: Path) -> None:
+    started = time.monotonic()
+    with pytest.raises(EngineExited) as e:
+        with engine(tmp_path, "print('loading weights', flush=True); raise SystemExit(3)") as proc:
+            proc.wait_ready(timeout_s=60)
+    assert time.monotonic() - started < 10
+    assert e.value.exit_code == 3 and "loading weights" in e.value.log_tail
+
+
+def test_never_ready_times_out(tmp_path: Path) -> None:
+    with pytest.raises(StartupTimeout, match="not ready after"):
+        with engine(tmp_path, "import time; time.sleep(60)") as proc:
+            proc.wait_ready(timeout_s=1.5)
+
+
+def test_fatal_log_line_fails_the_cell(tmp_path: Path) -> None:
+    code = "import time; print('Memory access fault by GPU node-2', flush=True); time.sleep(60)"
+    with pytest.raises(EngineFault, match="Memory access fault"):
+        with engine(tmp_path, code, fatal_patterns=[r"Memory access fault by GPU"]) as proc:
+            proc.wait_ready(timeout_s=30)
+
+
+def test_stop_kills_group_including_children_and_sigterm_ignorers(tmp_path: Path) -> None:
+    code = (
+        "import signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)'])\n"
+        "print('CHILDPID', child.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    proc = engine(tmp_path, code)
+    proc.start()
+    deadline = time.monotonic() + 10
+    while "CHILDPID " not in (tmp_path / "engine.log").read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int((tmp_path / "engine.log").read_text().split("CHILDPID ")[-1].split()[0])
+    parent = proc.pid
+    proc.stop()
+    for pid in (parent, child):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

@@ -1,0 +1,66 @@
+"""Profiles pin every cell's argv for the shipped configs (ATOM flags read from ROCm/ATOM at
+ffdf3bb5, atom/model_engine/arg_utils.py and atom/entrypoints/openai/api_server.py; checked at
+the fix commit ccc861dc5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalkit.config import load_config, parse_config
+from evalkit.errors import ConfigError
+from evalkit.matrix import expand
+from evalkit.plan import build_launch
+from tests.conftest import CONFIGS
+
+ATOM_PREFIX = ["python3", "-m", "atom.entrypoints.openai_server", "--model", "deepseek-ai/DeepSeek-V4-Pro",
+               "--host", "127.0.0.1", "--server-port", "8000"]
+ATOM_GRAPH = {"full": ["--cudagraph-mode", "FULL"], "piecewise": ["--cudagraph-mode", "PIECEWISE"],
+              "eager": ["--enforce-eager"]}
+ATOM_PARALLEL = {"tp8": ["-tp", "8"], "dp8": ["-tp", "8", "--enable-dp-attention"]}
+
+
+@pytest.mark.parametrize("cell", expand(load_config(CONFIGS / "deepseek-v4.yaml")), ids=lambda c: c.id)
+def test_deepseek_v4_atom_argv(cell) -> None:  # type: ignore[no-untyped-def]
+    config = load_config(CONFIGS / "deepseek-v4.yaml")
+    launch = build_launch(config, cell, 8000)
+    expected = (ATOM_PREFIX + ATOM_PARALLEL[cell.axes["parallel"]] + ATOM_GRAPH[cell.axes["graph"]]
+                + ["--kv_cache_dtype", "fp8", "--trust-remote-code"])
+    assert launch.argv == expected
+    assert launch.env == {"AITER_BF16_FP8_MOE_BOUND": "0", "ATOM_MOE_GU_ITLV": "1"}
+    assert cell.source is not None and cell.source.ref == {"fixon": "ccc861dc5", "fixoff": "0e9804c21"}[cell.axes["fix"]]
+    assert launch.health_path == "/health"
+
+
+@pytest.mark.parametrize("cell", expand(load_config(CONFIGS / "demo.yaml")), ids=lambda c: c.id)
+def test_demo_sim_argv_is_atom_flags_with_the_sim_entry_point(cell) -> None:  # type: ignore[no-untyped-def]
+    config = load_config(CONFIGS / "demo.yaml")
+    argv = build_launch(config, cell, 9000).argv
+    assert argv[1:3] == ["-m", "evalkit.sim"]
+    assert argv[3:11] == ["--model", "sim/deepseek-v4", "--host", "127.0.0.1", "--server-port", "9000",
+                          "--served-model-name", "deepseek-v4-sim"]
+    rest = argv[11:]
+    assert rest[: len(ATOM_PARALLEL[cell.axes["parallel"]])] == ATOM_PARALLEL[cell.axes["parallel"]]
+    assert ATOM_GRAPH[cell.axes["graph"]][0] in rest
+    assert rest[-2:] == ["--sim-fix", cell.axes["fix"].removeprefix("fix")]
+
+
+def test_command_profile_renders_template_without_a_shell() -> None:
+    config = parse_config({
+        "model": "/models/tiny", "served_name": "tiny",
+        "engine": {"profile": "command", "command": ["my-server", "--listen={host}:{port}", "{model}", "--name", "{served_name}"]},
+        "axes": {"conc": {"c1": {"args": ["--max-seqs", "1"]}}},
+    }, "x")
+    launch = build_launch(config, expand(config)[0], 1234)
+    assert launch.argv == ["my-server", "--listen=127.0.0.1:1234", "/models/tiny", "--name", "tiny", "--max-seqs", "1"]
+
+
+def test_profile_rejects_settings_it_cannot_express() -> None:
+    config = parse_config({"model": "m", "engine": {"profile": "atom", "settings": {"max_num_seqs": 4}}}, "x")
+    with pytest.raises(ConfigError, match="does not support setting.*max_num_seqs"):
+        build_launch(config, expand(config)[0], 1)
+
+
+def test_unknown_profile() -> None:
+    config = parse_config({"model": "m", "engine": {"profile": "nope"}}, "x")
+    with pytest.raises(ConfigError, match="unknown profile 'nope'"):
+        build_launch(config, expand(config)[0], 1)
