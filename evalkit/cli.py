@@ -61,6 +61,12 @@ def _load(model: str | None, config_path: Path | None) -> tuple[MatrixConfig, Pa
     return load_config(path), path
 
 
+def _console(stderr: bool = False) -> Console:
+    """A wide console even without a TTY (CI logs, cron mail), so tables do not fold into columns."""
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=200)
+
+
 def _fail(message: str) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(EXIT_BAD_INPUT)
@@ -181,7 +187,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
         results_dir=results_dir, cache_dir=cache_dir, run_id=check_run_id(run_id or new_run_id(path.stem)),
         limit=limit, base_url=base_url, command_line=["evalkit", *sys.argv[1:]],
     )
-    console = Console(stderr=as_json)
+    console = _console(stderr=as_json)
     progress = PlainProgress(quiet)
     interrupted = False
     try:
@@ -226,4 +232,4 @@ def report(run: str, fmt: str, results_dir: Path) -> None:
     elif fmt == "markdown":
         click.echo(render.markdown(summary), nl=False)
     else:
-        render.terminal(summary, Console())
+        render.terminal(summary, _console())

@@ -84,6 +84,7 @@ def write_task_yaml(directory: Path, settings: GSM8KSettings) -> Path:
         "dataset_path": "json",
         "dataset_name": None,
         "dataset_kwargs": {"data_files": {"train": str(files["train"]), "test": str(files["test"])}},
+        "num_fewshot": settings.num_fewshot,
         "generation_kwargs": {
             "until": settings.until if settings.until is not None else upstream_until,
             "do_sample": False,
@@ -190,20 +191,22 @@ class GSM8KResult:
 
 def run_gsm8k(settings: GSM8KSettings, base_url: str, served_name: str, task_dir: Path, limit: int | None) -> GSM8KResult:
     """Score GSM8K on a running server; per-question records keep both filters' marks."""
-    import lm_eval
+    import lm_eval.evaluator
     from lm_eval.tasks import TaskManager
 
     logging.getLogger("lm_eval").setLevel(logging.WARNING)
+    # lm-eval shells out to `git describe` in the cwd for its own report (printing "fatal: not
+    # a git repository" outside one); evalkit records the SHAs that matter in run.json itself.
+    lm_eval.evaluator.get_git_commit_hash = lambda: None
     _register_backends()
     backend = "evalkit-completions" if settings.endpoint == "completions" else "evalkit-chat-completions"
     meta = ResponseMeta()
     token = _META.set(meta)
     try:
-        out = lm_eval.simple_evaluate(
+        out = lm_eval.evaluator.simple_evaluate(
             model=backend,
             model_args=model_args(settings, base_url, served_name),
             tasks=[TASK_NAME],
-            num_fewshot=settings.num_fewshot,
             limit=limit or settings.limit,
             task_manager=TaskManager(include_path=str(task_dir), include_defaults=False),
             log_samples=True,
