@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from evalkit.engine import EngineProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
@@ -19,3 +25,15 @@ def write_config(tmp_path: Path, text: str, name: str = "cfg.yaml") -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
+
+
+@contextmanager
+def running_sim(tmp_path: Path, *sim_args: str, served: str = "sim-model") -> Iterator[str]:
+    """A simulated engine started and stopped by evalkit's own EngineProcess; yields its base URL."""
+    port = free_port()
+    argv = [sys.executable, "-m", "evalkit.sim", "--model", served, "--server-port", str(port), *sim_args]
+    engine = EngineProcess(argv=argv, env=dict(os.environ), log_path=tmp_path / "sim.log",
+                           base_url=f"http://127.0.0.1:{port}", served_name=served, stop_grace_s=5)
+    with engine:
+        engine.wait_ready(timeout_s=60)
+        yield engine.base_url

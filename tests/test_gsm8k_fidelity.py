@@ -1,0 +1,78 @@
+"""evalkit's GSM8K marks are lm-eval's: the `lm_eval` CLI itself, run against the same server
+with the same task file and settings, gives identical per-question marks and accuracies."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalkit.config import GSM8KSettings
+from evalkit.errors import EvalError
+from evalkit.evals import gsm8k
+from tests.conftest import running_sim
+
+
+def lm_eval_cli(settings: GSM8KSettings, base_url: str, task_dir: Path, out: Path, limit: int | None) -> list[dict]:
+    """Run the real `lm_eval` CLI with evalkit's task file; return its per-sample log."""
+    args = gsm8k.model_args(settings, base_url, "sim-model")
+    backend = "local-completions" if settings.endpoint == "completions" else "local-chat-completions"
+    cmd = [sys.executable, "-m", "lm_eval", "run", "--model", backend,
+           "--model_args", ",".join(f"{k}={v}" for k, v in args.items()),
+           "--tasks", gsm8k.TASK_NAME, "--include_path", str(task_dir),
+           "--log_samples", "--output_path", str(out), "--seed", f"{settings.seed},{settings.seed},{settings.seed},{settings.seed}"]
+    if settings.endpoint == "chat":
+        cmd += ["--apply_chat_template", "--fewshot_as_multiturn"]
+    if limit:
+        cmd += ["--limit", str(limit)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=600)
+    (samples_file,) = out.rglob(f"samples_{gsm8k.TASK_NAME}_*.jsonl")
+    return [json.loads(line) for line in samples_file.read_text(encoding="utf-8").split("\n") if line.strip()]
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_marks_identical_to_lm_eval_cli_on_all_questions(tmp_path: Path, endpoint: str) -> None:
+    settings = GSM8KSettings(endpoint=endpoint, num_fewshot=3, num_concurrent=32)
+    task_dir = tmp_path / "tasks"
+    gsm8k.write_task_yaml(task_dir, settings)
+    with running_sim(tmp_path, "--enable-dp-attention", "-tp", "8", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off") as url:
+        ours = gsm8k.run_gsm8k(settings, url, "sim-model", task_dir, limit=None)
+        theirs = lm_eval_cli(settings, url, task_dir, tmp_path / "lm_eval_out", limit=None)
+    assert ours.metrics["n"] == 1319
+    by_doc: dict[int, dict[str, bool]] = {}
+    for s in theirs:
+        by_doc.setdefault(s["doc_id"], {})[s["filter"]] = bool(s["exact_match"])
+    assert len(by_doc) == 1319
+    for row in ours.samples:
+        assert by_doc[row["doc_id"]] == {f: row[f"{f}.correct"] for f in gsm8k.FILTERS}, row["id"]
+    for short, name in (("strict", "strict-match"), ("flexible", "flexible-extract")):
+        theirs_acc = sum(by_doc[d][name] for d in by_doc) / len(by_doc)
+        assert ours.metrics[short] == pytest.approx(theirs_acc, abs=1e-12)
+    # The buggy cell of the simulator really scores lower, and every answer came back whole.
+    assert 0.84 < ours.metrics["flexible"] < 0.90
+    assert ours.metrics["cut_by_max_gen_toks"] == 0 and ours.metrics["empty_responses"] == 0
+
+
+def test_samples_record_what_silently_changes_scores(tmp_path: Path) -> None:
+    settings = GSM8KSettings(num_fewshot=3, max_gen_toks=24)
+    task_dir = tmp_path / "tasks"
+    gsm8k.write_task_yaml(task_dir, settings)
+    with running_sim(tmp_path) as url:
+        result = gsm8k.run_gsm8k(settings, url, "sim-model", task_dir, limit=30)
+    row = result.samples[0]
+    assert {"prompt_hash", "response", "target", "strict-match.extracted", "flexible-extract.correct",
+            "finish_reason", "completion_tokens", "attempts"} <= set(row)
+    assert result.metrics["cut_by_max_gen_toks"] > 0  # 24 tokens cannot hold a GSM8K solution
+    assert result.metrics["lm_eval_version"] and result.metrics["task_version"] is not None
+
+
+def test_missing_or_corrupt_data_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / "train.jsonl").write_text('{"question": "q", "answer": "a #### 1"}\n')
+    with pytest.raises(EvalError, match=r"test.jsonl: GSM8K data file is missing"):
+        gsm8k.check_data(tmp_path)
+    (tmp_path / "test.jsonl").write_text('{"question": "q"}\n')
+    with pytest.raises(EvalError, match=r"test.jsonl:1: not a GSM8K record"):
+        gsm8k.check_data(tmp_path)
