@@ -5,6 +5,7 @@ Exit codes (also in README.md):
   1    a threshold with action `fail` broke
   2    bad input: config, arguments, run id, source ref; nothing was started
   3    at least one cell failed to run (engine crash, timeout, eval error)
+  4    another evalkit run holds the device lock
   130  interrupted (Ctrl-C / SIGTERM); finished cells are kept
 """
 
@@ -23,7 +24,8 @@ from rich.console import Console
 from evalkit import __version__
 from evalkit.config import MatrixConfig, find_config, load_config
 from evalkit.errors import ConfigError, EvalError, SourceError
-from evalkit.verdicts import EXIT_BAD_INPUT, EXIT_INTERRUPTED
+from evalkit.lock import LockHeld
+from evalkit.verdicts import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_LOCKED
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -31,6 +33,7 @@ Exit codes:
   1    a failing threshold broke
   2    bad input (config, arguments, source ref); nothing started
   3    a cell failed to run
+  4    another run holds the device lock
   130  interrupted; finished cells kept"""
 
 
@@ -67,9 +70,9 @@ def _console(stderr: bool = False) -> Console:
     return console if console.is_terminal else Console(stderr=stderr, width=200)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     click.echo(f"error: {message}", err=True)
-    sys.exit(EXIT_BAD_INPUT)
+    sys.exit(code)
 
 
 class _Command(click.Command):
@@ -78,8 +81,11 @@ class _Command(click.Command):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (ConfigError, SourceError, EvalError) as e:
-            _fail(str(e))
+        except (ConfigError, SourceError, EvalError, LockHeld) as e:
+            _fail(str(e), EXIT_LOCKED if isinstance(e, LockHeld) else EXIT_BAD_INPUT)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
 
 
 @click.group(epilog=EXIT_CODES_HELP)
@@ -149,15 +155,22 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
 @click.option("--limit", type=click.IntRange(min=1), help="Cap questions per eval (and prompts of the repetition check).")
 @click.option("--dry-run", is_flag=True, help="Print the plan and exit.")
 @click.option("--run-id", help="Name of the run folder (default: timestamp-model).")
+@click.option("--resume", "resume_run", metavar="RUN", help="Finish an interrupted run (id, path or latest).")
 @click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=Path(".evalkit-cache"), show_default=True)
-@click.option("--base-url", help="Evaluate an already running server (one cell, nothing started).")
+@click.option("--base-url", help="Evaluate an already running server at this root URL (one cell, nothing started).")
+@click.option("--max-parallel", type=click.IntRange(min=1), default=None,
+              help="Cells side by side (needs `devices` in the config). Default: as many as the devices allow.")
+@click.option("--lock-file", type=click.Path(path_type=Path), default=Path("/tmp/evalkit-devices.lock"), show_default=True,
+              help="Taken while engines run on declared devices or a real engine, so two runs never share GPUs.")
+@click.option("--no-lock", is_flag=True, help="Do not take the device lock.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json on stdout; progress stays on stderr.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 @click.pass_context
 def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only: tuple[str, ...], limit: int | None,
-           dry_run: bool, run_id: str | None, results_dir: Path, cache_dir: Path, base_url: str | None,
-           as_json: bool, quiet: bool) -> None:
+           dry_run: bool, run_id: str | None, resume_run: str | None, results_dir: Path, cache_dir: Path,
+           base_url: str | None, max_parallel: int | None, lock_file: Path, no_lock: bool, as_json: bool,
+           quiet: bool) -> None:
     """Run the matrix: start each cell's engine, run GSM8K and the collapse check, report.
 
     Results go to RESULTS_DIR/RUN_ID/ (run.json, summary.json, table.md, one folder per cell).
@@ -166,19 +179,35 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     Examples:
       evalkit matrix --model demo
       evalkit matrix --model deepseek-v4 --only parallel=dp8,graph=piecewise --limit 200
+      evalkit matrix --resume latest                      # after Ctrl-C or a crash
       evalkit matrix --config my.yaml --base-url http://127.0.0.1:8000   # a running server
     """
+    from contextlib import nullcontext
+
     from evalkit import report
+    from evalkit.lock import DeviceLock
     from evalkit.matrix import Cell, expand, select
     from evalkit.runner import Interrupted, RunOptions, run_matrix
-    from evalkit.store import check_run_id, new_run_id, write_json, atomic_write_text
+    from evalkit.store import RunStore, atomic_write_text, check_run_id, new_run_id, read_json, resolve_run, write_json
     from evalkit.verdicts import summarize
 
     if dry_run:
         ctx.invoke(plan, model=model, config_path=config_path, only=only, results_dir=results_dir, cache_dir=cache_dir)
         return
-    config, path = _load(model, config_path)
+    if resume_run:
+        run_path = resolve_run(results_dir, resume_run)
+        previous = read_json(run_path / "run.json")
+        config, path = _load(None, config_path or Path(previous["config_path"]))
+        _check_same_config(config, previous, path)
+        run_id, limit, only = run_path.name, previous.get("limit"), tuple(previous.get("only") or ())
+        results_dir = run_path.parent
+    else:
+        config, path = _load(model, config_path)
     if base_url:
+        from urllib.parse import urlparse
+
+        if urlparse(base_url).path.strip("/"):
+            raise ConfigError(f"--base-url {base_url}: give the server root (e.g. http://127.0.0.1:8000), not an endpoint")
         cells = [Cell("external", {}, config.engine.settings, (), {}, None)]
         config = config.model_copy(update={"axes": {}, "baseline": None, "ab": None, "exclude": []})
     else:
@@ -186,17 +215,20 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     options = RunOptions(
         results_dir=results_dir, cache_dir=cache_dir, run_id=check_run_id(run_id or new_run_id(path.stem)),
         limit=limit, base_url=base_url, command_line=["evalkit", *sys.argv[1:]],
+        max_parallel=max_parallel or (config.devices.count if config.devices else 1), resume=bool(resume_run),
+        only=list(only),
     )
+    needs_lock = not no_lock and not base_url and (config.devices is not None or config.engine.profile != "sim")
     console = _console(stderr=as_json)
     progress = PlainProgress(quiet)
     interrupted = False
     try:
-        store = run_matrix(config, path, cells, options, progress)
+        with DeviceLock(lock_file, options.run_id) if needs_lock else nullcontext():
+            store = run_matrix(config, path, cells, options, progress)
     except Interrupted:
         interrupted = True
-        from evalkit.store import RunStore
-
         store = RunStore(results_dir, options.run_id)
+        click.echo(f"interrupted: finished cells kept; continue with: evalkit matrix --resume {options.run_id}", err=True)
     summary = summarize(store.path, config)
     write_json(store.path / "summary.json", summary)
     atomic_write_text(store.path / "table.md", report.markdown(summary))
@@ -206,6 +238,14 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
         report.terminal(summary, console)
         console.print(f"results: {store.path}")
     sys.exit(EXIT_INTERRUPTED if interrupted else summary["exit_code"])
+
+
+def _check_same_config(config: MatrixConfig, previous: dict[str, Any], path: Path) -> None:
+    """--resume only continues the same matrix: a changed config would mix two experiments."""
+    from evalkit.runner import redacted_snapshot
+
+    if redacted_snapshot(config) != previous["config"]:
+        raise ConfigError(f"{path}: changed since run {previous['run_id']} started; start a new run instead of --resume")
 
 
 @main.command(cls=_Command)

@@ -47,6 +47,7 @@ class EngineSettings(StrictModel):
     expert_parallel: bool | None = Field(None, description="Expert parallelism for MoE layers.")
     graph_mode: GraphMode | None = Field(None, description="CUDA-graph mode, or eager.")
     max_num_seqs: int | None = Field(None, ge=1, description="Maximum concurrent sequences.")
+    devices: int | None = Field(None, ge=1, description="Devices the cell needs; default tensor x data parallel.")
 
     def merged(self, other: EngineSettings) -> EngineSettings:
         """Return these settings overridden by every field that `other` sets."""
@@ -168,6 +169,17 @@ class Timeouts(StrictModel):
     startup: float = Field(DEFAULT_STARTUP_TIMEOUT_S, gt=0, description="Seconds until the engine must be ready.")
     stop_grace: float = Field(DEFAULT_STOP_GRACE_S, gt=0, description="SIGTERM -> SIGKILL grace seconds.")
     warmup: float = Field(300.0, gt=0, description="Seconds of warm-up retries after /health is OK.")
+    cell: float | None = Field(None, gt=0, description="Budget of one cell; over it the cell is stopped and fails.")
+    run: float | None = Field(None, gt=0, description="Budget of the run; cells not started in time are skipped.")
+
+
+class Devices(StrictModel):
+    """The box's accelerators: cells run side by side on disjoint device sets."""
+
+    count: int = Field(ge=1, description="Devices on the box, numbered 0..count-1.")
+    visibility_env: list[str] | None = Field(
+        None, description="Variables that restrict an engine to its devices; default: the profile's."
+    )
 
 
 class ABAxis(StrictModel):
@@ -193,6 +205,7 @@ class MatrixConfig(StrictModel):
     thresholds: list[Threshold] = Field(default_factory=list)
     timeouts: Timeouts = Field(default_factory=Timeouts)
     secret_env: list[str] = Field(default_factory=list, description="Extra env names to redact.")
+    devices: Devices | None = Field(None, description="Declare the box's devices to run cells in parallel.")
 
     @field_validator("axes")
     @classmethod

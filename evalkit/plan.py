@@ -51,8 +51,15 @@ class CellLaunch:
         }
 
 
-def build_launch(config: MatrixConfig, cell: Cell, port: int | str, source_dir: Path | None = None) -> CellLaunch:
-    """The launch of `cell` on `port`, with `source_dir` (a checked-out worktree) on PYTHONPATH."""
+def build_launch(
+    config: MatrixConfig,
+    cell: Cell,
+    port: int | str,
+    source_dir: Path | None = None,
+    devices: tuple[int, ...] | None = None,
+) -> CellLaunch:
+    """The launch of `cell` on `port`, with `source_dir` (a checked-out worktree) on PYTHONPATH
+    and, when the box declares devices, the device-visibility variables set to `devices`."""
     profile = get_profile(config.engine.profile)
     launch = Launch(
         python=config.engine.python or sys.executable,
@@ -68,6 +75,9 @@ def build_launch(config: MatrixConfig, cell: Cell, port: int | str, source_dir: 
     else:
         argv = profile.argv(cell.settings, launch, cell.args)
     env = dict(cell.env)
+    if devices is not None and config.devices is not None:
+        for name in config.devices.visibility_env or profile.visibility_env:
+            env[name] = ",".join(str(d) for d in devices)
     if source_dir is not None:
         inherited = env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(source_dir), inherited) if p)

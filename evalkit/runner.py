@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,9 +32,12 @@ from evalkit.matrix import Cell
 from evalkit.plan import CellLaunch, build_launch
 from evalkit.redact import redact_env, scrub, secret_values
 from evalkit.sources import ResolvedSource, checkout
+from evalkit.scheduler import WAIT_SLICE_S, DevicePool, device_need
 from evalkit.store import RunStore, write_jsonl
 
 PORT_ATTEMPTS = 3
+FINISHED = ("ok", "error")
+"""A cell with one of these statuses in its cell.json is not run again by --resume."""
 
 
 class Progress(Protocol):
@@ -51,6 +55,11 @@ class RunOptions:
     base_url: str | None = None
     """Evaluate a server that is already running (one cell, no engine started)."""
     command_line: list[str] = field(default_factory=list)
+    max_parallel: int = 1
+    """Cells side by side, when the config declares devices."""
+    resume: bool = False
+    """Continue the run `run_id`: cells already finished are kept, the others run."""
+    only: list[str] = field(default_factory=list)
 
 
 class Interrupted(Exception):
@@ -99,6 +108,37 @@ def prepare_sources(cells: list[Cell], cache_dir: Path) -> dict[str, ResolvedSou
     return resolved
 
 
+@dataclass
+class CellControl:
+    """Shared between the main thread and one cell's worker: stop it, or budget it."""
+
+    stop: threading.Event
+    budget_s: float | None = None
+    engine: EngineProcess | None = None
+    over_budget: bool = False
+    _timer: threading.Timer | None = None
+
+    def attach(self, engine: EngineProcess) -> None:
+        self.engine = engine
+        if self.stop.is_set():
+            engine.stop()
+
+    def start_budget(self) -> None:
+        if self.budget_s is not None:
+            self._timer = threading.Timer(self.budget_s, self._expire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _expire(self) -> None:
+        self.over_budget = True
+        if self.engine is not None:
+            self.engine.stop()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
 def run_cell(
     config: MatrixConfig,
     cell: Cell,
@@ -107,8 +147,13 @@ def run_cell(
     source: ResolvedSource | None,
     task_dir: Path,
     progress: Progress,
+    control: CellControl,
+    devices: tuple[int, ...] | None = None,
 ) -> dict[str, Any]:
-    """Run one cell end to end and return its record (also written as cell.json)."""
+    """Run one cell end to end and return its record (also written as cell.json).
+
+    A cell stopped because the run was interrupted writes no cell.json: `--resume` runs it again.
+    """
     cell_dir = store.cell_dir(cell.id)
     cell_dir.mkdir(parents=True, exist_ok=True)
     secrets = secret_values({**os.environ, **cell.env}, config.secret_env)
@@ -118,33 +163,38 @@ def run_cell(
         "status": "running",
         "started_at": _now(),
         "source": {"repo": source.repo, "ref": source.ref, "sha": source.sha} if source else None,
+        "devices": list(devices) if devices else None,
         "timings": {},
         "metrics": {},
     }
     timings = record["timings"]
     started = time.monotonic()
+    control.start_budget()
     try:
         if options.base_url:
             record["launch"] = {"base_url": options.base_url, "note": "external server: not started by evalkit"}
             _run_evals(config, cell, options.base_url, store, options, task_dir, progress, record, token_ids=False)
         else:
-            _run_with_engine(config, cell, store, options, source, task_dir, progress, record)
+            _run_with_engine(config, cell, store, options, source, task_dir, progress, record, control, devices)
         record["status"] = "ok"
     except (EngineError, EvalError) as e:
         record["status"] = "error"
+        message = str(e)
+        if control.over_budget:
+            message = f"over the cell budget of {control.budget_s:g} s (stopped): {message}"
         record["error"] = {
             "type": type(e).__name__,
-            "message": scrub(str(e), secrets),
+            "message": scrub(message, secrets),
             "exit_code": getattr(e, "exit_code", None),
             "log_tail": scrub(getattr(e, "log_tail", ""), secrets),
         }
-    except (KeyboardInterrupt, Interrupted):
-        record["status"] = "interrupted"
-        raise
     finally:
+        control.cancel()
+        if control.stop.is_set() and record["status"] != "ok":
+            record["status"] = "interrupted"
         timings["total_s"] = round(time.monotonic() - started, 3)
         record["finished_at"] = _now()
-        if record["status"] != "interrupted":
+        if record["status"] in FINISHED:
             store.write_cell(cell.id, record)
         progress.update(cell.id, record["status"], (record.get("error") or {}).get("message", ""))
     return record
@@ -152,19 +202,22 @@ def run_cell(
 
 def _run_with_engine(
     config: MatrixConfig, cell: Cell, store: RunStore, options: RunOptions, source: ResolvedSource | None,
-    task_dir: Path, progress: Progress, record: dict[str, Any],
+    task_dir: Path, progress: Progress, record: dict[str, Any], control: CellControl,
+    devices: tuple[int, ...] | None,
 ) -> None:
     timings = record["timings"]
     log_path = store.cell_dir(cell.id) / "engine.log"
     for attempt in range(1, PORT_ATTEMPTS + 1):
-        port = config.engine.port or free_port(config.engine.host)
-        launch = build_launch(config, cell, port, source.worktree if source else None)
+        port = config.engine.port or _ports.take(config.engine.host)
+        launch = build_launch(config, cell, port, source.worktree if source else None, devices)
         record["launch"] = launch.display(config.secret_env)
-        progress.update(cell.id, "starting", f"port {port}")
+        progress.update(cell.id, "starting", f"port {port}" + (f" devices {','.join(map(str, devices))}" if devices else ""))
         t0 = time.monotonic()
         engine = _engine_for(launch, config, log_path)
         try:
             with engine:
+                control.attach(engine)
+                record["engine_pid"] = engine.pid
                 ready = engine.wait_ready(config.timeouts.startup, config.timeouts.warmup)
                 timings["engine_start_s"] = ready.health_s
                 timings["engine_ready_s"] = ready.warmup_s
@@ -174,18 +227,37 @@ def _run_with_engine(
                 try:
                     _run_evals(config, cell, launch.base_url, store, options, task_dir, progress, record,
                                token_ids=launch.profile.supports_token_ids)
-                except EvalError as e:
+                except EvalError:
                     engine.check_alive()  # an engine that died mid-eval is the real reason
-                    raise e
+                    raise
                 t_stop = time.monotonic()
             timings["engine_stop_s"] = round(time.monotonic() - t_stop, 3)
             return
         except PortInUse:
-            if config.engine.port or attempt == PORT_ATTEMPTS:
+            if config.engine.port or attempt == PORT_ATTEMPTS or control.stop.is_set():
                 raise
             progress.update(cell.id, "starting", f"port {port} taken, retrying")
         finally:
             timings.setdefault("engine_wall_s", round(time.monotonic() - t0, 3))
+
+
+class _PortBook:
+    """Free ports handed out by this process, never twice (cells start side by side)."""
+
+    def __init__(self) -> None:
+        self._given: set[int] = set()
+        self._lock = threading.Lock()
+
+    def take(self, host: str) -> int:
+        with self._lock:
+            while True:
+                port = free_port(host)
+                if port not in self._given:
+                    self._given.add(port)
+                    return port
+
+
+_ports = _PortBook()
 
 
 def _engine_for(launch: CellLaunch, config: MatrixConfig, log_path: Path) -> EngineProcess:
@@ -238,13 +310,19 @@ def _run_evals(
             )
 
 
-def run_info(config: MatrixConfig, config_path: Path, options: RunOptions, cells: list[Cell]) -> dict[str, Any]:
-    """run.json: enough to know exactly what ran, where, with which versions; secrets redacted."""
+def redacted_snapshot(config: MatrixConfig) -> dict[str, Any]:
+    """The config as stored in run.json: every secret-looking env value replaced."""
     snapshot = config.model_dump(mode="json")
     snapshot["engine"]["env"] = redact_env(config.engine.env, config.secret_env)
     for values in snapshot["axes"].values():
         for value in values.values():
             value["env"] = redact_env(value["env"], config.secret_env)
+    return snapshot
+
+
+def run_info(config: MatrixConfig, config_path: Path, options: RunOptions, cells: list[Cell]) -> dict[str, Any]:
+    """run.json: enough to know exactly what ran, where, with which versions; secrets redacted."""
+    snapshot = redacted_snapshot(config)
     return {
         "run_id": options.run_id,
         "status": "running",
@@ -252,10 +330,11 @@ def run_info(config: MatrixConfig, config_path: Path, options: RunOptions, cells
         "served_name": config.served,
         "engine": config.engine.profile,
         "simulated": config.engine.profile == "sim",
-        "config_path": str(config_path),
+        "config_path": str(config_path.resolve()),
         "config": snapshot,
         "cells": [c.id for c in cells],
         "limit": options.limit,
+        "only": options.only,
         "base_url": options.base_url,
         "listen_host": config.engine.host,
         "command": options.command_line,
@@ -277,28 +356,84 @@ def run_matrix(
     progress: Progress,
     on_cell_done: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunStore:
-    """Run every cell; returns the store. Raises Interrupted after marking the run interrupted."""
+    """Run every cell not finished yet; returns the store. Raises Interrupted on Ctrl-C/SIGTERM,
+    after stopping every engine and marking the run interrupted."""
+    pool = DevicePool(config.devices.count if config.devices else None, options.max_parallel)
+    for cell in cells:
+        pool.check(cell.id, device_need(cell.settings))
     sources = {} if options.base_url else prepare_sources(cells, options.cache_dir)
     gsm8k.check_data()
     store = RunStore(options.results_dir, options.run_id)
-    store.create()
-    info = run_info(config, config_path, options, cells)
+    if options.resume:
+        info = store.read_run()
+        info.setdefault("resumed_at", []).append(_now())
+        todo = [c for c in cells if (store.read_cell(c.id) or {}).get("status") not in FINISHED]
+    else:
+        store.create()
+        info = run_info(config, config_path, options, cells)
+        todo = cells
+    info["status"] = "running"
     store.write_run(info)
     task_dir = store.path / "lm_eval_tasks"
     gsm8k.write_task_yaml(task_dir, config.evals.gsm8k)
-    for cell in cells:
+    for cell in todo:
         progress.update(cell.id, "waiting")
+    stop = threading.Event()
+    controls: dict[str, CellControl] = {}
+    workers: list[threading.Thread] = []
+    deadline = time.monotonic() + config.timeouts.run if config.timeouts.run else None
+
+    def worker(cell: Cell, devices: tuple[int, ...], control: CellControl) -> None:
+        try:
+            record = run_cell(config, cell, store, options, sources.get(cell.id), task_dir, progress, control,
+                              devices if config.devices else None)
+            if on_cell_done and record["status"] in FINISHED:
+                on_cell_done(record)
+        finally:
+            pool.release(devices)
+
     try:
         with _interrupts_raise():
-            for cell in cells:
-                record = run_cell(config, cell, store, options, sources.get(cell.id), task_dir, progress)
-                if on_cell_done:
-                    on_cell_done(record)
+            for cell in todo:
+                while (devices := pool.try_acquire(device_need(cell.settings))) is None:
+                    pass
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    pool.release(devices)
+                    _skip(store, cell, "the run budget was used up before this cell started", progress)
+                    continue
+                budgets = [b for b in (config.timeouts.cell, remaining) if b is not None]
+                control = CellControl(stop, min(budgets) if budgets else None)
+                controls[cell.id] = control
+                thread = threading.Thread(target=worker, args=(cell, devices, control), name=cell.id, daemon=True)
+                thread.start()
+                workers.append(thread)
+            for thread in workers:
+                while thread.is_alive():
+                    thread.join(WAIT_SLICE_S)
         info["status"] = "complete"
     except (KeyboardInterrupt, Interrupted):
         info["status"] = "interrupted"
+        _stop_all(stop, controls, workers)
         raise Interrupted("run interrupted") from None
     finally:
         info["finished_at"] = _now()
         store.write_run(info)
     return store
+
+
+def _skip(store: RunStore, cell: Cell, reason: str, progress: Progress) -> None:
+    store.write_cell(cell.id, {"id": cell.id, "axes": cell.axes, "status": "skipped", "error": {"message": reason},
+                               "timings": {}, "metrics": {}, "finished_at": _now()})
+    progress.update(cell.id, "skipped", reason)
+
+
+def _stop_all(stop: threading.Event, controls: dict[str, CellControl], workers: list[threading.Thread]) -> None:
+    """Stop every engine at once (in parallel: each may need its SIGKILL grace), then the workers."""
+    stop.set()
+    stoppers = [threading.Thread(target=c.engine.stop, daemon=True) for c in controls.values() if c.engine]
+    for t in stoppers:
+        t.start()
+    deadline = time.monotonic() + 60
+    for t in stoppers + workers:
+        t.join(max(0.0, deadline - time.monotonic()))

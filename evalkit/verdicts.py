@@ -19,6 +19,7 @@ EXIT_OK = 0
 EXIT_THRESHOLD = 1
 EXIT_BAD_INPUT = 2
 EXIT_CELL_FAILED = 3
+EXIT_LOCKED = 4
 EXIT_INTERRUPTED = 130
 FILTERS = {"strict": "strict-match", "flexible": "flexible-extract"}
 

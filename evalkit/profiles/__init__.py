@@ -43,10 +43,12 @@ class Profile:
     """Whether completions accept `return_tokens_as_token_ids` (exact ids for the detector)."""
     settings_supported: frozenset[str] = field(default_factory=frozenset)
     """EngineSettings fields the flag map understands; any other one set is a config error."""
+    visibility_env: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES",)
+    """Variables that restrict the engine to the devices evalkit gives a cell."""
 
     def argv(self, settings: EngineSettings, launch: Launch, extra_args: list[str] | tuple[str, ...]) -> list[str]:
         """The full argv: entry point, the profile's flags, then the config's own args."""
-        unsupported = set(settings.model_dump(exclude_none=True)) - self.settings_supported
+        unsupported = set(settings.model_dump(exclude_none=True)) - self.settings_supported - {"devices"}
         if unsupported:
             raise ConfigError(
                 f"profile {self.name}: does not support setting(s) {', '.join(sorted(unsupported))} "

@@ -54,4 +54,7 @@ PROFILE = Profile(
     fatal_patterns=ATOM_FATAL_PATTERNS,
     effective_mode_pattern=ATOM_MODE_PATTERN,
     settings_supported=ATOM_SETTINGS,
+    # ROCm: one variable only. ROCR_VISIBLE_DEVICES filters first and HIP_VISIBLE_DEVICES then
+    # indexes into what is left, so setting both to the same ids would hide devices.
+    visibility_env=("HIP_VISIBLE_DEVICES",),
 )
