@@ -133,12 +133,13 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         row["source"] = cell.get("source")
         row["timings"] = cell.get("timings", {})
         rows.append(row)
-    failed = sum(1 for r in rows if r["status"] != "ok")
+    failed = sum(1 for r in rows if r["status"] == "error")
+    not_run = sum(1 for r in rows if r["status"] not in ("ok", "error"))
     broken = sum(1 for r in rows for f in r["flags"] if f["action"] == "fail")
     warned = sum(1 for r in rows for f in r["flags"] if f["action"] == "warn")
     if run.get("status") == "interrupted":
         code = EXIT_INTERRUPTED
-    elif failed:
+    elif failed or not_run:
         code = EXIT_CELL_FAILED
     elif broken:
         code = EXIT_THRESHOLD
@@ -158,6 +159,7 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         "ab": config.ab.model_dump() if config.ab else None,
         "cells": rows,
         "failed_cells": failed,
+        "not_run_cells": not_run,
         "broken_thresholds": broken,
         "warnings": warned,
         "exit_code": code,

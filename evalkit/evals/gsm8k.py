@@ -13,11 +13,14 @@ lm-eval's client returns text only; a thin subclass of its backends also records
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import json
 import logging
 import os
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -183,13 +186,52 @@ def model_args(settings: GSM8KSettings, base_url: str, served_name: str) -> dict
     }
 
 
+class _ThisThread(logging.Filter):
+    """Cells run side by side in threads: each cell's log file gets only its own thread's lines."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ident = threading.get_ident()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread == self.ident
+
+
+@contextlib.contextmanager
+def _log_to(path: Path | None) -> Iterator[None]:
+    """lm-eval's log (retries, failed requests, null answers) goes to the cell's gsm8k.log.
+
+    Left alone it would print every retry of every request to the terminal; a cell's log is
+    where a reader looks when the cell's numbers look wrong.
+    """
+    loggers = [logging.getLogger(name) for name in ("lm_eval", "asyncio")]
+    if path is None:
+        yield
+        return
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_ThisThread())
+    for logger in loggers:
+        logger.propagate = False
+        logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+        handler.close()
+
+
 @dataclass
 class GSM8KResult:
     metrics: dict[str, Any]
     samples: list[dict[str, Any]]
 
 
-def run_gsm8k(settings: GSM8KSettings, base_url: str, served_name: str, task_dir: Path, limit: int | None) -> GSM8KResult:
+def run_gsm8k(
+    settings: GSM8KSettings, base_url: str, served_name: str, task_dir: Path, limit: int | None,
+    log_path: Path | None = None,
+) -> GSM8KResult:
     """Score GSM8K on a running server; per-question records keep both filters' marks."""
     import lm_eval.evaluator
     from lm_eval.tasks import TaskManager
@@ -203,20 +245,21 @@ def run_gsm8k(settings: GSM8KSettings, base_url: str, served_name: str, task_dir
     meta = ResponseMeta()
     token = _META.set(meta)
     try:
-        out = lm_eval.evaluator.simple_evaluate(
-            model=backend,
-            model_args=model_args(settings, base_url, served_name),
-            tasks=[TASK_NAME],
-            limit=limit or settings.limit,
-            task_manager=TaskManager(include_path=str(task_dir), include_defaults=False),
-            log_samples=True,
-            apply_chat_template=settings.endpoint == "chat",
-            fewshot_as_multiturn=settings.endpoint == "chat",
-            random_seed=settings.seed,
-            numpy_random_seed=settings.seed,
-            fewshot_random_seed=settings.seed,
-            bootstrap_iters=0,
-        )
+        with _log_to(log_path):
+            out = lm_eval.evaluator.simple_evaluate(
+                model=backend,
+                model_args=model_args(settings, base_url, served_name),
+                tasks=[TASK_NAME],
+                limit=limit or settings.limit,
+                task_manager=TaskManager(include_path=str(task_dir), include_defaults=False),
+                log_samples=True,
+                apply_chat_template=settings.endpoint == "chat",
+                fewshot_as_multiturn=settings.endpoint == "chat",
+                random_seed=settings.seed,
+                numpy_random_seed=settings.seed,
+                fewshot_random_seed=settings.seed,
+                bootstrap_iters=0,
+            )
     except Exception as e:  # lm-eval raises bare exceptions (RetryError, ClientError, ...)
         raise EvalError(f"gsm8k: lm-eval failed: {type(e).__name__}: {e}") from e
     finally:
