@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -35,26 +34,6 @@ Exit codes:
   3    a cell failed to run
   4    another run holds the device lock
   130  interrupted; finished cells kept"""
-
-
-class PlainProgress:
-    """Timestamped progress lines on stderr: readable in CI logs and cron mail."""
-
-    def __init__(self, quiet: bool = False) -> None:
-        self.quiet = quiet
-        self.last: dict[str, str] = {}
-
-    def update(self, cell_id: str, state: str, detail: str = "") -> None:
-        line = f"{state} {detail}".strip()
-        if self.quiet or self.last.get(cell_id) == line or (state == "repetition" and detail and not detail.startswith(("1/", "0/")) and not self._last_of(detail)):
-            return
-        self.last[cell_id] = line
-        click.echo(f"[{time.strftime('%H:%M:%S')}] {cell_id:<28} {line}", err=True)
-
-    @staticmethod
-    def _last_of(detail: str) -> bool:
-        done, _, total = detail.partition("/")
-        return done == total
 
 
 def _load(model: str | None, config_path: Path | None) -> tuple[MatrixConfig, Path]:
@@ -187,6 +166,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     from evalkit import report
     from evalkit.lock import DeviceLock
     from evalkit.matrix import Cell, expand, select
+    from evalkit.progress import make_progress
     from evalkit.runner import Interrupted, RunOptions, run_matrix
     from evalkit.store import RunStore, atomic_write_text, check_run_id, new_run_id, read_json, resolve_run, write_json
     from evalkit.verdicts import summarize
@@ -220,11 +200,14 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     )
     needs_lock = not no_lock and not base_url and (config.devices is not None or config.engine.profile != "sim")
     console = _console(stderr=as_json)
-    progress = PlainProgress(quiet)
+    progress = make_progress(quiet, stderr=as_json)
     interrupted = False
     try:
         with DeviceLock(lock_file, options.run_id) if needs_lock else nullcontext():
-            store = run_matrix(config, path, cells, options, progress)
+            try:
+                store = run_matrix(config, path, cells, options, progress)
+            finally:
+                progress.close()
     except Interrupted:
         interrupted = True
         store = RunStore(results_dir, options.run_id)

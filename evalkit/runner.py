@@ -286,7 +286,10 @@ def _run_evals(
     if evals.gsm8k.enabled:
         progress.update(cell.id, "gsm8k")
         t = time.monotonic()
-        result = gsm8k.run_gsm8k(evals.gsm8k, base_url, config.served, task_dir, options.limit, cell_dir / "gsm8k.log")
+        result = gsm8k.run_gsm8k(
+            evals.gsm8k, base_url, config.served, task_dir, options.limit, cell_dir / "gsm8k.log",
+            progress=lambda i, n: progress.update(cell.id, "gsm8k", f"{i}/{n}"),
+        )
         timings["gsm8k_s"] = round(time.monotonic() - t, 3)
         gsm8k_samples = result.samples
         write_jsonl(cell_dir / "gsm8k.samples.jsonl", gsm8k_samples)

@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -37,6 +37,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 TASK_NAME = "evalkit_gsm8k"
 FILTERS = ("strict-match", "flexible-extract")
+GSM8K_TEST_SIZE = 1319
 DATA_FILES = ("train.jsonl", "test.jsonl")
 
 
@@ -118,12 +119,16 @@ class ResponseMeta:
     """What lm-eval's client drops: per prompt, the server's finish reason, usage and attempts."""
 
     by_prompt: dict[str, dict[str, Any]] = field(default_factory=dict)
+    on_answer: Callable[[int], None] | None = None
+    """Called with the number of answers received so far (the live view's `gsm8k n/N`)."""
 
     def record(self, prompt: str, choice: dict[str, Any], usage: dict[str, Any] | None) -> None:
         entry = self.by_prompt.setdefault(prompt, {"attempts": 0})
         entry["finish_reason"] = choice.get("finish_reason")
         entry["completion_tokens"] = (usage or {}).get("completion_tokens")
         entry["prompt_tokens"] = (usage or {}).get("prompt_tokens")
+        if self.on_answer is not None:
+            self.on_answer(len(self.by_prompt))
 
     def attempt(self, prompt: str) -> None:
         self.by_prompt.setdefault(prompt, {"attempts": 0})["attempts"] += 1
@@ -230,7 +235,7 @@ class GSM8KResult:
 
 def run_gsm8k(
     settings: GSM8KSettings, base_url: str, served_name: str, task_dir: Path, limit: int | None,
-    log_path: Path | None = None,
+    log_path: Path | None = None, progress: Callable[[int, int], None] | None = None,
 ) -> GSM8KResult:
     """Score GSM8K on a running server; per-question records keep both filters' marks."""
     import lm_eval.evaluator
@@ -242,7 +247,8 @@ def run_gsm8k(
     lm_eval.evaluator.get_git_commit_hash = lambda: None
     _register_backends()
     backend = "evalkit-completions" if settings.endpoint == "completions" else "evalkit-chat-completions"
-    meta = ResponseMeta()
+    total = min(n for n in (limit, settings.limit, GSM8K_TEST_SIZE) if n)
+    meta = ResponseMeta(on_answer=(lambda done: progress(done, total)) if progress else None)
     token = _META.set(meta)
     try:
         with _log_to(log_path):
