@@ -1,0 +1,183 @@
+"""``python -m evalkit.sim``: a simulated ATOM server, for running evalkit without a GPU.
+
+It takes ATOM's own flags (``python -m atom.entrypoints.openai_server``), so evalkit's ``sim``
+profile is the ``atom`` flag map with another entry point, plus ``--sim-*`` flags for the
+simulated behaviour and for fault injection. See ``evalkit.sim`` for what it reproduces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import textwrap
+from collections.abc import Sequence
+
+from evalkit.sim.config import (
+    FAULT_HELP,
+    FAULT_KINDS,
+    GRAPH_MODES,
+    Behaviour,
+    Cell,
+    Faults,
+    ServerConfig,
+    SimConfigError,
+    Timing,
+    effective_graph_mode,
+    fix_from_module,
+)
+
+FIX_ENV = "EVALKIT_SIM_FIX"
+DEFAULT_MAX_MODEL_LEN = 163840
+"""DeepSeek-V3's max_position_embeddings: ATOM's default context is the model's own."""
+EXIT_CONFIG = 2
+
+
+def _share(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """ATOM's serving flags plus the simulator's own ``--sim-*`` flags."""
+    parser = argparse.ArgumentParser(
+        prog="python -m evalkit.sim",
+        description="Simulated ATOM OpenAI-compatible server: no model, no GPU. Reproduces "
+        "ATOM PR #1596 (DP attention + PIECEWISE graphs without the fix: GSM8K ~0.87 instead "
+        "of ~0.94 and repeated-token collapse of long generations).",
+        epilog="fault kinds (--sim-fault KIND; N = --sim-fault-after, F = --sim-fault-rate):\n"
+        + "\n".join(
+            textwrap.fill(text, 88, initial_indent=f"  {kind:17} ", subsequent_indent=" " * 20)
+            for kind, text in FAULT_HELP.items()
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    atom = parser.add_argument_group("ATOM flags")
+    atom.add_argument("--model", required=True, help="model name or path (only reported)")
+    atom.add_argument("--served-model-name", help="name in /v1/models and responses (default: --model)")
+    atom.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; ATOM's is 0.0.0.0)")
+    atom.add_argument("--server-port", type=int, default=8000, help="HTTP port (0: any free port)")
+    atom.add_argument("--port", type=int, help="ATOM's internal engine port: accepted and ignored")
+    atom.add_argument("-tp", "--tensor-parallel-size", type=int, default=1)
+    atom.add_argument("-dp", "--data-parallel-size", type=int, default=1)
+    atom.add_argument("--enable-dp-attention", action="store_true")
+    atom.add_argument("--enable-expert-parallel", action="store_true")
+    atom.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs: effective mode NONE")
+    atom.add_argument("--cudagraph-mode", choices=GRAPH_MODES, default="FULL")
+    atom.add_argument("--level", type=int, default=3, help="compilation level; 0 disables graphs")
+    atom.add_argument("--kv_cache_dtype", default="bf16")
+    atom.add_argument("--max-model-len", type=int, default=DEFAULT_MAX_MODEL_LEN)
+    atom.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    atom.add_argument("--trust-remote-code", action="store_true")
+
+    sim = parser.add_argument_group("simulator flags")
+    fix = sim.add_mutually_exclusive_group()
+    fix.add_argument(
+        "--sim-fix",
+        choices=("on", "off"),
+        help=f"is ATOM PR #1596's fix in the engine (also env {FIX_ENV}=on|off; the flag "
+        "wins; default on: a healthy engine)",
+    )
+    fix.add_argument(
+        "--sim-fix-module",
+        metavar="MODULE",
+        help="import MODULE from PYTHONPATH; the fix is on iff its FORCE_UNREG_COPY_IN is "
+        "truthy (how an engine source tree is simulated; a missing module is an error)",
+    )
+    sim.add_argument("--sim-seed", type=int, default=0, help="seed of every decision (default 0)")
+    sim.add_argument("--sim-startup-seconds", type=_non_negative, default=0.0,
+                     help="simulated load and graph capture before the port is bound")
+    sim.add_argument("--sim-warmup-seconds", type=_non_negative, default=0.0,
+                     help="after binding, /health is 200 but completions answer 503 this long")
+    sim.add_argument("--sim-tokens-per-second", type=_non_negative, default=0.0,
+                     help="per-request decode speed (0: as fast as possible)")
+    sim.add_argument("--sim-ttft-ms", type=_non_negative, default=0.0, help="time to first token")
+    sim.add_argument("--sim-accuracy", type=_share, default=0.94, help="healthy GSM8K accuracy")
+    sim.add_argument("--sim-bug-accuracy", type=_share, default=0.87, help="GSM8K accuracy of the buggy cell")
+    sim.add_argument("--sim-collapse-rate", type=_share, default=0.30,
+                     help="share of long generations (max_tokens >= 512) that collapse in the buggy cell")
+    sim.add_argument("--sim-natural-loop-rate", type=_share, default=0.01,
+                     help="share of long generations that loop in every cell, as real models do")
+    sim.add_argument("--sim-noise", type=_share, default=0.01,
+                     help="share of GSM8K questions whose correctness flips per cell (balanced)")
+    sim.add_argument("--sim-fault", action="append", choices=FAULT_KINDS, default=[], metavar="KIND",
+                     help="inject a fault (repeatable; kinds below)")
+    sim.add_argument("--sim-fault-after", type=int, default=0, metavar="N",
+                     help="completion requests served before crash-after / hang-after / fatal-log")
+    sim.add_argument("--sim-fault-rate", type=_share, default=1.0, metavar="F",
+                     help="share of requests hit by http-500 / malformed-json / truncated-stream")
+    return parser
+
+
+def _resolve_fix(args: argparse.Namespace) -> tuple[bool, str, str | None]:
+    """(fix on, where that came from, the module's file if from a module)."""
+    if args.sim_fix_module:
+        fix, path = fix_from_module(args.sim_fix_module)
+        return fix, f"module:{args.sim_fix_module}", path
+    if args.sim_fix:
+        return args.sim_fix == "on", "flag", None
+    env = os.environ.get(FIX_ENV)
+    if env is not None:
+        if env.lower() not in ("on", "off"):
+            raise SimConfigError(f"{FIX_ENV} must be 'on' or 'off', not {env!r}")
+        return env.lower() == "on", "env", None
+    return True, "default", None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line and run the server until it is stopped; the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        fix, source, fix_path = _resolve_fix(args)
+    except SimConfigError as error:
+        print(f"evalkit.sim: error: {error}", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
+    cell = Cell(
+        tp=args.tensor_parallel_size,
+        dp=args.data_parallel_size,
+        dp_attention=args.enable_dp_attention,
+        expert_parallel=args.enable_expert_parallel,
+        graph_mode=effective_graph_mode(args.cudagraph_mode, enforce_eager=args.enforce_eager, level=args.level),
+        fix=fix,
+    )
+    config = ServerConfig(
+        model=args.model,
+        served_model_name=args.served_model_name or args.model,
+        host=args.host,
+        port=args.server_port,
+        max_model_len=args.max_model_len,
+        cell=cell,
+        fix_source=source,
+        behaviour=Behaviour(
+            seed=args.sim_seed,
+            accuracy=args.sim_accuracy,
+            bug_accuracy=args.sim_bug_accuracy,
+            collapse_rate=args.sim_collapse_rate,
+            natural_loop_rate=args.sim_natural_loop_rate,
+            noise=args.sim_noise,
+        ),
+        timing=Timing(
+            startup_seconds=args.sim_startup_seconds,
+            warmup_seconds=args.sim_warmup_seconds,
+            ttft_ms=args.sim_ttft_ms,
+            tokens_per_second=args.sim_tokens_per_second,
+        ),
+        faults=Faults(frozenset(args.sim_fault), after=args.sim_fault_after, rate=args.sim_fault_rate),
+    )
+    from evalkit.sim.process import run  # deferred: --help and flag errors stay instant
+
+    return run(config, fix_path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""What a simulator process is: its serving cell, its model behaviour, its faults.
+
+These are plain frozen values built once from the command line (``__main__``) and read by
+the model and the HTTP app; nothing here does I/O except resolving a fix module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Literal
+
+GraphMode = Literal["NONE", "PIECEWISE", "FULL", "FULL_AND_PIECEWISE"]
+GRAPH_MODES: tuple[GraphMode, ...] = ("NONE", "PIECEWISE", "FULL", "FULL_AND_PIECEWISE")
+FIX_ATTRIBUTE = "FORCE_UNREG_COPY_IN"
+"""Attribute of a ``--sim-fix-module`` module that says whether the fix is in that tree."""
+
+
+def effective_graph_mode(requested: GraphMode, *, enforce_eager: bool, level: int) -> GraphMode:
+    """The mode the engine really runs, which is not always the one asked for.
+
+    ATOM disables CUDA graphs under ``--enforce-eager`` or compilation ``--level 0`` without
+    saying so on the command line; evalkit must read the effective mode from the log.
+    """
+    return "NONE" if enforce_eager or level == 0 else requested
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The effective serving settings that decide how the simulated model behaves."""
+
+    tp: int
+    dp: int
+    dp_attention: bool
+    expert_parallel: bool
+    graph_mode: GraphMode
+    fix: bool
+
+    @property
+    def buggy(self) -> bool:
+        """ATOM PR #1596: DP attention's registered all-gather path under PIECEWISE graphs.
+
+        DP + expert parallel uses all2all instead of that collective; TP uses an in-place
+        all-reduce; FULL and eager keep a global ordering; the fix forces the copy-in path.
+        """
+        return (
+            self.dp_attention
+            and not self.expert_parallel
+            and self.graph_mode == "PIECEWISE"
+            and not self.fix
+        )
+
+    @property
+    def key(self) -> str:
+        """Stable text identity of the cell, used in per-(question, cell) decisions."""
+        return (
+            f"tp={self.tp},dp={self.dp},dpa={int(self.dp_attention)},"
+            f"ep={int(self.expert_parallel)},mode={self.graph_mode},fix={int(self.fix)}"
+        )
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """Knobs of the simulated model (see ``--help`` of the ``--sim-*`` flags)."""
+
+    seed: int = 0
+    accuracy: float = 0.94
+    bug_accuracy: float = 0.87
+    collapse_rate: float = 0.30
+    natural_loop_rate: float = 0.01
+    noise: float = 0.01
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Simulated latencies: start-up, warm-up after /health, time to first token, decode."""
+
+    startup_seconds: float = 0.0
+    warmup_seconds: float = 0.0
+    ttft_ms: float = 0.0
+    tokens_per_second: float = 0.0
+    """Per-request decode speed; 0 means as fast as possible."""
+
+
+FaultKind = Literal[
+    "crash-startup",
+    "never-ready",
+    "crash-after",
+    "hang-after",
+    "http-500",
+    "malformed-json",
+    "truncated-stream",
+    "ignore-sigterm",
+    "spawn-orphan",
+    "fatal-log",
+]
+FAULT_HELP: dict[FaultKind, str] = {
+    "crash-startup": "print an error to stderr during start-up and exit with code 3",
+    "never-ready": "bind the port, but /health (and completions) answer 503 forever",
+    "crash-after": "serve N completion requests; the next one makes the process exit 1",
+    "hang-after": "after N completion requests, accept connections but never answer "
+    "anything again, /health included (streams in flight stall too)",
+    "http-500": "a share F of completion requests get HTTP 500",
+    "malformed-json": "a share F of non-streamed responses are cut-off, invalid JSON",
+    "truncated-stream": "a share F of streams end half-way without a final chunk or [DONE]",
+    "ignore-sigterm": "SIGTERM is ignored; only SIGKILL ends the process",
+    "spawn-orphan": "at start-up, spawn a child in the same process group that outlives the "
+    "parent unless the group is killed (logs 'sim: spawned child pid N')",
+    "fatal-log": "after N completion requests, print ATOM's 'Memory access fault by GPU' "
+    "line to stderr and stop answering, like hang-after",
+}
+"""What each ``--sim-fault`` kind does (shown by ``--help``); N is ``--sim-fault-after``,
+F is ``--sim-fault-rate``."""
+FAULT_KINDS: tuple[FaultKind, ...] = tuple(FAULT_HELP)
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Injected failures, all off by default (see ``evalkit.sim.faults``)."""
+
+    kinds: frozenset[FaultKind] = field(default_factory=frozenset)
+    after: int = 0
+    """For crash-after / hang-after / fatal-log: completion requests served before the fault."""
+    rate: float = 1.0
+    """For http-500 / malformed-json / truncated-stream: share of requests affected."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything one simulator process needs."""
+
+    model: str
+    served_model_name: str
+    host: str
+    port: int
+    max_model_len: int
+    cell: Cell
+    fix_source: str
+    behaviour: Behaviour
+    timing: Timing
+    faults: Faults
+
+
+class SimConfigError(Exception):
+    """A setting the simulator cannot start with (exit code 2, one clear line)."""
+
+
+def fix_from_module(name: str) -> tuple[bool, str]:
+    """Import an engine source tree's marker module: is the fix in it, and where is it.
+
+    A module without the attribute counts as "fix off": a tree from before the fix simply
+    does not know the name.
+    """
+    try:
+        module = importlib.import_module(name)
+    except ImportError as error:
+        raise SimConfigError(f"cannot import --sim-fix-module {name!r}: {error}") from error
+    return bool(getattr(module, FIX_ATTRIBUTE, False)), str(getattr(module, "__file__", "?"))

@@ -1,0 +1,192 @@
+"""The simulated model: what it answers, in which cell, and how the bug shows.
+
+Every decision is a hash of (seed, what is decided, prompt identity, and the cell where the
+cell matters), so answers never depend on concurrency, request order or restarts.
+
+GSM8K. Questions are ranked by a difficulty u(seed, question) shared by all cells, so healthy
+cells agree on which questions are hard, like one model served several ways: the easiest
+round(accuracy * 1319) are answered right. Per (question, cell), round(noise * 1319 / 2)
+right answers turn wrong and as many wrong answers turn right (the lowest hashes of each
+group): the run-to-run nondeterminism of real kernels, balanced so that every healthy cell
+has exactly the same accuracy and two healthy cells never differ in a paired test (their
+discordant pairs split evenly). The buggy cell further turns the lowest-hashed
+round((accuracy - bug_accuracy) * 1319) right answers wrong. Wrong answers are the reference
+solution with its final number changed; they are never collapsed.
+
+Other prompts get healthy prose (``evalkit.sim.prose``) that ends with EOS after 60-100% of
+``max_tokens``. Long generations (max_tokens >= 512) may loop: in every cell a share
+``natural_loop_rate`` (decided per prompt, as greedy decoding of one model loops on the same
+prompts) with a late onset and a period of 4-24 tokens; in the buggy cell additionally a
+share ``collapse_rate`` (decided per prompt and cell) collapses after 150-600 healthy tokens
+into one repeated token or a 2-8 token phrase. A loop runs to ``max_tokens``
+(finish_reason ``length``), the collapse signature.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from evalkit.sim import prose
+from evalkit.sim.config import Behaviour, Cell
+from evalkit.sim.gsm8k import Problem, TestSet, wrong_solution
+from evalkit.sim.hashing import between, unit
+from evalkit.sim.tokens import tokenize
+
+FinishReason = Literal["stop", "length"]
+
+LONG_GENERATION = 512
+"""max_tokens from which a generation is long enough to loop."""
+
+_NEXT_QUESTION = (
+    "A baker", "Tom has", "Maria wants to", "A school bus", "There are", "John buys",
+    "Sarah reads", "A farmer", "Lucy saves", "The library", "Kevin runs", "A store sells",
+)
+"""Openings of the next question a base model writes after answering (lm-eval stops there)."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt as the model sees it."""
+
+    text: str
+    """Where to look for a GSM8K question: the completion prompt, or the last user turn."""
+    context: str
+    """The whole input (the conversation for chat): the prompt's identity for prose."""
+    chat: bool
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A finished generation, after ``max_tokens`` and stop strings were applied."""
+
+    tokens: list[str]
+    finish_reason: FinishReason
+
+
+@dataclass(frozen=True)
+class _Loop:
+    onset: int
+    period: int
+
+
+class SimulatedModel:
+    """Answers prompts the way the configured cell of the simulated engine would."""
+
+    def __init__(self, behaviour: Behaviour, cell: Cell, testset: TestSet) -> None:
+        self.behaviour = behaviour
+        self.cell = cell
+        self.testset = testset
+        self._correct = _correctness(behaviour, cell, len(testset.problems))
+
+    def generate(self, prompt: Prompt, max_tokens: int, stop: tuple[str, ...]) -> Generation:
+        """Generate up to ``max_tokens`` tokens, cut before the first stop string."""
+        problem = self.testset.find(prompt.text)
+        if problem is None and prompt.chat:
+            problem = self.testset.find(prompt.context)
+        if problem is not None:
+            tokens = tokenize(self._answer(problem, prompt.chat))
+            finish: FinishReason = "stop"
+        else:
+            tokens, finish = self._prose(prompt, max_tokens)
+        if len(tokens) > max_tokens:
+            tokens, finish = tokens[:max_tokens], "length"
+        return _apply_stop(tokens, finish, stop)
+
+    def is_correct(self, problem: Problem) -> bool:
+        """Whether this cell answers ``problem`` right (see the module docstring)."""
+        return self._correct[problem.index]
+
+    def _answer(self, problem: Problem, chat: bool) -> str:
+        seed = self.behaviour.seed
+        if self.is_correct(problem):
+            solution = problem.solution
+        else:
+            solution = wrong_solution(problem.solution, seed, problem.index, self.cell.key)
+        if chat:
+            return solution
+        opening = _NEXT_QUESTION[between(0, len(_NEXT_QUESTION) - 1, seed, "next", problem.index)]
+        return f" {solution}\n\nQuestion: {opening}"
+
+    def _prose(self, prompt: Prompt, max_tokens: int) -> tuple[list[str], FinishReason]:
+        seed, identity = self.behaviour.seed, prompt.context
+        length = max(1, int(max_tokens * (0.6 + 0.4 * unit(seed, "length", identity))))
+        loop = self._loop(identity, max_tokens)
+        needed = loop.onset if loop else length
+        tokens: list[str] = []
+        for piece in prose.pieces(seed, identity):
+            tokens.extend(tokenize(piece))
+            if len(tokens) >= needed:
+                break
+        del tokens[needed:]
+        if prompt.chat and tokens:
+            tokens[0] = tokens[0].lstrip()
+        if loop is None:
+            return tokens, "stop" if length < max_tokens else "length"
+        phrase = _loop_phrase(tokens, loop.period)
+        while len(tokens) < max_tokens:
+            tokens.extend(phrase)
+        return tokens, "length"
+
+    def _loop(self, identity: str, max_tokens: int) -> _Loop | None:
+        """Where (if at all) this generation falls into a loop; the earliest loop wins."""
+        if max_tokens < LONG_GENERATION:
+            return None
+        seed, behaviour = self.behaviour.seed, self.behaviour
+        loops = []
+        if unit(seed, "natural-loop", identity) < behaviour.natural_loop_rate:
+            onset = between(max_tokens // 4, max_tokens * 11 // 20, seed, "natural-onset", identity)
+            loops.append(_Loop(onset, between(4, 24, seed, "natural-period", identity)))
+        cell = self.cell.key
+        if self.cell.buggy and unit(seed, "collapse", identity, cell) < behaviour.collapse_rate:
+            onset = between(150, min(600, max_tokens // 2), seed, "collapse-onset", identity, cell)
+            single = unit(seed, "collapse-single", identity, cell) < 0.4
+            period = 1 if single else between(2, 8, seed, "collapse-period", identity, cell)
+            loops.append(_Loop(onset, period))
+        return min(loops, key=lambda loop: loop.onset) if loops else None
+
+
+def _correctness(behaviour: Behaviour, cell: Cell, size: int) -> list[bool]:
+    """Right or wrong for every test question in ``cell``, with exact rates (module docstring)."""
+    seed, key = behaviour.seed, cell.key
+
+    def lowest(indices: list[int], count: int, *what: object) -> list[int]:
+        return sorted(indices, key=lambda i: unit(seed, *what, i))[:count]
+
+    by_difficulty = lowest(list(range(size)), size, "difficulty")
+    correct = [False] * size
+    for index in by_difficulty[: round(behaviour.accuracy * size)]:
+        correct[index] = True
+    right = [i for i in range(size) if correct[i]]
+    wrong = [i for i in range(size) if not correct[i]]
+    flips = min(round(behaviour.noise * size / 2), len(right), len(wrong))
+    for index in lowest(right, flips, "noise", key) + lowest(wrong, flips, "noise", key):
+        correct[index] = not correct[index]
+    if cell.buggy:
+        broken = max(0, round((behaviour.accuracy - behaviour.bug_accuracy) * size))
+        for index in lowest([i for i in range(size) if correct[i]], broken, "bug", key):
+            correct[index] = False
+    return correct
+
+
+def _loop_phrase(tokens: list[str], period: int) -> list[str]:
+    """The last ``period`` tokens, shifted back so the phrase starts at a word boundary.
+
+    A phrase that starts with whitespace can be repeated without its tokens merging (``"7"``
+    after ``"000"`` would re-tokenise as one token), so streamed and joined text agree.
+    """
+    for start in range(len(tokens) - period, max(-1, len(tokens) - period - 16), -1):
+        if start >= 0 and tokens[start][:1].isspace():
+            return tokens[start : start + period]
+    return [" the"]
+
+
+def _apply_stop(tokens: list[str], finish: FinishReason, stop: tuple[str, ...]) -> Generation:
+    """Cut the text before the first occurrence of any stop string (which is not returned)."""
+    if not stop:
+        return Generation(tokens, finish)
+    text = "".join(tokens)
+    cut = min((at for at in (text.find(s) for s in stop if s) if at >= 0), default=-1)
+    if cut < 0:
+        return Generation(tokens, finish)
+    return Generation(tokenize(text[:cut]), "stop")

@@ -1,0 +1,137 @@
+"""Start-up and life of the simulator process: log lines, faults, bind, serve.
+
+Start-up mirrors a real engine's: it announces itself, records the settings it really chose
+(the effective CUDA-graph mode; ATOM's own line when the fix is active), loads (the GSM8K
+index; ``--sim-startup-seconds`` of simulated weight loading and graph capture), binds the
+HTTP port and only then prints the ready line. Every line is flushed at once, because
+evalkit reads them from engine.log while the process runs.
+
+Exit codes: 0 after a clean stop, 1 when the port cannot be bound (or crash-after), 2 for a
+bad command line, 3 for the crash-startup fault; SIGTERM ends it like a real server (the
+process dies of the signal after a graceful shutdown of at most a second).
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sys
+import time
+from types import FrameType
+
+import uvicorn
+
+from evalkit.sim.config import ServerConfig
+from evalkit.sim.faults import FaultState, spawn_orphan
+from evalkit.sim.gsm8k import TestSet
+from evalkit.sim.model import SimulatedModel
+from evalkit.sim.server import Simulator
+
+FIX_LOG_LINE = "PIECEWISE: forced aiter ca_comm (tp,dp,ep) to unreg copy-in capture path"
+"""ATOM's log line when PR #1596's fix takes effect."""
+EXIT_BIND = 1
+EXIT_CRASH_STARTUP = 3
+GRACEFUL_SHUTDOWN_SECONDS = 1
+
+
+def _log(line: str, *, error: bool = False) -> None:
+    print(line, file=sys.stderr if error else sys.stdout, flush=True)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, plus the ready line once serving and the ignore-sigterm fault."""
+
+    def __init__(self, config: uvicorn.Config, simulator: Simulator, url: str, ignore_sigterm: bool) -> None:
+        super().__init__(config)
+        self.simulator = simulator
+        self.url = url
+        self.ignore_sigterm = ignore_sigterm
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self.simulator.start_serving()
+            _log(f"sim: ready on {self.url}")
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.ignore_sigterm and sig == signal.SIGTERM:
+            _log("sim: ignoring SIGTERM (--sim-fault ignore-sigterm)", error=True)
+            return
+        super().handle_exit(sig, frame)
+
+
+def _announce(config: ServerConfig, fix_path: str | None) -> None:
+    cell, behaviour = config.cell, config.behaviour
+    fix = "on" if cell.fix else "off"
+    _log(
+        f"evalkit.sim: SIMULATED ENGINE, not a real model "
+        f"(seed={behaviour.seed}, fix={fix}, source={config.fix_source})"
+    )
+    _log(f"sim: effective cudagraph_mode={cell.graph_mode}")
+    if cell.fix and cell.graph_mode == "PIECEWISE":
+        _log(FIX_LOG_LINE)
+    if fix_path:
+        _log(f"sim: fix module file {fix_path}")
+    _log(
+        f"sim: model={config.model} served as {config.served_model_name}, tp={cell.tp} "
+        f"dp={cell.dp} dp_attention={cell.dp_attention} expert_parallel={cell.expert_parallel} "
+        f"max_model_len={config.max_model_len}"
+    )
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """Bind here rather than in uvicorn: a taken port becomes one clear line and exit 1.
+
+    The protocol must be given explicitly: asyncio only sets TCP_NODELAY on connections of
+    an IPPROTO_TCP socket, and without it every response waits ~40 ms for a delayed ACK.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+def run(config: ServerConfig, fix_path: str | None) -> int:
+    """Start up, serve until stopped; the process exit code."""
+    faults = FaultState(config.faults, config.behaviour.seed)
+    _announce(config, fix_path)
+    if faults.has("ignore-sigterm"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if faults.has("spawn-orphan"):
+        _log(f"sim: spawned child pid {spawn_orphan()}")
+    model = SimulatedModel(config.behaviour, config.cell, TestSet.load())
+    if config.timing.startup_seconds > 0:
+        _log(f"sim: loading weights and capturing graphs (simulated, {config.timing.startup_seconds:g} s)")
+        time.sleep(config.timing.startup_seconds)
+    if faults.has("crash-startup"):
+        _log("sim: fatal: simulated start-up failure (--sim-fault crash-startup)", error=True)
+        return EXIT_CRASH_STARTUP
+    try:
+        sock = _bind(config.host, config.port)
+    except OSError as error:
+        _log(f"evalkit.sim: error: cannot bind {config.host}:{config.port}: {error}", error=True)
+        return EXIT_BIND
+    host, port = sock.getsockname()[:2]
+    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    simulator = Simulator(config, model, faults)
+    server = _Server(
+        uvicorn.Config(
+            simulator.app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        ),
+        simulator,
+        url,
+        faults.has("ignore-sigterm"),
+    )
+    server.run(sockets=[sock])
+    return 0

@@ -1,0 +1,237 @@
+"""The simulator's HTTP app (Starlette): health, models, completions, chat, stats.
+
+One process, one event loop: a completion is computed in microseconds, so the server's cost
+is HTTP handling, and concurrency only matters for paced (``--sim-tokens-per-second``)
+streams, which ``asyncio.sleep`` between events. A streaming client that disconnects makes
+Starlette cancel the stream at its next ``await``: generation stops at once, and
+``/sim/stats`` shows both the tokens really produced and the aborted streams, so a test can
+prove that an early abort saves engine work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from evalkit.sim import openai
+from evalkit.sim.config import ServerConfig
+from evalkit.sim.faults import FaultState
+from evalkit.sim.model import Generation, SimulatedModel
+from evalkit.sim.openai import BadRequest, CompletionRequest, Json, error_body
+
+COALESCE = 16
+"""Tokens per SSE event when decoding is unthrottled (fewer events, faster streams)."""
+EVENTS_PER_SECOND = 100
+"""Upper bound on events per paced stream: above it, events carry several tokens."""
+_ERROR_TYPES = {
+    400: "BadRequestError",
+    404: "NotFoundError",
+    500: "InternalServerError",
+    503: "ServiceUnavailableError",
+}
+
+
+@dataclass
+class Stats:
+    """Engine-side work counters, served at ``GET /sim/stats`` with the request count.
+
+    ``requests`` (kept by the fault state, which trips on it) counts completion requests
+    that got past the readiness gate, bad ones included; warm-up 503s are not counted.
+    """
+
+    completion_tokens_generated: int = 0
+    aborted_streams: int = 0
+
+
+def _error(message: str, status: int, param: str | None = None) -> JSONResponse:
+    kind = _ERROR_TYPES.get(status, "Error")
+    return JSONResponse(error_body(message, kind, status, param), status_code=status)
+
+
+class Simulator:
+    """Request handling for one simulated engine; ``app`` is its ASGI application."""
+
+    def __init__(self, config: ServerConfig, model: SimulatedModel, faults: FaultState) -> None:
+        self.config = config
+        self.model = model
+        self.faults = faults
+        self.stats = Stats()
+        self._model_names = (config.served_model_name, config.model)
+        self._ready_at = float("inf")
+        self.app = Starlette(
+            routes=[
+                Route("/health", self.health, methods=["GET"]),
+                Route("/v1/models", self.models, methods=["GET"]),
+                Route("/v1/completions", self.completions, methods=["POST"]),
+                Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
+                Route("/sim/stats", self.sim_stats, methods=["GET"]),
+            ],
+        )
+
+    def start_serving(self) -> None:
+        """Called once the port is bound: the warm-up period starts now."""
+        self._ready_at = time.monotonic() + self.config.timing.warmup_seconds
+
+    async def health(self, _: Request) -> Response:
+        await self.faults.stall_if_stalled()
+        if self.faults.never_ready:
+            return JSONResponse({"status": "unavailable"}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    async def models(self, _: Request) -> Response:
+        await self.faults.stall_if_stalled()
+        config, cell = self.config, self.config.cell
+        card = {
+            "id": config.served_model_name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "evalkit-simulator",
+            "root": config.model,
+            "simulator": True,
+            "max_model_len": config.max_model_len,
+            "settings": {
+                "tp": cell.tp,
+                "dp": cell.dp,
+                "dp_attention": cell.dp_attention,
+                "expert_parallel": cell.expert_parallel,
+                "cudagraph_mode": cell.graph_mode,
+                "fix": cell.fix,
+                "fix_source": config.fix_source,
+                "seed": config.behaviour.seed,
+            },
+        }
+        return JSONResponse({"object": "list", "data": [card]})
+
+    async def sim_stats(self, _: Request) -> Response:
+        await self.faults.stall_if_stalled()
+        return JSONResponse({"requests": self.faults.requests, **vars(self.stats)})
+
+    async def completions(self, request: Request) -> Response:
+        return await self._serve(request, chat=False)
+
+    async def chat_completions(self, request: Request) -> Response:
+        return await self._serve(request, chat=True)
+
+    async def _serve(self, request: Request, *, chat: bool) -> Response:
+        await self.faults.stall_if_stalled()
+        if self.faults.never_ready or time.monotonic() < self._ready_at:
+            return _error("the engine is still starting (simulated warm-up)", 503)
+        number = self.faults.admit()
+        await self.faults.stall_if_stalled()
+        if self.faults.hits("http-500", number):
+            return _error("simulated internal error (--sim-fault http-500)", 500)
+        try:
+            body = json.loads(await request.body())
+            parsed = openai.parse(
+                body,
+                chat=chat,
+                model_names=self._model_names,
+                max_model_len=self.config.max_model_len,
+            )
+        except json.JSONDecodeError as error:
+            return _error(f"invalid JSON body: {error}", 400)
+        except BadRequest as error:
+            return _error(error.message, error.status, error.param)
+        options = parsed.options
+        generations = [
+            self.model.generate(prompt, options.max_tokens, options.stop) for prompt in parsed.prompts
+        ]
+        if options.stream:
+            truncate = self.faults.hits("truncated-stream", number)
+            return StreamingResponse(
+                self._stream(parsed, generations, truncate), media_type="text/event-stream"
+            )
+        return await self._respond(parsed, generations, number)
+
+    def _envelope(self, request: CompletionRequest, request_id: str, created: int) -> Json:
+        return {
+            "id": request_id,
+            "object": "chat.completion" if request.chat else "text_completion",
+            "created": created,
+            "model": self.config.served_model_name,
+        }
+
+    async def _respond(self, request: CompletionRequest, generations: list[Generation], number: int) -> Response:
+        timing = self.config.timing
+        produced = sum(len(g.tokens) for g in generations)
+        delay = timing.ttft_ms / 1000
+        if timing.tokens_per_second > 0:
+            delay += max(len(g.tokens) for g in generations) / timing.tokens_per_second
+        if delay > 0:
+            await asyncio.sleep(delay)
+        self.stats.completion_tokens_generated += produced
+        prefix = "chatcmpl-" if request.chat else "cmpl-"
+        body = self._envelope(request, prefix + uuid.uuid4().hex, int(time.time()))
+        body["choices"] = [openai.choice(request, i, g) for i, g in enumerate(generations)]
+        body["usage"] = openai.usage(sum(request.prompt_tokens), produced)
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        if self.faults.hits("malformed-json", number):
+            text = text[: len(text) // 2]
+        return Response(text, media_type="application/json")
+
+    async def _stream(
+        self, request: CompletionRequest, generations: list[Generation], truncate: bool
+    ) -> AsyncIterator[bytes]:
+        """SSE events for every choice in turn, paced per token, ending ``data: [DONE]``."""
+        timing = self.config.timing
+        rate = timing.tokens_per_second
+        per_event = COALESCE if rate <= 0 else max(1, round(rate / EVENTS_PER_SECOND))
+        prefix = "chatcmpl-" if request.chat else "cmpl-"
+        head = self._envelope(request, prefix + uuid.uuid4().hex, int(time.time()))
+        head["object"] = "chat.completion.chunk" if request.chat else "text_completion"
+        include_usage = request.options.include_usage
+        if include_usage:
+            head["usage"] = None
+        loop = asyncio.get_running_loop()
+        total = sum(len(g.tokens) for g in generations)
+        cut_at = total // 2 if truncate else total + 1
+        ended = False  # by us: complete, or cut by the truncated-stream fault
+        sent = 0
+
+        def event(choice: Json) -> bytes:
+            return _sse({**head, "choices": [choice]})
+
+        try:
+            if timing.ttft_ms > 0:
+                await asyncio.sleep(timing.ttft_ms / 1000)
+            start = loop.time()
+            for index, generation in enumerate(generations):
+                if request.chat:
+                    yield event(openai.chunk_choice(request, index, [], 0, None, first=True))
+                tokens, offset = generation.tokens, 0
+                for begin in range(0, len(tokens), per_event):
+                    await self.faults.stall_if_stalled()
+                    piece = tokens[begin : begin + per_event]
+                    if sent + len(piece) >= cut_at:
+                        ended = True
+                        return
+                    if rate > 0:
+                        await asyncio.sleep(max(0.0, start + (sent + len(piece)) / rate - loop.time()))
+                    else:
+                        await asyncio.sleep(0)
+                    sent += len(piece)
+                    self.stats.completion_tokens_generated += len(piece)
+                    yield event(openai.chunk_choice(request, index, piece, offset, None))
+                    offset += sum(map(len, piece))
+                yield event(openai.chunk_choice(request, index, [], offset, generation.finish_reason))
+            if include_usage:
+                yield _sse({**head, "choices": [], "usage": openai.usage(sum(request.prompt_tokens), sent)})
+            yield b"data: [DONE]\n\n"
+            ended = True
+        finally:
+            if not ended:
+                self.stats.aborted_streams += 1
+
+
+def _sse(payload: Any) -> bytes:
+    return b"data: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"

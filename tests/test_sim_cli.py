@@ -1,0 +1,156 @@
+"""The simulator's command line and start-up log lines, against real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.sim_helpers import SimServer
+
+FIX_LINE = "PIECEWISE: forced aiter ca_comm (tp,dp,ep) to unreg copy-in capture path"
+
+
+def banner(server: SimServer) -> list[str]:
+    """The log lines up to and including the ready line."""
+    lines = server.log.splitlines()
+    return lines[: next(i for i, line in enumerate(lines) if line.startswith("sim: ready on")) + 1]
+
+
+def test_start_up_lines_in_order_and_models_endpoint() -> None:
+    args = ["-tp", "8", "--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "on",
+            "--served-model-name", "dsv4", "--port", "9999", "--kv_cache_dtype", "fp8", "--level", "3",
+            "--max-model-len", "32768", "--gpu-memory-utilization", "0.8", "--trust-remote-code"]
+    with SimServer(*args, model="deepseek-ai/DeepSeek-V4") as server:
+        lines = banner(server)
+        assert lines[0] == "evalkit.sim: SIMULATED ENGINE, not a real model (seed=0, fix=on, source=flag)"
+        assert lines[1] == "sim: effective cudagraph_mode=PIECEWISE"
+        assert lines[2] == FIX_LINE
+        assert lines[-1] == f"sim: ready on {server.url}"
+        assert server.url.startswith("http://127.0.0.1:")
+        with server.client() as client:
+            assert client.get("/health").json() == {"status": "ok"}
+            models = client.get("/v1/models").json()
+    assert models["object"] == "list"
+    (card,) = models["data"]
+    assert card["id"] == "dsv4"
+    assert card["owned_by"] == "evalkit-simulator"
+    assert card["simulator"] is True
+    assert card["max_model_len"] == 32768
+    assert card["settings"] == {"tp": 8, "dp": 1, "dp_attention": True, "expert_parallel": False,
+                                "cudagraph_mode": "PIECEWISE", "fix": True, "fix_source": "flag", "seed": 0}
+
+
+@pytest.mark.parametrize(
+    ("args", "mode", "fix_line"),
+    [
+        (["--cudagraph-mode", "PIECEWISE", "--sim-fix", "off"], "PIECEWISE", False),
+        (["--cudagraph-mode", "PIECEWISE", "--enforce-eager"], "NONE", False),
+        (["--cudagraph-mode", "PIECEWISE", "--level", "0"], "NONE", False),
+        ([], "FULL", False),
+        (["--cudagraph-mode", "FULL_AND_PIECEWISE"], "FULL_AND_PIECEWISE", False),
+    ],
+)
+def test_effective_mode_and_fix_line(args: list[str], mode: str, fix_line: bool) -> None:
+    with SimServer(*args) as server:
+        lines = banner(server)
+    assert f"sim: effective cudagraph_mode={mode}" in lines
+    assert (FIX_LINE in lines) is fix_line
+
+
+def test_fix_from_env_and_flag_wins() -> None:
+    with SimServer(env={"EVALKIT_SIM_FIX": "off"}) as server:
+        assert "(seed=0, fix=off, source=env)" in banner(server)[0]
+    with SimServer("--sim-fix", "on", "--sim-seed", "7", env={"EVALKIT_SIM_FIX": "off"}) as server:
+        assert "(seed=7, fix=on, source=flag)" in banner(server)[0]
+    bad = run_cli("--model", "m", env={**os.environ, "EVALKIT_SIM_FIX": "maybe"})
+    assert bad.returncode == 2 and "EVALKIT_SIM_FIX must be 'on' or 'off'" in bad.stderr
+
+
+def test_fix_from_module_on_pythonpath(tmp_path: Path) -> None:
+    for value, expected in (("False", "off"), ("True", "on")):
+        tree = tmp_path / value
+        tree.mkdir()
+        (tree / "atom_fix_marker.py").write_text(f"FORCE_UNREG_COPY_IN = {value}\n")
+        args = ["--sim-fix-module", "atom_fix_marker", "--enable-dp-attention", "--cudagraph-mode", "PIECEWISE"]
+        with SimServer(*args, env={"PYTHONPATH": str(tree)}) as server:
+            lines = banner(server)
+            with server.client() as client:
+                settings = client.get("/v1/models").json()["data"][0]["settings"]
+        assert f"fix={expected}, source=module:atom_fix_marker)" in lines[0]
+        assert (FIX_LINE in lines) is (expected == "on")
+        assert any(str(tree / "atom_fix_marker.py") in line for line in lines)
+        assert settings["fix"] is (expected == "on")
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "evalkit.sim", *args], capture_output=True, text=True,
+                          timeout=20, env=env)
+
+
+def test_missing_fix_module_bad_env_and_unknown_flags_fail_clearly() -> None:
+    missing = run_cli("--model", "m", "--sim-fix-module", "no_such_module_xyz")
+    assert missing.returncode == 2
+    assert "cannot import --sim-fix-module 'no_such_module_xyz'" in missing.stderr
+    unknown = run_cli("--model", "m", "--no-such-flag")
+    assert unknown.returncode == 2 and "unrecognized arguments: --no-such-flag" in unknown.stderr
+    abbreviated = run_cli("--model", "m", "--enable-dp")
+    assert abbreviated.returncode == 2
+    both = run_cli("--model", "m", "--sim-fix", "on", "--sim-fix-module", "x")
+    assert both.returncode == 2 and "not allowed with" in both.stderr
+    no_model = run_cli()
+    assert no_model.returncode == 2 and "--model" in no_model.stderr
+
+
+def test_help_documents_sim_flags_and_faults() -> None:
+    started = time.monotonic()
+    result = run_cli("--help")
+    assert time.monotonic() - started < 3
+    for text in ("--sim-fix", "--sim-fix-module", "--sim-seed", "--sim-startup-seconds",
+                 "--sim-warmup-seconds", "--sim-tokens-per-second", "--sim-ttft-ms", "--sim-accuracy",
+                 "--sim-bug-accuracy", "--sim-collapse-rate", "--sim-natural-loop-rate", "--sim-noise",
+                 "--sim-fault-after", "--sim-fault-rate", "crash-startup", "never-ready", "crash-after",
+                 "hang-after", "http-500", "malformed-json", "truncated-stream", "ignore-sigterm",
+                 "spawn-orphan", "fatal-log", "--server-port", "--cudagraph-mode"):
+        assert text in result.stdout
+
+
+def test_taken_port_fails_with_a_clear_message() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = run_cli("--model", "m", "--server-port", str(port))
+    assert result.returncode == 1
+    assert f"cannot bind 127.0.0.1:{port}" in result.stderr
+
+
+def test_startup_seconds_delay_the_bind_and_warmup_answers_503() -> None:
+    started = time.monotonic()
+    with SimServer("--sim-startup-seconds", "0.6", "--sim-warmup-seconds", "0.6") as server:
+        assert time.monotonic() - started >= 0.6
+        with server.client() as client:
+            assert client.get("/health").status_code == 200
+            body = {"prompt": "hi", "max_tokens": 1}
+            warming = client.post("/v1/completions", json=body)
+            assert warming.status_code == 503 and "error" in warming.json()
+            time.sleep(0.7)
+            assert client.post("/v1/completions", json=body).status_code == 200
+            assert client.get("/sim/stats").json()["requests"] == 1
+
+
+def test_sigterm_stops_the_server_promptly_even_mid_stream() -> None:
+    with SimServer("--sim-tokens-per-second", "100") as server, server.client() as client:
+        body = {"prompt": "Write a long story.", "max_tokens": 4096, "stream": True}
+        with client.stream("POST", "/v1/completions", json=body) as response:
+            next(response.iter_lines())
+            started = time.monotonic()
+            os.kill(server.pid, signal.SIGTERM)
+            assert server.exit_code(timeout=5) == -signal.SIGTERM
+        assert time.monotonic() - started < 3
