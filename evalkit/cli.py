@@ -233,14 +233,19 @@ def _check_same_config(config: MatrixConfig, previous: dict[str, Any], path: Pat
 
 @main.command(cls=_Command)
 @click.argument("run", default="latest")
-@click.option("--format", "fmt", type=click.Choice(["terminal", "markdown", "json"]), default="terminal", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["terminal", "markdown", "csv", "json"]), default="terminal",
+              show_default=True, help="markdown: for a PR comment; csv: one row per cell; json: summary.json.")
 @click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
 def report(run: str, fmt: str, results_dir: Path) -> None:
-    """Show a stored run (a run id, a path, or `latest`) as a table, markdown or JSON.
+    """Show a stored run (a run id, a path, or `latest`) as a table, markdown, CSV or JSON.
+
+    The verdict is recomputed from the stored cells with the run's own config snapshot, so it
+    equals the run's summary.json.
 
     \b
-    Example:
+    Examples:
       evalkit report latest --format markdown > pr-comment.md
+      evalkit report 20261203-111333-demo --format csv > cells.csv
     """
     from evalkit import report as render
     from evalkit.config import parse_config
@@ -252,7 +257,89 @@ def report(run: str, fmt: str, results_dir: Path) -> None:
     summary = summarize(run_path, parse_config(info["config"], run_path / "run.json"))
     if fmt == "json":
         click.echo(json.dumps(summary, indent=2))
+    elif fmt == "csv":
+        click.echo(render.csv(summary), nl=False)
     elif fmt == "markdown":
-        click.echo(render.markdown(summary), nl=False)
+        click.echo(render.markdown(summary, render.load_details(run_path, summary)), nl=False)
     else:
-        render.terminal(summary, _console())
+        render.terminal(summary, _console(), render.load_details(run_path, summary))
+
+
+if __name__ == "__main__":
+    main()
+
+
+@main.command(cls=_Command)
+@click.argument("run_a")
+@click.argument("run_b", default="latest")
+@click.option("--format", "fmt", type=click.Choice(["terminal", "markdown", "csv", "json"]), default="terminal",
+              show_default=True)
+@click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+def compare(run_a: str, run_b: str, fmt: str, results_dir: Path) -> None:
+    """Compare two runs of the same matrix (e.g. before and after a PR), cell by cell.
+
+    Per cell id found in both runs: B - A of GSM8K flexible and strict (McNemar exact test on
+    the questions both runs answered) and of the collapse rate (Fisher exact test).
+
+    \b
+    Example:
+      evalkit compare 20261201-020000-demo latest --format markdown > pr-comment.md
+    """
+    from evalkit import report as render
+    from evalkit.store import resolve_run
+
+    result = render.compare_runs(resolve_run(results_dir, run_a), resolve_run(results_dir, run_b))
+    if fmt == "json":
+        click.echo(json.dumps(result, indent=2))
+    elif fmt == "csv":
+        click.echo(render.compare_csv(result), nl=False)
+    elif fmt == "markdown":
+        click.echo(render.compare_markdown(result), nl=False)
+    else:
+        render.compare_terminal(result, _console())
+
+
+@main.command(cls=_Command)
+@click.option("--model", "-m", help="Model name (run.json `model`) or config name (e.g. demo).")
+@click.option("--cell", "cells", multiple=True, metavar="CELL", help="Only this cell id (repeatable).")
+@click.option("--since", metavar="DATE", help="Runs started on or after: YYYY-MM-DD, an ISO time, or 7d / 12h.")
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path), help="Also draw accuracy and collapse rate to this PNG.")
+@click.option("--import", "imports", multiple=True, metavar="RUN",
+              help="First record a stored run (id, path, `latest` or `all`) into the history (repeatable).")
+@click.option("--db", "db_path", type=click.Path(path_type=Path), help="History database [default: RESULTS_DIR/history.db].")
+@click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+def history(model: str | None, cells: tuple[str, ...], since: str | None, plot_path: Path | None,
+            imports: tuple[str, ...], db_path: Path | None, results_dir: Path) -> None:
+    """Show how each cell's accuracy and collapse rate moved across runs.
+
+    Every finished cell of `evalkit matrix` is recorded in RESULTS_DIR/history.db; --import
+    backfills runs stored before that (recording a run again replaces its rows).
+
+    \b
+    Examples:
+      evalkit history --import all
+      evalkit history --model demo --cell dp8-piecewise-fixoff --since 7d
+      evalkit history --model demo --plot trend.png
+    """
+    from evalkit import history as hist
+    from evalkit.store import resolve_run
+
+    with hist.History(db_path or hist.default_db_path(results_dir)) as store:
+        for ref in imports:
+            paths = list(hist.run_folders(results_dir)) if ref == "all" else [resolve_run(results_dir, ref)]
+            for path in paths:
+                click.echo(f"imported {path.name}: {store.import_run(path)} cells", err=True)
+        if model is None:
+            if not imports:
+                known = ", ".join(f"{m} ({c})" if c else m for m, c, _ in store.models()) or "none yet"
+                raise ConfigError(f"give --model NAME; recorded models: {known}")
+            return
+        points = store.trend(model, cells, hist.parse_since(since) if since else None)
+    if not points:
+        raise ConfigError(f"history: no recorded cells for model {model!r}"
+                          + (f", cells {', '.join(cells)}" if cells else "") + (f" since {since}" if since else ""))
+    title = f"evalkit history: {model}" + (f" since {since}" if since else "")
+    _console().print(hist.trend_table(points, title))
+    if plot_path:
+        hist.plot(points, plot_path, title)
+        click.echo(f"plot: {plot_path}", err=True)

@@ -264,7 +264,6 @@ def run_gsm8k(
                 random_seed=settings.seed,
                 numpy_random_seed=settings.seed,
                 fewshot_random_seed=settings.seed,
-                bootstrap_iters=0,
             )
     except Exception as e:  # lm-eval raises bare exceptions (RetryError, ClientError, ...)
         raise EvalError(f"gsm8k: lm-eval failed: {type(e).__name__}: {e}") from e
@@ -297,9 +296,9 @@ def _collect(out: dict[str, Any], meta: ResponseMeta) -> GSM8KResult:
     samples = [by_doc[k] for k in sorted(by_doc)]
     n = len(samples)
     metrics: dict[str, Any] = {
-        "strict": scores["exact_match,strict-match"],
+        "strict": float(scores["exact_match,strict-match"]),
         "strict_stderr": scores["exact_match_stderr,strict-match"],
-        "flexible": scores["exact_match,flexible-extract"],
+        "flexible": float(scores["exact_match,flexible-extract"]),
         "flexible_stderr": scores["exact_match_stderr,flexible-extract"],
         "n": n,
         "cut_by_max_gen_toks": sum(1 for r in samples if r.get("finish_reason") == "length"),
@@ -310,6 +309,6 @@ def _collect(out: dict[str, Any], meta: ResponseMeta) -> GSM8KResult:
         "num_fewshot": out.get("n-shot", {}).get(TASK_NAME),
     }
     for key in ("strict_stderr", "flexible_stderr"):
-        if isinstance(metrics[key], str) or metrics[key] != metrics[key]:  # "N/A" or nan at n < 2
-            metrics[key] = None
+        value = metrics[key]
+        metrics[key] = None if isinstance(value, str) or value != value else float(value)  # "N/A"/nan at n < 2
     return GSM8KResult(metrics, samples)

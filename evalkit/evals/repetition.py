@@ -24,7 +24,7 @@ import httpx
 from evalkit.config import RepetitionSettings
 from evalkit.errors import EvalError
 from evalkit.evals.detector import StreamingDetector, analyze_text, split_text
-from evalkit.evals.prompts import load_prompt_set
+from evalkit.evals.prompts import Prompt, load_prompt_set
 
 TRANSIENT_STATUS = {429, 500, 502, 503, 504}
 MAX_ATTEMPTS = 4
@@ -103,7 +103,7 @@ async def _stream(
 
 
 async def _generate(
-    client: httpx.AsyncClient, settings: RepetitionSettings, served_name: str, item: dict[str, str], token_ids: bool
+    client: httpx.AsyncClient, settings: RepetitionSettings, served_name: str, item: Prompt, token_ids: bool
 ) -> dict[str, Any]:
     """One prompt: stream, detect, maybe abort early; retried only if nothing arrived yet."""
     for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -114,7 +114,7 @@ async def _generate(
         source = "token_ids" if token_ids else "text_split"
         received = False
         try:
-            async for text, pieces, reason in _stream(client, settings, served_name, item["prompt"], token_ids):
+            async for text, pieces, reason in _stream(client, settings, served_name, item.prompt, token_ids):
                 received = received or bool(text)
                 text_parts.append(text)
                 ids = _token_ids(pieces) if token_ids else None
@@ -133,18 +133,20 @@ async def _generate(
                     detector.feed(split_text(splitter.push("", final=True)))
             analysis = detector.finish(finish_reason)
             return {
-                "id": item["id"],
-                "kind": item.get("kind"),
+                "id": item.id,
+                "kind": item.kind,
                 "token_source": source,
                 "attempts": attempt,
-                "text": "".join(text_parts),
+                "finish_reason": finish_reason,
+                "collapsed": analysis.collapsed,
                 **analysis.to_dict(),
+                "text": "".join(text_parts),
             }
         except (httpx.TransportError, httpx.HTTPStatusError, EvalError, json.JSONDecodeError) as e:
             status = e.response.status_code if isinstance(e, httpx.HTTPStatusError) else None
             transient = status is None or status in TRANSIENT_STATUS
             if received or not transient or attempt == MAX_ATTEMPTS:
-                raise EvalError(f"repetition: prompt {item['id']}: {type(e).__name__}: {e}") from e
+                raise EvalError(f"repetition: prompt {item.id}: {type(e).__name__}: {e}") from e
             await asyncio.sleep(min(8.0, 0.5 * 2**attempt) * (0.5 + random.random()))
     raise AssertionError("unreachable")
 
@@ -154,13 +156,13 @@ async def _run_all(
     progress: Callable[[int, int], None] | None,
 ) -> list[dict[str, Any]]:
     prompt_set = load_prompt_set(settings.prompt_set)
-    items = [p if isinstance(p, dict) else p.__dict__ for p in prompt_set.prompts][: settings.count]
+    items = list(prompt_set.prompts[: settings.count])
     semaphore = asyncio.Semaphore(settings.concurrency)
     done = 0
     limits = httpx.Limits(max_connections=settings.concurrency, max_keepalive_connections=settings.concurrency)
     async with httpx.AsyncClient(base_url=base_url, timeout=settings.timeout, limits=limits) as client:
 
-        async def one(item: dict[str, str]) -> dict[str, Any]:
+        async def one(item: Prompt) -> dict[str, Any]:
             nonlocal done
             async with semaphore:
                 result = await _generate(client, settings, served_name, item, token_ids)

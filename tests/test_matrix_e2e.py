@@ -1,0 +1,80 @@
+"""The whole flow through real processes: config -> cells -> engines -> evals -> store -> report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+from tests.conftest import ROOT
+from tests.test_sources import make_engine_repo
+
+
+def evalkit(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "evalkit.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def sim_processes() -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if "evalkit.sim" in cmd and "--served-model-name" in cmd and "src-test" in cmd:
+            found.append(p)
+    return found
+
+
+def test_fix_as_source_trees_checks_out_both_refs(tmp_path: Path) -> None:
+    """The ATOM way: fix on/off are two commits; the sim reads the fix from a module on PYTHONPATH."""
+    repo, before, after = make_engine_repo(tmp_path)
+    config = tmp_path / "src.yaml"
+    config.write_text(f"""
+model: sim/src-test
+served_name: src-test
+engine:
+  profile: sim
+  args: ["--sim-fix-module", "simfix"]
+  settings: {{tensor_parallel: 8, dp_attention: true, graph_mode: PIECEWISE}}
+axes:
+  fix:
+    fixon: {{source: {{repo: "{repo}", ref: "{after[:10]}"}}}}
+    fixoff: {{source: {{repo: "{repo}", ref: "HEAD~1"}}}}
+ab: {{axis: fix, on: fixon, off: fixoff}}
+evals:
+  repetition: {{enabled: false}}
+thresholds:
+  - {{metric: gsm8k.flexible, max_drop_ab: 0.02, alpha: 0.01}}
+""")
+    done = evalkit("matrix", "--config", str(config), "--run-id", "src", "--results-dir", str(tmp_path / "results"),
+                   "--cache-dir", str(tmp_path / "cache"), "--json", "--limit", "600", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr  # the fix-off tree breaks the A/B threshold
+    summary = json.loads(done.stdout)
+    cells = {c["id"]: c for c in summary["cells"]}
+    assert cells["fixon"]["source"]["sha"] == after and cells["fixoff"]["source"]["sha"] == before
+    assert cells["fixoff"]["metrics"]["gsm8k.flexible"] < cells["fixon"]["metrics"]["gsm8k.flexible"] - 0.04
+    assert [f["check"] for f in cells["fixoff"]["flags"]] == ["max_drop_ab"]
+    run = tmp_path / "results" / "src"
+    assert "forced aiter ca_comm" in (run / "fixon" / "engine.log").read_text()
+    assert "forced aiter ca_comm" not in (run / "fixoff" / "engine.log").read_text()
+    assert "source=module:simfix" in (run / "fixoff" / "engine.log").read_text()
+    assert not sim_processes()
+
+
+def test_bad_ref_fails_before_any_engine_starts(tmp_path: Path) -> None:
+    repo, _, _ = make_engine_repo(tmp_path)
+    config = tmp_path / "bad.yaml"
+    config.write_text(f"""
+model: m
+engine: {{profile: sim}}
+axes:
+  fix:
+    fixon: {{source: {{repo: "{repo}", ref: "no-such-branch"}}}}
+""")
+    done = evalkit("matrix", "--config", str(config), "--results-dir", str(tmp_path / "results"),
+                   "--cache-dir", str(tmp_path / "cache"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"error: source {repo}@no-such-branch: ref does not resolve to a commit"]
+    assert not (tmp_path / "results").exists()
