@@ -169,6 +169,7 @@ class Timeouts(StrictModel):
     startup: float = Field(DEFAULT_STARTUP_TIMEOUT_S, gt=0, description="Seconds until the engine must be ready.")
     stop_grace: float = Field(DEFAULT_STOP_GRACE_S, gt=0, description="SIGTERM -> SIGKILL grace seconds.")
     warmup: float = Field(300.0, gt=0, description="Seconds of warm-up retries after /health is OK.")
+    hang: float = Field(300.0, gt=0, description="Seconds without a /health answer while evals run = a hang.")
     cell: float | None = Field(None, gt=0, description="Budget of one cell; over it the cell is stopped and fails.")
     run: float | None = Field(None, gt=0, description="Budget of the run; cells not started in time are skipped.")
 

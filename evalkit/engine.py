@@ -72,6 +72,8 @@ class EngineProcess:
     fatal_patterns: Sequence[str] = ()
     effective_mode_pattern: str | None = None
     stop_grace_s: float = 30.0
+    hang_timeout_s: float | None = None
+    """While evals run: no /health answer for this long means the engine hangs; it is stopped."""
     cwd: Path | None = None
     timings: ReadyTimings = field(default_factory=ReadyTimings)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
@@ -195,7 +197,7 @@ class EngineProcess:
         assert self._proc is not None, "start() first"
         self._scan_log()
         if self._fatal:
-            raise EngineFault(f"fatal line in engine log: {self._fatal[0]}", log_tail=self.log_tail())
+            raise EngineFault(self._fatal[0], log_tail=self.log_tail())
         code = self._proc.poll()
         if code is not None:
             tail = self.log_tail()
@@ -218,7 +220,7 @@ class EngineProcess:
         self._log_offset += end
         for line in chunk[:end].decode("utf-8", "replace").splitlines():
             if any(re.search(p, line) for p in self.fatal_patterns):
-                self._fatal.append(line.strip())
+                self._fatal.append(f"fatal line in engine log: {line.strip()}")
                 return
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
@@ -245,21 +247,41 @@ class EngineProcess:
     # -- monitor ---------------------------------------------------------------------------
 
     def _start_monitor(self) -> None:
-        """While evals run: a fatal log line kills the engine at once, so requests fail fast."""
+        """While evals run: a fatal log line or a hang kills the engine at once, so the eval's
+        requests fail fast instead of waiting out their timeouts, and the cell reports why."""
 
         def watch() -> None:
-            while not self._stopping.wait(0.5):
-                try:
-                    self.check_alive()
-                except EngineFault:
-                    self.stop_grace_s = min(self.stop_grace_s, 5.0)
-                    threading.Thread(target=self.stop, daemon=True).start()
-                    return
-                except EngineExited:
-                    return
+            last_ok = time.monotonic()
+            next_probe = 0.0
+            with httpx.Client(base_url=self.base_url, timeout=5.0) as client:
+                while not self._stopping.wait(0.5):
+                    try:
+                        self.check_alive()
+                    except EngineFault:
+                        self._kill_from_monitor()
+                        return
+                    except EngineExited:
+                        return
+                    if self.hang_timeout_s is None or time.monotonic() < next_probe:
+                        continue
+                    next_probe = time.monotonic() + min(5.0, self.hang_timeout_s / 3)
+                    try:
+                        ok = client.get(self.health_path, timeout=min(10.0, self.hang_timeout_s)).status_code == 200
+                    except httpx.HTTPError:
+                        ok = False
+                    if ok:
+                        last_ok = time.monotonic()
+                    elif time.monotonic() - last_ok > self.hang_timeout_s:
+                        self._fatal.append(f"engine hangs: no answer on {self.health_path} for {self.hang_timeout_s:g} s")
+                        self._kill_from_monitor()
+                        return
 
         self._monitor = threading.Thread(target=watch, name="engine-monitor", daemon=True)
         self._monitor.start()
+
+    def _kill_from_monitor(self) -> None:
+        self.stop_grace_s = min(self.stop_grace_s, 5.0)
+        threading.Thread(target=self.stop, daemon=True).start()
 
 
 def _group_members(pgid: int) -> set[int]:

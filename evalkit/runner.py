@@ -271,6 +271,7 @@ def _engine_for(launch: CellLaunch, config: MatrixConfig, log_path: Path) -> Eng
         fatal_patterns=launch.fatal_patterns,
         effective_mode_pattern=launch.profile.effective_mode_pattern,
         stop_grace_s=config.timeouts.stop_grace,
+        hang_timeout_s=config.timeouts.hang,
     )
 
 

@@ -27,6 +27,10 @@ from evalkit.evals.detector import StreamingDetector, analyze_text, split_text
 from evalkit.evals.prompts import Prompt, load_prompt_set
 
 TRANSIENT_STATUS = {429, 500, 502, 503, 504}
+
+
+class StreamBroken(Exception):
+    """The server closed a stream before `[DONE]`: transient, the prompt is generated again."""
 MAX_ATTEMPTS = 4
 
 
@@ -99,27 +103,31 @@ async def _stream(
                     text = (choice.get("delta") or {}).get("content") or ""
                     pieces = [t["token"] for t in ((choice.get("logprobs") or {}).get("content") or [])]
                 yield text, pieces, choice.get("finish_reason")
-    raise EvalError("stream ended without [DONE]")
+    raise StreamBroken("stream ended without [DONE]")
 
 
 async def _generate(
     client: httpx.AsyncClient, settings: RepetitionSettings, served_name: str, item: Prompt, token_ids: bool
 ) -> dict[str, Any]:
-    """One prompt: stream, detect, maybe abort early; retried only if nothing arrived yet."""
+    """One prompt: stream, detect, maybe abort early.
+
+    Transient failures (connection errors, 429/5xx, a stream cut before `[DONE]`, a broken
+    chunk) restart the prompt from scratch with backoff: greedy decoding regenerates the same
+    text, and `attempts` records that it happened. Other HTTP errors fail at once.
+    """
     for attempt in range(1, MAX_ATTEMPTS + 1):
         detector = StreamingDetector(settings.detector)
         splitter = _TextSplitter()
         text_parts: list[str] = []
         finish_reason: str | None = None
         source = "token_ids" if token_ids else "text_split"
-        received = False
         try:
             async for text, pieces, reason in _stream(client, settings, served_name, item.prompt, token_ids):
-                received = received or bool(text)
                 text_parts.append(text)
                 ids = _token_ids(pieces) if token_ids else None
                 if token_ids and ids is None and text:
-                    raise EvalError("server sent no token ids although its profile says it does")
+                    raise EvalError(f"repetition: prompt {item.id}: the server sent no token ids "
+                                    "although its profile says it returns them")
                 if ids is not None:
                     collapsed = detector.feed(ids)
                 else:
@@ -142,10 +150,10 @@ async def _generate(
                 **analysis.to_dict(),
                 "text": "".join(text_parts),
             }
-        except (httpx.TransportError, httpx.HTTPStatusError, EvalError, json.JSONDecodeError) as e:
+        except (httpx.TransportError, httpx.HTTPStatusError, StreamBroken, json.JSONDecodeError) as e:
             status = e.response.status_code if isinstance(e, httpx.HTTPStatusError) else None
             transient = status is None or status in TRANSIENT_STATUS
-            if received or not transient or attempt == MAX_ATTEMPTS:
+            if not transient or attempt == MAX_ATTEMPTS:
                 raise EvalError(f"repetition: prompt {item.id}: {type(e).__name__}: {e}") from e
             await asyncio.sleep(min(8.0, 0.5 * 2**attempt) * (0.5 + random.random()))
     raise AssertionError("unreachable")
