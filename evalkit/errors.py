@@ -54,3 +54,6 @@ class EngineFault(EngineError):
 
 class EvalError(EvalkitError):
     """An eval could not produce a trustworthy score for the cell."""
+
+    log_tail: str = ""
+    """The engine log's last lines, attached by the runner when the engine is still alive."""

@@ -227,8 +227,9 @@ def _run_with_engine(
                 try:
                     _run_evals(config, cell, launch.base_url, store, options, task_dir, progress, record,
                                token_ids=launch.profile.supports_token_ids)
-                except EvalError:
-                    engine.check_alive()  # an engine that died mid-eval is the real reason
+                except EvalError as e:
+                    engine.check_alive()  # an engine that died or hung mid-eval is the real reason
+                    e.log_tail = engine.log_tail()
                     raise
                 t_stop = time.monotonic()
             timings["engine_stop_s"] = round(time.monotonic() - t_stop, 3)

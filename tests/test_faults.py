@@ -1,0 +1,244 @@
+"""Faults through real processes: every simulator fault ends as that cell's error within its
+timeouts, the matrix goes on, and no engine process (nor its grandchild) is left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import ROOT
+
+HEALTHY = "{args: [--sim-seed, '1']}"
+
+
+def config_text(fault_args: str, *, timeouts: str = "{startup: 8, warmup: 5, stop_grace: 2, hang: 4}",
+                gsm8k: str = "{num_fewshot: 3, max_retries: 2, timeout: 5}", extra: str = "") -> str:
+    return f"""
+model: sim/faults
+served_name: faulty
+engine: {{profile: sim}}
+axes:
+  case:
+    faulty: {{args: {fault_args}}}
+    healthy: {HEALTHY}
+evals:
+  gsm8k: {gsm8k}
+  repetition: {{count: 4, max_tokens: 256, concurrency: 4}}
+timeouts: {timeouts}
+{extra}
+"""
+
+
+def run(tmp_path: Path, text: str, *extra: str, timeout: float = 240) -> tuple[subprocess.CompletedProcess[str], dict]:
+    path = tmp_path / "cfg.yaml"
+    path.write_text(text)
+    done = subprocess.run(
+        [sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(path), "--run-id", "r",
+         "--results-dir", str(tmp_path / "results"), "--limit", "40", "--json", *extra],
+        cwd=tmp_path, capture_output=True, text=True, timeout=timeout,
+    )
+    summary = json.loads(done.stdout) if done.stdout.strip() else {}
+    return done, summary
+
+
+def engine_pids(tmp_path: Path) -> list[int]:
+    pids = []
+    for cell in (tmp_path / "results" / "r").glob("*/cell.json"):
+        pid = json.loads(cell.read_text()).get("engine_pid")
+        if pid:
+            pids.append(pid)
+    for log in (tmp_path / "results" / "r").glob("*/engine.log"):
+        pids += [int(p) for p in re.findall(r"spawned child pid (\d+)", log.read_text())]
+    return pids
+
+
+def assert_nothing_left(tmp_path: Path) -> None:
+    deadline = time.monotonic() + 5
+    alive = engine_pids(tmp_path)
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        time.sleep(0.1)
+    assert not alive, f"processes left running: {alive}"
+
+
+def cell(summary: dict, cell_id: str) -> dict:
+    return next(c for c in summary["cells"] if c["id"] == cell_id)
+
+
+FAULTS = {
+    # fault args -> (expected words in the error, expected exit code of the engine or None)
+    "crash-startup": ("[--sim-fault, crash-startup]", "exited with code 3", 3),
+    "never-ready": ("[--sim-fault, never-ready]", "not ready after", None),
+    "crash-after": ("[--sim-fault, crash-after, --sim-fault-after, '5']", "exited with code 1", 1),
+    "hang-after": ("[--sim-fault, hang-after, --sim-fault-after, '5']", "engine hangs", None),
+    "fatal-log": ("[--sim-fault, fatal-log, --sim-fault-after, '5']", "Memory access fault by GPU", None),
+    "http-500-always": ("[--sim-fault, http-500, --sim-fault-rate, '1.0']", "completions still failing", None),
+    "http-500-mostly": ("[--sim-fault, http-500, --sim-fault-rate, '0.7']", "gsm8k: lm-eval failed", None),
+    "malformed-json-always": ("[--sim-fault, malformed-json, --sim-fault-rate, '1.0']", "completions still failing", None),
+    "truncated-stream-always": ("[--sim-fault, truncated-stream, --sim-fault-rate, '1.0']", "stream ended without [DONE]", None),
+}
+
+
+@pytest.mark.parametrize("name", list(FAULTS))
+def test_fault_becomes_the_cells_error_and_the_matrix_goes_on(tmp_path: Path, name: str) -> None:
+    args, words, code = FAULTS[name]
+    started = time.monotonic()
+    done, summary = run(tmp_path, config_text(args))
+    assert done.returncode == 3, done.stderr[-2000:]
+    faulty = cell(summary, "faulty")
+    assert faulty["status"] == "error" and words in faulty["error"], faulty
+    record = json.loads((tmp_path / "results" / "r" / "faulty" / "cell.json").read_text())
+    assert record["error"]["log_tail"], "the last lines of the engine log are kept"
+    if code is not None:
+        assert record["error"]["exit_code"] == code
+    assert cell(summary, "healthy")["status"] == "ok"
+    assert summary["failed_cells"] == 1
+    assert time.monotonic() - started < 120
+    assert_nothing_left(tmp_path)
+
+
+def test_transient_http_errors_are_retried_and_counted(tmp_path: Path) -> None:
+    done, summary = run(tmp_path, config_text("[--sim-fault, http-500, --sim-fault-rate, '0.1']",
+                                              gsm8k="{num_fewshot: 3, max_retries: 5, timeout: 5}"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((tmp_path / "results" / "r" / "faulty" / "cell.json").read_text())
+    assert record["metrics"]["gsm8k"]["retries"] > 0
+    assert record["metrics"]["gsm8k"]["n"] == 40
+
+
+def test_engine_ignoring_sigterm_and_its_orphan_child_are_killed(tmp_path: Path) -> None:
+    done, summary = run(tmp_path, config_text("[--sim-fault, ignore-sigterm, --sim-fault, spawn-orphan]"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(engine_pids(tmp_path)) == 3  # two engines and the orphan-to-be
+    assert_nothing_left(tmp_path)
+
+
+def test_slow_engine_over_its_cell_budget_is_stopped(tmp_path: Path) -> None:
+    text = config_text("[--sim-tokens-per-second, '20']",
+                       timeouts="{startup: 20, stop_grace: 2, cell: 6}")
+    started = time.monotonic()
+    done, summary = run(tmp_path, text)
+    assert done.returncode == 3
+    faulty = cell(summary, "faulty")
+    assert faulty["status"] == "error" and "over the cell budget of 6 s" in faulty["error"]
+    assert time.monotonic() - started < 90
+    assert_nothing_left(tmp_path)
+
+
+def test_fixed_port_already_taken_is_the_cells_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        text = config_text("[]").replace("engine: {profile: sim}", f"engine: {{profile: sim, port: {port}}}")
+        text = text.replace("faulty: {args: []}", "faulty: {args: [--sim-seed, '2']}")
+        done, summary = run(tmp_path, text)
+    assert done.returncode == 3
+    assert all(c["status"] == "error" and "exited with code 1" in c["error"] for c in summary["cells"])
+    log = (tmp_path / "results" / "r" / "faulty" / "engine.log").read_text()
+    assert "Address already in use" in log
+
+
+def test_taken_port_is_retried_on_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process: the first port handed out is taken by someone else; the cell still runs."""
+    from evalkit import runner
+    from evalkit.config import load_config
+    from evalkit.matrix import expand
+    from evalkit.runner import RunOptions, run_matrix
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    real_take = runner._ports.take
+    handed = iter([taken.getsockname()[1]])
+    monkeypatch.setattr(runner._ports, "take", lambda host: next(handed, None) or real_take(host))
+    path = tmp_path / "cfg.yaml"
+    path.write_text(config_text("[]").replace("faulty: {args: []}", "faulty: {args: [--sim-seed, '3']}"))
+    config = load_config(path)
+    lines: list[str] = []
+
+    class Lines:
+        def update(self, cell_id: str, state: str, detail: str = "") -> None:
+            lines.append(f"{cell_id} {state} {detail}")
+
+    options = RunOptions(results_dir=tmp_path / "results", cache_dir=tmp_path / "cache", run_id="r", limit=10)
+    try:
+        store = run_matrix(config, path, expand(config)[:1], options, Lines())
+    finally:
+        taken.close()
+    assert store.read_cell("faulty")["status"] == "ok"  # type: ignore[index]
+    assert any("taken, retrying" in line for line in lines)
+
+
+def test_two_matrices_at_once_use_different_ports(tmp_path: Path) -> None:
+    procs = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        path = tmp_path / name / "cfg.yaml"
+        path.write_text(config_text("[--sim-seed, '4']"))
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(path), "--run-id", "r",
+             "--results-dir", str(tmp_path / name / "results"), "--limit", "40", "--quiet"],
+            cwd=tmp_path / name, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    for proc in procs:
+        assert proc.wait(timeout=240) == 0, proc.stderr.read()  # type: ignore[union-attr]
+    ports = set()
+    for name in ("a", "b"):
+        for cell_json in (tmp_path / name / "results" / "r").glob("*/cell.json"):
+            ports.add(json.loads(cell_json.read_text())["launch"]["port"])
+    assert len(ports) == 4
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("moment", ["starting", "gsm8k", "repetition"])
+def test_signal_stops_engines_keeps_finished_cells_and_resume_completes(tmp_path: Path, sig: signal.Signals, moment: str) -> None:
+    text = config_text("[--sim-fault, spawn-orphan, --sim-startup-seconds, '1']",
+                       gsm8k="{num_fewshot: 3}", timeouts="{startup: 30, stop_grace: 3}")
+    text = text.replace("healthy: " + HEALTHY, "healthy: {args: [--sim-seed, '1', --sim-tokens-per-second, '400']}")
+    path = tmp_path / "cfg.yaml"
+    path.write_text(text)
+    argv = [sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(path), "--run-id", "r",
+            "--results-dir", str(tmp_path / "results"), "--limit", "40"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Wait until the second cell reaches the moment, then signal evalkit.
+    deadline = time.monotonic() + 120
+    seen = ""
+    assert proc.stderr is not None
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        seen += line
+        if re.search(rf"healthy\s+{moment}", line):
+            break
+    assert re.search(rf"healthy\s+{moment}", seen), seen
+    time.sleep(0.3)
+    proc.send_signal(sig)
+    stopped = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert time.monotonic() - stopped < 15
+    assert_nothing_left(tmp_path)
+    run_json = json.loads((tmp_path / "results" / "r" / "run.json").read_text())
+    assert run_json["status"] == "interrupted"
+    assert json.loads((tmp_path / "results" / "r" / "faulty" / "cell.json").read_text())["status"] == "ok"
+    assert not (tmp_path / "results" / "r" / "healthy" / "cell.json").exists()
+    assert not list((tmp_path / "results").rglob(".*.tmp")), "no temp file is left behind"
+
+    resumed = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--resume", "r", "--results-dir",
+                              str(tmp_path / "results"), "--json"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=240)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    summary = json.loads(resumed.stdout)
+    assert [c["status"] for c in summary["cells"]] == ["ok", "ok"]
+    healthy = cell(summary, "healthy")["metrics"]
+    assert healthy["gsm8k.n"] == 40 and healthy["repetition.n"] == 4
+    assert_nothing_left(tmp_path)
