@@ -165,7 +165,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
 
     from evalkit import report
     from evalkit.lock import DeviceLock
-    from evalkit.matrix import Cell, expand, select
+    from evalkit.matrix import Cell, baseline_cell, expand, select
     from evalkit.progress import make_progress
     from evalkit.runner import Interrupted, RunOptions, run_matrix
     from evalkit.store import RunStore, atomic_write_text, check_run_id, new_run_id, read_json, resolve_run, write_json
@@ -191,7 +191,9 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
         cells = [Cell("external", {}, config.engine.settings, (), {}, None)]
         config = config.model_copy(update={"axes": {}, "baseline": None, "ab": None, "exclude": []})
     else:
-        cells = select(expand(config), only, config)
+        every_cell = expand(config)
+        baseline_cell(every_cell, config)  # a baseline that is not a cell is bad input, caught now
+        cells = select(every_cell, only, config)
     options = RunOptions(
         results_dir=results_dir, cache_dir=cache_dir, run_id=check_run_id(run_id or new_run_id(path.stem)),
         limit=limit, base_url=base_url, command_line=["evalkit", *sys.argv[1:]],
@@ -303,12 +305,14 @@ def compare(run_a: str, run_b: str, fmt: str, results_dir: Path) -> None:
 @click.option("--model", "-m", help="Model name (run.json `model`) or config name (e.g. demo).")
 @click.option("--cell", "cells", multiple=True, metavar="CELL", help="Only this cell id (repeatable).")
 @click.option("--since", metavar="DATE", help="Runs started on or after: YYYY-MM-DD, an ISO time, or 7d / 12h.")
+@click.option("--last", type=click.IntRange(min=0), default=20, show_default=True,
+              help="Runs per cell in the table (0: all); the plot draws every run.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), help="Also draw accuracy and collapse rate to this PNG.")
 @click.option("--import", "imports", multiple=True, metavar="RUN",
               help="First record a stored run (id, path, `latest` or `all`) into the history (repeatable).")
 @click.option("--db", "db_path", type=click.Path(path_type=Path), help="History database [default: RESULTS_DIR/history.db].")
 @click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
-def history(model: str | None, cells: tuple[str, ...], since: str | None, plot_path: Path | None,
+def history(model: str | None, cells: tuple[str, ...], since: str | None, last: int, plot_path: Path | None,
             imports: tuple[str, ...], db_path: Path | None, results_dir: Path) -> None:
     """Show how each cell's accuracy and collapse rate moved across runs.
 
@@ -339,7 +343,7 @@ def history(model: str | None, cells: tuple[str, ...], since: str | None, plot_p
         raise ConfigError(f"history: no recorded cells for model {model!r}"
                           + (f", cells {', '.join(cells)}" if cells else "") + (f" since {since}" if since else ""))
     title = f"evalkit history: {model}" + (f" since {since}" if since else "")
-    _console().print(hist.trend_table(points, title))
+    _console().print(hist.trend_table(points, title, last or None))
     if plot_path:
         hist.plot(points, plot_path, title)
         click.echo(f"plot: {plot_path}", err=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -31,6 +32,7 @@ import httpx
 import psutil
 
 from evalkit.errors import EngineExited, EngineFault, StartupTimeout
+from evalkit.redact import redact_argv
 
 LOG_TAIL_LINES = 20
 POLL_MIN_S = 0.1
@@ -95,7 +97,7 @@ class EngineProcess:
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
-            log.write(f"[evalkit] launching: {' '.join(self.argv)}\n".encode())
+            log.write(f"[evalkit] launching: {shlex.join(redact_argv(self.argv))}\n".encode())
             log.flush()
             self._started_at = time.monotonic()
             self._proc = subprocess.Popen(

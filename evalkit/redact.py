@@ -7,8 +7,10 @@ reports and the history database; so is the value after an argv flag that carrie
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 REDACTED = "***"
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
@@ -55,3 +57,17 @@ def scrub(text: str, values: Iterable[str]) -> str:
     for value in values:
         text = text.replace(value, REDACTED)
     return text
+
+
+def scrub_file(path: Path, values: list[str]) -> None:
+    """Replace secret values in a log the engine wrote itself (engines print their env and args)."""
+    if not values or not path.is_file():
+        return
+    data = path.read_bytes()
+    cleaned = data
+    for value in values:
+        cleaned = cleaned.replace(value.encode(), REDACTED.encode())
+    if cleaned != data:
+        tmp = path.with_name(f".{path.name}.scrub.tmp")
+        tmp.write_bytes(cleaned)
+        os.replace(tmp, path)

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,8 +30,8 @@ from evalkit.engine import EngineProcess, PortInUse, free_port
 from evalkit.errors import EngineError, EvalError
 from evalkit.evals import gsm8k, repetition
 from evalkit.matrix import Cell
-from evalkit.plan import CellLaunch, build_launch
-from evalkit.redact import redact_env, scrub, secret_values
+from evalkit.plan import PORT_PLACEHOLDER, CellLaunch, build_launch
+from evalkit.redact import redact_env, scrub, scrub_file, secret_values
 from evalkit.sources import ResolvedSource, checkout
 from evalkit.scheduler import WAIT_SLICE_S, DevicePool, device_need
 from evalkit.store import RunStore, write_jsonl
@@ -177,9 +178,11 @@ def run_cell(
         else:
             _run_with_engine(config, cell, store, options, source, task_dir, progress, record, control, devices)
         record["status"] = "ok"
-    except (EngineError, EvalError) as e:
+    except Exception as e:  # noqa: BLE001 - any failure is this cell's error; the matrix goes on
         record["status"] = "error"
-        message = str(e)
+        message = str(e) if isinstance(e, (EngineError, EvalError)) else f"internal error: {type(e).__name__}: {e}"
+        if not isinstance(e, (EngineError, EvalError)):
+            record["traceback"] = scrub(traceback.format_exc(), secrets)
         if control.over_budget:
             message = f"over the cell budget of {control.budget_s:g} s (stopped): {message}"
         record["error"] = {
@@ -240,6 +243,7 @@ def _run_with_engine(
             progress.update(cell.id, "starting", f"port {port} taken, retrying")
         finally:
             timings.setdefault("engine_wall_s", round(time.monotonic() - t0, 3))
+            scrub_file(log_path, secret_values({**os.environ, **launch.env}, config.secret_env))
 
 
 class _PortBook:
@@ -366,6 +370,8 @@ def run_matrix(
     pool = DevicePool(config.devices.count if config.devices else None, options.max_parallel)
     for cell in cells:
         pool.check(cell.id, device_need(cell.settings))
+        if not options.base_url:
+            build_launch(config, cell, PORT_PLACEHOLDER)  # a profile or setting error is bad input, now
     sources = {} if options.base_url else prepare_sources(cells, options.cache_dir)
     gsm8k.check_data()
     store = RunStore(options.results_dir, options.run_id)

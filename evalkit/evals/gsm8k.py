@@ -128,7 +128,7 @@ class ResponseMeta:
         entry["completion_tokens"] = (usage or {}).get("completion_tokens")
         entry["prompt_tokens"] = (usage or {}).get("prompt_tokens")
         if self.on_answer is not None:
-            self.on_answer(len(self.by_prompt))
+            self.on_answer(sum("finish_reason" in e for e in self.by_prompt.values()))  # answered, not attempted
 
     def attempt(self, prompt: str) -> None:
         self.by_prompt.setdefault(prompt, {"attempts": 0})["attempts"] += 1

@@ -1,0 +1,80 @@
+"""Bad input: one clear line naming file and field, exit code 2, nothing started or overwritten."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CONFIGS
+
+GOOD = (CONFIGS / "demo.yaml").read_text()
+
+
+def evalkit(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "evalkit.cli", *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+
+
+CASES = {
+    "malformed YAML": (GOOD.replace("axes:", "axes: [", 1), [], r"cfg.yaml: line \d+, column \d+: invalid YAML"),
+    "unknown key": (GOOD.replace("  profile: sim", "  profile: sim\n  profil: sim"), [], r"cfg.yaml: engine.profil: unknown key"),
+    "wrong type": (GOOD.replace("startup: 120", "startup: soon"), [], r"cfg.yaml: timeouts.startup: Input should be a valid number"),
+    "axis value naming nothing": (GOOD.replace("full: {settings: {graph_mode: FULL}}", "full: {}"), [],
+                                  r"cfg.yaml: axes.graph.full: an axis value must set at least one of"),
+    "duplicate cell ids": (GOOD.replace("    eager: {settings: {graph_mode: eager}}",
+                                        "    eager: {settings: {graph_mode: eager}}\n    full: {settings: {graph_mode: NONE}}"),
+                           [], r"cfg.yaml: line \d+, column \d+: invalid YAML: duplicate key 'full'"),
+    "only matching nothing": (GOOD, ["--only", "graph=full,fix=nofix"], r"--only .*fix=nofix is not a value of fix"),
+    "baseline that is excluded": (GOOD + "exclude: [{parallel: tp8, graph: full}]\n", [],
+                                  r"baseline: .* is not a cell of the matrix"),
+    "unknown profile": (GOOD.replace("profile: sim", "profile: trt"), [], r"engine.profile: unknown profile 'trt'"),
+    "run id with slash": (GOOD, ["--run-id", "../evil"], r"run id '../evil': use letters"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
+    text, args, pattern = CASES[case]
+    (tmp_path / "cfg.yaml").write_text(text)
+    done = evalkit(tmp_path, "matrix", "--config", "cfg.yaml", *args)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert __import__("re").search(pattern, lines[0]), lines[0]
+    assert not (tmp_path / "results").exists(), "nothing is started or written"
+
+
+def test_unknown_model_config(tmp_path: Path) -> None:
+    done = evalkit(tmp_path, "matrix", "--model", "no-such-model")
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: --model no-such-model: no configs/no-such-model.yaml (known: ")
+
+
+def test_results_folder_that_cannot_be_written(tmp_path: Path) -> None:
+    (tmp_path / "cfg.yaml").write_text(GOOD)
+    (tmp_path / "a-file").write_text("")
+    done = evalkit(tmp_path, "matrix", "--config", "cfg.yaml", "--results-dir", "a-file/results")
+    assert done.returncode == 2
+    assert "a-file/results: results folder is not writable" in done.stderr
+
+
+def test_existing_run_is_never_overwritten(tmp_path: Path) -> None:
+    (tmp_path / "cfg.yaml").write_text(GOOD)
+    run = tmp_path / "results" / "r1"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text("{}")
+    done = evalkit(tmp_path, "matrix", "--config", "cfg.yaml", "--run-id", "r1")
+    assert done.returncode == 2 and "run folder exists already (use --resume r1)" in done.stderr
+    assert (run / "run.json").read_text() == "{}"
+
+
+def test_resume_refuses_a_changed_config(tmp_path: Path) -> None:
+    (tmp_path / "cfg.yaml").write_text(GOOD.replace("count: 64", "count: 2"))
+    first = evalkit(tmp_path, "matrix", "--config", "cfg.yaml", "--run-id", "r", "--limit", "5", "--only", "parallel=tp8,graph=full", "--quiet")
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "cfg.yaml").write_text(GOOD.replace("count: 64", "count: 3"))
+    done = evalkit(tmp_path, "matrix", "--resume", "r")
+    assert done.returncode == 2 and "changed since run r started" in done.stderr

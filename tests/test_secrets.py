@@ -1,0 +1,43 @@
+"""Secrets in the environment never reach a results folder, a plan or a log."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from evalkit.redact import REDACTED, redact_argv, redact_env
+from tests.conftest import CONFIGS
+
+SECRET = "hf_s3cr3t_value_that_must_not_leak"
+CUSTOM = "custom-private-value-42"
+
+
+def test_redaction_rules() -> None:
+    assert redact_env({"HF_TOKEN": "x", "OPENAI_API_KEY": "y", "PATH": "/bin"}) == {
+        "HF_TOKEN": REDACTED, "OPENAI_API_KEY": REDACTED, "PATH": "/bin"}
+    assert redact_env({"MY_VAR": "z"}, ["MY_VAR"]) == {"MY_VAR": REDACTED}
+    assert redact_argv(["serve", "--api-key", "k", "--hf-token=t", "--port", "1"]) == [
+        "serve", "--api-key", REDACTED, f"--hf-token={REDACTED}", "--port", "1"]
+
+
+def test_no_file_of_a_run_and_no_plan_contains_a_secret(tmp_path: Path) -> None:
+    text = (CONFIGS / "demo.yaml").read_text()
+    text = text.replace("  profile: sim\n", f"  profile: sim\n  env: {{HF_TOKEN: {SECRET}, MY_PRIVATE: {CUSTOM}}}\n")
+    text = text.replace("count: 64", "count: 2") + "secret_env: [MY_PRIVATE]\n"
+    (tmp_path / "cfg.yaml").write_text(text)
+    env = {**os.environ, "EVALKIT_TEST_PASSWORD": SECRET}
+    base = [sys.executable, "-m", "evalkit.cli"]
+    plan = subprocess.run([*base, "plan", "--config", "cfg.yaml"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert plan.returncode == 0 and "HF_TOKEN='***'" in plan.stdout
+    run = subprocess.run([*base, "matrix", "--config", "cfg.yaml", "--run-id", "r", "--limit", "5",
+                          "--only", "parallel=dp8,graph=piecewise"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert run.returncode in (0, 1), run.stderr
+    files = [p for p in (tmp_path / "results").rglob("*") if p.is_file()]
+    assert len(files) > 10
+    for path in files:
+        data = path.read_bytes()
+        assert SECRET.encode() not in data and CUSTOM.encode() not in data, path
+    for output in (plan.stdout, plan.stderr, run.stdout, run.stderr):
+        assert SECRET not in output and CUSTOM not in output
