@@ -32,6 +32,8 @@ TRANSIENT_STATUS = {429, 500, 502, 503, 504}
 class StreamBroken(Exception):
     """The server closed a stream before `[DONE]`: transient, the prompt is generated again."""
 MAX_ATTEMPTS = 4
+FEED_BATCH = 64
+"""Token ids per detector call: the detector looks every 64 tokens anyway (check_every)."""
 
 
 @dataclass
@@ -42,12 +44,12 @@ class RepetitionResult:
 
 def _token_ids(pieces: list[str]) -> list[int] | None:
     """`token_id:N` strings -> ints; None if the server did not send ids."""
-    ids = []
-    for piece in pieces:
-        if not piece.startswith("token_id:"):
-            return None
-        ids.append(int(piece[9:]))
-    return ids
+    if not pieces or not pieces[0].startswith("token_id:"):
+        return None
+    try:
+        return [int(piece[9:]) for piece in pieces]
+    except ValueError:
+        return None
 
 
 class _TextSplitter:
@@ -117,6 +119,7 @@ async def _generate(
     """
     for attempt in range(1, MAX_ATTEMPTS + 1):
         detector = StreamingDetector(settings.detector)
+        pending: list[int] = []  # ids are fed in batches: one detector call per FEED_BATCH tokens
         splitter = _TextSplitter()
         text_parts: list[str] = []
         finish_reason: str | None = None
@@ -129,7 +132,10 @@ async def _generate(
                     raise EvalError(f"repetition: prompt {item.id}: the server sent no token ids "
                                     "although its profile says it returns them")
                 if ids is not None:
-                    collapsed = detector.feed(ids)
+                    pending += ids
+                    collapsed = False
+                    if len(pending) >= FEED_BATCH:
+                        collapsed, pending = detector.feed(pending), []
                 else:
                     collapsed = detector.feed(split_text(splitter.push(text))) if text else False
                 finish_reason = reason or finish_reason
@@ -137,8 +143,7 @@ async def _generate(
                     finish_reason = "aborted"
                     break
             else:
-                if not token_ids:
-                    detector.feed(split_text(splitter.push("", final=True)))
+                detector.feed(pending if token_ids else split_text(splitter.push("", final=True)))
             analysis = detector.finish(finish_reason)
             return {
                 "id": item.id,

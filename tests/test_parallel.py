@@ -1,0 +1,46 @@
+"""Cells side by side on disjoint device sets give the same results and verdicts as one by one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from tests.conftest import CONFIGS
+
+PARALLEL = (CONFIGS / "demo.yaml").read_text().replace("tensor_parallel: 8", "tensor_parallel: 2").replace(
+    "count: 64", "count: 12") + "devices: {count: 4}\n"
+
+
+def run(tmp_path: Path, name: str, *args: str) -> dict:
+    (tmp_path / "cfg.yaml").write_text(PARALLEL)
+    done = subprocess.run(
+        [sys.executable, "-m", "evalkit.cli", "matrix", "--config", "cfg.yaml", "--run-id", name, "--limit", "120",
+         "--only", "graph=piecewise|eager", "--json", *args],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def comparable(summary: dict) -> list[tuple]:
+    return [(c["id"], c["status"], json.dumps(c["metrics"], sort_keys=True), json.dumps(c.get("vs_ab"), sort_keys=True),
+             json.dumps([f["message"] for f in c["flags"]])) for c in summary["cells"]]
+
+
+def test_parallel_equals_serial_and_devices_are_disjoint(tmp_path: Path) -> None:
+    serial = run(tmp_path, "serial", "--max-parallel", "1")
+    parallel = run(tmp_path, "parallel")
+    assert comparable(serial) == comparable(parallel)
+    flagged = [c["id"] for c in parallel["cells"] if c["flags"]]
+    assert flagged == ["dp8-piecewise-fixoff"]
+    cells = [json.loads(p.read_text()) for p in (tmp_path / "results" / "parallel").glob("*/cell.json")]
+    spans = []
+    for cell in cells:
+        assert cell["launch"]["env"]["CUDA_VISIBLE_DEVICES"] == ",".join(map(str, cell["devices"]))
+        spans.append((datetime.fromisoformat(cell["started_at"]), datetime.fromisoformat(cell["finished_at"]),
+                      set(cell["devices"])))
+    overlapping = [(a, b) for i, a in enumerate(spans) for b in spans[i + 1:] if a[0] < b[1] and b[0] < a[1]]
+    assert overlapping, "some cells ran at the same time"
+    assert all(not (a[2] & b[2]) for a, b in overlapping), "cells that overlap in time never share a device"
