@@ -143,13 +143,15 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
 @click.option("--lock-file", type=click.Path(path_type=Path), default=Path("/tmp/evalkit-devices.lock"), show_default=True,
               help="Taken while engines run on declared devices or a real engine, so two runs never share GPUs.")
 @click.option("--no-lock", is_flag=True, help="Do not take the device lock.")
+@click.option("--history-db", type=click.Path(path_type=Path), help="History database [default: RESULTS_DIR/history.db].")
+@click.option("--no-history", is_flag=True, help="Do not record finished cells in the history database.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json on stdout; progress stays on stderr.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 @click.pass_context
 def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only: tuple[str, ...], limit: int | None,
            dry_run: bool, run_id: str | None, resume_run: str | None, results_dir: Path, cache_dir: Path,
-           base_url: str | None, max_parallel: int | None, lock_file: Path, no_lock: bool, as_json: bool,
-           quiet: bool) -> None:
+           base_url: str | None, max_parallel: int | None, lock_file: Path, no_lock: bool, history_db: Path | None,
+           no_history: bool, as_json: bool, quiet: bool) -> None:
     """Run the matrix: start each cell's engine, run GSM8K and the collapse check, report.
 
     Results go to RESULTS_DIR/RUN_ID/ (run.json, summary.json, table.md, one folder per cell).
@@ -163,7 +165,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     """
     from contextlib import nullcontext
 
-    from evalkit import report
+    from evalkit import history, report
     from evalkit.lock import DeviceLock
     from evalkit.matrix import Cell, baseline_cell, expand, select
     from evalkit.progress import make_progress
@@ -203,11 +205,13 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     needs_lock = not no_lock and not base_url and (config.devices is not None or config.engine.profile != "sim")
     console = _console(stderr=as_json)
     progress = make_progress(quiet, stderr=as_json)
+    history_path = history_db or history.default_db_path(results_dir)
+    on_cell_done = None if no_history else history.cell_recorder(history_path, results_dir, options.run_id)
     interrupted = False
     try:
         with DeviceLock(lock_file, options.run_id) if needs_lock else nullcontext():
             try:
-                store = run_matrix(config, path, cells, options, progress)
+                store = run_matrix(config, path, cells, options, progress, on_cell_done=on_cell_done)
             finally:
                 progress.close()
     except Interrupted:
@@ -216,11 +220,13 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
         click.echo(f"interrupted: finished cells kept; continue with: evalkit matrix --resume {options.run_id}", err=True)
     summary = summarize(store.path, config)
     write_json(store.path / "summary.json", summary)
-    atomic_write_text(store.path / "table.md", report.markdown(summary))
+    atomic_write_text(store.path / "table.md", report.markdown(summary, report.load_details(store.path, summary)))
+    if not no_history:
+        history.record_finished_run(history_path, store.path)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     elif not quiet:
-        report.terminal(summary, console)
+        report.terminal(summary, console, report.load_details(store.path, summary))
         console.print(f"results: {store.path}")
     sys.exit(EXIT_INTERRUPTED if interrupted else summary["exit_code"])
 
@@ -265,10 +271,6 @@ def report(run: str, fmt: str, results_dir: Path) -> None:
         click.echo(render.markdown(summary, render.load_details(run_path, summary)), nl=False)
     else:
         render.terminal(summary, _console(), render.load_details(run_path, summary))
-
-
-if __name__ == "__main__":
-    main()
 
 
 @main.command(cls=_Command)
@@ -347,3 +349,7 @@ def history(model: str | None, cells: tuple[str, ...], since: str | None, last: 
     if plot_path:
         hist.plot(points, plot_path, title)
         click.echo(f"plot: {plot_path}", err=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -107,6 +107,7 @@ class GSM8KSettings(StrictModel):
     timeout: float | None = Field(None, gt=0, description="Per-request seconds; default scales with max_gen_toks.")
     limit: int | None = Field(None, ge=1, description="First N test questions only.")
     seed: int = 1234
+    repeats: int = Field(1, ge=1, description="Runs of GSM8K per cell; questions flipping between them are its noise floor.")
 
 
 class RepetitionSettings(StrictModel):

@@ -34,6 +34,7 @@ from evalkit.plan import PORT_PLACEHOLDER, CellLaunch, build_launch
 from evalkit.redact import redact_env, scrub, scrub_file, secret_values
 from evalkit.sources import ResolvedSource, checkout
 from evalkit.scheduler import WAIT_SLICE_S, DevicePool, device_need
+from evalkit.stats import noise_floor
 from evalkit.store import RunStore, write_jsonl
 
 PORT_ATTEMPTS = 3
@@ -300,6 +301,8 @@ def _run_evals(
         gsm8k_samples = result.samples
         write_jsonl(cell_dir / "gsm8k.samples.jsonl", gsm8k_samples)
         metrics["gsm8k"] = result.metrics
+        if evals.gsm8k.repeats > 1:
+            metrics["gsm8k"]["repeats"] = _repeat_gsm8k(config, cell, base_url, options, task_dir, progress, result)
     if evals.repetition.enabled:
         settings = evals.repetition
         if options.limit is not None:
@@ -327,6 +330,32 @@ def redacted_snapshot(config: MatrixConfig) -> dict[str, Any]:
         for value in values.values():
             value["env"] = redact_env(value["env"], config.secret_env)
     return snapshot
+
+
+def _repeat_gsm8k(
+    config: MatrixConfig, cell: Cell, base_url: str, options: RunOptions, task_dir: Path, progress: Progress,
+    first: gsm8k.GSM8KResult,
+) -> dict[str, Any]:
+    """Run GSM8K again on the same engine; the questions that flip between runs are the noise floor.
+
+    Several real configuration bugs were nondeterministic, and so are some healthy engines: a
+    delta no larger than re-running the same cell is not a regression.
+    """
+    cell_dir = options.results_dir / options.run_id / cell.id
+    runs = [first]
+    for i in range(2, config.evals.gsm8k.repeats + 1):
+        progress.update(cell.id, f"gsm8k repeat {i}")
+        result = gsm8k.run_gsm8k(config.evals.gsm8k, base_url, config.served, task_dir, options.limit,
+                                 cell_dir / "gsm8k.log")
+        write_jsonl(cell_dir / f"gsm8k.repeat{i}.samples.jsonl", result.samples)
+        runs.append(result)
+    ids = [row["id"] for row in first.samples]
+    floors = {}
+    for short, name in (("strict", "strict-match"), ("flexible", "flexible-extract")):
+        marks = [{row["id"]: row[f"{name}.correct"] for row in r.samples} for r in runs]
+        floors[short] = noise_floor([[m[i] for i in ids] for m in marks], ids=ids).to_dict()
+    return {"n": len(runs), "accuracy": [{"strict": r.metrics["strict"], "flexible": r.metrics["flexible"]} for r in runs],
+            "noise_floor": floors}
 
 
 def run_info(config: MatrixConfig, config_path: Path, options: RunOptions, cells: list[Cell]) -> dict[str, Any]:

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Nightly evalkit run: the matrix, a markdown report to paste or mail, an optional notification,
+# and evalkit's own exit code so cron, CI or a wrapper can tell what happened.
+#
+#   MODEL=deepseek-v4 NOTIFY='mail -s "evalkit: $EVALKIT_VERDICT" team@example.com < "$EVALKIT_REPORT"' \
+#     examples/nightly.sh --limit 200
+#
+# Environment (all optional):
+#   MODEL         config name for `evalkit matrix --model` (default: demo, the simulated engine)
+#   RESULTS_DIR   where runs are stored (default: results)
+#   REPORT        markdown output path (default: RESULTS_DIR/RUN_ID.md)
+#   NOTIFY        a shell command run after the report is written; it sees EVALKIT_EXIT_CODE,
+#                 EVALKIT_VERDICT, EVALKIT_RUN_ID, EVALKIT_REPORT and EVALKIT_RESULTS in its
+#                 environment. A failing NOTIFY is reported on stderr and never changes the exit code.
+#   NOTIFY_ON     `failure` (default: only when the exit code is not 0) or `always`
+#   EVALKIT       the evalkit command (default: evalkit)
+# Extra arguments go to `evalkit matrix` (e.g. --limit 200, --only parallel=dp8).
+#
+# Exit codes are evalkit's (see `evalkit --help`):
+#   0 ok, 1 a failing threshold broke, 2 bad input (nothing started), 3 a cell failed to run,
+#   4 another evalkit run holds the device lock (nothing started),
+#   130 interrupted (Ctrl-C or SIGTERM; finished cells are kept and reported).
+set -uo pipefail
+
+MODEL="${MODEL:-demo}"
+RESULTS_DIR="${RESULTS_DIR:-results}"
+NOTIFY="${NOTIFY:-}"
+NOTIFY_ON="${NOTIFY_ON:-failure}"
+EVALKIT="${EVALKIT:-evalkit}"
+# An explicit run id, not `latest`: another run finishing meanwhile cannot swap the report.
+RUN_ID="nightly-$(date -u +%Y%m%d-%H%M%S)-${MODEL//[^A-Za-z0-9_.-]/-}"
+REPORT="${REPORT:-$RESULTS_DIR/$RUN_ID.md}"
+
+verdict() {
+    case "$1" in
+        0) echo "ok" ;;
+        1) echo "threshold broken" ;;
+        2) echo "bad input" ;;
+        3) echo "a cell failed" ;;
+        4) echo "device lock held" ;;
+        130) echo "interrupted" ;;
+        *) echo "unexpected exit $1" ;;
+    esac
+}
+
+log() { printf '[%s] nightly: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+# evalkit runs in the background so a signal to this script (cron's timeout, systemd, a CI
+# cancel, Ctrl-C) reaches it. It is forwarded as SIGTERM, which evalkit treats like Ctrl-C: it
+# stops the engine, keeps finished cells and exits 130. (SIGINT would not do: a background job
+# of a script starts with SIGINT ignored.)
+child=""
+signalled=0
+forward() {
+    signalled=1
+    log "got $1, stopping evalkit"
+    [ -n "$child" ] && kill -s TERM "$child" 2>/dev/null
+}
+trap 'forward TERM' TERM
+trap 'forward INT' INT
+
+log "evalkit matrix --model $MODEL, run $RUN_ID"
+"$EVALKIT" matrix --model "$MODEL" --run-id "$RUN_ID" --results-dir "$RESULTS_DIR" --quiet "$@" &
+child=$!
+wait "$child"
+code=$?
+# A trapped signal ends `wait` early (status 128+n) while evalkit is still stopping: wait again
+# for its own status.
+while [ "$signalled" -eq 1 ] && [ "$code" -gt 128 ] && kill -0 "$child" 2>/dev/null; do
+    wait "$child"
+    code=$?
+done
+if [ "$signalled" -eq 1 ] && [ "$code" -gt 128 ]; then
+    wait "$child" 2>/dev/null  # already reaped by the shell: its saved status
+    last=$?
+    [ "$last" -ne 127 ] && code=$last
+fi
+if [ "$signalled" -eq 1 ] && [ "$code" -ne 130 ] && [ "$code" -gt 128 ]; then
+    code=130  # killed before its own handler was installed: still an interruption
+fi
+child=""
+trap 'log "interrupted while reporting"; exit 130' TERM INT
+
+if [ "$code" -eq 2 ] || [ "$code" -eq 4 ]; then
+    log "$(verdict "$code") (exit $code): nothing was started, no report"
+    report_written=0
+elif "$EVALKIT" report "$RUN_ID" --results-dir "$RESULTS_DIR" --format markdown > "$REPORT.tmp" \
+        && mv "$REPORT.tmp" "$REPORT"; then
+    report_written=1
+    log "report: $REPORT"
+else
+    rm -f "$REPORT.tmp"
+    report_written=0
+    log "could not write the report for $RUN_ID"
+fi
+log "exit $code ($(verdict "$code"))"
+
+if [ -n "$NOTIFY" ] && { [ "$NOTIFY_ON" = always ] || [ "$code" -ne 0 ]; }; then
+    export EVALKIT_EXIT_CODE="$code" EVALKIT_VERDICT="$(verdict "$code")" EVALKIT_RUN_ID="$RUN_ID" \
+        EVALKIT_RESULTS="$RESULTS_DIR/$RUN_ID"
+    if [ "$report_written" -eq 1 ]; then export EVALKIT_REPORT="$REPORT"; else export EVALKIT_REPORT=/dev/null; fi
+    if ! sh -c "$NOTIFY"; then
+        log "NOTIFY failed (the exit code stays $code)"
+    fi
+fi
+exit "$code"

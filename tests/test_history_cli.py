@@ -1,0 +1,67 @@
+"""`evalkit history`: backfill stored runs, print the trend, draw it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evalkit.cli import main
+from evalkit.history import History
+from tests.test_report_cli import demo_runs  # noqa: F401 - the session's real demo runs
+from tests.test_report_helpers import CellSpec, loop_text, write_run
+
+
+@pytest.fixture
+def three_runs(tmp_path: Path) -> Path:
+    """Three stored nightly runs of a 2 x 2 matrix; dp8-fixoff loses accuracy and collapses more."""
+    results = tmp_path / "results"
+    for day, right, loops in ((1, 19, 0), (2, 16, 1), (3, 12, 3)):
+        texts = [loop_text("again ") if i < loops else f"healthy text {i}" for i in range(4)]
+        cells = {"tp8-fixon": CellSpec(right=19, long_texts=["fine"] * 4), "tp8-fixoff": CellSpec(right=19, long_texts=["fine"] * 4),
+                 "dp8-fixon": CellSpec(right=18, long_texts=["fine"] * 4), "dp8-fixoff": CellSpec(right=right, long_texts=texts)}
+        write_run(results, f"night-{day}", cells, started_at=f"2026-12-0{day}T02:00:00+00:00")
+    return results
+
+
+def invoke(*args: str) -> object:
+    return CliRunner().invoke(main, list(args))
+
+
+def test_import_all_then_trend_shows_three_runs_per_cell(three_runs: Path) -> None:
+    imported = invoke("history", "--import", "all", "--results-dir", str(three_runs))
+    assert imported.exit_code == 0, imported.output
+    assert imported.output.count("imported night-") == 3
+    shown = invoke("history", "--model", "demo", "--cell", "dp8-fixoff", "--results-dir", str(three_runs))
+    assert shown.exit_code == 0, shown.output
+    lines = [line for line in shown.output.splitlines() if "night-" in line]
+    assert len(lines) == 3
+    assert "0.950" in lines[0] and "-15.0" in lines[1] and "-20.0" in lines[2] and "0.750" in lines[2]
+
+
+def test_plot_writes_a_png(three_runs: Path, tmp_path: Path) -> None:
+    invoke("history", "--import", "all", "--results-dir", str(three_runs))
+    out = tmp_path / "trend.png"
+    result = invoke("history", "--model", "sim/test-model", "--plot", str(out), "--results-dir", str(three_runs))
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+
+
+def test_without_a_model_it_names_the_recorded_ones(three_runs: Path) -> None:
+    invoke("history", "--import", "night-1", "--results-dir", str(three_runs))
+    result = invoke("history", "--results-dir", str(three_runs))
+    assert result.exit_code == 2 and "recorded models: sim/test-model (demo)" in result.output
+    unknown = invoke("history", "--model", "nope", "--results-dir", str(three_runs))
+    assert unknown.exit_code == 2 and "no recorded cells for model 'nope'" in unknown.output
+
+
+def test_import_of_a_real_demo_run(demo_runs: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
+    db = tmp_path / "h.db"
+    result = invoke("history", "--import", str(demo_runs["a"]), "--db", str(db), "--model", "demo-a")
+    assert result.exit_code == 0, result.output
+    with History(db) as store:
+        points = store.trend("sim/deepseek-v4")
+    assert [p.cell_id for p in points] == ["tp8-full-fixon", "tp8-full-fixoff", "dp8-piecewise-fixon",
+                                           "dp8-piecewise-fixoff"]  # the run's order
+    assert all(p.gsm8k_n == 40 and p.gsm8k_flexible is not None and p.collapse_n == 8 for p in points)
