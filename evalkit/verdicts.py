@@ -61,8 +61,11 @@ def compare(cell: dict[str, Any], ref: dict[str, Any], run_path: Path) -> dict[s
         if not shared:
             continue
         p = paired_comparison([a[i] for i in shared], [b[i] for i in shared], ids=shared)
+        floors = [c["metrics"]["gsm8k"]["repeats"]["noise_floor"][short]["max_pairwise_diff"]
+                  for c in (cell, ref) if "repeats" in (c["metrics"].get("gsm8k") or {})]
         result[f"gsm8k.{short}"] = {
             "diff": p.diff, "p_value": p.p_value, "ci95": [p.low, p.high], "n": p.n,
+            "noise_floor": max(floors) if floors else None,
             "right_only_in_cell": p.a_only, "right_only_in_reference": p.b_only,
             "flipped_to_wrong": list(p.b_only_ids), "flipped_to_right": list(p.a_only_ids),
         }
@@ -91,6 +94,8 @@ def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any]) 
     change = -delta["diff"] if check.startswith("max_drop") else delta["diff"]
     if change <= limit:
         return None
+    if delta.get("noise_floor") is not None and abs(delta["diff"]) <= delta["noise_floor"]:
+        return None  # no larger than re-running the same cell moved it: not a regression
     p = delta["p_value"]
     if threshold.alpha is not None and not p < threshold.alpha:
         return None

@@ -78,3 +78,19 @@ axes:
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [f"error: source {repo}@no-such-branch: ref does not resolve to a commit"]
     assert not (tmp_path / "results").exists()
+
+
+def test_repeats_give_a_noise_floor_and_a_delta_inside_it_is_not_a_regression(tmp_path: Path) -> None:
+    """The simulator's kernels are deterministic, so repeats agree: floor 0, the bug still counts."""
+    config = tmp_path / "rep.yaml"
+    config.write_text((ROOT / "configs" / "demo.yaml").read_text().replace(
+        "    num_concurrent: 32", "    num_concurrent: 32\n    repeats: 2"))
+    done = evalkit("matrix", "--config", str(config), "--run-id", "rep", "--only", "parallel=dp8,graph=piecewise",
+                   "--limit", "300", "--json", cwd=tmp_path)
+    summary = json.loads(done.stdout)
+    off = next(c for c in summary["cells"] if c["id"] == "dp8-piecewise-fixoff")
+    assert off["vs_ab"]["gsm8k.flexible"]["noise_floor"] == 0.0
+    assert any(f["check"] == "max_drop_ab" for f in off["flags"])
+    record = json.loads((tmp_path / "results" / "rep" / "dp8-piecewise-fixoff" / "cell.json").read_text())
+    assert record["metrics"]["gsm8k"]["repeats"]["n"] == 2
+    assert (tmp_path / "results" / "rep" / "dp8-piecewise-fixoff" / "gsm8k.repeat2.samples.jsonl").is_file()
