@@ -138,6 +138,8 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
 @click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=Path(".evalkit-cache"), show_default=True)
 @click.option("--base-url", help="Evaluate an already running server at this root URL (one cell, nothing started).")
+@click.option("--executor", type=click.Choice(["local", "slurm"]), default=None,
+              help="Where cells run: this machine, or one Slurm job per cell (default: the config's executor.kind).")
 @click.option("--max-parallel", type=click.IntRange(min=1), default=None,
               help="Cells side by side (needs `devices` in the config). Default: as many as the devices allow.")
 @click.option("--lock-file", type=click.Path(path_type=Path), default=Path("/tmp/evalkit-devices.lock"), show_default=True,
@@ -150,7 +152,8 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
 @click.pass_context
 def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only: tuple[str, ...], limit: int | None,
            dry_run: bool, run_id: str | None, resume_run: str | None, results_dir: Path, cache_dir: Path,
-           base_url: str | None, max_parallel: int | None, lock_file: Path, no_lock: bool, history_db: Path | None,
+           base_url: str | None, executor: str | None, max_parallel: int | None, lock_file: Path, no_lock: bool,
+           history_db: Path | None,
            no_history: bool, as_json: bool, quiet: bool) -> None:
     """Run the matrix: start each cell's engine, run GSM8K and the collapse check, report.
 
@@ -200,9 +203,10 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
         results_dir=results_dir, cache_dir=cache_dir, run_id=check_run_id(run_id or new_run_id(path.stem)),
         limit=limit, base_url=base_url, command_line=["evalkit", *sys.argv[1:]],
         max_parallel=max_parallel or (config.devices.count if config.devices else 1), resume=bool(resume_run),
-        only=list(only),
+        only=list(only), executor=executor or config.executor.kind,
     )
-    needs_lock = not no_lock and not base_url and (config.devices is not None or config.engine.profile != "sim")
+    needs_lock = (not no_lock and not base_url and options.executor == "local"
+                  and (config.devices is not None or config.engine.profile != "sim"))
     console = _console(stderr=as_json)
     progress = make_progress(quiet, stderr=as_json)
     history_path = history_db or history.default_db_path(results_dir)
@@ -229,6 +233,28 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
         report.terminal(summary, console, report.load_details(store.path, summary))
         console.print(f"results: {store.path}")
     sys.exit(EXIT_INTERRUPTED if interrupted else summary["exit_code"])
+
+
+@main.command(cls=_Command)
+@click.option("--run", "run_id", required=True, help="The run the cell belongs to (its run.json must exist).")
+@click.option("--cell", "cell_id", required=True, help="The cell id.")
+@click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=Path(".evalkit-cache"), show_default=True)
+def cell(run_id: str, cell_id: str, results_dir: Path, cache_dir: Path) -> None:
+    """Run one cell of an existing run and write its cell.json (what each Slurm job runs).
+
+    \b
+    Example:
+      evalkit cell --run 20261203-120000-demo --cell dp8-piecewise-fixoff
+    """
+    from evalkit.progress import PlainProgress
+    from evalkit.runner import Interrupted, run_one_cell
+
+    try:
+        record = run_one_cell(results_dir, run_id, cell_id, cache_dir, PlainProgress())
+    except Interrupted:
+        sys.exit(EXIT_INTERRUPTED)
+    sys.exit(0 if record["status"] == "ok" else 3)
 
 
 def _check_same_config(config: MatrixConfig, previous: dict[str, Any], path: Path) -> None:

@@ -184,6 +184,28 @@ class Devices(StrictModel):
     )
 
 
+class SlurmSettings(StrictModel):
+    """Where and how each cell's job is submitted (`executor.kind: slurm`)."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    time_limit: str | None = Field(None, description="sbatch --time, e.g. 02:00:00.")
+    cpus_per_task: int | None = Field(None, ge=1)
+    mem: str | None = Field(None, description="sbatch --mem, e.g. 64G.")
+    nodes: int = Field(1, ge=1)
+    gpus: bool = Field(True, description="Ask for the cell's device need as --gpus (off on CPU-only clusters).")
+    extra_args: list[str] = Field(default_factory=list, description="More sbatch options, as argv.")
+    retries: int = Field(0, ge=0, description="Resubmit a job Slurm killed (time limit, node failure, preemption).")
+    poll_s: float = Field(5.0, gt=0, description="Seconds between squeue polls.")
+
+
+class Executor(StrictModel):
+    kind: Literal["local", "slurm"] = "local"
+    slurm: SlurmSettings = Field(default_factory=SlurmSettings)
+
+
 class ABAxis(StrictModel):
     """The A/B axis (the fix): which axis, and which of its values is `on` and `off`."""
 
@@ -208,6 +230,7 @@ class MatrixConfig(StrictModel):
     timeouts: Timeouts = Field(default_factory=Timeouts)
     secret_env: list[str] = Field(default_factory=list, description="Extra env names to redact.")
     devices: Devices | None = Field(None, description="Declare the box's devices to run cells in parallel.")
+    executor: Executor = Field(default_factory=Executor)
 
     @field_validator("axes")
     @classmethod

@@ -39,6 +39,7 @@ from evalkit.store import RunStore, write_jsonl
 
 PORT_ATTEMPTS = 3
 FINISHED = ("ok", "error")
+TASK_DIR = "lm_eval_tasks"
 """A cell with one of these statuses in its cell.json is not run again by --resume."""
 
 
@@ -62,10 +63,16 @@ class RunOptions:
     resume: bool = False
     """Continue the run `run_id`: cells already finished are kept, the others run."""
     only: list[str] = field(default_factory=list)
+    executor: str = "local"
+    """`local` (this machine) or `slurm` (one job per cell)."""
 
 
-class Interrupted(Exception):
-    """SIGINT or SIGTERM arrived: the run stops, finished cells are kept."""
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: the run stops, finished cells are kept.
+
+    A BaseException, like KeyboardInterrupt, so that no `except Exception` on the way (a cell's
+    error handling, lm-eval's retries) mistakes a stop for a failure.
+    """
 
 
 @contextmanager
@@ -395,7 +402,7 @@ def run_matrix(
     on_cell_done: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunStore:
     """Run every cell not finished yet; returns the store. Raises Interrupted on Ctrl-C/SIGTERM,
-    after stopping every engine and marking the run interrupted."""
+    after stopping every engine (or cancelling every job) and marking the run interrupted."""
     pool = DevicePool(config.devices.count if config.devices else None, options.max_parallel)
     for cell in cells:
         pool.check(cell.id, device_need(cell.settings))
@@ -414,14 +421,37 @@ def run_matrix(
         todo = cells
     info["status"] = "running"
     store.write_run(info)
-    task_dir = store.path / "lm_eval_tasks"
-    gsm8k.write_task_yaml(task_dir, config.evals.gsm8k)
+    gsm8k.write_task_yaml(store.path / TASK_DIR, config.evals.gsm8k)
     for cell in todo:
         progress.update(cell.id, "waiting")
+    try:
+        with _interrupts_raise():
+            if options.executor == "slurm":
+                from evalkit.slurm import run_on_slurm
+
+                run_on_slurm(config, store, todo, options, progress, on_cell_done)
+            else:
+                _run_local(config, store, todo, options, progress, on_cell_done, sources, pool)
+        info["status"] = "complete"
+    except (KeyboardInterrupt, Interrupted):
+        info["status"] = "interrupted"
+        raise Interrupted("run interrupted") from None
+    finally:
+        info["finished_at"] = _now()
+        store.write_run(info)
+    return store
+
+
+def _run_local(
+    config: MatrixConfig, store: RunStore, todo: list[Cell], options: RunOptions, progress: Progress,
+    on_cell_done: Callable[[dict[str, Any]], None] | None, sources: dict[str, ResolvedSource], pool: DevicePool,
+) -> None:
+    """Cells on this machine: worker threads, started in plan order as devices free up."""
     stop = threading.Event()
     controls: dict[str, CellControl] = {}
     workers: list[threading.Thread] = []
     deadline = time.monotonic() + config.timeouts.run if config.timeouts.run else None
+    task_dir = store.path / TASK_DIR
 
     def worker(cell: Cell, devices: tuple[int, ...], control: CellControl) -> None:
         try:
@@ -433,33 +463,57 @@ def run_matrix(
             pool.release(devices)
 
     try:
-        with _interrupts_raise():
-            for cell in todo:
-                while (devices := pool.try_acquire(device_need(cell.settings))) is None:
-                    pass
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    pool.release(devices)
-                    _skip(store, cell, "the run budget was used up before this cell started", progress)
-                    continue
-                budgets = [b for b in (config.timeouts.cell, remaining) if b is not None]
-                control = CellControl(stop, min(budgets) if budgets else None)
-                controls[cell.id] = control
-                thread = threading.Thread(target=worker, args=(cell, devices, control), name=cell.id, daemon=True)
-                thread.start()
-                workers.append(thread)
-            for thread in workers:
-                while thread.is_alive():
-                    thread.join(WAIT_SLICE_S)
-        info["status"] = "complete"
+        for cell in todo:
+            while (devices := pool.try_acquire(device_need(cell.settings))) is None:
+                pass
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                pool.release(devices)
+                _skip(store, cell, "the run budget was used up before this cell started", progress)
+                continue
+            budgets = [b for b in (config.timeouts.cell, remaining) if b is not None]
+            control = CellControl(stop, min(budgets) if budgets else None)
+            controls[cell.id] = control
+            thread = threading.Thread(target=worker, args=(cell, devices, control), name=cell.id, daemon=True)
+            thread.start()
+            workers.append(thread)
+        for thread in workers:
+            while thread.is_alive():
+                thread.join(WAIT_SLICE_S)
     except (KeyboardInterrupt, Interrupted):
-        info["status"] = "interrupted"
         _stop_all(stop, controls, workers)
-        raise Interrupted("run interrupted") from None
-    finally:
-        info["finished_at"] = _now()
-        store.write_run(info)
-    return store
+        raise
+
+
+def run_one_cell(results_dir: Path, run_id: str, cell_id: str, cache_dir: Path, progress: Progress) -> dict[str, Any]:
+    """Run one cell of an existing run (what a Slurm job does), writing its cell.json.
+
+    The config is re-read from the run's config path and must match the run's snapshot, so a job
+    never runs a different experiment than the run it belongs to.
+    """
+    from evalkit.config import load_config
+    from evalkit.errors import ConfigError
+    from evalkit.matrix import expand
+
+    store = RunStore(results_dir, run_id)
+    info = store.read_run()
+    config = load_config(Path(info["config_path"]))
+    if redacted_snapshot(config) != info["config"]:
+        raise ConfigError(f"{info['config_path']}: changed since run {run_id} started")
+    cell = next((c for c in expand(config) if c.id == cell_id), None)
+    if cell is None:
+        raise ConfigError(f"cell {cell_id!r} is not a cell of run {run_id}")
+    source = prepare_sources([cell], cache_dir).get(cell.id)
+    options = RunOptions(results_dir=results_dir, cache_dir=cache_dir, run_id=run_id, limit=info.get("limit"))
+    control = CellControl(threading.Event(), config.timeouts.cell)
+    with _interrupts_raise():
+        try:
+            return run_cell(config, cell, store, options, source, store.path / TASK_DIR, progress, control)
+        except (KeyboardInterrupt, Interrupted):
+            control.stop.set()
+            if control.engine is not None:
+                control.engine.stop()
+            raise
 
 
 def _skip(store: RunStore, cell: Cell, reason: str, progress: Progress) -> None:
