@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -121,16 +122,25 @@ class ResponseMeta:
     by_prompt: dict[str, dict[str, Any]] = field(default_factory=dict)
     on_answer: Callable[[int], None] | None = None
     """Called with the number of answers received so far (the live view's `gsm8k n/N`)."""
+    answered: int = 0
+    first_request: float | None = None
+    last_answer: float | None = None
+    """monotonic() of the first request and the last answer: the request phase, for timings."""
 
     def record(self, prompt: str, choice: dict[str, Any], usage: dict[str, Any] | None) -> None:
         entry = self.by_prompt.setdefault(prompt, {"attempts": 0})
-        entry["finish_reason"] = choice.get("finish_reason")
         entry["completion_tokens"] = (usage or {}).get("completion_tokens")
         entry["prompt_tokens"] = (usage or {}).get("prompt_tokens")
+        if "finish_reason" not in entry:  # first answer for this prompt (a retry answers again)
+            self.answered += 1
+        entry["finish_reason"] = choice.get("finish_reason")
+        self.last_answer = time.monotonic()
         if self.on_answer is not None:
-            self.on_answer(sum("finish_reason" in e for e in self.by_prompt.values()))  # answered, not attempted
+            self.on_answer(self.answered)
 
     def attempt(self, prompt: str) -> None:
+        if self.first_request is None:
+            self.first_request = time.monotonic()
         self.by_prompt.setdefault(prompt, {"attempts": 0})["attempts"] += 1
 
 
@@ -271,7 +281,10 @@ def run_gsm8k(
         _META.reset(token)
     if out is None:
         raise EvalError("gsm8k: lm-eval returned no results")
-    return _collect(out, meta)
+    result = _collect(out, meta)
+    if meta.first_request is not None and meta.last_answer is not None:
+        result.metrics["requests_s"] = round(meta.last_answer - meta.first_request, 3)
+    return result
 
 
 def _collect(out: dict[str, Any], meta: ResponseMeta) -> GSM8KResult:
