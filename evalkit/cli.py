@@ -24,7 +24,7 @@ from evalkit import __version__
 from evalkit.config import MatrixConfig, find_config, load_config
 from evalkit.errors import ConfigError, EvalError, SourceError
 from evalkit.lock import LockHeld
-from evalkit.verdicts import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_LOCKED
+from evalkit.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_LOCKED
 
 EXIT_CODES_HELP = """\b
 Exit codes:

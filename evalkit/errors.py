@@ -18,6 +18,15 @@ Every class carries a message that already names the file, field or cell it is a
 
 from __future__ import annotations
 
+# evalkit's exit codes (README, `evalkit --help`); here so the CLI can name them without
+# importing the statistics stack.
+EXIT_OK = 0
+EXIT_THRESHOLD = 1
+EXIT_BAD_INPUT = 2
+EXIT_CELL_FAILED = 3
+EXIT_LOCKED = 4
+EXIT_INTERRUPTED = 130
+
 
 class EvalkitError(Exception):
     """Base of every error evalkit expects and reports without a traceback."""

@@ -12,15 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.config import MatrixConfig, Threshold
+from evalkit.errors import EXIT_CELL_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLD
 from evalkit.stats import fisher_collapse, paired_comparison, proportion
 from evalkit.store import read_json, read_jsonl
 
-EXIT_OK = 0
-EXIT_THRESHOLD = 1
-EXIT_BAD_INPUT = 2
-EXIT_CELL_FAILED = 3
-EXIT_LOCKED = 4
-EXIT_INTERRUPTED = 130
 FILTERS = {"strict": "strict-match", "flexible": "flexible-extract"}
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from evalkit.config import parse_config
 from evalkit.store import write_json, write_jsonl
-from evalkit.verdicts import EXIT_OK, EXIT_THRESHOLD, summarize
+from evalkit.errors import EXIT_OK, EXIT_THRESHOLD
+from evalkit.verdicts import summarize
 
 N = 400
 
