@@ -1,0 +1,55 @@
+"""The CLI: documented exit codes, help that reads as documentation, plan output, the lock."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from evalkit.cli import main
+from evalkit.lock import DeviceLock
+from tests.conftest import CONFIGS, ROOT
+
+
+def test_help_documents_every_exit_code_and_has_examples() -> None:
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    for code, words in (("0", "all cells ran"), ("1", "failing threshold"), ("2", "bad input"),
+                        ("3", "cell failed"), ("4", "lock"), ("130", "interrupted")):
+        assert any(line.strip().startswith(code) and words in line for line in result.output.splitlines()), code
+    readme = (ROOT / "README.md").read_text()
+    for code in ("| 0 |", "| 1 |", "| 2 |", "| 3 |", "| 4 |", "| 130 |"):
+        assert code in readme
+    for command in ("matrix", "plan", "report", "compare", "history", "cell"):
+        sub = CliRunner().invoke(main, [command, "--help"])
+        assert sub.exit_code == 0 and "Example" in sub.output, command
+
+
+def test_plan_prints_the_twelve_atom_command_lines() -> None:
+    result = CliRunner().invoke(main, ["plan", "--model", "deepseek-v4"])
+    assert result.exit_code == 0, result.output
+    argv_lines = [line for line in result.output.splitlines() if line.strip().startswith("argv:")]
+    assert len(argv_lines) == 12
+    assert all("python3 -m atom.entrypoints.openai_server --model deepseek-ai/DeepSeek-V4-Pro --host 127.0.0.1 "
+               "--server-port '<port>' -tp 8" in line for line in argv_lines)
+    assert sum("--enable-dp-attention --cudagraph-mode PIECEWISE" in line for line in argv_lines) == 2
+    assert result.output.count("@ ccc861dc5") == 6 and result.output.count("@ 0e9804c21") == 6
+
+
+def test_exit_0_when_no_threshold_breaks(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--model", "demo", "--only", "parallel=tp8,graph=full",
+                           "--limit", "30", "--quiet", "--results-dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_exit_4_when_another_run_holds_the_device_lock(tmp_path: Path) -> None:
+    config = tmp_path / "cfg.yaml"
+    config.write_text((CONFIGS / "demo.yaml").read_text() + "devices: {count: 8}\n")
+    lock = tmp_path / "devices.lock"
+    with DeviceLock(lock, "other-run"):
+        done = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(config), "--lock-file",
+                               str(lock), "--results-dir", str(tmp_path / "r")], capture_output=True, text=True)
+    assert done.returncode == 4
+    assert f"devices are in use by evalkit pid {__import__('os').getpid()} (run other-run)" in done.stderr
