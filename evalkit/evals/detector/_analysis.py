@@ -1,0 +1,355 @@
+"""Metrics, rules and verdict for one generated sample (see the package docstring)."""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from . import _kernels as K
+from ._settings import DEFAULT_SETTINGS, DetectorSettings
+from ._text import piece_ids, split_pieces
+
+Verdict = Literal["collapsed", "healthy"]
+
+NATURAL_FINISH_REASONS = frozenset({"stop", "eos", "end_turn", "stop_sequence", "tool_calls"})
+"""Finish reasons meaning the model ended the text itself. Any other value ("length",
+"aborted", None when the server did not say) means the text was cut while the model was still
+generating, which is when a loop at the tail is the typical collapse signature."""
+
+EXCERPT_CHARS = 200
+_EXCERPT_BEFORE = 50  # characters of context kept before the onset
+_UNIT_IDS = 64  # the repeated unit is shown up to this many tokens
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Numbers measured on every sample, collapsed or not (compare cells on these)."""
+
+    n_tokens: int
+    finish_reason: str | None
+    tail_period: int
+    """Smallest unit that repeats at least ``min_repeats`` times over the longest tail (0: none)."""
+    tail_period_tokens: int
+    """Tokens of that exactly periodic tail, its first unit included."""
+    near_period: int
+    """Period of the longest near-periodic tail (match rate >= ``min_match_rate``; 0: none)."""
+    near_period_tokens: int
+    near_period_match_rate: float
+    recurrent_tail_tokens: int
+    """Length of the CUSUM excursion still open at the end of the text (0 when closed)."""
+    recurrent_tail_rate: float
+    """Fraction of recurring n-grams in that excursion."""
+    recurrent_span_tokens: int
+    """Length of the highest CUSUM excursion anywhere in the text."""
+    recurrent_span_rate: float
+    recurring_ngram_rate: float
+    """Fraction of all n-grams that recurred within ``recurrence_lookback`` tokens."""
+    longest_run: int
+    """Longest run of one token."""
+    seq_rep: float
+    """seq-rep-n = 1 - distinct n-grams / n-grams, n = ``seq_rep_n`` (0.0 below n tokens)."""
+    distinct_1: float
+    """Distinct tokens / tokens (0.0 when empty)."""
+    distinct_2: float
+    """Distinct bigrams / bigrams (0.0 below 2 tokens)."""
+    compression_ratio: float
+    """Bytes / zlib-compressed bytes (0.0 when empty); healthy text is ~2-3, loops ~10+."""
+    compression_basis: Literal["text", "token_ids"]
+    """What was compressed: the text when pieces are known, else the ids as 4-byte integers
+    (ratios on the two bases are not comparable)."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where the loop is and what it repeats; empty when the verdict is healthy."""
+
+    signals: tuple[str, ...]
+    """Rules that fired: periodic_tail, near_periodic_tail, recurrent_tail, recurrent_span,
+    token_run."""
+    period: int
+    """Length of the repeated unit (for a loop without a fixed period: the most common
+    distance between recurring n-grams)."""
+    onset: int | None
+    """Token index where the loop starts."""
+    loop_tokens: int
+    """Tokens from the onset to the end of the loop."""
+    unit_ids: tuple[int, ...]
+    """The repeated unit as token ids (first 64)."""
+    unit_text: str | None
+    """The repeated unit as text (first 200 characters), when pieces are known."""
+    excerpt: str
+    """At most 200 characters around the onset (token ids when no pieces are known)."""
+
+
+NO_EVIDENCE = Evidence(signals=(), period=0, onset=None, loop_tokens=0, unit_ids=(), unit_text=None, excerpt="")
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Verdict, metrics and evidence of one sample; ``to_dict()`` is JSON-serialisable."""
+
+    verdict: Verdict
+    metrics: Metrics
+    evidence: Evidence
+
+    @property
+    def collapsed(self) -> bool:
+        return self.verdict == "collapsed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """What the rules look at; computed the same way on a whole text and on a stream's tail."""
+
+    n: int
+    x: np.ndarray
+    """The tokens mixed to uint64 (see ``_kernels.mix``)."""
+    tail_period: int
+    tail_period_tokens: int
+    near: tuple[tuple[int, int, int], ...]
+    """(period, coverage, matches) for each candidate period whose unit repeats min_repeats times."""
+    tail_score: int
+    tail_start: int
+    span_score: int
+    span_start: int
+    span_end: int
+    run: int
+    run_start: int
+    distance: np.ndarray
+    """Distance back to the previous occurrence of the n-gram ending at each token (0: none)."""
+    recurring: np.ndarray
+
+
+def measure(tokens: np.ndarray, s: DetectorSettings) -> Measure:
+    """Rule inputs for ``tokens``. On a window of a longer text every quantity is a lower bound
+    of the whole text's value (less history can only hide repetition), which is what makes an
+    early abort imply the whole-text verdict."""
+    n = len(tokens)
+    x = K.mix(tokens)
+    rev = x[::-1]
+    period, period_tokens = K.select_period(rev, K.periodic_coverage(rev, s.max_period), s.min_repeats)
+
+    ng = s.recurrence_ngram
+    distance = np.zeros(n, dtype=np.int64)
+    distance[ng - 1 :] = K.previous_distance(K.ngram_hashes(x, ng))
+    recurring = (distance > 0) & (distance <= s.recurrence_lookback)
+
+    recent = distance[max(0, n - s.tail_window) :]
+    recent = recent[(recent > 0) & (recent <= s.max_period)]
+    near: list[tuple[int, int, int]] = []
+    if recent.size:
+        counts = np.bincount(recent)
+        order = np.argsort(-counts, kind="stable")[: s.near_period_candidates]
+        for p in order[counts[order] > 0]:
+            coverage, matches = K.near_periodic_coverage(rev, int(p), s.min_match_rate)
+            if coverage >= s.min_repeats * p:
+                near.append((int(p), coverage, matches))
+
+    score = K.cusum(recurring, s.recurrence_rate) if n else np.zeros(1, dtype=np.int64)
+    tail_score = int(score[-1])
+    tail_start = K.last_zero_before(score, len(score) - 1) if tail_score > 0 else n
+    span_end = int(np.argmax(score))
+    span_score = int(score[span_end])
+    span_start = K.last_zero_before(score, span_end) if span_score > 0 else span_end
+    run, run_start = K.longest_run(x)
+    return Measure(
+        n=n,
+        x=x,
+        tail_period=period,
+        tail_period_tokens=period_tokens,
+        near=tuple(near),
+        tail_score=tail_score,
+        tail_start=tail_start,
+        span_score=span_score,
+        span_start=span_start,
+        span_end=span_end,
+        run=run,
+        run_start=run_start,
+        distance=distance,
+        recurring=recurring,
+    )
+
+
+def fired_rules(m: Measure, s: DetectorSettings, *, natural_end: bool, scale: float) -> tuple[str, ...]:
+    """Names of the rules that hold. ``scale`` multiplies the token thresholds (the early-abort
+    margin); a natural end multiplies the tail thresholds by ``natural_end_factor``."""
+    tail_scale = scale * (s.natural_end_factor if natural_end else 1.0)
+    per_token = 1000 - round(s.recurrence_rate * 1000)  # CUSUM gain of one recurring n-gram
+    fired = []
+    if m.tail_period and m.tail_period_tokens - m.tail_period >= s.min_loop_tokens * tail_scale:
+        fired.append("periodic_tail")
+    if any(coverage - p >= s.min_near_loop_tokens * tail_scale for p, coverage, _ in m.near):
+        fired.append("near_periodic_tail")
+    if m.tail_score >= per_token * s.min_recurrent_tokens * tail_scale:
+        fired.append("recurrent_tail")
+    if m.span_score >= per_token * s.min_recurrent_span_tokens * scale:
+        fired.append("recurrent_span")
+    if m.run >= s.max_run * scale:
+        fired.append("token_run")
+    return tuple(fired)
+
+
+def _near_best(m: Measure, near_loop_tokens: float) -> tuple[int, int, int]:
+    """The near-periodic candidate to report: the longest of those that fire, else the longest."""
+    if not m.near:
+        return 0, 0, 0
+    firing = [c for c in m.near if c[1] - c[0] >= near_loop_tokens]
+    return max(firing or m.near, key=lambda c: (c[1], -c[0]))
+
+
+def _dominant_distance(m: Measure, start: int, end: int) -> int:
+    """Most common recurrence distance in ``[start, end)``: the cycle length of a drifting loop."""
+    d = m.distance[start:end][m.recurring[start:end]]
+    return int(np.argmax(np.bincount(d))) if d.size else 0
+
+
+def _loop_extent(m: Measure, signals: tuple[str, ...], s: DetectorSettings, near_loop_tokens: float) -> tuple[int, int, int]:
+    """(period, onset, end) of the loop the signals describe; the tail signals first."""
+    n = m.n
+    onsets: list[tuple[int, int]] = []  # (onset, period) for each tail signal that fired
+    if "periodic_tail" in signals:
+        onsets.append((n - m.tail_period_tokens, m.tail_period))
+    if "near_periodic_tail" in signals:
+        p, coverage, _ = _near_best(m, near_loop_tokens)
+        onsets.append((n - coverage, p))
+    if "recurrent_tail" in signals:
+        start = _excursion_start(m, n - 1)
+        onsets.append((_back_to_first_copy(m, start, s), _dominant_distance(m, m.tail_start, n)))
+    if onsets:
+        period = onsets[0][1]  # the most specific signal names the unit
+        return period, min(o for o, _ in onsets), n
+    if "recurrent_span" in signals:
+        end = m.span_end + 1
+        return _dominant_distance(m, m.span_start, end), _back_to_first_copy(m, _excursion_start(m, m.span_end), s), end
+    return 1, m.run_start, m.run_start + m.run
+
+
+_ONSET_RATE = 0.5
+"""Reference of the CUSUM that dates a recurrent loop's start. The alarm CUSUM (0.85) only
+starts to climb once the loop's first cycles are behind it; at 0.5 the excursion starts where
+recurring n-grams began to outnumber new ones, which is where the loop set in."""
+
+
+def _excursion_start(m: Measure, end: int) -> int:
+    """Start of the loop that raised the recurrence alarm at ``end``, dated by the 0.5 CUSUM."""
+    score = K.cusum(m.recurring[: end + 1], _ONSET_RATE)
+    return K.last_zero_before(score, end) if score[end] > 0 else end
+
+
+def _back_to_first_copy(m: Measure, start: int, s: DetectorSettings) -> int:
+    """A CUSUM excursion starts at the first *recurring* n-gram; the loop began at its first copy."""
+    if start >= m.n:
+        return m.n
+    return max(0, start - int(m.distance[start]) - s.recurrence_ngram + 1)
+
+
+def _excerpt(tokens: np.ndarray, pieces: Sequence[str] | None, onset: int) -> str:
+    if pieces is None:
+        before = " ".join(str(t) for t in tokens[max(0, onset - 8) : onset])
+        after = " ".join(str(t) for t in tokens[onset : onset + 40])
+        text = f"{before} | {after}" if before else after
+        return text[:EXCERPT_CHARS]
+    before = "".join(pieces[max(0, onset - _EXCERPT_BEFORE) : onset])[-_EXCERPT_BEFORE:]
+    after = "".join(pieces[onset : onset + EXCERPT_CHARS])
+    return (before + after)[:EXCERPT_CHARS]
+
+
+def _compression(tokens: np.ndarray, pieces: Sequence[str] | None) -> tuple[float, Literal["text", "token_ids"]]:
+    if pieces is not None:
+        raw = "".join(pieces).encode("utf-8", "surrogatepass")
+        basis: Literal["text", "token_ids"] = "text"
+    else:
+        raw = tokens.astype("<u4").tobytes()
+        basis = "token_ids"
+    return (len(raw) / len(zlib.compress(raw)) if raw else 0.0), basis
+
+
+def _distinct_ratio(values: np.ndarray) -> float:
+    return K.count_distinct(values) / len(values) if len(values) else 0.0
+
+
+def analyze(
+    tokens: Sequence[int] | np.ndarray,
+    *,
+    finish_reason: str | None = None,
+    settings: DetectorSettings = DEFAULT_SETTINGS,
+    pieces: Sequence[str] | None = None,
+) -> Analysis:
+    """Measure one generated sample and decide whether it collapsed into repetition.
+
+    ``tokens`` are the generated token ids (or :func:`split_text` ids); ``pieces`` their
+    strings when known, used only to show the evidence as text and to compress the text.
+    ``finish_reason`` as the server reported it; ``"aborted"`` after an early abort.
+    """
+    t = np.asarray(tokens, dtype=np.int64)
+    if t.ndim != 1:
+        raise ValueError(f"tokens must be one-dimensional, got shape {t.shape}")
+    if pieces is not None and len(pieces) != len(t):
+        raise ValueError(f"{len(pieces)} pieces for {len(t)} tokens")
+    s = settings
+    m = measure(t, s)
+    natural_end = finish_reason in NATURAL_FINISH_REASONS
+    signals = fired_rules(m, s, natural_end=natural_end, scale=1.0)
+    near_loop_tokens = s.min_near_loop_tokens * (s.natural_end_factor if natural_end else 1.0)
+
+    n = len(t)
+    x = m.x
+    near_p, near_cov, near_matches = _near_best(m, near_loop_tokens)
+    tail_len = n - m.tail_start
+    span_len = m.span_end + 1 - m.span_start if m.span_score > 0 else 0
+    ngrams = max(0, n - s.recurrence_ngram + 1)
+    ratio, basis = _compression(t, pieces)
+    metrics = Metrics(
+        n_tokens=n,
+        finish_reason=finish_reason,
+        tail_period=m.tail_period,
+        tail_period_tokens=m.tail_period_tokens,
+        near_period=near_p,
+        near_period_tokens=near_cov,
+        near_period_match_rate=near_matches / (near_cov - near_p) if near_cov else 0.0,
+        recurrent_tail_tokens=tail_len,
+        recurrent_tail_rate=float(m.recurring[m.tail_start :].mean()) if tail_len else 0.0,
+        recurrent_span_tokens=span_len,
+        recurrent_span_rate=float(m.recurring[m.span_start : m.span_end + 1].mean()) if span_len else 0.0,
+        recurring_ngram_rate=int(np.count_nonzero(m.recurring)) / ngrams if ngrams else 0.0,
+        longest_run=m.run,
+        seq_rep=1.0 - _distinct_ratio(K.ngram_hashes(x, s.seq_rep_n)) if n >= s.seq_rep_n else 0.0,
+        distinct_1=_distinct_ratio(t),
+        distinct_2=_distinct_ratio(K.ngram_hashes(x, 2)),
+        compression_ratio=ratio,
+        compression_basis=basis,
+    )
+    if not signals:
+        return Analysis(verdict="healthy", metrics=metrics, evidence=NO_EVIDENCE)
+    period, onset, end = _loop_extent(m, signals, s, near_loop_tokens)
+    unit = t[onset : onset + min(period, _UNIT_IDS)]
+    evidence = Evidence(
+        signals=signals,
+        period=period,
+        onset=onset,
+        loop_tokens=end - onset,
+        unit_ids=tuple(int(u) for u in unit),
+        unit_text="".join(pieces[onset : onset + period])[:EXCERPT_CHARS] if pieces is not None else None,
+        excerpt=_excerpt(t, pieces, onset),
+    )
+    return Analysis(verdict="collapsed", metrics=metrics, evidence=evidence)
+
+
+def analyze_text(
+    text: str,
+    *,
+    finish_reason: str | None = None,
+    settings: DetectorSettings = DEFAULT_SETTINGS,
+) -> Analysis:
+    """:func:`analyze` for a server that returned text only: split with :func:`split_text`'s
+    pieces, which also become the evidence text."""
+    pieces = split_pieces(text)
+    return analyze(piece_ids(pieces), finish_reason=finish_reason, settings=settings, pieces=pieces)

@@ -1,0 +1,191 @@
+"""Every threshold the collapse verdict uses, in one frozen model with documented defaults.
+
+The defaults were set on the suites in ``tests/data/detector`` (see ``make_suites.py``): they
+catch 439 of the 440 collapsed texts there and flag none of the 455 hard negatives, whose most
+loop-like prefix reaches about half of any threshold; and they hold on the same texts as ids
+of a 32k-vocabulary BPE tokenizer (``check_tokenizers.py``). A different engine or tokenizer
+may want other values, so every one of them is a field here; an evaluation records the
+settings it used next to its results.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class DetectorSettings(BaseModel):
+    """Thresholds of the verdict rules and the bounds that keep the analysis cheap.
+
+    Token counts are counts of the sequence the detector is given: real token ids from the
+    server, or the pieces of :func:`split_text` (about one piece per word or punctuation run).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_period: int = Field(
+        default=512,
+        ge=1,
+        description=(
+            "Longest repeated unit, in tokens, that the periodic rules look for. 512 covers a "
+            "whole paragraph repeating; a longer unit (a page) goes unseen unless this, "
+            "recurrence_lookback and tail_window are raised together."
+        ),
+    )
+    min_repeats: float = Field(
+        default=3.0,
+        ge=2.0,
+        description=(
+            "A unit must occur this many times in a row before the tail counts as periodic. "
+            "Three keeps a song's doubled chorus or two identical code blocks healthy; it must "
+            "stay >= 2 for the early-abort guarantee (see StreamingDetector)."
+        ),
+    )
+    min_loop_tokens: int = Field(
+        default=96,
+        ge=1,
+        description=(
+            "Tokens that copy an earlier part of the loop (the periodic tail minus its first "
+            "unit) needed to call an exactly periodic tail a collapse. Healthy text "
+            "rarely repeats itself verbatim for ~100 tokens; real loops run for thousands."
+        ),
+    )
+    min_match_rate: float = Field(
+        default=0.94,
+        gt=0.5,
+        le=1.0,
+        description=(
+            "Near-periodic tail: fraction of tokens equal to the token one period earlier. 0.94 "
+            "admits a paragraph of 20+ tokens whose counter changes in every copy, and rejects "
+            "counting sequences (<= 80%) and rows of a table or JSON array that differ in a "
+            "few fields (85-92%)."
+        ),
+    )
+    min_near_loop_tokens: int = Field(
+        default=192,
+        ge=1,
+        description=(
+            "Like min_loop_tokens, for a near-periodic tail. Copies that differ are weaker "
+            "evidence than identical ones: a table can hold a few nearly identical rows in a "
+            "row, so the near-periodic stretch must be twice as long."
+        ),
+    )
+    near_period_candidates: int = Field(
+        default=4,
+        ge=1,
+        description=(
+            "How many candidate periods (the most frequent distances between recurring "
+            "n-grams in the tail window) the near-periodic rule tries."
+        ),
+    )
+    recurrence_ngram: int = Field(
+        default=5,
+        ge=1,
+        description=(
+            "n of the n-grams whose recurrence the CUSUM watches. Five tokens rarely recur in "
+            "healthy prose, while a loop with no fixed period (words that drift, clauses in "
+            "varying order) still recurs almost everywhere. Shorter n-grams start to recur in "
+            "tables; longer ones make drifting loops look new at every junction."
+        ),
+    )
+    recurrence_lookback: int = Field(
+        default=512,
+        ge=1,
+        description=(
+            "An n-gram counts as recurring when it occurred within this many tokens before. "
+            "A bounded look-back keeps the signal stationary over long texts (a long document "
+            "reuses phrases from far away) and lets streaming compute it exactly."
+        ),
+    )
+    recurrence_rate: float = Field(
+        default=0.85,
+        gt=0.0,
+        lt=1.0,
+        description=(
+            "Reference value k of the CUSUM over 'this n-gram recurred': each recurring "
+            "n-gram adds 1-k, each new one subtracts k, so the sum only grows while more than "
+            "this fraction of n-grams recur. A loop whose clauses come in varying order still "
+            "recurs at 88-97% (only the junctions are new); templated healthy text (tables, "
+            "logs, code, JSON) stays at or below ~82% because every row brings new values, "
+            "also with real BPE tokenizers that split rows into more constant tokens."
+        ),
+    )
+    min_recurrent_tokens: int = Field(
+        default=160,
+        ge=1,
+        description=(
+            "CUSUM alarm level at the end of a cut generation, in tokens of a fully recurring "
+            "stretch (a stretch recurring at rate r needs (1-k)/(r-k) times more tokens). A "
+            "song's last chorus sung twice reaches ~100."
+        ),
+    )
+    min_recurrent_span_tokens: int = Field(
+        default=512,
+        ge=1,
+        description=(
+            "CUSUM alarm level anywhere in the text, whatever the finish reason: a stretch "
+            "this long that makes no progress is a collapse even if the model escaped it "
+            "later or stopped by itself."
+        ),
+    )
+    max_run: int = Field(
+        default=64,
+        ge=2,
+        description=(
+            "A run of one token this long anywhere is a collapse. Tokenizers merge long runs "
+            "of spaces, dashes and newlines, so healthy text stays far below."
+        ),
+    )
+    natural_end_factor: float = Field(
+        default=4.0,
+        ge=1.0,
+        description=(
+            "When the model ended the text itself (finish_reason 'stop' and the like), the "
+            "tail rules need this many times more loop tokens: a loop the model left by "
+            "itself is weaker evidence than one still running when max_tokens cut it."
+        ),
+    )
+    tail_window: int = Field(
+        default=1536,
+        ge=16,
+        description=(
+            "Tokens at the end of the text the streaming check looks at (with "
+            "recurrence_lookback more before them), and where near-periodic candidates are "
+            "taken from. Must hold min_repeats units of max_period."
+        ),
+    )
+    check_every: int = Field(
+        default=64,
+        ge=1,
+        description=(
+            "StreamingDetector re-checks the tail once this many more tokens have arrived "
+            "since the last check; a collapse is aborted at most this many tokens (or one "
+            "chunk, if chunks are longer) after the abort rule first holds."
+        ),
+    )
+    abort_margin: float = Field(
+        default=1.0,
+        ge=1.0,
+        description=(
+            "Early abort needs every token threshold (min_loop_tokens, min_near_loop_tokens, "
+            "min_recurrent_tokens, min_recurrent_span_tokens, max_run) times this factor. 1.0 "
+            "aborts as soon as the verdict for a cut generation is certain; larger values "
+            "trade saved tokens for a wider margin against healthy text that repeats itself "
+            "for a while and then moves on (templated code, long empty tables)."
+        ),
+    )
+    seq_rep_n: int = Field(
+        default=4,
+        ge=1,
+        description="n of the reported seq-rep-n metric (Welleck et al. 2019 use 4).",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DetectorSettings:
+        if self.max_period > self.recurrence_lookback:
+            raise ValueError("max_period must not exceed recurrence_lookback")
+        if self.tail_window < self.min_repeats * self.max_period:
+            raise ValueError("tail_window must hold min_repeats * max_period tokens")
+        return self
+
+
+DEFAULT_SETTINGS = DetectorSettings()

@@ -1,0 +1,122 @@
+"""Incremental detection, so the caller can stop a collapsed stream long before max_tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ._analysis import Analysis, fired_rules, measure, analyze
+from ._settings import DEFAULT_SETTINGS, DetectorSettings
+from ._text import HELD_PIECES, piece_ids, split_pieces
+
+
+class StreamingDetector:
+    """Feed tokens as they arrive; ``feed`` turns True once the sample is clearly collapsed.
+
+    Every ``check_every`` tokens the rules for a cut generation are evaluated on the last
+    ``tail_window + recurrence_lookback`` tokens only, so a call costs O(chunk) amortised plus
+    one bounded check per ``check_every`` tokens, however long the stream gets. ``finish``
+    runs the whole-text :func:`analyze` once. A server that streams text without token ids
+    is fed with :meth:`feed_text`.
+
+    Why the verdict after an abort is the verdict of the run to max_tokens:
+
+    1. The abort rule is the verdict rule for a cut generation, with every token threshold
+       times ``abort_margin`` >= 1, evaluated on a window of the text received so far.
+    2. Each rule input on the window is a lower bound of the same input on the whole text:
+       less history can only hide repetition (the CUSUM starts later and sees fewer recurring
+       n-grams, a periodic tail cannot reach past the window). The near-periodic candidates
+       are the same periods in both, because they are read from the last ``tail_window``
+       distances and the window keeps ``recurrence_lookback`` >= ``max_period`` tokens of
+       history in front of them. For the exact period, the reported unit on the whole text
+       copies at least as many tokens as the window's (Fine and Wilf's theorem; needs
+       ``min_repeats`` >= 2). So ``analyze(tokens so far, finish_reason="aborted")`` is
+       collapsed, and it is what :meth:`finish` returns.
+    3. If the generation goes on repeating its loop until max_tokens, the periodic, near-
+       periodic or recurrent tail only gets longer and every rule is monotone in that length,
+       so the full run is collapsed too. ``recurrent_span`` and ``token_run`` hold whatever
+       follows. The suites test this on every sample (tests/test_detector_suites.py).
+    """
+
+    def __init__(self, settings: DetectorSettings = DEFAULT_SETTINGS) -> None:
+        self._settings = settings
+        self._tokens = np.empty(1024, dtype=np.int64)
+        self._n = 0
+        self._pieces: list[str] | None = None
+        self._pending_text = ""
+        self._next_check = settings.check_every
+        self._aborted_at: int | None = None
+        self._window = settings.tail_window + settings.recurrence_lookback + settings.recurrence_ngram - 1
+
+    @property
+    def n_tokens(self) -> int:
+        return self._n
+
+    @property
+    def aborted_at(self) -> int | None:
+        """Tokens received when ``feed`` first returned True (None: not aborted)."""
+        return self._aborted_at
+
+    def feed(self, token_ids: Sequence[int] | np.ndarray, pieces: Sequence[str] | None = None) -> bool:
+        """Append the next tokens (and their strings, if known, for every chunk or for none).
+
+        Returns True once the sample is collapsed by the early-abort rule; from then on the
+        sample is decided and further tokens are ignored.
+        """
+        if self._aborted_at is not None:
+            return True
+        self._append(np.asarray(token_ids, dtype=np.int64).ravel(), pieces)
+        if self._n >= self._next_check:
+            self._next_check = self._n + self._settings.check_every
+            window = self._tokens[max(0, self._n - self._window) : self._n]
+            if fired_rules(measure(window, self._settings), self._settings, natural_end=False, scale=self._settings.abort_margin):
+                self._aborted_at = self._n
+        return self._aborted_at is not None
+
+    def feed_text(self, text: str) -> bool:
+        """:meth:`feed` for a server that streams text but no token ids.
+
+        The text is split as :func:`split_text` splits the whole text, whatever the chunks:
+        the last pieces, which the next chunk could still change, wait for it (or for
+        :meth:`finish`). The pieces become the evidence text.
+        """
+        if self._aborted_at is not None:
+            return True
+        if self._n == 0 and self._pieces is None:
+            self._pieces = []  # text from the start: the evidence is text even if it stays empty
+        self._pending_text += text
+        pieces = split_pieces(self._pending_text)
+        if len(pieces) <= HELD_PIECES:
+            return False
+        self._pending_text = "".join(pieces[-HELD_PIECES:])
+        ready = pieces[:-HELD_PIECES]
+        return self.feed(piece_ids(ready), ready)
+
+    def finish(self, finish_reason: str | None) -> Analysis:
+        """The final verdict on everything received. After an abort the finish reason is
+        recorded as "aborted" whatever is passed: the server's reason then describes the
+        cancellation, not the sample."""
+        if self._pending_text and self._aborted_at is None:
+            pieces = split_pieces(self._pending_text)
+            self._append(piece_ids(pieces), pieces)
+            self._pending_text = ""
+        reason = "aborted" if self._aborted_at is not None else finish_reason
+        return analyze(self._tokens[: self._n], finish_reason=reason, settings=self._settings, pieces=self._pieces)
+
+    def _append(self, ids: np.ndarray, pieces: Sequence[str] | None) -> None:
+        if pieces is not None and len(pieces) != len(ids):
+            raise ValueError(f"{len(pieces)} pieces for {len(ids)} tokens")
+        if self._n == 0 and pieces is not None:
+            self._pieces = []
+        if (pieces is not None) != (self._pieces is not None) and len(ids):
+            raise ValueError("give pieces with every chunk or with none")
+        end = self._n + len(ids)
+        if end > len(self._tokens):
+            grown = np.empty(max(end, 2 * len(self._tokens)), dtype=np.int64)
+            grown[: self._n] = self._tokens[: self._n]
+            self._tokens = grown
+        self._tokens[self._n : end] = ids
+        if pieces is not None and self._pieces is not None:
+            self._pieces.extend(pieces)
+        self._n = end
