@@ -257,6 +257,68 @@ def cell(run_id: str, cell_id: str, results_dir: Path, cache_dir: Path) -> None:
     sys.exit(0 if record["status"] == "ok" else 3)
 
 
+@main.command(cls=_Command)
+@click.argument("files", nargs=-1, required=True, type=click.Path(allow_dash=True, path_type=Path))
+@click.option("--field", default="text", show_default=True, help="JSONL: the field holding the text.")
+@click.option("--finish-reason", default=None, help="Assume this finish_reason (JSONL rows may carry their own).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON verdict per text on stdout.")
+def detect(files: tuple[Path, ...], field: str, finish_reason: str | None, as_json: bool) -> None:
+    """Judge texts with evalkit's repeated-token collapse detector.
+
+    FILE is plain text (one text per file), or JSONL (one text per line, in --field, with an
+    optional finish_reason); `-` reads stdin. Exit code 0 when nothing collapsed, 1 otherwise.
+
+    \b
+    Examples:
+      evalkit detect transcript.txt
+      evalkit detect results/latest/dp8-piecewise-fixoff/repetition.samples.jsonl --json
+    """
+    from evalkit.evals.detector import analyze_text
+    from evalkit.report import clean
+
+    collapsed = 0
+    for path in files:
+        for name, text, reason in _texts(path, field):
+            analysis = analyze_text(text, finish_reason=finish_reason or reason)
+            collapsed += analysis.collapsed
+            if as_json:
+                click.echo(json.dumps({"source": name, "collapsed": analysis.collapsed, **analysis.to_dict()}))
+                continue
+            ev = analysis.evidence
+            line = f"{name}: {analysis.verdict}"
+            if analysis.collapsed:
+                line += (f" ({', '.join(ev.signals)}; period {ev.period}, onset token {ev.onset}, "
+                         f"{ev.loop_tokens} tokens looped) unit: {clean(ev.unit_text or '')[:60]!r}")
+            click.echo(line)
+    sys.exit(1 if collapsed else 0)
+
+
+def _texts(path: Path, field: str) -> list[tuple[str, str, str | None]]:
+    """(name, text, finish_reason) for every text in a plain or JSONL file."""
+    raw = sys.stdin.read() if str(path) == "-" else _read(path)
+    name = "stdin" if str(path) == "-" else str(path)
+    if not (str(path).endswith(".jsonl") or str(path).endswith(".ndjson")):
+        return [(name, raw, None)]
+    out = []
+    for lineno, line in enumerate(raw.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            text = row[field]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ConfigError(f"{name}:{lineno}: expected a JSON object with a {field!r} field ({e})") from e
+        out.append((f"{name}:{row.get('id', lineno)}", str(text), row.get("finish_reason")))
+    return out
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror})") from e
+
+
 def _check_same_config(config: MatrixConfig, previous: dict[str, Any], path: Path) -> None:
     """--resume only continues the same matrix: a changed config would mix two experiments."""
     from evalkit.runner import redacted_snapshot

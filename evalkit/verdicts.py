@@ -67,8 +67,34 @@ def compare(cell: dict[str, Any], ref: dict[str, Any], run_path: Path) -> dict[s
     rc, rr = cell["metrics"].get("repetition"), ref["metrics"].get("repetition")
     if rc and rr and rc.get("n") and rr.get("n"):
         f = fisher_collapse(rc["collapsed"], rc["n"], rr["collapsed"], rr["n"])
-        result["repetition.collapse_rate"] = {"diff": f.diff, "p_value": f.p_greater, "p_two_sided": f.p_two_sided}
+        result["repetition.collapse_rate"] = {"diff": f.diff, "p_value": f.p_greater, "p_two_sided": f.p_two_sided,
+                                              "new_collapses": _new_collapses(run_path / cell["id"], run_path / ref["id"])}
     return result
+
+
+def _new_collapses(cell_dir: Path, ref_dir: Path, limit: int = 50) -> list[dict[str, Any]]:
+    """Prompts collapsed in the cell but not in the reference, with the first token where the
+    two greedy outputs diverge: what the reference did instead, and how early the cell left it."""
+    from evalkit.evals.detector import split_text
+
+    def load(d: Path) -> dict[str, dict[str, Any]]:
+        path = d / "repetition.samples.jsonl"
+        return {row["id"]: row for row in read_jsonl(path)} if path.is_file() else {}
+
+    cell, ref = load(cell_dir), load(ref_dir)
+    out = []
+    for prompt_id, row in cell.items():
+        other = ref.get(prompt_id)
+        if not row.get("collapsed") or other is None or other.get("collapsed"):
+            continue
+        a, b = split_text(row.get("text", "")), split_text(other.get("text", ""))
+        n = min(len(a), len(b))
+        mismatch = (a[:n] != b[:n]).nonzero()[0]
+        diverge = int(mismatch[0]) if len(mismatch) else n
+        out.append({"id": prompt_id, "diverge_at_token": diverge, "onset": (row.get("evidence") or {}).get("onset")})
+        if len(out) == limit:
+            break
+    return out
 
 
 def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any] | None:

@@ -53,3 +53,20 @@ def test_exit_4_when_another_run_holds_the_device_lock(tmp_path: Path) -> None:
                                str(lock), "--results-dir", str(tmp_path / "r")], capture_output=True, text=True)
     assert done.returncode == 4
     assert f"devices are in use by evalkit pid {__import__('os').getpid()} (run other-run)" in done.stderr
+
+
+def test_detect_judges_plain_text_and_jsonl(tmp_path: Path) -> None:
+    (tmp_path / "loop.txt").write_text("The answer is " + "the same thing again and " * 200)
+    (tmp_path / "ok.txt").write_text((ROOT / "README.md").read_text())
+    rows = [{"id": "a", "text": "word " * 500, "finish_reason": "length"}, {"id": "b", "text": "A short healthy answer."}]
+    (tmp_path / "t.jsonl").write_text("\n".join(__import__("json").dumps(r) for r in rows) + "\n")
+    result = CliRunner().invoke(main, ["detect", str(tmp_path / "loop.txt"), str(tmp_path / "ok.txt"), str(tmp_path / "t.jsonl")])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1
+    assert lines[0].startswith(f"{tmp_path / 'loop.txt'}: collapsed (") and "period 5" in lines[0]
+    assert lines[1] == f"{tmp_path / 'ok.txt'}: healthy"
+    assert lines[2].startswith(f"{tmp_path / 't.jsonl'}:a: collapsed") and lines[3].endswith(":b: healthy")
+    as_json = CliRunner().invoke(main, ["detect", "--json", "-"], input="fine text, nothing repeats here.")
+    assert as_json.exit_code == 0 and '"collapsed": false' in as_json.output
+    bad = CliRunner().invoke(main, ["detect", str(tmp_path / "t.jsonl"), "--field", "body"])
+    assert bad.exit_code == 2 and "expected a JSON object with a 'body' field" in bad.output

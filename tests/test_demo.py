@@ -25,6 +25,10 @@ def run_demo(tmp_path: Path, seed: int, *args: str) -> dict:
     return json.loads(done.stdout)
 
 
+def cells_before(summary: dict, cell_id: str) -> int:
+    return next(c for c in summary["cells"] if c["id"] == cell_id)["metrics"]["repetition.collapsed"]
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
 def test_only_the_buggy_cell_is_flagged(tmp_path: Path, seed: int) -> None:
     # 300 questions keep the suite fast and still give the 7-point drop p < 1e-5.
@@ -36,6 +40,10 @@ def test_only_the_buggy_cell_is_flagged(tmp_path: Path, seed: int) -> None:
     assert buggy["vs_baseline"]["gsm8k.flexible"]["p_value"] < 0.001
     assert buggy["vs_ab"]["repetition.collapse_rate"]["p_value"] < 0.001
     assert {f["check"] for f in buggy["flags"]} >= {"max_drop_ab", "max_drop_vs_baseline", "max_rise_ab"}
+    # Each prompt that collapsed only here says where it left the healthy twin's greedy output.
+    new = buggy["vs_ab"]["repetition.collapse_rate"]["new_collapses"]
+    assert len(new) == buggy["metrics"]["repetition.collapsed"] - cells_before(summary, "dp8-piecewise-fixon")
+    assert all(0 < c["diverge_at_token"] <= c["onset"] + 1 for c in new), new
     for cell_id, cell in cells.items():
         assert cell["flags"] == [], cell_id
         for against in ("vs_baseline", "vs_ab"):

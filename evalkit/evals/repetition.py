@@ -13,6 +13,7 @@ which.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 from collections.abc import AsyncIterator, Callable
@@ -145,6 +146,11 @@ async def _generate(
             else:
                 detector.feed(pending if token_ids else split_text(splitter.push("", final=True)))
             analysis = detector.finish(finish_reason)
+            text = "".join(text_parts)
+            # Token-id evidence shows ids; for a reader, the same verdict's evidence as text.
+            text_evidence = (dataclasses.asdict(analyze_text(text, finish_reason=finish_reason,
+                                                            settings=settings.detector).evidence)
+                             if analysis.collapsed and token_ids else None)
             return {
                 "id": item.id,
                 "kind": item.kind,
@@ -153,7 +159,8 @@ async def _generate(
                 "finish_reason": finish_reason,
                 "collapsed": analysis.collapsed,
                 **analysis.to_dict(),
-                "text": "".join(text_parts),
+                "text_evidence": text_evidence,
+                "text": text,
             }
         except (httpx.TransportError, httpx.HTTPStatusError, StreamBroken, json.JSONDecodeError) as e:
             status = e.response.status_code if isinstance(e, httpx.HTTPStatusError) else None
