@@ -242,3 +242,32 @@ def test_signal_stops_engines_keeps_finished_cells_and_resume_completes(tmp_path
     healthy = cell(summary, "healthy")["metrics"]
     assert healthy["gsm8k.n"] == 40 and healthy["repetition.n"] == 4
     assert_nothing_left(tmp_path)
+
+
+def test_resume_after_sigint_gives_the_results_of_an_uninterrupted_run(tmp_path: Path) -> None:
+    text = config_text("[--sim-seed, '5']", gsm8k="{num_fewshot: 3}", timeouts="{startup: 30, stop_grace: 3}")
+    text = text.replace("healthy: " + HEALTHY, "healthy: {args: [--sim-seed, '1', --sim-tokens-per-second, '100']}")
+    path = tmp_path / "cfg.yaml"
+    path.write_text(text)
+    base = [sys.executable, "-m", "evalkit.cli", "matrix", "--results-dir", str(tmp_path / "results"), "--limit", "40"]
+    whole = subprocess.run([*base, "--config", str(path), "--run-id", "whole", "--json"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=240)
+    proc = subprocess.Popen([*base, "--config", str(path), "--run-id", "cut"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if re.search(r"healthy\s+gsm8k", line):
+            break
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
+    resumed = subprocess.run([*base, "--resume", "cut", "--json"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=240)
+
+    def results(done: subprocess.CompletedProcess[str]) -> list[tuple[str, str, str]]:
+        return [(c["id"], c["status"], json.dumps(c["metrics"], sort_keys=True)) for c in json.loads(done.stdout)["cells"]]
+
+    assert results(resumed) == results(whole)
+    for cell_id in ("faulty", "healthy"):
+        a = (tmp_path / "results" / "whole" / cell_id / "gsm8k.samples.jsonl").read_text()
+        b = (tmp_path / "results" / "cut" / cell_id / "gsm8k.samples.jsonl").read_text()
+        assert a == b, cell_id
