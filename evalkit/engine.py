@@ -21,6 +21,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -101,7 +102,7 @@ class EngineProcess:
             log.flush()
             self._started_at = time.monotonic()
             self._proc = subprocess.Popen(
-                list(self.argv),
+                [sys.executable, "-m", "evalkit._deathsig", *self.argv],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -110,6 +111,7 @@ class EngineProcess:
                 start_new_session=True,
                 close_fds=True,
             )
+            log.write(f"[evalkit] engine pid {self._proc.pid}\n".encode())
 
     @property
     def pid(self) -> int | None:

@@ -52,14 +52,15 @@ def run(tmp_path: Path, text: str, *extra: str, timeout: float = 240) -> tuple[s
 
 
 def engine_pids(tmp_path: Path) -> list[int]:
-    pids = []
+    """Every engine and spawned child pid a run recorded (cell.json and the engine logs)."""
+    pids: list[int] = []
     for cell in (tmp_path / "results" / "r").glob("*/cell.json"):
         pid = json.loads(cell.read_text()).get("engine_pid")
         if pid:
             pids.append(pid)
     for log in (tmp_path / "results" / "r").glob("*/engine.log"):
-        pids += [int(p) for p in re.findall(r"spawned child pid (\d+)", log.read_text())]
-    return pids
+        pids += [int(p) for p in re.findall(r"(?:spawned child pid|\[evalkit\] engine pid) (\d+)", log.read_text())]
+    return sorted(set(pids))
 
 
 def assert_nothing_left(tmp_path: Path) -> None:
@@ -271,3 +272,26 @@ def test_resume_after_sigint_gives_the_results_of_an_uninterrupted_run(tmp_path:
         a = (tmp_path / "results" / "whole" / cell_id / "gsm8k.samples.jsonl").read_text()
         b = (tmp_path / "results" / "cut" / cell_id / "gsm8k.samples.jsonl").read_text()
         assert a == b, cell_id
+
+
+@pytest.mark.parametrize("after_s", [1.5, 4.0, 7.0])
+def test_sigkill_of_evalkit_leaves_whole_files_and_no_engine(tmp_path: Path, after_s: float) -> None:
+    """SIGKILL cannot be caught: files are still whole (atomic renames) and the engine dies with
+    evalkit (PR_SET_PDEATHSIG), so nothing holds the GPUs."""
+    path = tmp_path / "cfg.yaml"
+    path.write_text(config_text("[--sim-seed, '6', --sim-tokens-per-second, '200']", gsm8k="{num_fewshot: 3}"))
+    proc = subprocess.Popen([sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(path), "--run-id", "r",
+                             "--results-dir", str(tmp_path / "results"), "--limit", "40", "--quiet"], cwd=tmp_path)
+    time.sleep(after_s)
+    proc.kill()
+    proc.wait()
+    assert_nothing_left(tmp_path)
+    for f in (tmp_path / "results").rglob("*"):
+        if f.name.endswith(".json"):
+            json.loads(f.read_text())
+        elif f.name.endswith(".jsonl"):
+            [json.loads(line) for line in f.read_text().split("\n") if line]
+    from evalkit.store import resolve_run
+
+    if (tmp_path / "results" / "r" / "run.json").exists():
+        assert resolve_run(tmp_path / "results", "latest").name == "r"
