@@ -83,6 +83,7 @@ class EngineProcess:
     _started_at: float = field(default=0.0, init=False, repr=False)
     _fatal: list[str] = field(default_factory=list, init=False, repr=False)
     _log_offset: int = field(default=0, init=False, repr=False)
+    _launch_offset: int = field(default=0, init=False, repr=False)
     _monitor: threading.Thread | None = field(default=None, init=False, repr=False)
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
 
@@ -98,6 +99,8 @@ class EngineProcess:
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
+            # A retried or resumed cell appends to its log: this launch is judged on its own lines.
+            self._launch_offset = self._log_offset = log.tell()
             log.write(f"[evalkit] launching: {shlex.join(redact_argv(self.argv))}\n".encode())
             log.flush()
             self._started_at = time.monotonic()
@@ -231,7 +234,7 @@ class EngineProcess:
         try:
             with self.log_path.open("rb") as f:
                 f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 64 * 1024))
+                f.seek(max(self._launch_offset, f.tell() - 64 * 1024))
                 text = f.read().decode("utf-8", "replace")
         except FileNotFoundError:
             return ""
@@ -242,7 +245,9 @@ class EngineProcess:
         if not self.effective_mode_pattern:
             return None
         try:
-            text = self.log_path.read_text("utf-8", "replace")
+            with self.log_path.open("rb") as f:
+                f.seek(self._launch_offset)
+                text = f.read().decode("utf-8", "replace")
         except FileNotFoundError:
             return None
         found = re.findall(self.effective_mode_pattern, text)

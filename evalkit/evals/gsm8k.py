@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import tqdm
 import yaml
 
 from evalkit.config import GSM8KSettings
@@ -35,6 +36,11 @@ from evalkit.errors import EvalError
 os.environ.setdefault("TQDM_DISABLE", "1")  # lm-eval's progress bars would drown evalkit's own
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+# tqdm's `ensure_lock` (used by datasets' thread_map) deletes the class lock after use when it
+# created it; with cells in threads another thread's bar then fails with "tqdm has no attribute
+# _lock". A lock made once up front is never deleted.
+tqdm.tqdm.get_lock()
 
 TASK_NAME = "evalkit_gsm8k"
 FILTERS = ("strict-match", "flexible-extract")
