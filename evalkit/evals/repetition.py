@@ -24,7 +24,7 @@ import httpx
 
 from evalkit.config import RepetitionSettings
 from evalkit.errors import EvalError
-from evalkit.evals.detector import StreamingDetector, analyze_text, split_text
+from evalkit.evals.detector import StreamingDetector, analyze_text
 from evalkit.evals.prompts import Prompt, load_prompt_set
 
 TRANSIENT_STATUS = {429, 500, 502, 503, 504}
@@ -51,25 +51,6 @@ def _token_ids(pieces: list[str]) -> list[int] | None:
         return [int(piece[9:]) for piece in pieces]
     except ValueError:
         return None
-
-
-class _TextSplitter:
-    """Feeds the tokenizer-free split of a growing text, one whole word at a time.
-
-    Only text up to the last whitespace is split, so a word cut between two stream chunks is
-    split once, whole: the ids fed equal the split of the finished text.
-    """
-
-    def __init__(self) -> None:
-        self.pending = ""
-
-    def push(self, text: str, final: bool = False) -> str:
-        self.pending += text
-        cut = len(self.pending) if final else max(self.pending.rfind(" "), self.pending.rfind("\n"))
-        if cut <= 0:
-            return ""
-        ready, self.pending = self.pending[:cut], self.pending[cut:]
-        return ready
 
 
 async def _stream(
@@ -121,7 +102,6 @@ async def _generate(
     for attempt in range(1, MAX_ATTEMPTS + 1):
         detector = StreamingDetector(settings.detector)
         pending: list[int] = []  # ids are fed in batches: one detector call per FEED_BATCH tokens
-        splitter = _TextSplitter()
         text_parts: list[str] = []
         finish_reason: str | None = None
         source = "token_ids" if token_ids else "text_split"
@@ -138,13 +118,14 @@ async def _generate(
                     if len(pending) >= FEED_BATCH:
                         collapsed, pending = detector.feed(pending), []
                 else:
-                    collapsed = detector.feed(split_text(splitter.push(text))) if text else False
+                    collapsed = detector.feed_text(text) if text else False
                 finish_reason = reason or finish_reason
                 if collapsed and settings.early_abort:
                     finish_reason = "aborted"
                     break
             else:
-                detector.feed(pending if token_ids else split_text(splitter.push("", final=True)))
+                if token_ids:
+                    detector.feed(pending)
             analysis = detector.finish(finish_reason)
             text = "".join(text_parts)
             # Token-id evidence shows ids; for a reader, the same verdict's evidence as text.

@@ -60,9 +60,9 @@ class Profile:
 
 def get_profile(name: str) -> Profile:
     """The built-in profile called `name`."""
-    from evalkit.profiles import atom, command, sim
+    from evalkit.profiles import atom, command, sglang, sim, vllm
 
-    profiles = {p.name: p for p in (atom.PROFILE, sim.PROFILE, command.PROFILE)}
+    profiles = {p.name: p for p in (atom.PROFILE, sim.PROFILE, command.PROFILE, vllm.PROFILE, sglang.PROFILE)}
     if name not in profiles:
         raise ConfigError(f"engine.profile: unknown profile {name!r} (known: {', '.join(sorted(profiles))})")
     return profiles[name]
