@@ -12,6 +12,7 @@ Exit codes (also in README.md):
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -147,6 +148,8 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
 @click.option("--no-lock", is_flag=True, help="Do not take the device lock.")
 @click.option("--history-db", type=click.Path(path_type=Path), help="History database [default: RESULTS_DIR/history.db].")
 @click.option("--no-history", is_flag=True, help="Do not record finished cells in the history database.")
+@click.option("--notify", metavar="CMD", help="Run CMD (split like a shell would, run without one) with the "
+              "markdown report's path appended, after the run; e.g. --notify 'scripts/post-to-chat --channel ci'.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json on stdout; progress stays on stderr.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 @click.pass_context
@@ -154,7 +157,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
            dry_run: bool, run_id: str | None, resume_run: str | None, results_dir: Path, cache_dir: Path,
            base_url: str | None, executor: str | None, max_parallel: int | None, lock_file: Path, no_lock: bool,
            history_db: Path | None,
-           no_history: bool, as_json: bool, quiet: bool) -> None:
+           no_history: bool, notify: str | None, as_json: bool, quiet: bool) -> None:
     """Run the matrix: start each cell's engine, run GSM8K and the collapse check, report.
 
     Results go to RESULTS_DIR/RUN_ID/ (run.json, summary.json, table.md, one folder per cell).
@@ -232,7 +235,23 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     elif not quiet:
         report.terminal(summary, console, report.load_details(store.path, summary))
         console.print(f"results: {store.path}")
+    if notify:
+        _notify(notify, store.path / "table.md", summary["exit_code"])
     sys.exit(EXIT_INTERRUPTED if interrupted else summary["exit_code"])
+
+
+def _notify(command: str, markdown_path: Path, exit_code: int) -> None:
+    """The --notify hook: argv from `command` plus the report path; its failure is reported, not fatal."""
+    import subprocess
+
+    argv = [*shlex.split(command), str(markdown_path.resolve())]
+    try:
+        done = subprocess.run(argv, env={**os.environ, "EVALKIT_EXIT_CODE": str(exit_code)}, timeout=300, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        click.echo(f"warning: --notify {argv[0]}: {e}", err=True)
+        return
+    if done.returncode != 0:
+        click.echo(f"warning: --notify {argv[0]} exited with {done.returncode}", err=True)
 
 
 @main.command(cls=_Command)

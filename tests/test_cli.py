@@ -70,3 +70,15 @@ def test_detect_judges_plain_text_and_jsonl(tmp_path: Path) -> None:
     assert as_json.exit_code == 0 and '"collapsed": false' in as_json.output
     bad = CliRunner().invoke(main, ["detect", str(tmp_path / "t.jsonl"), "--field", "body"])
     assert bad.exit_code == 2 and "expected a JSON object with a 'body' field" in bad.output
+
+
+def test_notify_runs_an_argv_with_the_markdown_path(tmp_path: Path) -> None:
+    hook = tmp_path / "hook.py"
+    hook.write_text("import os, sys\nopen(sys.argv[1], 'w').write(sys.argv[2] + ' ' + os.environ['EVALKIT_EXIT_CODE'])\n")
+    out = tmp_path / "got.txt"
+    done = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--model", "demo", "--only", "parallel=tp8,graph=full",
+                           "--limit", "10", "--quiet", "--results-dir", str(tmp_path / "r"), "--run-id", "n",
+                           "--notify", f"{sys.executable} {hook} {out}"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    path, code = out.read_text().split()
+    assert path == str(tmp_path / "r" / "n" / "table.md") and Path(path).is_file() and code == "0"

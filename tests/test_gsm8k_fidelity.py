@@ -77,3 +77,33 @@ def test_missing_or_corrupt_data_file_is_named(tmp_path: Path) -> None:
     (tmp_path / "test.jsonl").write_text('{"question": "q"}\n')
     with pytest.raises(EvalError, match=r"test.jsonl:1: not a GSM8K record"):
         gsm8k.check_data(tmp_path)
+
+
+def test_an_endpoint_the_server_does_not_serve_is_refused_before_any_question(tmp_path: Path) -> None:
+    """A server with only /v1/completions (the `command` profile's simplest case) and a chat config."""
+    server = tmp_path / "server.py"
+    server.write_text(
+        "import json, sys\n"
+        "from http.server import BaseHTTPRequestHandler, HTTPServer\n"
+        "class H(BaseHTTPRequestHandler):\n"
+        "    def do_POST(self):\n"
+        "        self.rfile.read(int(self.headers['Content-Length']))\n"
+        "        ok = self.path == '/v1/completions'\n"
+        "        self.send_response(200 if ok else 404); self.end_headers()\n"
+        "        self.wfile.write(json.dumps({'choices': [{'text': 'x', 'index': 0}]} if ok else {'detail': 'Not Found'}).encode())\n"
+        "    def log_message(self, *a): pass\n"
+        "HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n")
+    from evalkit.engine import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(server), str(port)])
+    try:
+        import time
+
+        time.sleep(0.5)
+        with pytest.raises(EvalError, match=r"endpoint is 'chat' but the server answers /v1/chat/completions with HTTP 404"):
+            gsm8k.check_endpoint(GSM8KSettings(endpoint="chat"), f"http://127.0.0.1:{port}", "m")
+        gsm8k.check_endpoint(GSM8KSettings(endpoint="completions"), f"http://127.0.0.1:{port}", "m")
+    finally:
+        proc.kill()
+        proc.wait()

@@ -249,6 +249,28 @@ class GSM8KResult:
     samples: list[dict[str, Any]]
 
 
+def check_endpoint(settings: GSM8KSettings, base_url: str, served_name: str) -> None:
+    """Refuse, before any question, a server that does not serve the configured endpoint.
+
+    Pointing lm-eval's completions backend at a chat route (or the reverse) fails every request
+    with 404/422 (lm-eval #3125); one probe turns that into a single clear error.
+    """
+    import httpx
+
+    if settings.endpoint == "chat":
+        path, body = "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}
+    else:
+        path, body = "/v1/completions", {"prompt": "hi"}
+    try:
+        r = httpx.post(base_url.rstrip("/") + path, json={"model": served_name, "max_tokens": 1, "temperature": 0, **body},
+                       timeout=60)
+    except httpx.HTTPError as e:
+        raise EvalError(f"gsm8k: {path} unreachable: {e}") from e
+    if r.status_code in (400, 404, 405, 422):
+        raise EvalError(f"gsm8k: evals.gsm8k.endpoint is {settings.endpoint!r} but the server answers {path} "
+                        f"with HTTP {r.status_code}: {r.text[:200]}")
+
+
 def run_gsm8k(
     settings: GSM8KSettings, base_url: str, served_name: str, task_dir: Path, limit: int | None,
     log_path: Path | None = None, progress: Callable[[int, int], None] | None = None,
@@ -257,6 +279,7 @@ def run_gsm8k(
     import lm_eval.evaluator
     from lm_eval.tasks import TaskManager
 
+    check_endpoint(settings, base_url, served_name)
     logging.getLogger("lm_eval").setLevel(logging.WARNING)
     # lm-eval shells out to `git describe` in the cwd for its own report (printing "fatal: not
     # a git repository" outside one); evalkit records the SHAs that matter in run.json itself.
@@ -288,6 +311,10 @@ def run_gsm8k(
     if out is None:
         raise EvalError("gsm8k: lm-eval returned no results")
     result = _collect(out, meta)
+    result.metrics["endpoint"] = settings.endpoint
+    result.metrics["chat_template"] = (
+        "the server's own (lm-eval apply_chat_template, few-shot as multi-turn)" if settings.endpoint == "chat" else None
+    )
     if meta.first_request is not None and meta.last_answer is not None:
         result.metrics["requests_s"] = round(meta.last_answer - meta.first_request, 3)
     return result
