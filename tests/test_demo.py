@@ -30,11 +30,13 @@ def collapsed_in(summary: dict, cell_id: str) -> int:
     return next(c for c in summary["cells"] if c["id"] == cell_id)["metrics"]["repetition.collapsed"]
 
 
+@pytest.mark.timeout(900)
 def test_the_readme_demo_flags_only_the_buggy_cell(tmp_path: Path) -> None:
     """Seed 0, every question, exactly as `evalkit matrix --model demo` runs it."""
     check_only_buggy_flagged(run_demo(tmp_path, 0))
 
 
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_other_seeds_flag_only_the_buggy_cell(tmp_path: Path, seed: int) -> None:
     # 700 questions and two cells at a time (16 declared devices, 8 per cell) keep the suite
