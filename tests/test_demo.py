@@ -55,7 +55,9 @@ def check_only_buggy_flagged(summary: dict) -> None:
     # Each prompt that collapsed only here says where it left the healthy twin's greedy output.
     new = buggy["vs_ab"]["repetition.collapse_rate"]["new_collapses"]
     assert len(new) == buggy["metrics"]["repetition.collapsed"] - collapsed_in(summary, "dp8-piecewise-fixon")
-    assert all(0 < c["diverge_at_token"] <= c["onset"] + 1 for c in new), new
+    # The outputs part where the loop begins: the detector's onset is within a few tokens of it
+    # (it may start the loop a unit early, where the text before the collapse already matched).
+    assert all(0 < c["diverge_at_token"] and abs(c["diverge_at_token"] - c["onset"]) <= 32 for c in new), new
     for cell_id, cell in cells.items():
         assert cell["flags"] == [], cell_id
         for against in ("vs_baseline", "vs_ab"):
