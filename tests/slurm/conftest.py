@@ -1,0 +1,131 @@
+"""Helpers for the Slurm executor tests: the demo config as a Slurm run, evalkit as a process, squeue.
+
+The tests marked `slurm` need a real Slurm: `bash scripts/slurm-local.sh start` runs one on this
+machine, and its slurm.conf is found at $EVALKIT_SLURM_DIR (default /tmp/evalkit-slurm) unless
+SLURM_CONF is set. Without a cluster they skip, unless EVALKIT_SLURM_REQUIRED=1 (CI) makes that
+a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CONFIGS, ROOT
+
+SUBSET = ("--only", "graph=full", "--only", "parallel=dp8,graph=piecewise", "--limit", "30")
+"""Six demo cells: the baseline, the buggy cell (dp8-piecewise-fixoff) and its twin, 30 questions."""
+EXTRA_THRESHOLD = "  - {metric: repetition.collapse_rate, max: 0.1}\n"
+"""Breaks on the buggy cell (1 of 4 prompts collapse), so both executors must agree on a flag."""
+
+
+def demo_config(tmp_path: Path, *, sim_args: tuple[str, ...] = (), **slurm: str) -> Path:
+    """configs/demo.yaml as a Slurm run: 4 repetition prompts, no GPUs, 1 CPU per job, 1 s polls.
+
+    `slurm` overrides executor.slurm settings, each value written as YAML (`time_limit='"1"'`).
+    """
+    text = (CONFIGS / "demo.yaml").read_text(encoding="utf-8")
+    text = _replace_once(text, "    count: 64\n", "    count: 4\n")
+    text = _replace_once(text, "thresholds:\n", "thresholds:\n" + EXTRA_THRESHOLD)
+    if sim_args:
+        text = _replace_once(text, '"--sim-seed", "0"]', '"--sim-seed", "0", ' + ", ".join(f'"{a}"' for a in sim_args) + "]")
+    settings = {"gpus": "false", "cpus_per_task": "1", "poll_s": "1", "time_limit": '"10"', **slurm}
+    body = ", ".join(f"{key}: {value}" for key, value in settings.items())
+    path = tmp_path / "demo-slurm.yaml"
+    path.write_text(text + f"executor:\n  kind: slurm\n  slurm: {{{body}}}\n", encoding="utf-8")
+    return path
+
+
+def _replace_once(text: str, old: str, new: str) -> str:
+    assert text.count(old) == 1, f"configs/demo.yaml changed: {old!r} is not there exactly once"
+    return text.replace(old, new)
+
+
+def evalkit(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "evalkit.cli", *args], check=False, cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+class Driver:
+    """`evalkit matrix` running in the background, its progress lines collected as they come."""
+
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", "evalkit.cli", *args], cwd=ROOT, text=True,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+
+    def wait_line(self, pattern: str, timeout: float = 60) -> re.Match[str]:
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        exited_at: float | None = None
+        with self._changed:
+            while True:
+                for line in self.lines:
+                    if match := regex.search(line):
+                        return match
+                now = time.monotonic()
+                if exited_at is None and self.process.poll() is not None:
+                    exited_at = now
+                if now > deadline or exited_at is not None and now - exited_at > 1:  # 1 s to drain
+                    raise AssertionError(f"no progress line matching {pattern!r}:\n" + "\n".join(self.lines))
+                self._changed.wait(0.2)
+
+    def wait(self, timeout: float = 120) -> int:
+        code = self.process.wait(timeout)
+        time.sleep(0.1)  # the drain thread's last lines
+        return code
+
+    @property
+    def log(self) -> str:
+        with self._changed:
+            return "\n".join(self.lines)
+
+
+def squeue_names(prefix: str) -> list[str]:
+    """Names of the jobs squeue still lists (pending, running, completing) that start with `prefix`."""
+    out = subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True, check=True, timeout=30)
+    return [name for name in out.stdout.split() if name.startswith(prefix)]
+
+
+def _cluster_answers() -> str | None:
+    """Why no cluster is usable, or None when sinfo answers."""
+    if shutil.which("sbatch") is None:
+        return "no sbatch on PATH"
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%t"], check=False, capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return "sinfo does not answer"
+    return None if out.returncode == 0 and out.stdout.strip() else f"sinfo: {out.stderr.strip() or 'no nodes'}"
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[None]:
+    """A Slurm that answers; SLURM_CONF points at scripts/slurm-local.sh's cluster unless already set."""
+    local_conf = Path(os.environ.get("EVALKIT_SLURM_DIR", "/tmp/evalkit-slurm")) / "slurm.conf"
+    if "SLURM_CONF" not in os.environ and local_conf.is_file():
+        os.environ["SLURM_CONF"] = str(local_conf)
+    why = _cluster_answers()
+    if why is not None:
+        message = f"no Slurm cluster ({why}); start one with: bash scripts/slurm-local.sh start"
+        if os.environ.get("EVALKIT_SLURM_REQUIRED") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    yield
