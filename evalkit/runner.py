@@ -309,7 +309,8 @@ def _run_evals(
         write_jsonl(cell_dir / "gsm8k.samples.jsonl", gsm8k_samples)
         metrics["gsm8k"] = result.metrics
         if evals.gsm8k.repeats > 1:
-            metrics["gsm8k"]["repeats"] = _repeat_gsm8k(config, cell, base_url, options, task_dir, progress, result)
+            metrics["gsm8k"]["repeats"] = _repeat_gsm8k(config, cell, base_url, options, task_dir, cell_dir, progress,
+                                                        result)
     if evals.repetition.enabled:
         settings = evals.repetition
         if options.limit is not None:
@@ -340,15 +341,14 @@ def redacted_snapshot(config: MatrixConfig) -> dict[str, Any]:
 
 
 def _repeat_gsm8k(
-    config: MatrixConfig, cell: Cell, base_url: str, options: RunOptions, task_dir: Path, progress: Progress,
-    first: gsm8k.GSM8KResult,
+    config: MatrixConfig, cell: Cell, base_url: str, options: RunOptions, task_dir: Path, cell_dir: Path,
+    progress: Progress, first: gsm8k.GSM8KResult,
 ) -> dict[str, Any]:
     """Run GSM8K again on the same engine; the questions that flip between runs are the noise floor.
 
     Several real configuration bugs were nondeterministic, and so are some healthy engines: a
     delta no larger than re-running the same cell is not a regression.
     """
-    cell_dir = options.results_dir / options.run_id / cell.id
     runs = [first]
     for i in range(2, config.evals.gsm8k.repeats + 1):
         progress.update(cell.id, f"gsm8k repeat {i}")
