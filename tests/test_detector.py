@@ -6,6 +6,7 @@ test_detector_suites.py.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -29,7 +30,9 @@ from evalkit.evals.detector import (
     split_text,
 )
 from evalkit.evals.detector import _kernels as K
+from evalkit.evals.detector._analysis import measure
 from evalkit.evals.detector._text import split_pieces
+from tests.detector_reference import reference_abort
 
 A, B, C, X, Y = 1, 2, 3, 7, 8
 
@@ -41,6 +44,15 @@ def healthy(n: int, seed: int = 0) -> np.ndarray:
 
 def loop(unit: list[int], tokens: int) -> np.ndarray:
     return np.resize(np.asarray(unit), tokens)
+
+
+def gsm8k_text() -> str:
+    """Long healthy reasoning: the shipped GSM8K training answers, one after another."""
+    from importlib import resources
+
+    path = resources.files("evalkit").joinpath("data", "gsm8k", "train.jsonl")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[:600]]
+    return "\n\n".join(f"{r['question']}\n{r['answer']}" for r in rows)
 
 
 def brute_coverage(tokens: list[int], p: int) -> int:
@@ -407,6 +419,91 @@ def test_streaming_in_random_chunks_agrees_with_analyze(stream: tuple[np.ndarray
     else:  # the abort rule implies the verdict on what was received
         assert result == analyze(tokens[: d.aborted_at], finish_reason="aborted")
         assert result.collapsed
+
+
+def feed_in(tokens: np.ndarray, chunks: list[int], s: DetectorSettings) -> int | None:
+    """Feed ``tokens`` in exactly these chunk sizes; the token count at the abort."""
+    d, n = StreamingDetector(s), 0
+    for size in chunks:
+        if n >= len(tokens) or d.feed(tokens[n : n + size]):
+            break
+        n += size
+    return d.aborted_at
+
+
+@st.composite
+def near_loops(draw: st.DrawFn) -> np.ndarray:
+    """Loops whose copies differ every few tokens: the near-periodic rule's territory."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    unit = rng.integers(0, 50_000, draw(st.integers(5, 120)))
+    body = np.resize(unit, draw(st.integers(200, 2500)))
+    every = draw(st.integers(3, 40))
+    body[::every] = rng.integers(50_000, 100_000, len(body[::every]))  # a counter that changes
+    return np.concatenate([rng.integers(0, 50_000, draw(st.integers(0, 800))), body,
+                           rng.integers(0, 50_000, draw(st.integers(0, 300)))]).astype(np.int64)
+
+
+gate_settings = st.sampled_from([
+    DetectorSettings(),
+    DetectorSettings(abort_margin=1.5),
+    DetectorSettings(check_every=16, min_loop_tokens=3, max_run=8),
+    DetectorSettings(min_match_rate=0.8),  # a near-periodic bound that says nothing
+    DetectorSettings(recurrence_ngram=3, min_near_loop_tokens=40, min_recurrent_tokens=20),
+    DetectorSettings(min_recurrent_tokens=900, min_recurrent_span_tokens=60, min_loop_tokens=900,
+                     min_near_loop_tokens=900),  # the span rule decides first
+])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(looping_streams().map(lambda t: t[0]), near_loops()),
+       st.lists(st.integers(1, 200), min_size=1, max_size=50), gate_settings)
+def test_skipping_impossible_checks_never_moves_an_abort(tokens: np.ndarray, sizes: list[int], s: DetectorSettings) -> None:
+    """StreamingDetector aborts at the very token where checking every window would."""
+    chunks = sizes * (len(tokens) // sum(sizes) + 1)
+    assert feed_in(tokens, chunks, s) == reference_abort(tokens, chunks, s)
+
+
+def test_a_near_loop_with_a_mismatch_every_fifth_token_aborts_as_without_skipping() -> None:
+    """No 5-gram of such a tail recurs at all, yet the near-periodic rule can hold."""
+    rng = np.random.default_rng(3)
+    body = np.resize(np.arange(60), 2000)
+    body[::5] = rng.integers(1000, 2000, len(body[::5]))
+    for tail_noise in (0, 64, 200):
+        tokens = np.concatenate([healthy(300), body, healthy(tail_noise, seed=9)])
+        for chunks in ([64] * 60, [1] * 3000, [100] * 40):
+            assert feed_in(tokens, chunks, DetectorSettings(min_match_rate=0.75)) == reference_abort(
+                tokens, chunks, DetectorSettings(min_match_rate=0.75))
+
+
+def test_short_runs_and_recurrent_spans_abort_as_without_skipping() -> None:
+    """Each rule first alone: a run of 64-100 tokens then prose (the run rule holds for a few
+    checks only), a drifting loop under settings where the span or the recurrent tail decides."""
+    span_first = DetectorSettings(min_recurrent_tokens=900, min_recurrent_span_tokens=60,
+                                  min_loop_tokens=900, min_near_loop_tokens=900)
+    rng = np.random.default_rng(5)
+    drift = np.array([t for i in rng.integers(0, 3, 200) for t in ([A, B, C], [A, X, C, Y], [B, B, Y])[i]])
+    for run in (64, 70, 90, 100):
+        tokens = np.concatenate([healthy(200), loop([A], run), healthy(500, seed=2)])
+        for chunks in ([64] * 20, [7] * 200, [1] * 900):
+            assert feed_in(tokens, chunks, DEFAULT_SETTINGS) == reference_abort(tokens, chunks) is not None
+    tail_first = DetectorSettings(min_loop_tokens=900, min_near_loop_tokens=900)
+    for length in (300, 600):
+        tokens = np.concatenate([healthy(200), drift[:length], healthy(500, seed=2)])
+        for chunks, s in itertools.product(([64] * 20, [7] * 200), (span_first, tail_first)):
+            assert feed_in(tokens, chunks, s) == reference_abort(tokens, chunks, s) is not None
+
+
+def test_a_healthy_stream_is_rarely_checked_in_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real reasoning text (GSM8K answers): most checks are skipped, none is needed."""
+    from evalkit.evals.detector import _streaming
+
+    calls = []
+    monkeypatch.setattr(_streaming, "measure", lambda *a: calls.append(1) or measure(*a))
+    tokens = np.asarray(split_text(gsm8k_text())[:16_384])
+    d = StreamingDetector()
+    for i in range(0, len(tokens), 64):
+        assert not d.feed(tokens[i : i + 64])
+    assert len(calls) < 0.1 * len(tokens) / 64
 
 
 # --- look-alikes -----------------------------------------------------------------------------

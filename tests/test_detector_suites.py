@@ -20,6 +20,7 @@ import pytest
 
 from evalkit.evals.detector import Analysis, StreamingDetector, analyze
 from evalkit.evals.detector._text import piece_ids, split_pieces
+from tests.detector_reference import reference_abort
 
 SUITES = Path(__file__).parent / "data" / "detector"
 MIN_RECALL = 0.99
@@ -58,6 +59,7 @@ def verdicts(name: str) -> tuple[Analysis, ...]:
 class Streamed:
     aborted_at: int | None
     result: Analysis
+    chunks: tuple[int, ...]
 
 
 @cache
@@ -67,13 +69,13 @@ def streamed(name: str) -> tuple[Streamed, ...]:
     out = []
     for s in suite(name):
         d = StreamingDetector()
-        i = 0
+        i, chunks = 0, []
         while i < len(s.tokens):
-            size = int(rng.integers(1, 161))
+            chunks.append(size := int(rng.integers(1, 161)))
             if d.feed(s.tokens[i : i + size], s.pieces[i : i + size]):
                 break
             i += size
-        out.append(Streamed(d.aborted_at, d.finish(s.finish_reason)))
+        out.append(Streamed(d.aborted_at, d.finish(s.finish_reason), tuple(chunks)))
     return tuple(out)
 
 
@@ -138,6 +140,12 @@ def test_streaming_in_random_chunks_equals_analyze_on_the_whole_text(name: str) 
 
 def test_early_abort_never_touches_a_healthy_text() -> None:
     assert [s.id for s, run in zip(suite("negatives"), streamed("negatives")) if run.aborted_at is not None] == []
+
+
+def test_skipped_checks_never_move_an_abort() -> None:
+    """Every positive is aborted at the token where checking every window would abort it."""
+    for s, run in zip(suite("positives"), streamed("positives")):
+        assert run.aborted_at == reference_abort(s.tokens, run.chunks), s.id
 
 
 def test_early_abort_never_changes_a_verdict() -> None:

@@ -217,6 +217,17 @@ def test_paced_stream_takes_its_time_and_counts_every_token() -> None:
     assert stats["aborted_streams"] == 0
 
 
+def test_stream_interval_sets_tokens_per_event_as_real_engines_do() -> None:
+    with SimServer("--sim-stream-interval", "1") as server, server.client() as http:
+        one = stream(http, prompt=LONG_PROMPT, max_tokens=200, logprobs=1, return_tokens_as_token_ids=True)
+    with SimServer("--sim-stream-interval", "7") as server, server.client() as http:
+        seven = stream(http, prompt=LONG_PROMPT, max_tokens=200, logprobs=1, return_tokens_as_token_ids=True)
+    per_event = [[len(c["choices"][0]["logprobs"]["tokens"]) for c in chunks if c["choices"][0]["logprobs"]]
+                 for chunks in (one, seven)]
+    assert set(per_event[0]) == {1} and set(per_event[1][:-1]) == {7} and per_event[1][-1] <= 7
+    assert streamed_text(one, chat=False) == streamed_text(seven, chat=False)
+
+
 @pytest.mark.parametrize(
     ("path", "body", "status", "words"),
     [

@@ -53,6 +53,24 @@ def _token_ids(pieces: list[str]) -> list[int] | None:
         return None
 
 
+async def _sse_data(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The ``data:`` field of each server-sent event, as bytes.
+
+    Lines are split here rather than by httpx's ``aiter_lines``, which decodes every chunk to
+    text first: on a fast server that was a fifth of the client's time per event. Line ends
+    are CR, LF or CRLF, as the SSE format allows.
+    """
+    pending = b""
+    async for chunk in response.aiter_bytes():
+        lines = (pending + chunk).splitlines(keepends=True)
+        pending = lines.pop() if lines and not lines[-1].endswith((b"\n", b"\r")) else b""
+        for line in lines:
+            if line.startswith(b"data:"):
+                yield line[5:].strip()
+    if pending.startswith(b"data:"):
+        yield pending[5:].strip()
+
+
 async def _stream(
     client: httpx.AsyncClient, settings: RepetitionSettings, served_name: str, prompt: str, token_ids: bool
 ) -> AsyncIterator[tuple[str, list[str], str | None]]:
@@ -72,11 +90,8 @@ async def _stream(
         if response.status_code != 200:
             await response.aread()
             raise httpx.HTTPStatusError(f"HTTP {response.status_code}", request=response.request, response=response)
-        async for line in response.aiter_lines():
-            if not line.startswith("data: "):
-                continue
-            data = line[6:].strip()
-            if data == "[DONE]":
+        async for data in _sse_data(response):
+            if data == b"[DONE]":
                 return
             chunk = json.loads(data)
             for choice in chunk.get("choices") or []:

@@ -40,6 +40,13 @@ def _share(text: str) -> float:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
 def _non_negative(text: str) -> float:
     value = float(text)
     if value < 0:
@@ -101,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="after binding, /health is 200 but completions answer 503 this long")
     sim.add_argument("--sim-tokens-per-second", type=_non_negative, default=0.0,
                      help="per-request decode speed (0: as fast as possible)")
+    sim.add_argument("--sim-stream-interval", type=_non_negative_int, default=0,
+                     help="tokens per streamed event, as real engines' --stream-interval (default 1 there); "
+                          "0 (default): 16 when unpaced, else at most 100 events a second")
     sim.add_argument("--sim-ttft-ms", type=_non_negative, default=0.0, help="time to first token")
     sim.add_argument("--sim-accuracy", type=_share, default=0.94, help="healthy GSM8K accuracy")
     sim.add_argument("--sim-bug-accuracy", type=_share, default=0.87, help="GSM8K accuracy of the buggy cell")
@@ -171,6 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             warmup_seconds=args.sim_warmup_seconds,
             ttft_ms=args.sim_ttft_ms,
             tokens_per_second=args.sim_tokens_per_second,
+            stream_interval=args.sim_stream_interval,
         ),
         faults=Faults(frozenset(args.sim_fault), after=args.sim_fault_after, rate=args.sim_fault_rate),
     )

@@ -80,6 +80,9 @@ class Timing:
     ttft_ms: float = 0.0
     tokens_per_second: float = 0.0
     """Per-request decode speed; 0 means as fast as possible."""
+    stream_interval: int = 0
+    """Tokens per streamed SSE event, as vLLM's and SGLang's ``--stream-interval`` (both default
+    to 1); 0 chooses: 16 when unpaced, else enough for at most 100 events a second."""
 
 
 FaultKind = Literal[

@@ -185,7 +185,7 @@ class Simulator:
         """SSE events for every choice in turn, paced per token, ending ``data: [DONE]``."""
         timing = self.config.timing
         rate = timing.tokens_per_second
-        per_event = COALESCE if rate <= 0 else max(1, round(rate / EVENTS_PER_SECOND))
+        per_event = timing.stream_interval or (COALESCE if rate <= 0 else max(1, round(rate / EVENTS_PER_SECOND)))
         prefix = "chatcmpl-" if request.chat else "cmpl-"
         head = self._envelope(request, prefix + uuid.uuid4().hex, int(time.time()))
         head["object"] = "chat.completion.chunk" if request.chat else "text_completion"

@@ -1,0 +1,80 @@
+"""The long-generation client: reading streams as servers really send them."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from evalkit.config import RepetitionSettings
+from evalkit.evals import repetition
+from tests.sim_helpers import SimServer
+
+
+class _RawSSE(http.server.BaseHTTPRequestHandler):
+    """Answers every POST with the bytes of ``server.body``, cut into ``server.pieces`` writes."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:  # noqa: N802  (the stdlib's name)
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        body: bytes = self.server.body  # type: ignore[attr-defined]
+        size: int = self.server.piece  # type: ignore[attr-defined]
+        for i in range(0, len(body), size):
+            part = body[i : i + size]
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def raw_sse() -> Iterator[http.server.ThreadingHTTPServer]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RawSSE)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+async def _events(url: str) -> list[bytes]:
+    async with httpx.AsyncClient() as client, client.stream("POST", url, json={}) as response:
+        return [data async for data in repetition._sse_data(response)]
+
+
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])
+@pytest.mark.parametrize("piece", [1, 3, 1000])
+def test_sse_events_are_read_whatever_the_line_ends_and_the_chunking(
+    raw_sse: http.server.ThreadingHTTPServer, newline: bytes, piece: int
+) -> None:
+    events = [b'{"a": 1}', b'{"b": "x: y"}', b"[DONE]"]
+    lines = [b": keep-alive comment", b"event: message", b"data: " + events[0], b"",
+             b"data:" + events[1], b"id: 7", b"", b"data: " + events[2], b""]
+    raw_sse.body, raw_sse.piece = newline.join(lines) + newline, piece  # type: ignore[attr-defined]
+    url = f"http://127.0.0.1:{raw_sse.server_address[1]}/v1/completions"
+    assert asyncio.run(_events(url)) == events
+
+
+def test_results_do_not_depend_on_how_many_tokens_each_event_carries() -> None:
+    """One token per event (vLLM's and SGLang's default) or 16: the same samples, verdicts and ids."""
+    settings = RepetitionSettings(count=6, max_tokens=1024, concurrency=3)
+    runs = []
+    for interval in ("1", "16"):
+        args = ("--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off",
+                "--sim-collapse-rate", "0.5", "--sim-stream-interval", interval)
+        with SimServer(*args) as server:
+            runs.append(repetition.run_repetition(settings, server.url, "sim-model", token_ids=True))
+    one, sixteen = runs
+    assert one.metrics == sixteen.metrics and one.metrics["collapsed"] > 0
+    assert [s["text"] for s in one.samples] == [s["text"] for s in sixteen.samples]
+    assert [s["metrics"] for s in one.samples] == [s["metrics"] for s in sixteen.samples]
