@@ -27,6 +27,7 @@ from evalkit.evals.detector import (
     StreamingDetector,
     analyze,
     analyze_text,
+    is_collapsed,
     split_text,
 )
 from evalkit.evals.detector import _kernels as K
@@ -79,6 +80,7 @@ def test_public_names_are_pinned() -> None:
             "Verdict",
             "analyze",
             "analyze_text",
+            "is_collapsed",
             "split_text",
         ]
     )
@@ -445,7 +447,7 @@ def near_loops(draw: st.DrawFn) -> np.ndarray:
 
 gate_settings = st.sampled_from([
     DetectorSettings(),
-    DetectorSettings(abort_margin=1.5),
+    DetectorSettings(abort_margin=1.5, natural_end_factor=1.0),
     DetectorSettings(check_every=16, min_loop_tokens=3, max_run=8),
     DetectorSettings(min_match_rate=0.8),  # a near-periodic bound that says nothing
     DetectorSettings(recurrence_ngram=3, min_near_loop_tokens=40, min_recurrent_tokens=20),
@@ -461,6 +463,14 @@ def test_skipping_impossible_checks_never_moves_an_abort(tokens: np.ndarray, siz
     """StreamingDetector aborts at the very token where checking every window would."""
     chunks = sizes * (len(tokens) // sum(sizes) + 1)
     assert feed_in(tokens, chunks, s) == reference_abort(tokens, chunks, s)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(looping_streams().map(lambda t: t[0]), near_loops()), gate_settings,
+       st.sampled_from(["length", "stop", None]))
+def test_is_collapsed_is_analyzes_verdict(tokens: np.ndarray, s: DetectorSettings, finish_reason: str | None) -> None:
+    assert is_collapsed(tokens, finish_reason=finish_reason, settings=s) == analyze(
+        tokens, finish_reason=finish_reason, settings=s).collapsed
 
 
 def test_a_near_loop_with_a_mismatch_every_fifth_token_aborts_as_without_skipping() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalkit.evals.detector import Analysis, StreamingDetector, analyze
+from evalkit.evals.detector import Analysis, StreamingDetector, analyze, is_collapsed
 from evalkit.evals.detector._text import piece_ids, split_pieces
 from tests.detector_reference import reference_abort
 
@@ -146,6 +146,12 @@ def test_skipped_checks_never_move_an_abort() -> None:
     """Every positive is aborted at the token where checking every window would abort it."""
     for s, run in zip(suite("positives"), streamed("positives")):
         assert run.aborted_at == reference_abort(s.tokens, run.chunks), s.id
+
+
+@pytest.mark.parametrize("name", ["positives", "negatives"])
+def test_the_verdict_only_check_agrees_with_analyze_on_every_sample(name: str) -> None:
+    for s, whole in zip(suite(name), verdicts(name)):
+        assert is_collapsed(s.tokens, finish_reason=s.finish_reason) == whole.collapsed, s.id
 
 
 def test_early_abort_never_changes_a_verdict() -> None:

@@ -24,7 +24,7 @@ import httpx
 
 from evalkit.config import RepetitionSettings
 from evalkit.errors import EvalError
-from evalkit.evals.detector import StreamingDetector, analyze_text
+from evalkit.evals.detector import StreamingDetector, analyze_text, is_collapsed, split_text
 from evalkit.evals.prompts import Prompt, load_prompt_set
 
 TRANSIENT_STATUS = {429, 500, 502, 503, 504}
@@ -217,6 +217,6 @@ def scan_texts(texts: list[str], finish_reasons: list[str | None], settings: Rep
     """The detector over already generated text (e.g. every GSM8K answer): free extra evidence."""
     flagged = [
         i for i, (t, r) in enumerate(zip(texts, finish_reasons))
-        if analyze_text(t, finish_reason=r, settings=settings.detector).collapsed
+        if is_collapsed(split_text(t), finish_reason=r, settings=settings.detector)
     ]
     return {"n": len(texts), "collapsed": len(flagged), "collapsed_ids": flagged[:50]}

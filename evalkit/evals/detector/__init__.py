@@ -48,7 +48,7 @@ and templated reports stay healthy (tests/data/detector has 455 such texts). Gre
 of healthy models loops now and then too: judge a cell against its baseline cell.
 """
 
-from ._analysis import NATURAL_FINISH_REASONS, Analysis, Evidence, Metrics, Verdict, analyze, analyze_text
+from ._analysis import NATURAL_FINISH_REASONS, Analysis, Evidence, Metrics, Verdict, analyze, analyze_text, is_collapsed
 from ._settings import DEFAULT_SETTINGS, DetectorSettings
 from ._streaming import StreamingDetector
 from ._text import split_text
@@ -64,5 +64,6 @@ __all__ = [
     "Verdict",
     "analyze",
     "analyze_text",
+    "is_collapsed",
     "split_text",
 ]

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import numpy as np
 
 from . import _kernels as K
+from ._bounds import RuleBounds
 from ._settings import DEFAULT_SETTINGS, DetectorSettings
 from ._text import piece_ids, split_pieces
 
@@ -341,6 +342,24 @@ def analyze(
         excerpt=_excerpt(t, pieces, onset),
     )
     return Analysis(verdict="collapsed", metrics=metrics, evidence=evidence)
+
+
+def is_collapsed(
+    tokens: Sequence[int] | np.ndarray,
+    *,
+    finish_reason: str | None = None,
+    settings: DetectorSettings = DEFAULT_SETTINGS,
+) -> bool:
+    """``analyze(...).collapsed``, without the metrics and evidence: for scanning many texts.
+
+    Healthy text is usually ruled out by :class:`RuleBounds` alone (one pass over the
+    recurring n-grams), so a verdict costs a fraction of :func:`analyze`.
+    """
+    t = np.asarray(tokens, dtype=np.int64)
+    if not RuleBounds(settings, scale=1.0).may_fire(t, len(t)):
+        return False
+    natural_end = finish_reason in NATURAL_FINISH_REASONS
+    return bool(fired_rules(measure(t, settings), settings, natural_end=natural_end, scale=1.0))
 
 
 def analyze_text(
