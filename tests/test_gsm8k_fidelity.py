@@ -3,6 +3,7 @@ with the same task file and settings, gives identical per-question marks and acc
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -46,8 +47,12 @@ def test_marks_identical_to_lm_eval_cli_on_all_questions(tmp_path: Path, endpoin
     for s in theirs:
         by_doc.setdefault(s["doc_id"], {})[s["filter"]] = bool(s["exact_match"])
     assert len(by_doc) == 1319
+    # The CLI logs a chat prompt (lm-eval's JsonChatStr, a named tuple) as a one-element list.
+    prompts = {s["doc_id"]: (lambda p: p[0] if isinstance(p, list) else p)(s["arguments"]["gen_args_0"]["arg_0"])
+               for s in theirs}
     for row in ours.samples:
         assert by_doc[row["doc_id"]] == {f: row[f"{f}.correct"] for f in gsm8k.FILTERS}, row["id"]
+        assert row["prompt_hash"] == hashlib.sha256(prompts[row["doc_id"]].encode()).hexdigest()[:16], row["id"]
     results = json.loads(next((tmp_path / "lm_eval_out").rglob("results_*.json")).read_text())["results"][gsm8k.TASK_NAME]
     for short, name in (("strict", "strict-match"), ("flexible", "flexible-extract")):
         assert ours.metrics[short] == results[f"exact_match,{name}"]
@@ -55,6 +60,49 @@ def test_marks_identical_to_lm_eval_cli_on_all_questions(tmp_path: Path, endpoin
     # The buggy cell of the simulator really scores lower, and every answer came back whole.
     assert 0.84 < ours.metrics["flexible"] < 0.90
     assert ours.metrics["cut_by_max_gen_toks"] == 0 and ours.metrics["empty_responses"] == 0
+
+
+@pytest.mark.parametrize("template", [
+    "Question: {{question}}\nAnswer:", "{{answer}}", "", "{{ answer }}!\n", "{x} {{question}} }}{",
+    "{{answer.split('####')[-1].strip()}}", "{{question | upper}}", "{% if question %}Q{% endif %}",
+    "{{missing}}", "{{range}}",
+])
+def test_compiled_templates_render_exactly_as_lm_evals_jinja(template: str) -> None:
+    import jinja2
+    import lm_eval.utils
+
+    jinja = lm_eval.utils.env.from_string(template)
+    for doc in ({"question": " How many?\n", "answer": "It is 4.\n#### 4\n"}, {"question": 7, "answer": None}):
+        try:
+            expected: str | type[Exception] = jinja.render(**doc)
+        except jinja2.UndefinedError:
+            expected = jinja2.UndefinedError
+        if expected is jinja2.UndefinedError:
+            with pytest.raises(jinja2.UndefinedError):
+                gsm8k.compile_template(template)(doc)
+        else:
+            assert gsm8k.compile_template(template)(doc) == expected
+
+
+def test_each_cell_gets_its_own_copy_of_the_cached_task(tmp_path: Path) -> None:
+    """Cells share one loaded task; a seed or request built on one copy never leaks into another,
+    and every copy builds the prompts a freshly loaded task builds."""
+    from lm_eval.tasks import TaskManager
+
+    task_dir = tmp_path / "tasks"
+    gsm8k.write_task_yaml(task_dir, GSM8KSettings(num_fewshot=3))
+
+    def prompts(task: object, seed: int) -> list[str]:
+        task.set_fewshot_seed(seed)  # type: ignore[attr-defined]
+        task.build_all_requests(limit=20, rank=0, world_size=1)  # type: ignore[attr-defined]
+        return [inst.arguments[0] for inst in task.instances]  # type: ignore[attr-defined]
+
+    first, second = gsm8k.task_for_cell(task_dir), gsm8k.task_for_cell(task_dir)
+    assert first is not second and first.dataset["train"] is second.dataset["train"]
+    one, two = prompts(first, 1), prompts(second, 2)
+    fresh = TaskManager(include_path=str(task_dir), include_defaults=False).load([gsm8k.TASK_NAME])["tasks"]
+    assert one == prompts(fresh[gsm8k.TASK_NAME], 1) and one != two
+    assert prompts(gsm8k.task_for_cell(task_dir), 2) == two
 
 
 def test_samples_record_what_silently_changes_scores(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import functools
 import hashlib
 import json
@@ -254,21 +255,75 @@ def _cache_templates() -> None:
     """Compile each of lm-eval's Jinja prompt templates once instead of once per document.
 
     lm-eval's `utils.apply_template` calls `env.from_string` for every render: ~5 s of the ~6 s
-    lm-eval spends per cell outside its requests, for 1319 questions x (shots + 1) renders. The
-    same environment renders the same template, so prompts are byte-identical (the equality
-    test against the `lm_eval` CLI, which runs unpatched, checks it).
+    lm-eval spends per cell outside its requests, for 1319 questions x (shots + 1) x 2 renders.
+    The same environment renders the same template, so prompts are byte-identical (the
+    equality test against the `lm_eval` CLI, which runs unpatched, checks it).
     """
     import lm_eval.utils as lm_utils
 
     if getattr(lm_utils.apply_template, "evalkit_cached", False):
         return
-    compiled = functools.lru_cache(maxsize=1024)(lm_utils.env.from_string)
 
     def apply_template(template: str, doc: dict[str, Any]) -> str:
-        return compiled(template).render(**doc)
+        return compile_template(template)(doc)
 
     apply_template.evalkit_cached = True  # type: ignore[attr-defined]
     lm_utils.apply_template = apply_template
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_template(template: str) -> Callable[[dict[str, Any]], str]:
+    """A render function for one of lm-eval's templates, in lm-eval's own Jinja environment.
+
+    Templates made only of text and bare ``{{ field }}`` (GSM8K's "Question: {{question}}\nAnswer:"
+    and "{{answer}}") are rendered by joining the text with ``str(doc[field])``, which is what
+    Jinja's compiled code does for them without filters or autoescape: Jinja sets up a new
+    context per render, which cost ~20 us x 21,000 renders per cell. Anything else, and a
+    field the document lacks, goes through Jinja.
+    """
+    import lm_eval.utils as lm_utils
+    from jinja2 import nodes
+
+    compiled = lm_utils.env.from_string(template)
+    body = lm_utils.env.parse(template).body
+    if not (len(body) == 1 and isinstance(body[0], nodes.Output)
+            and all(isinstance(n, (nodes.TemplateData, nodes.Name)) for n in body[0].nodes)):
+        return lambda doc: compiled.render(**doc)
+    parts = tuple((n.data, None) if isinstance(n, nodes.TemplateData) else ("", n.name) for n in body[0].nodes)
+
+    def render(doc: dict[str, Any]) -> str:
+        try:
+            return "".join([text if field is None else str(doc[field]) for text, field in parts])
+        except KeyError:
+            return compiled.render(**doc)  # Jinja's own error (StrictUndefined) or a global
+
+    return render
+
+
+_TASKS: dict[str, Any] = {}
+_TASKS_LOCK = threading.Lock()
+
+
+def task_for_cell(task_dir: Path) -> Any:
+    """lm-eval's Task for the task file in ``task_dir``: built once per process, copied per cell.
+
+    Building it reads the YAML and the dataset, and lm-eval turns the 7,473 training rows into
+    Python dicts for its few-shot sampler: ~0.4 s per cell for the same object every time. The
+    cached task keeps its splits as lists of dicts (the rows lm-eval reads from the Arrow table,
+    in the same order), which each cell's deep copy shares: simple_evaluate sets the seed,
+    config and requests on its own copy, so cells side by side never touch each other's.
+    """
+    from lm_eval.tasks import TaskManager
+
+    key = (task_dir / f"{TASK_NAME}.yaml").read_text(encoding="utf-8")
+    with _TASKS_LOCK:
+        task = _TASKS.get(key)
+        if task is None:
+            task = TaskManager(include_path=str(task_dir), include_defaults=False).load([TASK_NAME])["tasks"][TASK_NAME]
+            task.dataset = {split: list(docs) for split, docs in task.dataset.items()}
+            _TASKS[key] = task
+    shared = {id(docs): docs for docs in (*task.dataset.values(), task.sampler.df)}
+    return copy.deepcopy(task, memo=shared)
 
 
 def check_endpoint(settings: GSM8KSettings, base_url: str, served_name: str) -> None:
@@ -307,6 +362,10 @@ def run_gsm8k(
     # lm-eval shells out to `git describe` in the cwd for its own report (printing "fatal: not
     # a git repository" outside one); evalkit records the SHAs that matter in run.json itself.
     lm_eval.evaluator.get_git_commit_hash = lambda: None
+    # lm-eval's LMEVAL_HASHMM=0 switch, set after import: API backends count as multimodal, so
+    # lm-eval deep-copies every logged sample looking for images to hash (~0.2 s per cell);
+    # GSM8K samples are text, which that copy leaves unchanged.
+    lm_eval.evaluator.LMEVAL_HASHMM = False
     _register_backends()
     backend = "evalkit-completions" if settings.endpoint == "completions" else "evalkit-chat-completions"
     total = min(n for n in (limit, settings.limit, GSM8K_TEST_SIZE) if n)
@@ -317,7 +376,7 @@ def run_gsm8k(
             out = lm_eval.evaluator.simple_evaluate(
                 model=backend,
                 model_args=model_args(settings, base_url, served_name),
-                tasks=[TASK_NAME],
+                tasks=[task_for_cell(task_dir)],
                 limit=limit or settings.limit,
                 task_manager=TaskManager(include_path=str(task_dir), include_defaults=False),
                 log_samples=True,
@@ -348,12 +407,13 @@ def _collect(out: dict[str, Any], meta: ResponseMeta) -> GSM8KResult:
     by_doc: dict[int, dict[str, Any]] = {}
     for s in out["samples"][TASK_NAME]:
         prompt = s["arguments"][0][0] if isinstance(s["arguments"][0], (list, tuple)) else s["arguments"][0]
+        text = getattr(prompt, "prompt", prompt)  # a chat prompt is lm-eval's JsonChatStr: hash its JSON
         row = by_doc.setdefault(
             s["doc_id"],
             {
                 "doc_id": s["doc_id"],
                 "id": f"test-{s['doc_id']}",
-                "prompt_hash": hashlib.sha256(str(prompt).encode()).hexdigest()[:16],
+                "prompt_hash": hashlib.sha256(str(text).encode()).hexdigest()[:16],
                 "target": s["target"],
                 "response": s["resps"][0][0],
                 **{k: v for k, v in meta.by_prompt.get(_prompt_key(prompt), {}).items()},
