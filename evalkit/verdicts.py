@@ -8,6 +8,7 @@ a delta only when it is significant, so noise on a small `--limit` does not fail
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,23 @@ from evalkit.store import read_json, read_jsonl
 FILTERS = {"strict": "strict-match", "flexible": "flexible-extract"}
 
 
+def _rows(path: Path) -> list[dict[str, Any]]:
+    """A samples file's rows; [] when absent. Each cell is compared with the baseline and its
+    twin, so the same file is asked for several times per summary: it is read once per state."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return []
+    return _read_rows(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=32)
+def _read_rows(path: Path, mtime_ns: int, size: int) -> list[dict[str, Any]]:
+    return list(read_jsonl(path))
+
+
 def _marks(cell_dir: Path, filter_name: str) -> dict[str, bool]:
-    path = cell_dir / "gsm8k.samples.jsonl"
-    if not path.is_file():
-        return {}
-    return {row["id"]: bool(row[f"{filter_name}.correct"]) for row in read_jsonl(path)}
+    return {row["id"]: bool(row[f"{filter_name}.correct"]) for row in _rows(cell_dir / "gsm8k.samples.jsonl")}
 
 
 def flat_metrics(record: dict[str, Any]) -> dict[str, Any]:
@@ -78,8 +91,7 @@ def _new_collapses(cell_dir: Path, ref_dir: Path, limit: int = 50) -> list[dict[
     from evalkit.evals.detector import split_text
 
     def load(d: Path) -> dict[str, dict[str, Any]]:
-        path = d / "repetition.samples.jsonl"
-        return {row["id"]: row for row in read_jsonl(path)} if path.is_file() else {}
+        return {row["id"]: row for row in _rows(d / "repetition.samples.jsonl")}
 
     cell, ref = load(cell_dir), load(ref_dir)
     out = []
