@@ -397,9 +397,10 @@ def compare(run_a: str, run_b: str, fmt: str, results_dir: Path) -> None:
       evalkit compare 20261201-020000-demo latest --format markdown > pr-comment.md
     """
     from evalkit import report as render
+    from evalkit.comparison import compare_runs
     from evalkit.store import resolve_run
 
-    result = render.compare_runs(resolve_run(results_dir, run_a), resolve_run(results_dir, run_b))
+    result = compare_runs(resolve_run(results_dir, run_a), resolve_run(results_dir, run_b))
     if fmt == "json":
         click.echo(json.dumps(result, indent=2))
     elif fmt == "csv":

@@ -111,9 +111,14 @@ def baseline_cell(cells: list[Cell], config: MatrixConfig) -> Cell | None:
     raise ConfigError(f"baseline: {config.baseline} is not a cell of the matrix (is it excluded?)")
 
 
-def ab_twin(cell: Cell, cells: list[Cell], config: MatrixConfig) -> Cell | None:
-    """The fix-on cell for a fix-off cell (same other axes), or None."""
-    if config.ab is None or cell.axes.get(config.ab.axis) != config.ab.off:
+def twin_axes(axes: dict[str, str], config: MatrixConfig) -> dict[str, str] | None:
+    """The axes of a fix-off cell's fix-on twin (the same other axes); None for other cells."""
+    if config.ab is None or axes.get(config.ab.axis) != config.ab.off:
         return None
-    wanted = {**cell.axes, config.ab.axis: config.ab.on}
-    return next((c for c in cells if c.axes == wanted), None)
+    return {**axes, config.ab.axis: config.ab.on}
+
+
+def ab_twin(cell: Cell, cells: list[Cell], config: MatrixConfig) -> Cell | None:
+    """The fix-on cell for a fix-off cell, or None."""
+    wanted = twin_axes(cell.axes, config)
+    return next((c for c in cells if c.axes == wanted), None) if wanted else None

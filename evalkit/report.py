@@ -38,9 +38,8 @@ from rich.markup import escape as rich_escape
 from rich.table import Table
 
 from evalkit.redact import redact_argv
-from evalkit.stats import fisher_collapse, paired_comparison
 from evalkit.store import read_json, read_jsonl
-from evalkit.verdicts import FILTERS, flat_metrics
+from evalkit.verdicts import FILTERS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -755,79 +754,6 @@ def csv(summary: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # Two runs: the same matrix before and after
-
-
-def _marks(cell_dir: Path, filter_name: str) -> dict[str, bool]:
-    path = cell_dir / "gsm8k.samples.jsonl"
-    if not path.is_file():
-        return {}
-    return {row["id"]: bool(row[f"{filter_name}.correct"]) for row in read_jsonl(path)}
-
-
-def _question_order(qid: str) -> tuple[int, str]:
-    tail = qid.rsplit("-", 1)[-1]
-    return (int(tail) if tail.isdigit() else -1, qid)
-
-
-def _run_cells(run_path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """run.json and its cells' records by id (cells never written count as `not run`)."""
-    run = read_json(run_path / "run.json")
-    cells = {}
-    for cell_id in run.get("cells", []):
-        path = run_path / cell_id / "cell.json"
-        cells[cell_id] = read_json(path) if path.is_file() else {"id": cell_id, "status": "not run", "metrics": {}}
-    return run, cells
-
-
-def _paired(a_dir: Path, b_dir: Path, filter_name: str) -> dict[str, Any] | None:
-    """B - A on the questions both answered (McNemar); None when they share none."""
-    a, b = _marks(a_dir, filter_name), _marks(b_dir, filter_name)
-    shared = sorted(set(a) & set(b), key=_question_order)
-    if not shared:
-        return None
-    p = paired_comparison([b[i] for i in shared], [a[i] for i in shared], ids=shared)
-    return {"diff": p.diff, "p_value": p.p_value, "ci95": [p.low, p.high], "n": p.n,
-            "flipped_to_wrong": list(p.b_only_ids), "flipped_to_right": list(p.a_only_ids)}
-
-
-def _collapse_delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
-    """B - A collapse rate (Fisher exact; two-sided, since a change may go either way)."""
-    ra, rb = a.get("metrics", {}).get("repetition") or {}, b.get("metrics", {}).get("repetition") or {}
-    if not ra.get("n") or not rb.get("n"):
-        return None
-    f = fisher_collapse(rb["collapsed"], rb["n"], ra["collapsed"], ra["n"])
-    return {"diff": f.diff, "p_value": f.p_two_sided, "p_greater": f.p_greater}
-
-
-def _run_meta(run: dict[str, Any], cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    shas = sorted({sha for c in cells.values() if (sha := (c.get("source") or {}).get("sha"))})
-    return {"run_id": run.get("run_id"), "model": run.get("model"), "engine": run.get("engine"),
-            "started_at": run.get("started_at"), "status": run.get("status"), "limit": run.get("limit"),
-            "simulated": run.get("simulated", False), "source_shas": shas,
-            "command": redact_argv(run["command"]) if run.get("command") else None}
-
-
-def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
-    """Per cell (matched by id), B - A of GSM8K flexible/strict and collapse rate, paired.
-
-    Accuracy uses McNemar's exact test on the questions both runs answered; collapse uses
-    Fisher's exact test. Cells found in only one run are listed with `in` = "a" or "b".
-    """
-    run_a, cells_a = _run_cells(a_path)
-    run_b, cells_b = _run_cells(b_path)
-    out = []
-    for cell_id in list(dict.fromkeys([*cells_a, *cells_b])):
-        a, b = cells_a.get(cell_id), cells_b.get(cell_id)
-        row: dict[str, Any] = {"id": cell_id, "axes": (a or b or {}).get("axes", {}),
-                               "in": "both" if a and b else "a" if a else "b",
-                               "status_a": a["status"] if a else None, "status_b": b["status"] if b else None,
-                               "a": flat_metrics(a) if a else {}, "b": flat_metrics(b) if b else {}}
-        if a and b and a["status"] == b["status"] == "ok":
-            for short, filter_name in FILTERS.items():
-                row[f"gsm8k.{short}"] = _paired(a_path / cell_id, b_path / cell_id, filter_name)
-            row["repetition.collapse_rate"] = _collapse_delta(a, b)
-        out.append(row)
-    return {"a": _run_meta(run_a, cells_a), "b": _run_meta(run_b, cells_b), "cells": out}
 
 
 COMPARE_COLUMNS = [

@@ -14,6 +14,7 @@ from typing import Any
 
 from evalkit.config import MatrixConfig, Threshold
 from evalkit.errors import EXIT_CELL_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLD
+from evalkit.matrix import twin_axes
 from evalkit.stats import fisher_collapse, paired_comparison, proportion
 from evalkit.store import read_json, read_jsonl
 
@@ -35,7 +36,8 @@ def _read_rows(path: Path, mtime_ns: int, size: int) -> list[dict[str, Any]]:
     return list(read_jsonl(path))
 
 
-def _marks(cell_dir: Path, filter_name: str) -> dict[str, bool]:
+def marks(cell_dir: Path, filter_name: str) -> dict[str, bool]:
+    """Question id -> right or wrong under one lm-eval filter, from a cell's GSM8K samples."""
     return {row["id"]: bool(row[f"{filter_name}.correct"]) for row in _rows(cell_dir / "gsm8k.samples.jsonl")}
 
 
@@ -64,7 +66,7 @@ def compare(cell: dict[str, Any], ref: dict[str, Any], run_path: Path) -> dict[s
     """Paired deltas of `cell` against `ref` (cell - ref) on the shared questions."""
     result: dict[str, Any] = {"reference": ref["id"]}
     for short, filter_name in FILTERS.items():
-        a, b = _marks(run_path / cell["id"], filter_name), _marks(run_path / ref["id"], filter_name)
+        a, b = marks(run_path / cell["id"], filter_name), marks(run_path / ref["id"], filter_name)
         shared = sorted(set(a) & set(b), key=lambda i: int(i.split("-")[-1]) if i.split("-")[-1].isdigit() else 0)
         if not shared:
             continue
@@ -151,7 +153,6 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
     for cell_id in run["cells"]:
         path = run_path / cell_id / "cell.json"
         cells.append(read_json(path) if path.is_file() else {"id": cell_id, "status": "not run", "metrics": {}})
-    by_axes = {tuple(sorted(c.get("axes", {}).items())): c for c in cells}
     baseline = next((c for c in cells if config.baseline and c.get("axes") == config.baseline), None)
     rows = []
     for cell in cells:
@@ -162,10 +163,10 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         ok = cell["status"] == "ok"
         if ok and baseline and baseline["status"] == "ok" and baseline["id"] != cell["id"]:
             row["vs_baseline"] = compare(cell, baseline, run_path)
-        if ok and config.ab and cell.get("axes", {}).get(config.ab.axis) == config.ab.off:
-            twin = by_axes.get(tuple(sorted({**cell["axes"], config.ab.axis: config.ab.on}.items())))
-            if twin and twin["status"] == "ok":
-                row["vs_ab"] = compare(cell, twin, run_path)
+        wanted = twin_axes(cell.get("axes", {}), config) if ok else None
+        twin = next((c for c in cells if c.get("axes") == wanted), None) if wanted else None
+        if twin and twin["status"] == "ok":
+            row["vs_ab"] = compare(cell, twin, run_path)
         row["flags"] = [f for t in config.thresholds if ok and (f := _check(t, row, row["metrics"]))]
         row["effective_mode"] = cell.get("effective_mode")
         row["source"] = cell.get("source")

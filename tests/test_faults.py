@@ -4,7 +4,6 @@ timeouts, the matrix goes on, and no engine process (nor its grandchild) is left
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import socket
@@ -16,7 +15,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import ROOT
 
 HEALTHY = "{args: [--sim-seed, '1']}"
 

@@ -31,7 +31,7 @@ from evalkit.errors import EngineError
 from evalkit.evals import gsm8k
 from evalkit.matrix import expand
 from evalkit.plan import build_launch
-from tests.conftest import CONFIGS, ROOT
+from tests.conftest import CONFIGS
 from tests.real_engine.helpers import (
     REPORT, RUNS, TINY_MODEL, alive, engine_processes, evalkit_cli, pids_in_log, read_cells, read_jsonl, venv_tool,
 )
