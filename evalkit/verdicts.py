@@ -9,6 +9,7 @@ a delta only when it is significant, so noise on a small `--limit` does not fail
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +22,25 @@ from evalkit.store import read_json, read_jsonl
 FILTERS = {"strict": "strict-match", "flexible": "flexible-extract"}
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
-    """A samples file's rows; [] when absent. Each cell is compared with the baseline and its
-    twin, so the same file is asked for several times per summary: it is read once per state."""
+def marks(cell_dir: Path, filter_name: str) -> dict[str, bool]:
+    """Question id -> right or wrong under one lm-eval filter, from a cell's GSM8K samples."""
+    column = list(FILTERS.values()).index(filter_name)
+    return {qid: pair[column] for qid, pair in _marks_file(cell_dir / "gsm8k.samples.jsonl").items()}
+
+
+def _marks_file(path: Path) -> dict[str, tuple[bool, ...]]:
+    """Both filters' marks of a samples file ({} when absent), read once per state of the file:
+    each cell is compared with the baseline and with its twin, and the baseline with all."""
     try:
         stat = path.stat()
     except FileNotFoundError:
-        return []
-    return _read_rows(path, stat.st_mtime_ns, stat.st_size)
+        return {}
+    return _read_marks(path, stat.st_mtime_ns, stat.st_size)
 
 
-@functools.lru_cache(maxsize=32)
-def _read_rows(path: Path, mtime_ns: int, size: int) -> list[dict[str, Any]]:
-    return list(read_jsonl(path))
-
-
-def marks(cell_dir: Path, filter_name: str) -> dict[str, bool]:
-    """Question id -> right or wrong under one lm-eval filter, from a cell's GSM8K samples."""
-    return {row["id"]: bool(row[f"{filter_name}.correct"]) for row in _rows(cell_dir / "gsm8k.samples.jsonl")}
+@functools.lru_cache(maxsize=64)
+def _read_marks(path: Path, mtime_ns: int, size: int) -> dict[str, tuple[bool, ...]]:
+    return {row["id"]: tuple(bool(row[f"{f}.correct"]) for f in FILTERS.values()) for row in read_jsonl(path)}
 
 
 def flat_metrics(record: dict[str, Any]) -> dict[str, Any]:
@@ -92,14 +94,16 @@ def _new_collapses(cell_dir: Path, ref_dir: Path, limit: int = 50) -> list[dict[
     two greedy outputs diverge: what the reference did instead, and how early the cell left it."""
     from evalkit.evals.detector import split_text
 
-    def load(d: Path) -> dict[str, dict[str, Any]]:
-        return {row["id"]: row for row in _rows(d / "repetition.samples.jsonl")}
+    def rows(d: Path, keep: Callable[[dict[str, Any]], bool]) -> dict[str, dict[str, Any]]:
+        path = d / "repetition.samples.jsonl"  # streamed: only the rows needed are kept
+        return {row["id"]: row for row in read_jsonl(path) if keep(row)} if path.is_file() else {}
 
-    cell, ref = load(cell_dir), load(ref_dir)
+    cell = rows(cell_dir, lambda row: bool(row.get("collapsed")))
+    ref = rows(ref_dir, lambda row: row["id"] in cell) if cell else {}
     out = []
     for prompt_id, row in cell.items():
         other = ref.get(prompt_id)
-        if not row.get("collapsed") or other is None or other.get("collapsed"):
+        if other is None or other.get("collapsed"):
             continue
         a, b = split_text(row.get("text", "")), split_text(other.get("text", ""))
         n = min(len(a), len(b))
