@@ -65,10 +65,24 @@ def main() -> None:
     history = History(db)
     timed("history: import 1,000 runs", lambda: [history.import_run(p) for p in sorted((tmp / "results").iterdir())])
     timed("history: trend of model m over 1,000 runs", lambda: history.trend(model="m"))
-    tracemalloc.start()
-    summarize(tmp / "results" / "run0500", demo)
-    peak = tracemalloc.get_traced_memory()[1]
-    print(f"{'peak Python memory of one summary':<58} {peak / 1e6:7.1f} MB")
+    for questions in (1_319, 13_190):
+        run = tmp / "memory" / f"q{questions}"
+        write_json(run / "run.json", {"run_id": run.name, "model": "m", "engine": "sim", "status": "complete",
+                                      "cells": ["on", "off"], "config": demo.model_dump(mode="json")})
+        for cell_id in ("on", "off"):
+            write_jsonl(run / cell_id / "gsm8k.samples.jsonl", (
+                {"id": f"test-{i}", "strict-match.correct": i % 17 != 0, "flexible-extract.correct": i % 19 != 0,
+                 "prompt_hash": f"{i:016x}", "response": "The answer is 42 because " * 16}  # ~400 characters
+                for i in range(questions)))
+            write_json(run / cell_id / "cell.json", {"id": cell_id, "axes": {"fix": cell_id}, "status": "ok",
+                                                     "metrics": {"gsm8k": {"strict": 0.94, "flexible": 0.95, "n": questions}}})
+        on_disk = sum(f.stat().st_size for f in run.rglob("*.jsonl"))
+        tracemalloc.start()
+        summarize(run, demo)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        print(f"{f'peak Python memory of a summary, {questions:,} questions/cell':<58} {peak / 1e6:7.1f} MB"
+              f"  (samples on disk {on_disk / 1e6:.1f} MB)")
 
 
 if __name__ == "__main__":
