@@ -41,7 +41,7 @@ class StreamingDetector:
 
     Most checks are skipped without changing when a stream is aborted: :class:`RuleBounds`
     keeps upper bounds of the rule inputs up to date in O(new tokens) and runs the full check
-    only where some rule could hold (healthy text: about one check in twenty).
+    only where some rule could hold (on 16k tokens of GSM8K reasoning: none of 256 checks).
     """
 
     def __init__(self, settings: DetectorSettings = DEFAULT_SETTINGS) -> None:
