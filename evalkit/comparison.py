@@ -12,29 +12,14 @@ from typing import Any
 
 from evalkit.redact import redact_argv
 from evalkit.stats import fisher_collapse, paired_comparison
-from evalkit.store import read_json
-from evalkit.verdicts import FILTERS, flat_metrics, marks
-
-
-def _question_order(qid: str) -> tuple[int, str]:
-    tail = qid.rsplit("-", 1)[-1]
-    return (int(tail) if tail.isdigit() else -1, qid)
-
-
-def _run_cells(run_path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """run.json and its cells' records by id (cells never written count as `not run`)."""
-    run = read_json(run_path / "run.json")
-    cells = {}
-    for cell_id in run.get("cells", []):
-        path = run_path / cell_id / "cell.json"
-        cells[cell_id] = read_json(path) if path.is_file() else {"id": cell_id, "status": "not run", "metrics": {}}
-    return run, cells
+from evalkit.store import read_run_cells
+from evalkit.verdicts import FILTERS, flat_metrics, marks, question_order
 
 
 def _paired(a_dir: Path, b_dir: Path, filter_name: str) -> dict[str, Any] | None:
     """B - A on the questions both answered (McNemar); None when they share none."""
     a, b = marks(a_dir, filter_name), marks(b_dir, filter_name)
-    shared = sorted(set(a) & set(b), key=_question_order)
+    shared = sorted(set(a) & set(b), key=question_order)
     if not shared:
         return None
     p = paired_comparison([b[i] for i in shared], [a[i] for i in shared], ids=shared)
@@ -65,8 +50,9 @@ def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
     Accuracy uses McNemar's exact test on the questions both runs answered; collapse uses
     Fisher's exact test. Cells found in only one run are listed with `in` = "a" or "b".
     """
-    run_a, cells_a = _run_cells(a_path)
-    run_b, cells_b = _run_cells(b_path)
+    run_a, listed_a = read_run_cells(a_path)
+    run_b, listed_b = read_run_cells(b_path)
+    cells_a, cells_b = {c["id"]: c for c in listed_a}, {c["id"]: c for c in listed_b}
     out = []
     for cell_id in list(dict.fromkeys([*cells_a, *cells_b])):
         a, b = cells_a.get(cell_id), cells_b.get(cell_id)

@@ -17,9 +17,15 @@ from evalkit.config import MatrixConfig, Threshold
 from evalkit.errors import EXIT_CELL_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLD
 from evalkit.matrix import twin_axes
 from evalkit.stats import fisher_collapse, paired_comparison, proportion
-from evalkit.store import read_json, read_jsonl
+from evalkit.store import read_jsonl, read_run_cells
 
 FILTERS = {"strict": "strict-match", "flexible": "flexible-extract"}
+
+
+def question_order(qid: str) -> tuple[int, str]:
+    """Sort key of question ids ("test-12" after "test-9"); ids without a number go first."""
+    tail = qid.rsplit("-", 1)[-1]
+    return (int(tail) if tail.isdigit() else -1, qid)
 
 
 def marks(cell_dir: Path, filter_name: str) -> dict[str, bool]:
@@ -69,7 +75,7 @@ def compare(cell: dict[str, Any], ref: dict[str, Any], run_path: Path) -> dict[s
     result: dict[str, Any] = {"reference": ref["id"]}
     for short, filter_name in FILTERS.items():
         a, b = marks(run_path / cell["id"], filter_name), marks(run_path / ref["id"], filter_name)
-        shared = sorted(set(a) & set(b), key=lambda i: int(i.split("-")[-1]) if i.split("-")[-1].isdigit() else 0)
+        shared = sorted(set(a) & set(b), key=question_order)
         if not shared:
             continue
         p = paired_comparison([a[i] for i in shared], [b[i] for i in shared], ids=shared)
@@ -152,11 +158,7 @@ def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any]) 
 
 def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
     """The whole run's verdict from what is stored; the same function serves `report`."""
-    run = read_json(run_path / "run.json")
-    cells = []
-    for cell_id in run["cells"]:
-        path = run_path / cell_id / "cell.json"
-        cells.append(read_json(path) if path.is_file() else {"id": cell_id, "status": "not run", "metrics": {}})
+    run, cells = read_run_cells(run_path)
     baseline = next((c for c in cells if config.baseline and c.get("axes") == config.baseline), None)
     rows = []
     for cell in cells:

@@ -128,4 +128,3 @@ class StreamingDetector:
         if pieces is not None and self._pieces is not None:
             self._pieces.extend(pieces)
         self._n = end
-
