@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evalkit.config import parse_config  # noqa: E402
 from evalkit.matrix import expand  # noqa: E402
-from evalkit.plan import PORT_PLACEHOLDER, build_launch  # noqa: E402
+from evalkit.engine.launch import PORT_PLACEHOLDER, build_launch  # noqa: E402
 from evalkit.store import write_json, write_jsonl  # noqa: E402
 
 
@@ -34,7 +34,7 @@ def main() -> None:
     cells = timed("expand to cells", lambda: expand(config))
     timed(f"build the launch (argv, env) of all {len(cells)} cells", lambda: [build_launch(config, c, PORT_PLACEHOLDER) for c in cells])
 
-    from evalkit.history import History
+    from evalkit.store.history import History
 
     tmp = Path(tempfile.mkdtemp(prefix="evalkit-scale-"))
     demo = parse_config({"model": "m", "engine": {"profile": "sim"},

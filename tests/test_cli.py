@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from evalkit.cli import main
-from evalkit.lock import DeviceLock
+from evalkit.run.lock import DeviceLock
 from tests.conftest import CONFIGS, ROOT
 
 

@@ -150,10 +150,10 @@ def test_fixed_port_already_taken_is_the_cells_error(tmp_path: Path) -> None:
 
 def test_taken_port_is_retried_on_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process: the first port handed out is taken by someone else; the cell still runs."""
-    from evalkit import runner
+    from evalkit.run import runner
     from evalkit.config import load_config
     from evalkit.matrix import expand
-    from evalkit.runner import RunOptions, run_matrix
+    from evalkit.run.runner import RunOptions, run_matrix
 
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))

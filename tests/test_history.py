@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.errors import ConfigError
-from evalkit.history import MIGRATIONS, History, Point, cell_recorder, migrate, parse_since, record_finished_run
+from evalkit.store.history import MIGRATIONS, History, Point, cell_recorder, migrate, parse_since, record_finished_run
 from tests.test_report_helpers import CellSpec, cell_record, loop_text, write_run
 
 RUN_COLUMNS = ["run_id", "model", "config_name", "engine", "simulated", "status", "started_at", "finished_at",

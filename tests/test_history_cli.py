@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from evalkit.cli import main
-from evalkit.history import History
+from evalkit.store.history import History
 from tests.test_report_cli import demo_runs  # noqa: F401 - the session's real demo runs
 from tests.test_report_helpers import CellSpec, loop_text, write_run
 

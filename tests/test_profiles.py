@@ -9,7 +9,7 @@ import pytest
 from evalkit.config import load_config, parse_config
 from evalkit.errors import ConfigError
 from evalkit.matrix import expand
-from evalkit.plan import build_launch
+from evalkit.engine.launch import build_launch
 from tests.conftest import CONFIGS
 
 ATOM_PREFIX = ["python3", "-m", "atom.entrypoints.openai_server", "--model", "deepseek-ai/DeepSeek-V4-Pro",

@@ -17,7 +17,7 @@ import pytest
 from evalkit.config import EngineSettings, load_config, parse_config
 from evalkit.errors import ConfigError
 from evalkit.matrix import expand
-from evalkit.plan import build_launch
+from evalkit.engine.launch import build_launch
 from evalkit.profiles import Launch, get_profile
 from evalkit.profiles.sglang import GRAPH_BACKENDS, SGLANG_MODE_PATTERN, sglang_flags
 from evalkit.profiles.vllm import VLLM_FATAL_PATTERNS, VLLM_MODE_PATTERN, vllm_flags

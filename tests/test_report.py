@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from evalkit import report
-from evalkit.report import COLUMNS, clean, html_pre, md_cell, md_code, md_fence
+from evalkit.render import report
+from evalkit.render.report import COLUMNS, clean, html_pre, md_cell, md_code, md_fence
 from tests.test_report_helpers import HOSTILE, CellSpec, gfm, loop_text, summary_of, tables, write_run
 
 HEADERS = [c.header for c in COLUMNS]

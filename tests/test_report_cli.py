@@ -22,8 +22,8 @@ import yaml
 from click.testing import CliRunner
 
 from evalkit.cli import main
-from evalkit.config import _UniqueKeyLoader
-from evalkit.report import COLUMNS, COMPARE_COLUMNS, flag_column
+from evalkit.config.loader import _UniqueKeyLoader
+from evalkit.render.report import COLUMNS, COMPARE_COLUMNS, flag_column
 from evalkit.store import read_json, read_jsonl
 from tests.conftest import CONFIGS
 from tests.test_report_helpers import gfm, tables

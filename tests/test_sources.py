@@ -9,7 +9,7 @@ import pytest
 
 from evalkit.config import Source
 from evalkit.errors import SourceError
-from evalkit.sources import checkout, peek_sha
+from evalkit.engine.sources import checkout, peek_sha
 
 
 def git(repo: Path, *args: str) -> str:

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from evalkit.config import MatrixConfig, _UniqueKeyLoader, load_config, parse_config
+from evalkit.config import MatrixConfig, load_config, parse_config
+from evalkit.config.loader import _UniqueKeyLoader
 from evalkit.matrix import expand
-from evalkit.plan import build_launch
+from evalkit.engine.launch import build_launch
 from tests.conftest import CONFIGS
 from tests.real_engine.helpers import REPORT, SGLANG_PARSER, venv_tool
 

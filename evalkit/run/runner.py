@@ -30,10 +30,10 @@ from evalkit.engine import EngineProcess, PortInUse, free_port
 from evalkit.errors import EngineError, EvalError
 from evalkit.evals import gsm8k, repetition
 from evalkit.matrix import Cell
-from evalkit.plan import PORT_PLACEHOLDER, CellLaunch, build_launch
+from evalkit.engine.launch import PORT_PLACEHOLDER, CellLaunch, build_launch
 from evalkit.redact import redact_env, scrub, scrub_file, secret_values
-from evalkit.sources import ResolvedSource, checkout
-from evalkit.scheduler import WAIT_SLICE_S, DevicePool, device_need
+from evalkit.engine.sources import ResolvedSource, checkout
+from evalkit.run.scheduler import WAIT_SLICE_S, DevicePool, device_need
 from evalkit.stats import noise_floor
 from evalkit.store import RunStore, write_jsonl
 
@@ -427,7 +427,7 @@ def run_matrix(
     try:
         with _interrupts_raise():
             if options.executor == "slurm":
-                from evalkit.slurm import run_on_slurm
+                from evalkit.run.slurm import run_on_slurm
 
                 run_on_slurm(config, store, todo, options, progress, on_cell_done)
             else:

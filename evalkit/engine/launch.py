@@ -17,7 +17,7 @@ from evalkit.matrix import Cell
 from evalkit.profiles import Launch, Profile, get_profile
 from evalkit.profiles.command import render_template
 from evalkit.redact import redact_argv, redact_env
-from evalkit.sources import peek_sha
+from evalkit.engine.sources import peek_sha
 
 PORT_PLACEHOLDER = "<port>"
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from evalkit.errors import ConfigError
 from evalkit.redact import redact_argv
-from evalkit.report import strip_userinfo
+from evalkit.render.report import strip_userinfo
 from evalkit.store import read_json
 from evalkit.verdicts import flat_metrics
 
@@ -379,7 +379,7 @@ def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST
     from rich.markup import escape
     from rich.table import Table
 
-    from evalkit.report import clean
+    from evalkit.render.report import clean
 
     table = Table(title=escape(clean(title)))
     for header in ("cell", "run started (UTC)", "run", "source", "status", "strict", "flexible", "Δ flexible",

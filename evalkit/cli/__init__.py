@@ -24,7 +24,7 @@ from rich.console import Console
 from evalkit import __version__
 from evalkit.config import MatrixConfig, find_config, load_config
 from evalkit.errors import ConfigError, EvalError, SourceError
-from evalkit.lock import LockHeld
+from evalkit.run.lock import LockHeld
 from evalkit.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_LOCKED
 
 EXIT_CODES_HELP = """\b
@@ -111,7 +111,7 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
       evalkit plan --model deepseek-v4 --only parallel=dp8
     """
     from evalkit.matrix import expand, select
-    from evalkit.plan import PORT_PLACEHOLDER, build_launch, describe_source
+    from evalkit.engine.launch import PORT_PLACEHOLDER, build_launch, describe_source
 
     config, path = _load(model, config_path)
     cells = select(expand(config), only, config)
@@ -171,11 +171,12 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     """
     from contextlib import nullcontext
 
-    from evalkit import history, report
-    from evalkit.lock import DeviceLock
+    from evalkit.render import report
+    from evalkit.store import history
+    from evalkit.run.lock import DeviceLock
     from evalkit.matrix import Cell, baseline_cell, expand, select
-    from evalkit.progress import make_progress
-    from evalkit.runner import Interrupted, RunOptions, run_matrix
+    from evalkit.run.progress import make_progress
+    from evalkit.run.runner import Interrupted, RunOptions, run_matrix
     from evalkit.store import RunStore, atomic_write_text, check_run_id, new_run_id, read_json, resolve_run, write_json
     from evalkit.verdicts import summarize
 
@@ -266,8 +267,8 @@ def cell(run_id: str, cell_id: str, results_dir: Path, cache_dir: Path) -> None:
     Example:
       evalkit cell --run 20261203-120000-demo --cell dp8-piecewise-fixoff
     """
-    from evalkit.progress import PlainProgress
-    from evalkit.runner import Interrupted, run_one_cell
+    from evalkit.run.progress import PlainProgress
+    from evalkit.run.runner import Interrupted, run_one_cell
 
     try:
         record = run_one_cell(results_dir, run_id, cell_id, cache_dir, PlainProgress())
@@ -293,7 +294,7 @@ def detect(files: tuple[Path, ...], field: str, finish_reason: str | None, as_js
       evalkit detect results/latest/dp8-piecewise-fixoff/repetition.samples.jsonl --json
     """
     from evalkit.evals.detector import analyze_text
-    from evalkit.report import clean
+    from evalkit.render.report import clean
 
     collapsed = 0
     for path in files:
@@ -340,7 +341,7 @@ def _read(path: Path) -> str:
 
 def _check_same_config(config: MatrixConfig, previous: dict[str, Any], path: Path) -> None:
     """--resume only continues the same matrix: a changed config would mix two experiments."""
-    from evalkit.runner import redacted_snapshot
+    from evalkit.run.runner import redacted_snapshot
 
     if redacted_snapshot(config) != previous["config"]:
         raise ConfigError(f"{path}: changed since run {previous['run_id']} started; start a new run instead of --resume")
@@ -362,7 +363,7 @@ def report(run: str, fmt: str, results_dir: Path) -> None:
       evalkit report latest --format markdown > pr-comment.md
       evalkit report 20261203-111333-demo --format csv > cells.csv
     """
-    from evalkit import report as render
+    from evalkit.render import report as render
     from evalkit.config import parse_config
     from evalkit.store import read_json, resolve_run
     from evalkit.verdicts import summarize
@@ -396,7 +397,7 @@ def compare(run_a: str, run_b: str, fmt: str, results_dir: Path) -> None:
     Example:
       evalkit compare 20261201-020000-demo latest --format markdown > pr-comment.md
     """
-    from evalkit import report as render
+    from evalkit.render import report as render
     from evalkit.comparison import compare_runs
     from evalkit.store import resolve_run
 
@@ -435,7 +436,7 @@ def history(model: str | None, cells: tuple[str, ...], since: str | None, last: 
       evalkit history --model demo --cell dp8-piecewise-fixoff --since 7d
       evalkit history --model demo --plot trend.png
     """
-    from evalkit import history as hist
+    from evalkit.store import history as hist
     from evalkit.store import resolve_run
 
     with hist.History(db_path or hist.default_db_path(results_dir)) as store:

@@ -1,6 +1,6 @@
 """Exec an engine so that it dies with evalkit, even when evalkit is SIGKILLed.
 
-`python -m evalkit._deathsig ARGV...` sets Linux's PR_SET_PDEATHSIG to SIGKILL and execs ARGV:
+`python -m evalkit.engine._deathsig ARGV...` sets Linux's PR_SET_PDEATHSIG to SIGKILL and execs ARGV:
 the engine keeps its pid and argv, and the kernel kills it if its parent (the evalkit thread
 that started it) dies without stopping it. Done in an exec wrapper rather than `preexec_fn`,
 which Python documents as unsafe in a process with threads (cells run in threads).

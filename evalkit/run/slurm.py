@@ -54,8 +54,8 @@ from evalkit.config import MatrixConfig
 from evalkit.errors import ConfigError
 from evalkit.matrix import Cell
 from evalkit.redact import scrub, scrub_file, secret_values
-from evalkit.runner import FINISHED, Interrupted, Progress, RunOptions
-from evalkit.scheduler import device_need
+from evalkit.run.runner import FINISHED, Interrupted, Progress, RunOptions
+from evalkit.run.scheduler import device_need
 from evalkit.store import RunStore, read_json, write_json
 
 SCRIPT_NAME = "slurm-job.sh"

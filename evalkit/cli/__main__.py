@@ -1,0 +1,5 @@
+"""`python -m evalkit.cli`: what each Slurm job runs."""
+
+from evalkit.cli import main
+
+main()

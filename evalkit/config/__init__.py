@@ -1,0 +1,27 @@
+"""Matrix configs: the typed schema (schema.py), the YAML loader (loader.py), `--model` lookup (lookup.py)."""
+
+from evalkit.config.loader import format_validation_error, load_config, parse_config
+from evalkit.config.lookup import available_configs, find_config
+from evalkit.config.schema import (
+    ABAxis,
+    AxisValue,
+    Devices,
+    EngineConfig,
+    EngineSettings,
+    Evals,
+    Executor,
+    GSM8KSettings,
+    MatrixConfig,
+    RepetitionSettings,
+    SlurmSettings,
+    Source,
+    StrictModel,
+    Threshold,
+    Timeouts,
+)
+
+__all__ = [
+    "ABAxis", "AxisValue", "Devices", "EngineConfig", "EngineSettings", "Evals", "Executor", "GSM8KSettings",
+    "MatrixConfig", "RepetitionSettings", "SlurmSettings", "Source", "StrictModel", "Threshold", "Timeouts",
+    "available_configs", "find_config", "format_validation_error", "load_config", "parse_config",
+]

@@ -1,0 +1,18 @@
+"""The results store: run folders written atomically (files.py) and the SQLite history (history.py)."""
+
+from evalkit.store.files import (
+    RunStore,
+    atomic_write_text,
+    check_run_id,
+    jsonl_writer,
+    new_run_id,
+    read_json,
+    read_jsonl,
+    read_run_cells,
+    resolve_run,
+    write_json,
+    write_jsonl,
+)
+
+__all__ = ["RunStore", "atomic_write_text", "check_run_id", "jsonl_writer", "new_run_id", "read_json", "read_jsonl",
+           "read_run_cells", "resolve_run", "write_json", "write_jsonl"]
