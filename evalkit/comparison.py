@@ -1,8 +1,9 @@
 """Two runs of the same matrix, before and after a change: per cell, B - A with its tests.
 
 Cells are matched by id and questions by id, so a run with `--limit` pairs with a full run on
-the questions both answered. Accuracy deltas use McNemar's exact test, collapse-rate deltas a
-two-sided Fisher exact test (a change may go either way). Rendering is in report.py.
+the questions both answered. Every registered eval's compared metrics: paired marks with
+McNemar's exact test, counts with a two-sided Fisher exact test (a change may go either way).
+Rendering is in render/.
 """
 
 from __future__ import annotations
@@ -10,15 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from evalkit.evals import registry
+from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.redact import redact_argv
 from evalkit.stats import fisher_collapse, paired_comparison
 from evalkit.store import read_run_cells
-from evalkit.verdicts import FILTERS, flat_metrics, marks, question_order
+from evalkit.verdicts import flat_metrics, marks, question_order
 
 
-def _paired(a_dir: Path, b_dir: Path, filter_name: str) -> dict[str, Any] | None:
+def _paired(a_dir: Path, b_dir: Path, spec: MetricSpec) -> dict[str, Any] | None:
     """B - A on the questions both answered (McNemar); None when they share none."""
-    a, b = marks(a_dir, filter_name), marks(b_dir, filter_name)
+    a, b = marks(a_dir, spec), marks(b_dir, spec)
     shared = sorted(set(a) & set(b), key=question_order)
     if not shared:
         return None
@@ -27,13 +30,24 @@ def _paired(a_dir: Path, b_dir: Path, filter_name: str) -> dict[str, Any] | None
             "flipped_to_wrong": list(p.b_only_ids), "flipped_to_right": list(p.a_only_ids)}
 
 
-def _collapse_delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
-    """B - A collapse rate (Fisher exact; two-sided, since a change may go either way)."""
-    ra, rb = a.get("metrics", {}).get("repetition") or {}, b.get("metrics", {}).get("repetition") or {}
-    if not ra.get("n") or not rb.get("n"):
+def _count_delta(spec: MetricSpec, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
+    """B - A of a count metric (Fisher exact; two-sided, since a change may go either way)."""
+    ka, na = a.get(spec.count_metric or ""), a.get(spec.n_metric or "")
+    kb, nb = b.get(spec.count_metric or ""), b.get(spec.n_metric or "")
+    if not na or not nb or ka is None or kb is None:
         return None
-    f = fisher_collapse(rb["collapsed"], rb["n"], ra["collapsed"], ra["n"])
+    f = fisher_collapse(kb, nb, ka, na)
     return {"diff": f.diff, "p_value": f.p_two_sided, "p_greater": f.p_greater}
+
+
+def _delta(spec: MetricSpec, a_dir: Path, b_dir: Path, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
+    if spec.comparison is Comparison.PAIRED:
+        return _paired(a_dir, b_dir, spec)
+    if spec.comparison is Comparison.COUNT:
+        return _count_delta(spec, a, b)
+    if spec.comparison is Comparison.CONTINUOUS and a.get(spec.name) is not None and b.get(spec.name) is not None:
+        return {"diff": b[spec.name] - a[spec.name], "p_value": None}
+    return None
 
 
 def _run_meta(run: dict[str, Any], cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -45,9 +59,9 @@ def _run_meta(run: dict[str, Any], cells: dict[str, dict[str, Any]]) -> dict[str
 
 
 def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
-    """Per cell (matched by id), B - A of GSM8K flexible/strict and collapse rate, paired.
+    """Per cell (matched by id), B - A of every compared metric (GSM8K strict/flexible, collapse rate).
 
-    Accuracy uses McNemar's exact test on the questions both runs answered; collapse uses
+    Paired metrics use McNemar's exact test on the questions both runs answered; counts use
     Fisher's exact test. Cells found in only one run are listed with `in` = "a" or "b".
     """
     run_a, listed_a = read_run_cells(a_path)
@@ -61,8 +75,8 @@ def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
                                "status_a": a["status"] if a else None, "status_b": b["status"] if b else None,
                                "a": flat_metrics(a) if a else {}, "b": flat_metrics(b) if b else {}}
         if a and b and a["status"] == b["status"] == "ok":
-            for short, filter_name in FILTERS.items():
-                row[f"gsm8k.{short}"] = _paired(a_path / cell_id, b_path / cell_id, filter_name)
-            row["repetition.collapse_rate"] = _collapse_delta(a, b)
+            for spec in registry.metrics():
+                if spec.comparison is not Comparison.NONE:
+                    row[spec.name] = _delta(spec, a_path / cell_id, b_path / cell_id, row["a"], row["b"])
         out.append(row)
     return {"a": _run_meta(run_a, cells_a), "b": _run_meta(run_b, cells_b), "cells": out}

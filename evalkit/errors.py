@@ -61,6 +61,10 @@ class EngineFault(EngineError):
     """The engine log printed a line that the profile marks as fatal."""
 
 
+class StreamBroken(EvalkitError):
+    """The server closed a stream before `[DONE]`: transient, the prompt is generated again."""
+
+
 class EvalError(EvalkitError):
     """An eval could not produce a trustworthy score for the cell."""
 

@@ -1,26 +1,25 @@
 """Stored cells -> comparisons, broken thresholds and the run's summary (summary.json).
 
-Comparisons are paired, on the questions both cells answered: each cell against the baseline
-cell, and each fix-off cell against its fix-on twin (the A/B axis). Accuracy deltas use McNemar's
-exact test, collapse rates Fisher's exact test (see stats.py). A threshold with `alpha` counts
+Each cell is compared against the baseline cell, and each fix-off cell against its fix-on twin
+(the A/B axis), for every metric of every registered eval by its comparison kind: per-question
+marks paired on the questions both cells answered (McNemar's exact test), counts of events
+(Fisher's exact test, see stats.py), continuous values as a difference. A threshold with `alpha` counts
 a delta only when it is significant, so noise on a small `--limit` does not fail a nightly job.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from evalkit.config import MatrixConfig, Threshold
 from evalkit.errors import EXIT_CELL_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLD
+from evalkit.evals import registry
+from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.matrix import twin_axes
-from evalkit.stats import fisher_collapse, paired_comparison, proportion
+from evalkit.stats import fisher_collapse, paired_comparison
 from evalkit.store import read_jsonl, read_run_cells
-
-FILTERS = {"strict": "strict-match", "flexible": "flexible-extract"}
-
 
 def question_order(qid: str) -> tuple[int, str]:
     """Sort key of question ids ("test-12" after "test-9"); ids without a number go first."""
@@ -28,103 +27,94 @@ def question_order(qid: str) -> tuple[int, str]:
     return (int(tail) if tail.isdigit() else -1, qid)
 
 
-def marks(cell_dir: Path, filter_name: str) -> dict[str, bool]:
-    """Question id -> right or wrong under one lm-eval filter, from a cell's GSM8K samples."""
-    column = list(FILTERS.values()).index(filter_name)
-    return {qid: pair[column] for qid, pair in _marks_file(cell_dir / "gsm8k.samples.jsonl").items()}
+def marks(cell_dir: Path, spec: MetricSpec) -> dict[str, bool]:
+    """Question id -> right or wrong for a PAIRED metric, from the cell's samples file of its eval."""
+    ev = registry.eval_of(spec.name)
+    if ev is None or spec.mark_field is None:
+        return {}
+    fields = tuple(m.mark_field for m in ev.metrics if m.mark_field)
+    column = fields.index(spec.mark_field)
+    return {qid: row[column] for qid, row in _marks_file(cell_dir / ev.samples_file, fields).items()}
 
 
-def _marks_file(path: Path) -> dict[str, tuple[bool, ...]]:
-    """Both filters' marks of a samples file ({} when absent), read once per state of the file:
-    each cell is compared with the baseline and with its twin, and the baseline with all."""
+def _marks_file(path: Path, fields: tuple[str, ...]) -> dict[str, tuple[bool, ...]]:
+    """Every paired metric's marks of a samples file ({} when absent), read once per state of the
+    file: each cell is compared with the baseline and with its twin, and the baseline with all."""
     try:
         stat = path.stat()
     except FileNotFoundError:
         return {}
-    return _read_marks(path, stat.st_mtime_ns, stat.st_size)
+    return _read_marks(path, stat.st_mtime_ns, stat.st_size, fields)
 
 
 @functools.lru_cache(maxsize=64)
-def _read_marks(path: Path, mtime_ns: int, size: int) -> dict[str, tuple[bool, ...]]:
-    return {row["id"]: tuple(bool(row[f"{f}.correct"]) for f in FILTERS.values()) for row in read_jsonl(path)}
+def _read_marks(path: Path, mtime_ns: int, size: int, fields: tuple[str, ...]) -> dict[str, tuple[bool, ...]]:
+    return {row["id"]: tuple(bool(row[f]) for f in fields) for row in read_jsonl(path)}
 
 
 def flat_metrics(record: dict[str, Any]) -> dict[str, Any]:
     """A cell's headline metrics under stable dotted names (the summary.json contract)."""
-    g = record.get("metrics", {}).get("gsm8k") or {}
-    r = record.get("metrics", {}).get("repetition") or {}
     out: dict[str, Any] = {}
-    if g:
-        out |= {"gsm8k.strict": g["strict"], "gsm8k.flexible": g["flexible"], "gsm8k.n": g["n"],
-                "gsm8k.strict_stderr": g.get("strict_stderr"), "gsm8k.flexible_stderr": g.get("flexible_stderr"),
-                "gsm8k.cut_by_max_gen_toks": g.get("cut_by_max_gen_toks"), "gsm8k.retries": g.get("retries")}
-        for short in FILTERS:
-            p = proportion(round(g[short] * g["n"]), g["n"])
-            out[f"gsm8k.{short}_ci95"] = [p.low, p.high]
-    if r:
-        out |= {"repetition.collapse_rate": r["collapse_rate"], "repetition.n": r["n"],
-                "repetition.collapsed": r["collapsed"]}
-        if r.get("n"):
-            p = proportion(r["collapsed"], r["n"])
-            out["repetition.collapse_rate_ci95"] = [p.low, p.high]
+    for ev in registry.evals():
+        raw = (record.get("metrics") or {}).get(ev.name)
+        if raw:
+            out |= ev.flat(raw)
     return out
 
 
 def compare(cell: dict[str, Any], ref: dict[str, Any], run_path: Path) -> dict[str, Any]:
-    """Paired deltas of `cell` against `ref` (cell - ref) on the shared questions."""
+    """Deltas of `cell` against `ref` (cell - ref), per compared metric: paired metrics on the
+    shared questions (McNemar), counts with Fisher (one-sided, a rise), continuous values as a
+    plain difference."""
     result: dict[str, Any] = {"reference": ref["id"]}
-    for short, filter_name in FILTERS.items():
-        a, b = marks(run_path / cell["id"], filter_name), marks(run_path / ref["id"], filter_name)
-        shared = sorted(set(a) & set(b), key=question_order)
-        if not shared:
-            continue
-        p = paired_comparison([a[i] for i in shared], [b[i] for i in shared], ids=shared)
-        floors = [c["metrics"]["gsm8k"]["repeats"]["noise_floor"][short]["max_pairwise_diff"]
-                  for c in (cell, ref) if "repeats" in (c["metrics"].get("gsm8k") or {})]
-        result[f"gsm8k.{short}"] = {
-            "diff": p.diff, "p_value": p.p_value, "ci95": [p.low, p.high], "n": p.n,
-            "noise_floor": max(floors) if floors else None,
-            "right_only_in_cell": p.a_only, "right_only_in_reference": p.b_only,
-            "flipped_to_wrong": list(p.b_only_ids), "flipped_to_right": list(p.a_only_ids),
-        }
-    rc, rr = cell["metrics"].get("repetition"), ref["metrics"].get("repetition")
-    if rc and rr and rc.get("n") and rr.get("n"):
-        f = fisher_collapse(rc["collapsed"], rc["n"], rr["collapsed"], rr["n"])
-        result["repetition.collapse_rate"] = {"diff": f.diff, "p_value": f.p_greater, "p_two_sided": f.p_two_sided,
-                                              "new_collapses": _new_collapses(run_path / cell["id"], run_path / ref["id"])}
+    cell_dir, ref_dir = run_path / cell["id"], run_path / ref["id"]
+    flat_cell, flat_ref = flat_metrics(cell), flat_metrics(ref)
+    for ev in registry.evals():
+        for spec in ev.metrics:
+            delta = _delta(spec, cell, ref, cell_dir, ref_dir, flat_cell, flat_ref)
+            if delta is not None:
+                result[spec.name] = delta | ev.extra_delta(spec, cell_dir, ref_dir)
     return result
 
 
-def _new_collapses(cell_dir: Path, ref_dir: Path, limit: int = 50) -> list[dict[str, Any]]:
-    """Prompts collapsed in the cell but not in the reference, with the first token where the
-    two greedy outputs diverge: what the reference did instead, and how early the cell left it."""
-    from evalkit.evals.detector import split_text
+def _delta(spec: MetricSpec, cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_dir: Path,
+           flat_cell: dict[str, Any], flat_ref: dict[str, Any]) -> dict[str, Any] | None:
+    if spec.comparison is Comparison.PAIRED:
+        a, b = marks(cell_dir, spec), marks(ref_dir, spec)
+        shared = sorted(set(a) & set(b), key=question_order)
+        if not shared:
+            return None
+        p = paired_comparison([a[i] for i in shared], [b[i] for i in shared], ids=shared)
+        eval_name = spec.name.split(".", 1)[0]
+        floors = [f for c in (cell, ref) if spec.noise_floor and (raw := (c["metrics"].get(eval_name) or {}))
+                  and (f := spec.noise_floor(raw)) is not None]
+        return {"diff": p.diff, "p_value": p.p_value, "ci95": [p.low, p.high], "n": p.n,
+                "noise_floor": max(floors) if floors else None,
+                "right_only_in_cell": p.a_only, "right_only_in_reference": p.b_only,
+                "flipped_to_wrong": list(p.b_only_ids), "flipped_to_right": list(p.a_only_ids)}
+    if spec.comparison is Comparison.COUNT:
+        k, n, k_ref, n_ref = (flat_cell.get(spec.count_metric or ""), flat_cell.get(spec.n_metric or ""),
+                              flat_ref.get(spec.count_metric or ""), flat_ref.get(spec.n_metric or ""))
+        if not n or not n_ref or k is None or k_ref is None:
+            return None
+        f = fisher_collapse(k, n, k_ref, n_ref)
+        return {"diff": f.diff, "p_value": f.p_greater, "p_two_sided": f.p_two_sided}
+    if spec.comparison is Comparison.CONTINUOUS:
+        value, ref_value = flat_cell.get(spec.name), flat_ref.get(spec.name)
+        if value is None or ref_value is None:
+            return None
+        return {"diff": value - ref_value, "p_value": None}
+    return None
 
-    def rows(d: Path, keep: Callable[[dict[str, Any]], bool]) -> dict[str, dict[str, Any]]:
-        path = d / "repetition.samples.jsonl"  # streamed: only the rows needed are kept
-        return {row["id"]: row for row in read_jsonl(path) if keep(row)} if path.is_file() else {}
 
-    cell = rows(cell_dir, lambda row: bool(row.get("collapsed")))
-    ref = rows(ref_dir, lambda row: row["id"] in cell) if cell else {}
-    out = []
-    for prompt_id, row in cell.items():
-        other = ref.get(prompt_id)
-        if other is None or other.get("collapsed"):
-            continue
-        a, b = split_text(row.get("text", "")), split_text(other.get("text", ""))
-        n = min(len(a), len(b))
-        mismatch = (a[:n] != b[:n]).nonzero()[0]
-        diverge = int(mismatch[0]) if len(mismatch) else n
-        out.append({"id": prompt_id, "diverge_at_token": diverge, "onset": (row.get("evidence") or {}).get("onset")})
-        if len(out) == limit:
-            break
-    return out
+_TEST_NAMES = {Comparison.PAIRED: "McNemar", Comparison.COUNT: "Fisher"}
 
 
 def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any] | None:
     """The broken-threshold flag for one cell, or None if the rule holds (or does not apply)."""
     check, limit, metric = threshold.check, threshold.value, threshold.metric
-    label = metric.replace("gsm8k.", "GSM8K ").replace("repetition.collapse_rate", "collapse rate")
+    spec = registry.metric(metric)
+    label = spec.label if spec else metric
     if check in ("min", "max"):
         value = metrics.get(metric)
         if value is None or (value >= limit if check == "min" else value <= limit):
@@ -142,14 +132,15 @@ def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any]) 
     if delta.get("noise_floor") is not None and abs(delta["diff"]) <= delta["noise_floor"]:
         return None  # no larger than re-running the same cell moved it: not a regression
     p = delta["p_value"]
-    if threshold.alpha is not None and not p < threshold.alpha:
+    if threshold.alpha is not None and not (p is not None and p < threshold.alpha):
         return None
     ref_id = cell[against]["reference"]
     ref_word = "baseline" if against == "vs_baseline" else "fix-on twin"
-    test = "McNemar" if metric.startswith("gsm8k") else "Fisher"
     value = metrics.get(metric)
     words = (f"{cell['id']}: {label} {value:.3f} vs {ref_word} {ref_id} "
-             f"{value - delta['diff']:.3f}, {delta['diff'] * 100:+.1f} points, {test} p = {p:.2g}")
+             f"{value - delta['diff']:.3f}, {delta['diff'] * 100:+.1f} points")
+    if p is not None:
+        words += f", {_TEST_NAMES.get(spec.comparison, 'test') if spec else 'test'} p = {p:.2g}"
     if threshold.alpha is not None:
         words += f" < {threshold.alpha:g}"
     return {"metric": metric, "check": check, "limit": limit, "value": value, "diff": delta["diff"],

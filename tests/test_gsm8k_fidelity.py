@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.config import GSM8KSettings
+from evalkit.evals.gsm8k import GSM8KSettings
 from evalkit.errors import EvalError
-from evalkit.evals import gsm8k
+from evalkit.evals import gsm8k, lm_eval_adapter
 from tests.conftest import running_sim
 
 
@@ -79,9 +79,9 @@ def test_compiled_templates_render_exactly_as_lm_evals_jinja(template: str) -> N
             expected = jinja2.UndefinedError
         if expected is jinja2.UndefinedError:
             with pytest.raises(jinja2.UndefinedError):
-                gsm8k.compile_template(template)(doc)
+                lm_eval_adapter.compile_template(template)(doc)
         else:
-            assert gsm8k.compile_template(template)(doc) == expected
+            assert lm_eval_adapter.compile_template(template)(doc) == expected
 
 
 def test_each_cell_gets_its_own_copy_of_the_cached_task(tmp_path: Path) -> None:
@@ -97,12 +97,12 @@ def test_each_cell_gets_its_own_copy_of_the_cached_task(tmp_path: Path) -> None:
         task.build_all_requests(limit=20, rank=0, world_size=1)  # type: ignore[attr-defined]
         return [inst.arguments[0] for inst in task.instances]  # type: ignore[attr-defined]
 
-    first, second = gsm8k.task_for_cell(task_dir), gsm8k.task_for_cell(task_dir)
+    first, second = lm_eval_adapter.task_for_cell(task_dir, gsm8k.TASK_NAME), lm_eval_adapter.task_for_cell(task_dir, gsm8k.TASK_NAME)
     assert first is not second and first.dataset["train"] is second.dataset["train"]
     one, two = prompts(first, 1), prompts(second, 2)
     fresh = TaskManager(include_path=str(task_dir), include_defaults=False).load([gsm8k.TASK_NAME])["tasks"]
     assert one == prompts(fresh[gsm8k.TASK_NAME], 1) and one != two
-    assert prompts(gsm8k.task_for_cell(task_dir), 2) == two
+    assert prompts(lm_eval_adapter.task_for_cell(task_dir, gsm8k.TASK_NAME), 2) == two
 
 
 def test_samples_record_what_silently_changes_scores(tmp_path: Path) -> None:

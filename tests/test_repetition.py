@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from evalkit.config import RepetitionSettings
+from evalkit.evals.repetition import RepetitionSettings
 from evalkit.evals import repetition
 from tests.sim_helpers import SimServer
 

@@ -10,18 +10,16 @@ from evalkit.config.schema import (
     EngineSettings,
     Evals,
     Executor,
-    GSM8KSettings,
     MatrixConfig,
-    RepetitionSettings,
     SlurmSettings,
     Source,
     StrictModel,
     Threshold,
     Timeouts,
+    config_model,
 )
 
 __all__ = [
-    "ABAxis", "AxisValue", "Devices", "EngineConfig", "EngineSettings", "Evals", "Executor", "GSM8KSettings",
-    "MatrixConfig", "RepetitionSettings", "SlurmSettings", "Source", "StrictModel", "Threshold", "Timeouts",
+    "ABAxis", "AxisValue", "Devices", "EngineConfig", "EngineSettings", "Evals", "Executor", "MatrixConfig", "SlurmSettings", "Source", "StrictModel", "Threshold", "Timeouts", "config_model",
     "available_configs", "find_config", "format_validation_error", "load_config", "parse_config",
 ]

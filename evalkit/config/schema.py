@@ -12,11 +12,10 @@ was expected``.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
-from evalkit.evals.detector import DetectorSettings
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_STARTUP_TIMEOUT_S = 45 * 60  # ATOM's CI waits 45 x 60 s for a large model
@@ -91,42 +90,15 @@ class EngineConfig(StrictModel):
     fatal_patterns: list[str] = Field(default_factory=list, description="Extra log regexes that fail a cell at once.")
 
 
-class GSM8KSettings(StrictModel):
-    """GSM8K through lm-eval; lm-eval's own defaults where the config is silent."""
-
-    enabled: bool = True
-    endpoint: Literal["completions", "chat"] = "completions"
-    num_fewshot: int = Field(5, ge=0, description="lm-eval's default; ATOM's CI uses 3, vLLM's 5.")
-    max_gen_toks: int = Field(256, ge=1, description="lm-eval's default; too short for reasoning models.")
-    until: list[str] | None = Field(None, description="Stop strings; default: the task's own.")
-    num_concurrent: int = Field(16, ge=1)
-    max_retries: int = Field(3, ge=0)
-    timeout: float | None = Field(None, gt=0, description="Per-request seconds; default scales with max_gen_toks.")
-    limit: int | None = Field(None, ge=1, description="First N test questions only.")
-    seed: int = 1234
-    repeats: int = Field(1, ge=1, description="Runs of GSM8K per cell; questions flipping between them are its noise floor.")
-
-
-class RepetitionSettings(StrictModel):
-    """Long greedy generations scanned for repeated-token collapse."""
-
-    enabled: bool = True
-    prompt_set: str = "long_generation_v1"
-    count: int | None = Field(None, ge=1, description="First N prompts of the set; default: all.")
-    max_tokens: int = Field(4096, ge=16, description="Long limits matter: 4096 often missed real bugs.")
-    concurrency: int = Field(16, ge=1)
-    endpoint: Literal["completions", "chat"] = "completions"
-    early_abort: bool = Field(True, description="Stop a stream once it is clearly collapsed.")
-    timeout: float = Field(1800.0, gt=0, description="Per-request seconds.")
-    detector: DetectorSettings = Field(default_factory=DetectorSettings)
-
-
 class Evals(StrictModel):
-    gsm8k: GSM8KSettings = Field(default_factory=GSM8KSettings)
-    repetition: RepetitionSettings = Field(default_factory=RepetitionSettings)
+    """Each registered eval's settings under its name (`evals.gsm8k`, `evals.repetition`, ...).
+
+    The fields come from the eval registry (evalkit/evals/registry.py): `config_model()` builds
+    the config model with one field per registered eval, so adding an eval adds its section here
+    with no edit to this file, and a misspelt section is still an unknown key.
+    """
 
 
-Metric = Literal["gsm8k.strict", "gsm8k.flexible", "repetition.collapse_rate"]
 CHECKS = ("min", "max", "max_drop_vs_baseline", "max_drop_ab", "max_rise_vs_baseline", "max_rise_ab")
 
 
@@ -137,7 +109,7 @@ class Threshold(StrictModel):
     baseline cell or against its fix-on twin (`ab`), in absolute units (0.02 = 2 points).
     """
 
-    metric: Metric
+    metric: str = Field(description="A registered eval's metric, e.g. gsm8k.flexible.")
     min: float | None = None
     max: float | None = None
     max_drop_vs_baseline: float | None = Field(None, ge=0)
@@ -146,6 +118,16 @@ class Threshold(StrictModel):
     max_rise_ab: float | None = Field(None, ge=0)
     alpha: float | None = Field(None, gt=0, lt=1, description="Count a delta only when p < alpha.")
     action: Literal["fail", "warn"] = "fail"
+
+    @field_validator("metric")
+    @classmethod
+    def _known_metric(cls, metric: str) -> str:
+        from evalkit.evals import registry
+
+        names = [spec.name for spec in registry.metrics()]
+        if metric not in names:
+            raise ValueError(f"unknown metric (known: {', '.join(names)})")
+        return metric
 
     @model_validator(mode="after")
     def _one_check(self) -> Threshold:
@@ -268,3 +250,30 @@ class MatrixConfig(StrictModel):
     @property
     def served(self) -> str:
         return self.served_name or self.model
+
+
+_MODELS: dict[int, type[MatrixConfig]] = {}
+
+
+def config_model() -> type[MatrixConfig]:
+    """MatrixConfig with an `evals` section per registered eval (cached per registry state).
+
+    Built-in evals (`default_enabled`) are present with their defaults when a config omits them;
+    others are None unless configured.
+    """
+    from evalkit.evals import registry
+
+    generation = registry.generation()
+    model = _MODELS.get(generation)
+    if model is None:
+        fields: dict[str, Any] = {
+            ev.name: (ev.settings, Field(default_factory=ev.settings)) if ev.default_enabled
+            else (ev.settings | None, None)  # type: ignore[operator]
+            for ev in registry.evals()
+        }
+        evals = create_model("Evals", __base__=Evals, __module__=__name__, **fields)
+        model = create_model("MatrixConfig", __base__=MatrixConfig, __module__=__name__,
+                             evals=(evals, Field(default_factory=evals)))
+        _MODELS.clear()
+        _MODELS[generation] = model
+    return model

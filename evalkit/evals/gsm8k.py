@@ -1,52 +1,56 @@
 """GSM8K scored by lm-eval itself, so evalkit's marks are the ones the field trusts.
 
-lm-eval is called in-process (`simple_evaluate`) over a task YAML that includes lm-eval's own
+lm-eval is called in-process (lm_eval_adapter.py) over a task YAML that includes lm-eval's own
 `gsm8k.yaml` and only swaps the hub dataset for the copy shipped in evalkit, so the prompt, the
 few-shot examples, the stop strings and both filters (`strict-match`, `flexible-extract`) are
 lm-eval's. The same YAML is written into the run folder, so the `lm_eval` CLI can be pointed at
 it to reproduce a cell's score (the README shows the command).
 
-lm-eval's client returns text only; a thin subclass of its backends also records, per prompt,
-`finish_reason`, token counts and how many attempts the request took, since answers cut by
-`max_gen_toks` and hidden retries are exactly what silently changes scores.
+Per question, both filters' marks are kept (`gsm8k.samples.jsonl`), so any two cells are
+compared on the same questions (McNemar). With `repeats`, the same cell runs GSM8K again: the
+questions that flip between runs of one engine are its noise floor.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import copy
-import functools
 import hashlib
 import importlib.util
 import json
-import logging
-import os
-import threading
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import tqdm
 import yaml
+from pydantic import Field
 
-from evalkit.config import GSM8KSettings
 from evalkit.errors import EvalError
+from evalkit.evals import registry
+from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec
+from evalkit.evals.lm_eval_adapter import ResponseMeta, evaluate, lm_eval_version, prompt_key
+from evalkit.store.files import write_jsonl
 
-os.environ.setdefault("TQDM_DISABLE", "1")  # lm-eval's progress bars would drown evalkit's own
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-# tqdm's `ensure_lock` (used by datasets' thread_map) deletes the class lock after use when it
-# created it; with cells in threads another thread's bar then fails with "tqdm has no attribute
-# _lock". A lock made once up front is never deleted.
-tqdm.tqdm.get_lock()
+class GSM8KSettings(EvalSettings):
+    """GSM8K through lm-eval; lm-eval's own defaults where the config is silent."""
+
+    endpoint: Literal["completions", "chat"] = "completions"
+    num_fewshot: int = Field(5, ge=0, description="lm-eval's default; ATOM's CI uses 3, vLLM's 5.")
+    max_gen_toks: int = Field(256, ge=1, description="lm-eval's default; too short for reasoning models.")
+    until: list[str] | None = Field(None, description="Stop strings; default: the task's own.")
+    num_concurrent: int = Field(16, ge=1)
+    max_retries: int = Field(3, ge=0)
+    timeout: float | None = Field(None, gt=0, description="Per-request seconds; default scales with max_gen_toks.")
+    limit: int | None = Field(None, ge=1, description="First N test questions only.")
+    seed: int = 1234
+    repeats: int = Field(1, ge=1, description="Runs of GSM8K per cell; questions flipping between them are its noise floor.")
+
 
 TASK_NAME = "evalkit_gsm8k"
+TASK_DIR = "lm_eval_tasks"
+"""The run's folder for the task YAML, shared by every cell (and by the `lm_eval` CLI)."""
 FILTERS = ("strict-match", "flexible-extract")
+SHORT = {"strict": "strict-match", "flexible": "flexible-extract"}
 GSM8K_TEST_SIZE = 1319
 DATA_FILES = ("train.jsonl", "test.jsonl")
 
@@ -75,12 +79,6 @@ def check_data(directory: Path | None = None) -> dict[str, Path]:
                     raise EvalError(f"{path}:{lineno}: not a GSM8K record (question, answer ending '#### N')")
         files[name.removesuffix(".jsonl")] = path
     return files
-
-
-def lm_eval_version() -> str:
-    from importlib.metadata import version
-
-    return version("lm-eval")
 
 
 def write_task_yaml(directory: Path, settings: GSM8KSettings) -> Path:
@@ -125,76 +123,6 @@ def request_timeout(settings: GSM8KSettings) -> float:
     return settings.timeout or max(300.0, settings.max_gen_toks * 0.1)
 
 
-@dataclass
-class ResponseMeta:
-    """What lm-eval's client drops: per prompt, the server's finish reason, usage and attempts."""
-
-    by_prompt: dict[str, dict[str, Any]] = field(default_factory=dict)
-    on_answer: Callable[[int], None] | None = None
-    """Called with the number of answers received so far (the live view's `gsm8k n/N`)."""
-    answered: int = 0
-    first_request: float | None = None
-    last_answer: float | None = None
-    """monotonic() of the first request and the last answer: the request phase, for timings."""
-
-    def record(self, prompt: str, choice: dict[str, Any], usage: dict[str, Any] | None) -> None:
-        entry = self.by_prompt.setdefault(prompt, {"attempts": 0})
-        entry["completion_tokens"] = (usage or {}).get("completion_tokens")
-        entry["prompt_tokens"] = (usage or {}).get("prompt_tokens")
-        if "finish_reason" not in entry:  # first answer for this prompt (a retry answers again)
-            self.answered += 1
-        entry["finish_reason"] = choice.get("finish_reason")
-        self.last_answer = time.monotonic()
-        if self.on_answer is not None:
-            self.on_answer(self.answered)
-
-    def attempt(self, prompt: str) -> None:
-        if self.first_request is None:
-            self.first_request = time.monotonic()
-        self.by_prompt.setdefault(prompt, {"attempts": 0})["attempts"] += 1
-
-
-_META: contextvars.ContextVar[ResponseMeta | None] = contextvars.ContextVar("evalkit_meta", default=None)
-_PROMPT: contextvars.ContextVar[str | None] = contextvars.ContextVar("evalkit_prompt", default=None)
-
-
-def _prompt_key(messages: Any) -> str:
-    if isinstance(messages, list) and len(messages) == 1:
-        messages = messages[0]
-    return messages if isinstance(messages, str) else json.dumps(messages, sort_keys=True, default=str)
-
-
-def _register_backends() -> None:
-    """`evalkit-completions` / `evalkit-chat-completions`: lm-eval's backends plus metadata capture."""
-    from lm_eval.api.registry import MODEL_REGISTRY, register_model
-    from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompletionsAPI
-
-    if "evalkit-completions" in MODEL_REGISTRY:
-        return
-
-    class _Recording:
-        async def amodel_call(self, session: Any, sem: Any, messages: Any, **kwargs: Any) -> Any:  # noqa: D401
-            key = _prompt_key(messages)
-            meta = _META.get()
-            if meta is not None:
-                meta.attempt(key)
-            token = _PROMPT.set(key)
-            try:
-                return await super().amodel_call(session, sem, messages, **kwargs)  # type: ignore[misc]
-            finally:
-                _PROMPT.reset(token)
-
-        def parse_generations(self, outputs: Any, **kwargs: Any) -> list[str]:
-            meta, key = _META.get(), _PROMPT.get()
-            if meta is not None and key is not None and isinstance(outputs, dict):
-                for choice in outputs.get("choices") or []:
-                    meta.record(key, choice, outputs.get("usage"))
-            return super().parse_generations(outputs, **kwargs)  # type: ignore[misc]
-
-    register_model("evalkit-completions")(type("EvalkitCompletions", (_Recording, LocalCompletionsAPI), {}))
-    register_model("evalkit-chat-completions")(type("EvalkitChatCompletions", (_Recording, LocalChatCompletion), {}))
-
-
 def model_args(settings: GSM8KSettings, base_url: str, served_name: str) -> dict[str, Any]:
     """The backend arguments; the equality test passes the same ones to the `lm_eval` CLI."""
     path = "/v1/completions" if settings.endpoint == "completions" else "/v1/chat/completions"
@@ -209,123 +137,6 @@ def model_args(settings: GSM8KSettings, base_url: str, served_name: str) -> dict
         "max_gen_toks": settings.max_gen_toks,
         "seed": settings.seed,
     }
-
-
-class _ThisThread(logging.Filter):
-    """Cells run side by side in threads: each cell's log file gets only its own thread's lines."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ident = threading.get_ident()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.thread == self.ident
-
-
-@contextlib.contextmanager
-def _log_to(path: Path | None) -> Iterator[None]:
-    """lm-eval's log (retries, failed requests, null answers) goes to the cell's gsm8k.log.
-
-    Left alone it would print every retry of every request to the terminal; a cell's log is
-    where a reader looks when the cell's numbers look wrong.
-    """
-    loggers = [logging.getLogger(name) for name in ("lm_eval", "asyncio")]
-    if path is None:
-        yield
-        return
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(_ThisThread())
-    for logger in loggers:
-        logger.propagate = False
-        logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        for logger in loggers:
-            logger.removeHandler(handler)
-        handler.close()
-
-
-@dataclass
-class GSM8KResult:
-    metrics: dict[str, Any]
-    samples: list[dict[str, Any]]
-
-
-def _cache_templates() -> None:
-    """Compile each of lm-eval's Jinja prompt templates once instead of once per document.
-
-    lm-eval's `utils.apply_template` calls `env.from_string` for every render: ~5 s of the ~6 s
-    lm-eval spends per cell outside its requests, for 1319 questions x (shots + 1) x 2 renders.
-    The same environment renders the same template, so prompts are byte-identical (the
-    equality test against the `lm_eval` CLI, which runs unpatched, checks it).
-    """
-    import lm_eval.utils as lm_utils
-
-    if getattr(lm_utils.apply_template, "evalkit_cached", False):
-        return
-
-    def apply_template(template: str, doc: dict[str, Any]) -> str:
-        return compile_template(template)(doc)
-
-    apply_template.evalkit_cached = True  # type: ignore[attr-defined]
-    lm_utils.apply_template = apply_template
-
-
-@functools.lru_cache(maxsize=1024)
-def compile_template(template: str) -> Callable[[dict[str, Any]], str]:
-    """A render function for one of lm-eval's templates, in lm-eval's own Jinja environment.
-
-    Templates made only of text and bare ``{{ field }}`` (GSM8K's "Question: {{question}}\nAnswer:"
-    and "{{answer}}") are rendered by joining the text with ``str(doc[field])``, which is what
-    Jinja's compiled code does for them without filters or autoescape: Jinja sets up a new
-    context per render, which cost ~20 us x 21,000 renders per cell. Anything else, and a
-    field the document lacks, goes through Jinja.
-    """
-    import lm_eval.utils as lm_utils
-    from jinja2 import nodes
-
-    compiled = lm_utils.env.from_string(template)
-    body = lm_utils.env.parse(template).body
-    if not (len(body) == 1 and isinstance(body[0], nodes.Output)
-            and all(isinstance(n, (nodes.TemplateData, nodes.Name)) for n in body[0].nodes)):
-        return lambda doc: compiled.render(**doc)
-    parts = tuple((n.data, None) if isinstance(n, nodes.TemplateData) else ("", n.name) for n in body[0].nodes)
-
-    def render(doc: dict[str, Any]) -> str:
-        try:
-            return "".join([text if field is None else str(doc[field]) for text, field in parts])
-        except KeyError:
-            return compiled.render(**doc)  # Jinja's own error (StrictUndefined) or a global
-
-    return render
-
-
-_TASKS: dict[str, Any] = {}
-_TASKS_LOCK = threading.Lock()
-
-
-def task_for_cell(task_dir: Path) -> Any:
-    """lm-eval's Task for the task file in ``task_dir``: built once per process, copied per cell.
-
-    Building it reads the YAML and the dataset, and lm-eval turns the 7,473 training rows into
-    Python dicts for its few-shot sampler: ~0.4 s per cell for the same object every time. The
-    cached task keeps its splits as lists of dicts (the rows lm-eval reads from the Arrow table,
-    in the same order), which each cell's deep copy shares: simple_evaluate sets the seed,
-    config and requests on its own copy, so cells side by side never touch each other's.
-    """
-    from lm_eval.tasks import TaskManager
-
-    key = (task_dir / f"{TASK_NAME}.yaml").read_text(encoding="utf-8")
-    with _TASKS_LOCK:
-        task = _TASKS.get(key)
-        if task is None:
-            task = TaskManager(include_path=str(task_dir), include_defaults=False).load([TASK_NAME])["tasks"][TASK_NAME]
-            task.dataset = {split: list(docs) for split, docs in task.dataset.items()}
-            _TASKS[key] = task
-    shared = {id(docs): docs for docs in (*task.dataset.values(), task.sampler.df)}
-    return copy.deepcopy(task, memo=shared)
 
 
 def check_endpoint(settings: GSM8KSettings, base_url: str, served_name: str) -> None:
@@ -353,58 +164,25 @@ def check_endpoint(settings: GSM8KSettings, base_url: str, served_name: str) -> 
 def run_gsm8k(
     settings: GSM8KSettings, base_url: str, served_name: str, task_dir: Path, limit: int | None,
     log_path: Path | None = None, progress: Callable[[int, int], None] | None = None,
-) -> GSM8KResult:
+) -> EvalResult:
     """Score GSM8K on a running server; per-question records keep both filters' marks."""
-    import lm_eval.evaluator
-    from lm_eval.tasks import TaskManager
-
     check_endpoint(settings, base_url, served_name)
-    _cache_templates()
-    logging.getLogger("lm_eval").setLevel(logging.WARNING)
-    # lm-eval shells out to `git describe` in the cwd for its own report (printing "fatal: not
-    # a git repository" outside one); evalkit records the SHAs that matter in run.json itself.
-    lm_eval.evaluator.get_git_commit_hash = lambda: None
-    # lm-eval's LMEVAL_HASHMM=0 switch, set after import: API backends count as multimodal, so
-    # lm-eval deep-copies every logged sample looking for images to hash (~0.2 s per cell);
-    # GSM8K samples are text, which that copy leaves unchanged.
-    lm_eval.evaluator.LMEVAL_HASHMM = False
-    _register_backends()
-    backend = "evalkit-completions" if settings.endpoint == "completions" else "evalkit-chat-completions"
     total = min(n for n in (limit, settings.limit, GSM8K_TEST_SIZE) if n)
-    meta = ResponseMeta(on_answer=(lambda done: progress(done, total)) if progress else None)
-    token = _META.set(meta)
-    try:
-        with _log_to(log_path):
-            out = lm_eval.evaluator.simple_evaluate(
-                model=backend,
-                model_args=model_args(settings, base_url, served_name),
-                tasks=[task_for_cell(task_dir)],
-                limit=limit or settings.limit,
-                task_manager=TaskManager(include_path=str(task_dir), include_defaults=False),
-                log_samples=True,
-                apply_chat_template=settings.endpoint == "chat",
-                fewshot_as_multiturn=settings.endpoint == "chat",
-                random_seed=settings.seed,
-                numpy_random_seed=settings.seed,
-                fewshot_random_seed=settings.seed,
-            )
-    except Exception as e:  # lm-eval raises bare exceptions (RetryError, ClientError, ...)
-        raise EvalError(f"gsm8k: lm-eval failed: {type(e).__name__}: {e}") from e
-    finally:
-        _META.reset(token)
-    if out is None:
-        raise EvalError("gsm8k: lm-eval returned no results")
+    out, meta = evaluate(
+        task_dir, TASK_NAME, endpoint=settings.endpoint, model_args=model_args(settings, base_url, served_name),
+        limit=limit or settings.limit, seed=settings.seed, log_path=log_path, label="gsm8k",
+        on_answer=(lambda done: progress(done, total)) if progress else None,
+    )
     result = _collect(out, meta)
     result.metrics["endpoint"] = settings.endpoint
     result.metrics["chat_template"] = (
         "the server's own (lm-eval apply_chat_template, few-shot as multi-turn)" if settings.endpoint == "chat" else None
     )
-    if meta.first_request is not None and meta.last_answer is not None:
-        result.metrics["requests_s"] = round(meta.last_answer - meta.first_request, 3)
+    if meta.requests_s is not None:
+        result.metrics["requests_s"] = meta.requests_s
     return result
 
-
-def _collect(out: dict[str, Any], meta: ResponseMeta) -> GSM8KResult:
+def _collect(out: dict[str, Any], meta: ResponseMeta) -> EvalResult:
     scores = out["results"][TASK_NAME]
     by_doc: dict[int, dict[str, Any]] = {}
     for s in out["samples"][TASK_NAME]:
@@ -418,7 +196,7 @@ def _collect(out: dict[str, Any], meta: ResponseMeta) -> GSM8KResult:
                 "prompt_hash": hashlib.sha256(str(text).encode()).hexdigest()[:16],
                 "target": s["target"],
                 "response": s["resps"][0][0],
-                **{k: v for k, v in meta.by_prompt.get(_prompt_key(prompt), {}).items()},
+                **{k: v for k, v in meta.by_prompt.get(prompt_key(prompt), {}).items()},
             },
         )
         name = s["filter"]
@@ -442,4 +220,92 @@ def _collect(out: dict[str, Any], meta: ResponseMeta) -> GSM8KResult:
     for key in ("strict_stderr", "flexible_stderr"):
         value = metrics[key]
         metrics[key] = None if isinstance(value, str) or value != value else float(value)  # "N/A"/nan at n < 2
-    return GSM8KResult(metrics, samples)
+    return EvalResult(metrics, samples, texts=[(str(r["response"]), r.get("finish_reason")) for r in samples])
+
+
+def _repeat(settings: GSM8KSettings, ctx: EvalContext, task_dir: Path, first: EvalResult) -> dict[str, Any]:
+    """Run GSM8K again on the same engine; the questions that flip between runs are the noise floor.
+
+    Several real configuration bugs were nondeterministic, and so are some healthy engines: a
+    delta no larger than re-running the same cell is not a regression.
+    """
+    from evalkit.stats import noise_floor
+
+    runs = [first]
+    for i in range(2, settings.repeats + 1):
+        ctx.status(f"gsm8k repeat {i}", "")
+        result = run_gsm8k(settings, ctx.base_url, ctx.served_name, task_dir, ctx.limit, ctx.cell_dir / "gsm8k.log")
+        write_jsonl(ctx.cell_dir / f"gsm8k.repeat{i}.samples.jsonl", result.samples)
+        runs.append(result)
+    ids = [row["id"] for row in first.samples]
+    floors = {}
+    for short, name in SHORT.items():
+        marks = [{row["id"]: row[f"{name}.correct"] for row in r.samples} for r in runs]
+        floors[short] = noise_floor([[m[i] for i in ids] for m in marks], ids=ids).to_dict()
+    return {"n": len(runs), "accuracy": [{"strict": r.metrics["strict"], "flexible": r.metrics["flexible"]} for r in runs],
+            "noise_floor": floors}
+
+
+def _floor(short: str) -> Callable[[Mapping[str, Any]], float | None]:
+    def floor(raw: Mapping[str, Any]) -> float | None:
+        repeats = raw.get("repeats")
+        return repeats["noise_floor"][short]["max_pairwise_diff"] if repeats else None
+
+    return floor
+
+
+def _with_ci(flat: Mapping[str, Any]) -> str:
+    value, ci = flat.get("gsm8k.flexible"), flat.get("gsm8k.flexible_ci95")
+    if value is None:
+        return "-"
+    return f"{value:.3f} ({ci[0]:.3f}–{ci[1]:.3f})" if ci else f"{value:.3f}"
+
+
+class GSM8K(Eval):
+    """GSM8K test (1,319 questions), both lm-eval filters, paired per question."""
+
+    name = "gsm8k"
+    settings = GSM8KSettings
+    metrics = (
+        MetricSpec("gsm8k.strict", "GSM8K strict", Comparison.PAIRED, mark_field="strict-match.correct",
+                   key="strict", column="GSM8K strict", noise_floor=_floor("strict")),
+        MetricSpec("gsm8k.flexible", "GSM8K flexible", Comparison.PAIRED, mark_field="flexible-extract.correct",
+                   key="flexible", column="GSM8K flexible (95% CI)", text=_with_ci, delta_label="flexible",
+                   pivot="GSM8K flexible (95% CI) by configuration", details="flips", noise_floor=_floor("flexible")),
+    )
+    csv_fields = ("gsm8k.strict", "gsm8k.flexible", "gsm8k.n", "gsm8k.strict_stderr", "gsm8k.flexible_stderr",
+                  "gsm8k.strict_ci95", "gsm8k.flexible_ci95", "gsm8k.cut_by_max_gen_toks", "gsm8k.retries")
+
+    def check(self, settings: GSM8KSettings) -> None:
+        check_data()
+
+    def prepare(self, run_dir: Path, settings: GSM8KSettings) -> None:
+        write_task_yaml(run_dir / TASK_DIR, settings)
+
+    def run(self, ctx: EvalContext, settings: GSM8KSettings) -> EvalResult:
+        task_dir = ctx.run_dir / TASK_DIR
+        result = run_gsm8k(settings, ctx.base_url, ctx.served_name, task_dir, ctx.limit, ctx.cell_dir / "gsm8k.log",
+                           progress=lambda i, n: ctx.status("gsm8k", f"{i}/{n}"))
+        if settings.repeats > 1:
+            result.metrics["repeats"] = _repeat(settings, ctx, task_dir, result)
+        return result
+
+    def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        from evalkit.stats import proportion
+
+        out = {"gsm8k.strict": raw["strict"], "gsm8k.flexible": raw["flexible"], "gsm8k.n": raw["n"],
+               "gsm8k.strict_stderr": raw.get("strict_stderr"), "gsm8k.flexible_stderr": raw.get("flexible_stderr"),
+               "gsm8k.cut_by_max_gen_toks": raw.get("cut_by_max_gen_toks"), "gsm8k.retries": raw.get("retries")}
+        for short in SHORT:
+            p = proportion(round(raw[short] * raw["n"]), raw["n"])
+            out[f"gsm8k.{short}_ci95"] = [p.low, p.high]
+        return out
+
+    def describe_sample(self, sample: Mapping[str, Any]) -> dict[str, Any]:
+        target = str(sample.get("target") or "")
+        return {"target": target.rsplit("####", 1)[-1].strip() if "####" in target else target,
+                "answer": sample.get("flexible-extract.extracted", "?"), "finish": sample.get("finish_reason"),
+                "text": sample.get("response", "")}
+
+
+EVAL = registry.register(GSM8K())

@@ -17,30 +17,37 @@ import dataclasses
 import json
 import random
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
 
 import httpx
+from pydantic import Field
 
-from evalkit.config import RepetitionSettings
-from evalkit.errors import EvalError
-from evalkit.evals.detector import StreamingDetector, analyze_text, is_collapsed, split_text
+from evalkit.errors import EvalError, StreamBroken
+from evalkit.evals import registry
+from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec
+from evalkit.evals.detector import DetectorSettings, StreamingDetector, analyze_text, is_collapsed, split_text
 from evalkit.evals.prompts import Prompt, load_prompt_set
+from evalkit.store.files import read_jsonl
 
 TRANSIENT_STATUS = {429, 500, 502, 503, 504}
-
-
-class StreamBroken(Exception):
-    """The server closed a stream before `[DONE]`: transient, the prompt is generated again."""
 MAX_ATTEMPTS = 4
 FEED_BATCH = 64
 """Token ids per detector call: the detector looks every 64 tokens anyway (check_every)."""
 
 
-@dataclass
-class RepetitionResult:
-    metrics: dict[str, Any]
-    samples: list[dict[str, Any]]
+class RepetitionSettings(EvalSettings):
+    """Long greedy generations scanned for repeated-token collapse."""
+
+    prompt_set: str = "long_generation_v1"
+    count: int | None = Field(None, ge=1, description="First N prompts of the set; default: all.")
+    max_tokens: int = Field(4096, ge=16, description="Long limits matter: 4096 often missed real bugs.")
+    concurrency: int = Field(16, ge=1)
+    endpoint: Literal["completions", "chat"] = "completions"
+    early_abort: bool = Field(True, description="Stop a stream once it is clearly collapsed.")
+    timeout: float = Field(1800.0, gt=0, description="Per-request seconds.")
+    detector: DetectorSettings = Field(default_factory=DetectorSettings)
 
 
 def _token_ids(pieces: list[str]) -> list[int] | None:
@@ -193,7 +200,7 @@ async def _run_all(
 def run_repetition(
     settings: RepetitionSettings, base_url: str, served_name: str, token_ids: bool,
     progress: Callable[[int, int], None] | None = None,
-) -> RepetitionResult:
+) -> EvalResult:
     """Generate the prompt set on a running server and judge every sample."""
     prompt_set = load_prompt_set(settings.prompt_set)
     samples = asyncio.run(_run_all(settings, base_url, served_name, token_ids, progress))
@@ -210,7 +217,7 @@ def run_repetition(
         "aborted_early": sum(1 for s in samples if s.get("finish_reason") == "aborted"),
         "hit_max_tokens": sum(1 for s in samples if s.get("finish_reason") == "length"),
     }
-    return RepetitionResult(metrics, samples)
+    return EvalResult(metrics, samples)
 
 
 def scan_texts(texts: list[str], finish_reasons: list[str | None], settings: RepetitionSettings) -> dict[str, Any]:
@@ -220,3 +227,76 @@ def scan_texts(texts: list[str], finish_reasons: list[str | None], settings: Rep
         if is_collapsed(split_text(t), finish_reason=r, settings=settings.detector)
     ]
     return {"n": len(texts), "collapsed": len(flagged), "collapsed_ids": flagged[:50]}
+
+
+def new_collapses(cell_dir: Path, ref_dir: Path, limit: int = 50) -> list[dict[str, Any]]:
+    """Prompts collapsed in the cell but not in the reference, with the first token where the
+    two greedy outputs diverge: what the reference did instead, and how early the cell left it."""
+
+    def rows(d: Path, keep: Any) -> dict[str, dict[str, Any]]:
+        path = d / "repetition.samples.jsonl"  # streamed: only the rows needed are kept
+        return {row["id"]: row for row in read_jsonl(path) if keep(row)} if path.is_file() else {}
+
+    cell = rows(cell_dir, lambda row: bool(row.get("collapsed")))
+    ref = rows(ref_dir, lambda row: row["id"] in cell) if cell else {}
+    out = []
+    for prompt_id, row in cell.items():
+        other = ref.get(prompt_id)
+        if other is None or other.get("collapsed"):
+            continue
+        a, b = split_text(row.get("text", "")), split_text(other.get("text", ""))
+        n = min(len(a), len(b))
+        mismatch = (a[:n] != b[:n]).nonzero()[0]
+        diverge = int(mismatch[0]) if len(mismatch) else n
+        out.append({"id": prompt_id, "diverge_at_token": diverge, "onset": (row.get("evidence") or {}).get("onset")})
+        if len(out) == limit:
+            break
+    return out
+
+
+def _k_of_n(flat: Mapping[str, Any]) -> str:
+    rate = flat.get("repetition.collapse_rate")
+    if rate is None:
+        return "-"
+    return f"{rate:.3f} ({flat.get('repetition.collapsed')}/{flat.get('repetition.n')})"
+
+
+class Repetition(Eval):
+    """Long generations judged by the repeated-token collapse detector."""
+
+    name = "repetition"
+    settings = RepetitionSettings
+    metrics = (
+        MetricSpec("repetition.collapse_rate", "collapse rate", Comparison.COUNT, higher_is_better=False,
+                   count_metric="repetition.collapsed", n_metric="repetition.n", key="collapse",
+                   column="collapse rate (k/n)", text=_k_of_n, delta_label="collapse",
+                   pivot="Collapse rate (k/n) by configuration", details="events", event_field="collapsed"),
+    )
+    csv_fields = ("repetition.collapse_rate", "repetition.collapsed", "repetition.n", "repetition.collapse_rate_ci95")
+
+    def run(self, ctx: EvalContext, settings: RepetitionSettings) -> EvalResult:
+        if ctx.limit is not None:
+            settings = settings.model_copy(update={"count": min(settings.count or ctx.limit, ctx.limit)})
+        result = run_repetition(settings, ctx.base_url, ctx.served_name, ctx.token_ids,
+                                progress=lambda i, n: ctx.status("repetition", f"{i}/{n}"))
+        for name, earlier in ctx.earlier.items():  # free extra evidence: every answer generated so far
+            if earlier.texts:
+                texts, reasons = zip(*earlier.texts)
+                result.metrics[f"{name}_responses"] = scan_texts(list(texts), list(reasons), settings)
+        return result
+
+    def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        from evalkit.stats import proportion
+
+        out: dict[str, Any] = {"repetition.collapse_rate": raw["collapse_rate"], "repetition.n": raw["n"],
+                               "repetition.collapsed": raw["collapsed"]}
+        if raw.get("n"):
+            p = proportion(raw["collapsed"], raw["n"])
+            out["repetition.collapse_rate_ci95"] = [p.low, p.high]
+        return out
+
+    def extra_delta(self, metric: MetricSpec, cell_dir: Path, ref_dir: Path) -> dict[str, Any]:
+        return {"new_collapses": new_collapses(cell_dir, ref_dir)}
+
+
+EVAL = registry.register(Repetition())

@@ -39,7 +39,7 @@ from rich.table import Table
 
 from evalkit.redact import redact_argv
 from evalkit.store import read_json, read_jsonl
-from evalkit.verdicts import FILTERS
+from evalkit.evals.gsm8k import SHORT as FILTERS
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -28,13 +28,14 @@ import evalkit
 from evalkit.config import MatrixConfig
 from evalkit.engine import EngineProcess, PortInUse, free_port
 from evalkit.errors import EngineError, EvalError
-from evalkit.evals import gsm8k, repetition
+from evalkit.evals import registry
+from evalkit.evals.base import EvalContext, EvalResult
+from evalkit.evals.lm_eval_adapter import lm_eval_version
 from evalkit.matrix import Cell
 from evalkit.engine.launch import PORT_PLACEHOLDER, CellLaunch, build_launch
 from evalkit.redact import redact_env, scrub, scrub_file, secret_values
 from evalkit.engine.sources import ResolvedSource, checkout
 from evalkit.run.scheduler import WAIT_SLICE_S, DevicePool, device_need
-from evalkit.stats import noise_floor
 from evalkit.store import RunStore, write_jsonl
 
 PORT_ATTEMPTS = 3
@@ -292,42 +293,22 @@ def _run_evals(
     config: MatrixConfig, cell: Cell, base_url: str, store: RunStore, options: RunOptions, task_dir: Path,
     progress: Progress, record: dict[str, Any], token_ids: bool,
 ) -> None:
-    """Both evals against one running server; each writes its samples beside cell.json."""
+    """Every enabled eval against one running server, in registry order; each writes its samples
+    beside cell.json and its raw metrics under its name."""
     timings, metrics = record["timings"], record["metrics"]
     cell_dir = store.cell_dir(cell.id)
-    evals = config.evals
-    gsm8k_samples: list[dict[str, Any]] = []
-    if evals.gsm8k.enabled:
-        progress.update(cell.id, "gsm8k")
+    earlier: dict[str, EvalResult] = {}
+    for ev, settings in registry.enabled(config.evals):
+        progress.update(cell.id, ev.name)
+        ctx = EvalContext(base_url=base_url, served_name=config.served, cell_dir=cell_dir, run_dir=store.path,
+                          limit=options.limit, token_ids=token_ids,
+                          status=lambda state, detail: progress.update(cell.id, state, detail), earlier=dict(earlier))
         t = time.monotonic()
-        result = gsm8k.run_gsm8k(
-            evals.gsm8k, base_url, config.served, task_dir, options.limit, cell_dir / "gsm8k.log",
-            progress=lambda i, n: progress.update(cell.id, "gsm8k", f"{i}/{n}"),
-        )
-        timings["gsm8k_s"] = round(time.monotonic() - t, 3)
-        gsm8k_samples = result.samples
-        write_jsonl(cell_dir / "gsm8k.samples.jsonl", gsm8k_samples)
-        metrics["gsm8k"] = result.metrics
-        if evals.gsm8k.repeats > 1:
-            metrics["gsm8k"]["repeats"] = _repeat_gsm8k(config, cell, base_url, options, task_dir, cell_dir, progress,
-                                                        result)
-    if evals.repetition.enabled:
-        settings = evals.repetition
-        if options.limit is not None:
-            settings = settings.model_copy(update={"count": min(settings.count or options.limit, options.limit)})
-        progress.update(cell.id, "repetition")
-        t = time.monotonic()
-        rep = repetition.run_repetition(
-            settings, base_url, config.served, token_ids,
-            progress=lambda i, n: progress.update(cell.id, "repetition", f"{i}/{n}"),
-        )
-        timings["repetition_s"] = round(time.monotonic() - t, 3)
-        write_jsonl(cell_dir / "repetition.samples.jsonl", rep.samples)
-        metrics["repetition"] = rep.metrics
-        if gsm8k_samples:
-            metrics["repetition"]["gsm8k_responses"] = repetition.scan_texts(
-                [s["response"] for s in gsm8k_samples], [s.get("finish_reason") for s in gsm8k_samples], settings
-            )
+        result = ev.run(ctx, settings)
+        timings[f"{ev.name}_s"] = round(time.monotonic() - t, 3)
+        write_jsonl(cell_dir / ev.samples_file, result.samples)
+        metrics[ev.name] = result.metrics
+        earlier[ev.name] = result
 
 
 def redacted_snapshot(config: MatrixConfig) -> dict[str, Any]:
@@ -338,31 +319,6 @@ def redacted_snapshot(config: MatrixConfig) -> dict[str, Any]:
         for value in values.values():
             value["env"] = redact_env(value["env"], config.secret_env)
     return snapshot
-
-
-def _repeat_gsm8k(
-    config: MatrixConfig, cell: Cell, base_url: str, options: RunOptions, task_dir: Path, cell_dir: Path,
-    progress: Progress, first: gsm8k.GSM8KResult,
-) -> dict[str, Any]:
-    """Run GSM8K again on the same engine; the questions that flip between runs are the noise floor.
-
-    Several real configuration bugs were nondeterministic, and so are some healthy engines: a
-    delta no larger than re-running the same cell is not a regression.
-    """
-    runs = [first]
-    for i in range(2, config.evals.gsm8k.repeats + 1):
-        progress.update(cell.id, f"gsm8k repeat {i}")
-        result = gsm8k.run_gsm8k(config.evals.gsm8k, base_url, config.served, task_dir, options.limit,
-                                 cell_dir / "gsm8k.log")
-        write_jsonl(cell_dir / f"gsm8k.repeat{i}.samples.jsonl", result.samples)
-        runs.append(result)
-    ids = [row["id"] for row in first.samples]
-    floors = {}
-    for short, name in (("strict", "strict-match"), ("flexible", "flexible-extract")):
-        marks = [{row["id"]: row[f"{name}.correct"] for row in r.samples} for r in runs]
-        floors[short] = noise_floor([[m[i] for i in ids] for m in marks], ids=ids).to_dict()
-    return {"n": len(runs), "accuracy": [{"strict": r.metrics["strict"], "flexible": r.metrics["flexible"]} for r in runs],
-            "noise_floor": floors}
 
 
 def run_info(config: MatrixConfig, config_path: Path, options: RunOptions, cells: list[Cell]) -> dict[str, Any]:
@@ -385,7 +341,7 @@ def run_info(config: MatrixConfig, config_path: Path, options: RunOptions, cells
         "command": options.command_line,
         "evalkit_version": evalkit.__version__,
         "evalkit_git_sha": _git_sha(Path(evalkit.__file__).resolve().parent.parent),
-        "lm_eval_version": gsm8k.lm_eval_version(),
+        "lm_eval_version": lm_eval_version(),
         "python": sys.version.split()[0],
         "host": {"hostname": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count()},
         "started_at": _now(),
@@ -409,7 +365,9 @@ def run_matrix(
         if not options.base_url:
             build_launch(config, cell, PORT_PLACEHOLDER)  # a profile or setting error is bad input, now
     sources = {} if options.base_url else prepare_sources(cells, options.cache_dir)
-    gsm8k.check_data()
+    evals = registry.enabled(config.evals)
+    for ev, settings in evals:
+        ev.check(settings)
     store = RunStore(options.results_dir, options.run_id)
     if options.resume:
         info = store.read_run()
@@ -421,7 +379,8 @@ def run_matrix(
         todo = cells
     info["status"] = "running"
     store.write_run(info)
-    gsm8k.write_task_yaml(store.path / TASK_DIR, config.evals.gsm8k)
+    for ev, settings in evals:
+        ev.prepare(store.path, settings)
     for cell in todo:
         progress.update(cell.id, "waiting")
     try:

@@ -1,0 +1,166 @@
+"""The eval protocol: what an eval declares, so the runner, store, verdicts, report and history
+work for any eval without an edit.
+
+An eval is one module holding one `Eval` object, registered in `evalkit.evals.registry`. It
+declares:
+
+* `name`: its key under `evals:` in a config, the prefix of its metric names (``gsm8k.flexible``),
+  the name of its samples file (``gsm8k.samples.jsonl``) and of its timing (``gsm8k_s``);
+* `settings`: a pydantic model of its config section (`EvalSettings` subclass: `enabled` and the
+  rest), so a misspelt key is an error naming the file and field;
+* `metrics`: `MetricSpec`s, each with its comparison kind (paired 0/1 per question, a count of
+  events, a continuous value) and what the report shows of it;
+* `run(ctx, settings) -> EvalResult`: score one running server;
+* `flat(raw) -> {name: value}`: the headline metrics of one cell under their dotted names (the
+  summary.json contract).
+
+The simple-evals shape (an eval fits on a screen) with inspect_ai's separation of the dataset,
+the solver and the scorer left to each eval: GSM8K delegates all three to lm-eval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Comparison(str, Enum):
+    """How a metric of two cells is compared (verdicts.py holds the tests)."""
+
+    PAIRED = "paired"
+    """Per-question 0/1 marks, paired on the questions both cells answered: McNemar's exact test."""
+    COUNT = "count"
+    """k events out of n samples (e.g. collapsed generations): Fisher's exact test."""
+    CONTINUOUS = "continuous"
+    """A number per cell: the difference, without a test."""
+    NONE = "none"
+    """Shown, never compared."""
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric an eval reports: its flat name, how it is compared, and how it is shown."""
+
+    name: str
+    """Flat dotted name, the key in summary.json and a threshold's `metric:` (``gsm8k.flexible``)."""
+    label: str
+    """Words for threshold messages (``GSM8K flexible``)."""
+    comparison: Comparison
+    higher_is_better: bool = True
+    mark_field: str | None = None
+    """PAIRED: the boolean field of each row of the eval's samples file holding the mark."""
+    count_metric: str | None = None
+    n_metric: str | None = None
+    """COUNT: the flat metrics holding k and n."""
+    key: str = ""
+    """Short key of its report columns (``flexible``, ``flexible_vs_baseline``); default: `name`."""
+    column: str | None = None
+    """Header of its value column in the matrix table; None: no column."""
+    text: Callable[[Mapping[str, Any]], str] | None = None
+    """The value as the report shows it, from a cell's flat metrics; default: three decimals."""
+    delta_label: str | None = None
+    """When set, the table has `Δ <delta_label> vs baseline` and `vs twin` columns."""
+    pivot: str | None = None
+    """When set, a pivot of this metric by configuration with this title."""
+    details: str | None = None
+    """What the report's details section shows: "flips" (PAIRED: the questions that flipped) or
+    "events" (COUNT: the samples where the event happened, e.g. the detector's evidence)."""
+    event_field: str | None = None
+    """COUNT with details "events": the boolean field of a samples row marking the event."""
+    noise_floor: Callable[[Mapping[str, Any]], float | None] | None = None
+    """From the eval's raw cell metrics: the largest change re-running the same cell produced."""
+
+    @property
+    def short(self) -> str:
+        return self.key or self.name
+
+    def show(self, flat: Mapping[str, Any]) -> str:
+        if self.text is not None:
+            return self.text(flat)
+        value = flat.get(self.name)
+        return "-" if value is None else f"{value:.3f}"
+
+
+class EvalSettings(BaseModel):
+    """Base of every eval's config section: unknown keys are errors, values immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class EvalContext:
+    """What one eval gets to run against one cell's server."""
+
+    base_url: str
+    """Server root, e.g. ``http://127.0.0.1:8000`` (no ``/v1``)."""
+    served_name: str
+    """The model name the server serves (the `model` of every request)."""
+    cell_dir: Path
+    """The cell's folder: samples, logs and extra files of the eval go here."""
+    run_dir: Path
+    """The run's folder: files shared by every cell (written by `Eval.prepare`)."""
+    limit: int | None = None
+    """`--limit`: at most this many questions or prompts."""
+    token_ids: bool = False
+    """The server can return token ids (`return_tokens_as_token_ids`), per its profile."""
+    status: Callable[[str, str], None] = lambda state, detail: None
+    """Report progress to the live view: (state, detail), e.g. ("gsm8k", "120/1319")."""
+    earlier: Mapping[str, EvalResult] = field(default_factory=dict)
+    """Results of the evals that ran before this one on the same server, by eval name."""
+
+
+@dataclass
+class EvalResult:
+    """One eval's outcome on one cell."""
+
+    metrics: dict[str, Any]
+    """Raw metrics, stored under ``cell.json`` ``metrics.<eval name>``; `Eval.flat` reads them."""
+    samples: list[dict[str, Any]]
+    """Per-sample records, written to ``<eval name>.samples.jsonl``; each has an ``id``."""
+    texts: list[tuple[str, str | None]] = field(default_factory=list)
+    """Generated texts and finish reasons, for later evals to scan (the collapse detector does)."""
+
+
+class Eval:
+    """Base of every eval; subclasses set the class attributes and implement `run` and `flat`."""
+
+    name: ClassVar[str]
+    settings: ClassVar[type[EvalSettings]]
+    metrics: ClassVar[tuple[MetricSpec, ...]]
+    default_enabled: ClassVar[bool] = True
+    """Runs when a config does not mention it (the built-ins); otherwise only when configured."""
+    csv_fields: ClassVar[tuple[str, ...]] = ()
+    """Flat metrics in the CSV report, besides the compared ones (a `_ci95` pair is split in two)."""
+
+    @property
+    def samples_file(self) -> str:
+        return f"{self.name}.samples.jsonl"
+
+    def check(self, settings: Any) -> None:
+        """Before a run starts: raise ConfigError or EvalError for what would fail every cell."""
+
+    def prepare(self, run_dir: Path, settings: Any) -> None:
+        """Once per run, after its folder exists and before any cell: shared files (task YAML)."""
+
+    def run(self, ctx: EvalContext, settings: Any) -> EvalResult:
+        raise NotImplementedError
+
+    def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Headline metrics under dotted names, from `EvalResult.metrics` as stored."""
+        raise NotImplementedError
+
+    def extra_delta(self, metric: MetricSpec, cell_dir: Path, ref_dir: Path) -> dict[str, Any]:
+        """More facts for the comparison of `metric` between two cells (e.g. new collapses)."""
+        return {}
+
+    def describe_sample(self, sample: Mapping[str, Any]) -> dict[str, Any]:
+        """A flipped question as the report shows it: `target`, `answer`, `finish`, `text`."""
+        return {"target": sample.get("target"), "answer": sample.get("answer"),
+                "finish": sample.get("finish_reason"), "text": sample.get("response") or sample.get("text", "")}

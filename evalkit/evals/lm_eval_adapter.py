@@ -1,0 +1,294 @@
+"""lm-eval, called in-process, for any lm-eval task over an OpenAI-compatible server.
+
+What this module adds to `lm_eval.evaluator.simple_evaluate`, for every task:
+
+* backends `evalkit-completions` / `evalkit-chat-completions`: lm-eval's own local-completions
+  and local-chat-completions clients plus a record, per prompt, of the server's
+  `finish_reason`, token counts and request attempts (lm-eval keeps text only; answers cut by
+  `max_gen_toks` and hidden retries are what silently changes scores);
+* a Task built once per process and deep-copied per cell (`task_for_cell`);
+* lm-eval's log sent to the cell's own log file, one file per thread (cells run side by side);
+* lm-eval's Jinja templates compiled once (`compile_template`).
+
+Importing this module changes nothing: no environment variable, no lm-eval global. The first
+`evaluate` call sets up the process once (`_setup_process`): offline Hugging Face flags before
+`datasets` is imported, tqdm's class lock, and the lm-eval globals listed there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import copy
+import functools
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import EvalError
+
+BACKENDS = {"completions": "evalkit-completions", "chat": "evalkit-chat-completions"}
+
+
+def lm_eval_version() -> str:
+    from importlib.metadata import version
+
+    return version("lm-eval")
+
+
+@dataclass
+class ResponseMeta:
+    """What lm-eval's client drops: per prompt, the server's finish reason, usage and attempts."""
+
+    by_prompt: dict[str, dict[str, Any]] = field(default_factory=dict)
+    on_answer: Callable[[int], None] | None = None
+    """Called with the number of answers received so far (the live view's `gsm8k n/N`)."""
+    answered: int = 0
+    first_request: float | None = None
+    last_answer: float | None = None
+    """monotonic() of the first request and the last answer: the request phase, for timings."""
+
+    def record(self, prompt: str, choice: dict[str, Any], usage: dict[str, Any] | None) -> None:
+        entry = self.by_prompt.setdefault(prompt, {"attempts": 0})
+        entry["completion_tokens"] = (usage or {}).get("completion_tokens")
+        entry["prompt_tokens"] = (usage or {}).get("prompt_tokens")
+        if "finish_reason" not in entry:  # first answer for this prompt (a retry answers again)
+            self.answered += 1
+        entry["finish_reason"] = choice.get("finish_reason")
+        self.last_answer = time.monotonic()
+        if self.on_answer is not None:
+            self.on_answer(self.answered)
+
+    def attempt(self, prompt: str) -> None:
+        if self.first_request is None:
+            self.first_request = time.monotonic()
+        self.by_prompt.setdefault(prompt, {"attempts": 0})["attempts"] += 1
+
+    @property
+    def requests_s(self) -> float | None:
+        if self.first_request is None or self.last_answer is None:
+            return None
+        return round(self.last_answer - self.first_request, 3)
+
+
+_META: contextvars.ContextVar[ResponseMeta | None] = contextvars.ContextVar("evalkit_meta", default=None)
+_PROMPT: contextvars.ContextVar[str | None] = contextvars.ContextVar("evalkit_prompt", default=None)
+
+
+def prompt_key(messages: Any) -> str:
+    """The key of one request's prompt in `ResponseMeta.by_prompt` (text, or the chat JSON)."""
+    if isinstance(messages, list) and len(messages) == 1:
+        messages = messages[0]
+    return messages if isinstance(messages, str) else json.dumps(messages, sort_keys=True, default=str)
+
+
+def _register_backends() -> None:
+    """`evalkit-completions` / `evalkit-chat-completions`: lm-eval's backends plus metadata capture."""
+    from lm_eval.api.registry import MODEL_REGISTRY, register_model
+    from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompletionsAPI
+
+    if "evalkit-completions" in MODEL_REGISTRY:
+        return
+
+    class _Recording:
+        async def amodel_call(self, session: Any, sem: Any, messages: Any, **kwargs: Any) -> Any:  # noqa: D401
+            key = prompt_key(messages)
+            meta = _META.get()
+            if meta is not None:
+                meta.attempt(key)
+            token = _PROMPT.set(key)
+            try:
+                return await super().amodel_call(session, sem, messages, **kwargs)  # type: ignore[misc]
+            finally:
+                _PROMPT.reset(token)
+
+        def parse_generations(self, outputs: Any, **kwargs: Any) -> list[str]:
+            meta, key = _META.get(), _PROMPT.get()
+            if meta is not None and key is not None and isinstance(outputs, dict):
+                for choice in outputs.get("choices") or []:
+                    meta.record(key, choice, outputs.get("usage"))
+            return super().parse_generations(outputs, **kwargs)  # type: ignore[misc]
+
+    register_model("evalkit-completions")(type("EvalkitCompletions", (_Recording, LocalCompletionsAPI), {}))
+    register_model("evalkit-chat-completions")(type("EvalkitChatCompletions", (_Recording, LocalChatCompletion), {}))
+
+
+class _ThisThread(logging.Filter):
+    """Cells run side by side in threads: each cell's log file gets only its own thread's lines."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ident = threading.get_ident()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread == self.ident
+
+
+@contextlib.contextmanager
+def _log_to(path: Path | None) -> Iterator[None]:
+    """lm-eval's log (retries, failed requests, null answers) goes to the cell's log file.
+
+    Left alone it would print every retry of every request to the terminal; a cell's log is
+    where a reader looks when the cell's numbers look wrong.
+    """
+    loggers = [logging.getLogger(name) for name in ("lm_eval", "asyncio")]
+    if path is None:
+        yield
+        return
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_ThisThread())
+    for logger in loggers:
+        logger.propagate = False
+        logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+        handler.close()
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_template(template: str) -> Callable[[dict[str, Any]], str]:
+    """A render function for one of lm-eval's templates, in lm-eval's own Jinja environment.
+
+    Templates made only of text and bare ``{{ field }}`` (GSM8K's "Question: {{question}}\nAnswer:"
+    and "{{answer}}") are rendered by joining the text with ``str(doc[field])``, which is what
+    Jinja's compiled code does for them without filters or autoescape: Jinja sets up a new
+    context per render, which cost ~20 us x 21,000 renders per cell. Anything else, and a
+    field the document lacks, goes through Jinja.
+    """
+    import lm_eval.utils as lm_utils
+    from jinja2 import nodes
+
+    compiled = lm_utils.env.from_string(template)
+    body = lm_utils.env.parse(template).body
+    if not (len(body) == 1 and isinstance(body[0], nodes.Output)
+            and all(isinstance(n, (nodes.TemplateData, nodes.Name)) for n in body[0].nodes)):
+        return lambda doc: compiled.render(**doc)
+    parts = tuple((n.data, None) if isinstance(n, nodes.TemplateData) else ("", n.name) for n in body[0].nodes)
+
+    def render(doc: dict[str, Any]) -> str:
+        try:
+            return "".join([text if field is None else str(doc[field]) for text, field in parts])
+        except KeyError:
+            return compiled.render(**doc)  # Jinja's own error (StrictUndefined) or a global
+
+    return render
+
+
+_SETUP_LOCK = threading.Lock()
+_set_up = False
+
+
+def _setup_process() -> None:
+    """Once per process, at the first evaluation (never at import):
+
+    * HF_HUB_OFFLINE / HF_DATASETS_OFFLINE (unless set): data is local, a hub lookup would hang
+      on a box without network; `datasets` reads them when first imported, which is below.
+    * tqdm's class lock, made up front: `ensure_lock` (datasets' thread_map) deletes a lock it
+      created itself, and another cell's thread then fails with "tqdm has no attribute _lock".
+    * lm-eval's `apply_template` -> `compile_template`: the same environment renders the same
+      template, so prompts are byte-identical (the equality test with the `lm_eval` CLI, which
+      runs unpatched, checks it), ~5 s per cell faster.
+    * lm-eval's `get_git_commit_hash` -> None: it shells out to `git describe` in the cwd
+      ("fatal: not a git repository" outside one); evalkit records the SHAs that matter itself.
+    * lm-eval's LMEVAL_HASHMM off: API backends count as multimodal, so lm-eval deep-copies
+      every logged sample looking for images to hash (~0.2 s per cell); evalkit's tasks are text.
+    """
+    global _set_up
+    with _SETUP_LOCK:
+        if _set_up:
+            return
+        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import lm_eval.evaluator
+        import lm_eval.utils as lm_utils
+        import tqdm
+
+        tqdm.tqdm.get_lock()
+
+        def apply_template(template: str, doc: dict[str, Any]) -> str:
+            return compile_template(template)(doc)
+
+        lm_utils.apply_template = apply_template
+        lm_eval.evaluator.get_git_commit_hash = lambda: None
+        lm_eval.evaluator.LMEVAL_HASHMM = False
+        logging.getLogger("lm_eval").setLevel(logging.WARNING)
+        _register_backends()
+        _set_up = True
+
+
+_TASKS: dict[tuple[str, str, str], Any] = {}
+_TASKS_LOCK = threading.Lock()
+
+
+def task_for_cell(task_dir: Path, task_name: str) -> Any:
+    """lm-eval's Task `task_name` from the task files in `task_dir`: built once per process,
+    copied per cell.
+
+    Building it reads the YAML and the dataset, and lm-eval turns GSM8K's 7,473 training rows
+    into Python dicts for its few-shot sampler: ~0.4 s per cell for the same object every time.
+    The cached task keeps its splits as lists of dicts (the rows lm-eval reads from the Arrow
+    table, in the same order), which each cell's deep copy shares: simple_evaluate sets the
+    seed, config and requests on its own copy, so cells side by side never touch each other's.
+    """
+    _setup_process()
+    from lm_eval.tasks import TaskManager
+
+    key = (str(task_dir), task_name, (task_dir / f"{task_name}.yaml").read_text(encoding="utf-8"))
+    with _TASKS_LOCK:
+        task = _TASKS.get(key)
+        if task is None:
+            task = TaskManager(include_path=str(task_dir), include_defaults=False).load([task_name])["tasks"][task_name]
+            task.dataset = {split: list(docs) for split, docs in task.dataset.items()}
+            _TASKS[key] = task
+    shared = {id(docs): docs for docs in (*task.dataset.values(), getattr(task.sampler, "df", []))}
+    return copy.deepcopy(task, memo=shared)
+
+
+def evaluate(
+    task_dir: Path, task_name: str, *, endpoint: str, model_args: dict[str, Any], limit: int | None, seed: int,
+    log_path: Path | None = None, on_answer: Callable[[int], None] | None = None, label: str | None = None,
+) -> tuple[dict[str, Any], ResponseMeta]:
+    """Run one lm-eval task against a server; lm-eval's output dict and the response metadata.
+
+    Any lm-eval failure becomes an EvalError (lm-eval raises bare exceptions: RetryError,
+    ClientError, ...), so a bad server is that cell's error, not a crash of the matrix; `label`
+    (default: the task name) starts its message.
+    """
+    _setup_process()
+    import lm_eval.evaluator
+    from lm_eval.tasks import TaskManager
+
+    meta = ResponseMeta(on_answer=on_answer)
+    token = _META.set(meta)
+    try:
+        with _log_to(log_path):
+            out = lm_eval.evaluator.simple_evaluate(
+                model=BACKENDS[endpoint],
+                model_args=model_args,
+                tasks=[task_for_cell(task_dir, task_name)],
+                limit=limit,
+                task_manager=TaskManager(include_path=str(task_dir), include_defaults=False),
+                log_samples=True,
+                apply_chat_template=endpoint == "chat",
+                fewshot_as_multiturn=endpoint == "chat",
+                random_seed=seed,
+                numpy_random_seed=seed,
+                fewshot_random_seed=seed,
+            )
+    except Exception as e:  # noqa: BLE001 - see the docstring
+        raise EvalError(f"{label or task_name}: lm-eval failed: {type(e).__name__}: {e}") from e
+    finally:
+        _META.reset(token)
+    if out is None:
+        raise EvalError(f"{label or task_name}: lm-eval returned no results")
+    return out, meta

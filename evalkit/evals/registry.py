@@ -1,0 +1,107 @@
+"""The one place evals are registered: built-ins (GSM8K, the collapse check) and any other.
+
+Everything generic asks here: the config schema (each eval's settings under its name), the
+threshold check (known metric names), the runner (which evals a cell runs, in order), verdicts,
+the report and the history (each metric's comparison kind and columns). Registration order is
+run order: an eval sees the results of those before it (the collapse check scans GSM8K's answers).
+
+    from evalkit.evals import registry
+    registry.register(MyEval())      # its module defines MyEval(Eval); see evals/base.py
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from typing import Any
+
+from evalkit.evals.base import Eval, EvalSettings, MetricSpec
+
+BUILTINS = ("evalkit.evals.gsm8k", "evalkit.evals.repetition")
+"""Modules whose import registers the built-in evals (each calls `register` once)."""
+
+_EVALS: dict[str, Eval] = {}
+_LOCK = threading.RLock()
+_generation = 0
+_builtins_loaded = False
+
+
+def _load_builtins() -> None:
+    global _builtins_loaded
+    with _LOCK:
+        if _builtins_loaded:
+            return
+        _builtins_loaded = True
+        for module in BUILTINS:
+            importlib.import_module(module)
+
+
+def register(ev: Eval) -> Eval:
+    """Add an eval (returns it, so a module can write ``EVAL = register(MyEval())``)."""
+    global _generation
+    with _LOCK:
+        known = _EVALS.get(ev.name)
+        if known is not None and type(known) is not type(ev):
+            raise ValueError(f"eval {ev.name!r} is registered already (by {type(known).__module__})")
+        for spec in ev.metrics:
+            if not spec.name.startswith(ev.name + "."):
+                raise ValueError(f"eval {ev.name!r}: metric {spec.name!r} must start with {ev.name + '.'!r}")
+        _EVALS[ev.name] = ev
+        _generation += 1
+    return ev
+
+
+def unregister(name: str) -> None:
+    """Remove an eval (tests that register a toy one clean up with this)."""
+    global _generation
+    with _LOCK:
+        _EVALS.pop(name, None)
+        _generation += 1
+
+
+def generation() -> int:
+    """Changes whenever the set of evals does: caches of derived schemas key on it."""
+    _load_builtins()
+    return _generation
+
+
+def _rank(ev: Eval) -> int:
+    module = type(ev).__module__
+    return BUILTINS.index(module) if module in BUILTINS else len(BUILTINS)
+
+
+def evals() -> list[Eval]:
+    """Every registered eval, in run order: the built-ins in BUILTINS order, then the others in
+    the order they were registered (whichever module happened to be imported first)."""
+    _load_builtins()
+    with _LOCK:
+        return sorted(_EVALS.values(), key=_rank)
+
+
+def get(name: str) -> Eval | None:
+    _load_builtins()
+    return _EVALS.get(name)
+
+
+def metrics() -> list[MetricSpec]:
+    """Every metric of every eval, in eval order then declaration order."""
+    return [spec for ev in evals() for spec in ev.metrics]
+
+
+def metric(name: str) -> MetricSpec | None:
+    return next((spec for spec in metrics() if spec.name == name), None)
+
+
+def eval_of(metric_name: str) -> Eval | None:
+    """The eval that reports `metric_name`."""
+    return next((ev for ev in evals() if any(spec.name == metric_name for spec in ev.metrics)), None)
+
+
+def enabled(evals_config: Any) -> list[tuple[Eval, EvalSettings]]:
+    """The evals a cell runs, in order, with their settings (`config.evals`)."""
+    out = []
+    for ev in evals():
+        settings = getattr(evals_config, ev.name, None)
+        if settings is not None and settings.enabled:
+            out.append((ev, settings))
+    return out
