@@ -1,25 +1,31 @@
-"""evalkit's exception tree.
+"""evalkit's exception tree and exit codes: the one place both are written down.
 
 Expected failures are raised as one of these, so the CLI can print one clean line and exit with
-the documented code, and the runner can turn an engine's failure into that cell's error instead of
-a crash of the whole matrix::
+the code of the class, and the runner can turn an engine's failure into that cell's error instead
+of a crash of the whole matrix. Low-level errors are re-raised as the most specific class `from`
+the cause::
 
-    EvalkitError
-    ├── ConfigError            bad input: config file, CLI arguments, run ids (exit code 2)
-    ├── SourceError            an engine source {repo, ref} that cannot be checked out (exit 2)
-    ├── EngineError            one cell's engine did not serve
-    │   ├── EngineExited       the process ended before it was ready (exit code, log tail)
-    │   ├── StartupTimeout     not ready within the startup timeout
-    │   └── EngineFault        a fatal line in its log (e.g. "Memory access fault")
-    └── EvalError              an eval could not produce a score (HTTP failures, bad responses)
+    EvalkitError                 expected; printed as one line, no traceback
+    ├── ConfigError              bad input: config file, CLI arguments, run ids        exit 2
+    ├── SourceError              an engine source {repo, ref} that cannot be checked out exit 2
+    ├── LockHeld                 another run holds the device lock                      exit 4
+    ├── EngineError              one cell's engine did not serve (that cell's error)
+    │   ├── EngineExited         the process ended before it was ready (exit code, log tail)
+    │   │   └── PortInUse        ... because its port was taken (the runner retries another)
+    │   ├── StartupTimeout       not ready within the startup timeout
+    │   └── EngineFault          a fatal line in its log (e.g. "Memory access fault")
+    ├── EvalError                an eval could not produce a score (that cell's error; exit 2
+    │                            when raised before any cell, e.g. missing GSM8K data)
+    └── StreamBroken             a stream closed before [DONE] (transient: generated again)
+
+    BaseException
+    └── Interrupted              SIGINT/SIGTERM: the run stops, finished cells are kept  exit 130
 
 Every class carries a message that already names the file, field or cell it is about.
 """
 
 from __future__ import annotations
 
-# evalkit's exit codes (README, `evalkit --help`); here so the CLI can name them without
-# importing the statistics stack.
 EXIT_OK = 0
 EXIT_THRESHOLD = 1
 EXIT_BAD_INPUT = 2
@@ -27,9 +33,22 @@ EXIT_CELL_FAILED = 3
 EXIT_LOCKED = 4
 EXIT_INTERRUPTED = 130
 
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "all cells ran, no failing threshold broke",
+    EXIT_THRESHOLD: "a failing threshold broke",
+    EXIT_BAD_INPUT: "bad input (config, arguments, source ref); nothing started",
+    EXIT_CELL_FAILED: "a cell failed to run (engine crash, timeout, eval error)",
+    EXIT_LOCKED: "another run holds the device lock",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C / SIGTERM); finished cells kept",
+}
+"""The exit codes of `evalkit matrix` and `evalkit report` (the CLI's --help prints this table)."""
+
 
 class EvalkitError(Exception):
     """Base of every error evalkit expects and reports without a traceback."""
+
+    cli_exit_code: int = EXIT_BAD_INPUT
+    """What the CLI exits with when this error ends a command."""
 
 
 class ConfigError(EvalkitError):
@@ -40,6 +59,12 @@ class SourceError(EvalkitError):
     """An engine source tree (`{repo, ref}`) could not be resolved or checked out."""
 
 
+class LockHeld(EvalkitError):
+    """Another evalkit run holds the device lock."""
+
+    cli_exit_code = EXIT_LOCKED
+
+
 class EngineError(EvalkitError):
     """An engine process failed to start, to become ready, or to keep serving."""
 
@@ -47,10 +72,15 @@ class EngineError(EvalkitError):
         super().__init__(message)
         self.log_tail = log_tail
         self.exit_code = exit_code
+        """The engine process's own exit code (None if it still ran); not evalkit's."""
 
 
 class EngineExited(EngineError):
     """The engine process exited while evalkit was waiting for it or using it."""
+
+
+class PortInUse(EngineExited):
+    """The engine exited because its port was taken: the caller retries on another port."""
 
 
 class StartupTimeout(EngineError):
@@ -61,12 +91,20 @@ class EngineFault(EngineError):
     """The engine log printed a line that the profile marks as fatal."""
 
 
-class StreamBroken(EvalkitError):
-    """The server closed a stream before `[DONE]`: transient, the prompt is generated again."""
-
-
 class EvalError(EvalkitError):
     """An eval could not produce a trustworthy score for the cell."""
 
     log_tail: str = ""
     """The engine log's last lines, attached by the runner when the engine is still alive."""
+
+
+class StreamBroken(EvalkitError):
+    """The server closed a stream before `[DONE]`: transient, the prompt is generated again."""
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: the run stops, finished cells are kept.
+
+    A BaseException, like KeyboardInterrupt, so that no `except Exception` on the way (a cell's
+    error handling, lm-eval's retries) mistakes a stop for a failure.
+    """

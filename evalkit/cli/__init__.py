@@ -23,18 +23,10 @@ from rich.console import Console
 
 from evalkit import __version__
 from evalkit.config import MatrixConfig, find_config, load_config
-from evalkit.errors import ConfigError, EvalError, SourceError
-from evalkit.run.lock import LockHeld
-from evalkit.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_LOCKED
+from evalkit.errors import ConfigError, EvalkitError
+from evalkit.errors import EXIT_BAD_INPUT, EXIT_CODES, EXIT_INTERRUPTED
 
-EXIT_CODES_HELP = """\b
-Exit codes:
-  0    all cells ran, no failing threshold broke
-  1    a failing threshold broke
-  2    bad input (config, arguments, source ref); nothing started
-  3    a cell failed to run
-  4    another run holds the device lock
-  130  interrupted; finished cells kept"""
+EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES.items())
 
 
 def _load(model: str | None, config_path: Path | None) -> tuple[MatrixConfig, Path]:
@@ -61,8 +53,8 @@ class _Command(click.Command):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (ConfigError, SourceError, EvalError, LockHeld) as e:
-            _fail(str(e), EXIT_LOCKED if isinstance(e, LockHeld) else EXIT_BAD_INPUT)
+        except EvalkitError as e:
+            _fail(str(e), e.cli_exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)
@@ -176,7 +168,8 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     from evalkit.run.lock import DeviceLock
     from evalkit.matrix import Cell, baseline_cell, expand, select
     from evalkit.run.progress import make_progress
-    from evalkit.run.runner import Interrupted, RunOptions, run_matrix
+    from evalkit.errors import Interrupted
+    from evalkit.run.runner import RunOptions, run_matrix
     from evalkit.store import RunStore, atomic_write_text, check_run_id, new_run_id, read_json, resolve_run, write_json
     from evalkit.verdicts import summarize
 
@@ -268,7 +261,8 @@ def cell(run_id: str, cell_id: str, results_dir: Path, cache_dir: Path) -> None:
       evalkit cell --run 20261203-120000-demo --cell dp8-piecewise-fixoff
     """
     from evalkit.run.progress import PlainProgress
-    from evalkit.run.runner import Interrupted, run_one_cell
+    from evalkit.errors import Interrupted
+    from evalkit.run.runner import run_one_cell
 
     try:
         record = run_one_cell(results_dir, run_id, cell_id, cache_dir, PlainProgress())

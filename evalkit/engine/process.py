@@ -32,7 +32,7 @@ from types import TracebackType
 import httpx
 import psutil
 
-from evalkit.errors import EngineExited, EngineFault, StartupTimeout
+from evalkit.errors import EngineExited, EngineFault, PortInUse, StartupTimeout
 from evalkit.redact import redact_argv
 
 LOG_TAIL_LINES = 20
@@ -46,10 +46,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
-
-
-class PortInUse(EngineExited):
-    """The engine exited because its port was taken: the caller retries on another port."""
 
 
 @dataclass

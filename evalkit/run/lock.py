@@ -14,11 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from evalkit.errors import EvalkitError
-
-
-class LockHeld(EvalkitError):
-    """Another evalkit run holds the device lock."""
+from evalkit.errors import LockHeld
 
 
 class DeviceLock:

@@ -26,8 +26,8 @@ from typing import Any, Protocol
 
 import evalkit
 from evalkit.config import MatrixConfig
-from evalkit.engine import EngineProcess, PortInUse, free_port
-from evalkit.errors import EngineError, EvalError
+from evalkit.engine import EngineProcess, free_port
+from evalkit.errors import EngineError, EvalError, Interrupted, PortInUse
 from evalkit.evals import registry
 from evalkit.evals.base import EvalContext, EvalResult
 from evalkit.evals.lm_eval_adapter import lm_eval_version
@@ -66,14 +66,6 @@ class RunOptions:
     only: list[str] = field(default_factory=list)
     executor: str = "local"
     """`local` (this machine) or `slurm` (one job per cell)."""
-
-
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived: the run stops, finished cells are kept.
-
-    A BaseException, like KeyboardInterrupt, so that no `except Exception` on the way (a cell's
-    error handling, lm-eval's retries) mistakes a stop for a failure.
-    """
 
 
 @contextmanager

@@ -51,10 +51,10 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.config import MatrixConfig
-from evalkit.errors import ConfigError
+from evalkit.errors import ConfigError, Interrupted
 from evalkit.matrix import Cell
 from evalkit.redact import scrub, scrub_file, secret_values
-from evalkit.run.runner import FINISHED, Interrupted, Progress, RunOptions
+from evalkit.run.runner import FINISHED, Progress, RunOptions
 from evalkit.run.scheduler import device_need
 from evalkit.store import RunStore, read_json, write_json
 

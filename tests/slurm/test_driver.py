@@ -19,7 +19,8 @@ import pytest
 from evalkit.config import load_config
 from evalkit.errors import ConfigError
 from evalkit.matrix import expand
-from evalkit.run.runner import Interrupted, RunOptions, _interrupts_raise
+from evalkit.errors import Interrupted
+from evalkit.run.runner import RunOptions, _interrupts_raise
 from evalkit.run.slurm import _signals_held, run_on_slurm
 from evalkit.store import RunStore
 from tests.slurm.conftest import demo_config
