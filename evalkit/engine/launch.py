@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.config import MatrixConfig, Source
-from evalkit.errors import ConfigError, SourceError
+from evalkit.errors import SourceError
 from evalkit.matrix import Cell
 from evalkit.profiles import Launch, Profile, get_profile
-from evalkit.profiles.command import render_template
 from evalkit.redact import redact_argv, redact_env
 from evalkit.engine.sources import peek_sha
 
@@ -67,13 +66,9 @@ def build_launch(
         served_name=config.served,
         host=config.engine.host,
         port=port,
+        template=tuple(config.engine.command or ()),
     )
-    if profile.name == "command":
-        if not config.engine.command:
-            raise ConfigError("engine.command: the command profile needs an argv template")
-        argv = render_template(config.engine.command, launch) + list(cell.args)
-    else:
-        argv = profile.argv(cell.settings, launch, cell.args)
+    argv = profile.argv(cell.settings, launch, cell.args)
     env = dict(cell.env)
     if devices is not None and config.devices is not None:
         for name in config.devices.visibility_env or profile.visibility_env:

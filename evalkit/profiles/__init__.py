@@ -1,17 +1,32 @@
 """Engine profiles: how one engine's command line, readiness and log lines look.
 
 A profile is data plus one small function (`flags`) that turns a cell's logical settings into that
-engine's flags. Adding an engine is one short module that builds a `Profile` and one line in
-`PROFILES`; nothing else in evalkit knows engine flag names.
+engine's flags. Adding an engine is one short module that builds a `Profile`: either a line in
+`PROFILES` (a built-in) or, with no edit to evalkit, `engine.profile: my_pkg.module:ATTR` in a
+config. Both load through `get_profile`, the same way. What the rest of evalkit needs to know about
+an engine (does it need the device lock, is it simulated, can it return token ids) is a field of
+its profile, so nothing outside this package checks a profile by name.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from dataclasses import dataclass, field
 from typing import Callable
 
 from evalkit.config import EngineSettings
 from evalkit.errors import ConfigError
+
+PROFILES: dict[str, str] = {
+    "atom": "evalkit.profiles.atom",
+    "command": "evalkit.profiles.command",
+    "sglang": "evalkit.profiles.sglang",
+    "sim": "evalkit.profiles.sim",
+    "vllm": "evalkit.profiles.vllm",
+}
+"""Built-in profile name -> the module whose `PROFILE` it is (imported only when asked for)."""
+PROFILE_ATTR = "PROFILE"
 
 
 @dataclass(frozen=True)
@@ -24,6 +39,9 @@ class Launch:
     host: str
     port: int | str
     """An int at run time; a placeholder such as `<port>` when only planning."""
+    template: tuple[str, ...] = ()
+    """The config's argv template (`engine.command`): the whole command line of the `command`
+    profile; profiles with their own entry point have no use for it."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +63,13 @@ class Profile:
     """EngineSettings fields the flag map understands; any other one set is a config error."""
     visibility_env: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES",)
     """Variables that restrict the engine to the devices evalkit gives a cell."""
+    uses_devices: bool = True
+    """Whether the engine occupies the machine's accelerators, so a local run takes the
+    machine-wide device lock even when the config declares no devices. Only the simulator, which
+    runs on the CPU, says no; an unknown server (`command`) may be anything, so it says yes."""
+    simulated: bool = False
+    """Whether the engine is evalkit's simulator rather than a real model: run.json records it and
+    reports label such runs, so simulated numbers are never read as a real engine's."""
 
     def argv(self, settings: EngineSettings, launch: Launch, extra_args: list[str] | tuple[str, ...]) -> list[str]:
         """The full argv: entry point, the profile's flags, then the config's own args."""
@@ -59,10 +84,51 @@ class Profile:
 
 
 def get_profile(name: str) -> Profile:
-    """The built-in profile called `name`."""
-    from evalkit.profiles import atom, command, sglang, sim, vllm
+    """The profile that `engine.profile: name` means: a built-in by name (see `PROFILES`), or the
+    attribute ATTR of an importable module for `module.path:ATTR`."""
+    if ":" not in name:
+        if name not in PROFILES:
+            raise ConfigError(f"engine.profile: unknown profile {name!r} (known: {', '.join(sorted(PROFILES))})")
+        return _load(f"{PROFILES[name]}:{PROFILE_ATTR}")
+    return _load(name)
 
-    profiles = {p.name: p for p in (atom.PROFILE, sim.PROFILE, command.PROFILE, vllm.PROFILE, sglang.PROFILE)}
-    if name not in profiles:
-        raise ConfigError(f"engine.profile: unknown profile {name!r} (known: {', '.join(sorted(profiles))})")
-    return profiles[name]
+
+def _load(spec: str) -> Profile:
+    """Import `module.path:ATTR` and take ATTR: a `Profile`, or a zero-argument callable returning one."""
+    module_name, _, attr = spec.partition(":")
+    where = f"engine.profile: {spec!r}"
+    if not module_name or not attr:
+        raise ConfigError(f"{where}: expected a built-in name or module.path:ATTR")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # user code: any failure to import is bad input, said in one line
+        raise ConfigError(f"{where}: cannot import {module_name!r}: {_one_line(error)}") from error
+    try:
+        value = getattr(module, attr)
+    except AttributeError as error:
+        raise ConfigError(f"{where}: module {module_name!r} has no attribute {attr!r}") from error
+    if isinstance(value, Profile):
+        return value
+    if not (callable(value) and _takes_no_arguments(value)):
+        raise ConfigError(f"{where}: {attr} is a {type(value).__name__}, not a Profile "
+                          "or a zero-argument callable returning one")
+    try:
+        made = value()
+    except Exception as error:  # user code, as above
+        raise ConfigError(f"{where}: {attr}() failed: {_one_line(error)}") from error
+    if not isinstance(made, Profile):
+        raise ConfigError(f"{where}: {attr}() returned a {type(made).__name__}, not a Profile")
+    return made
+
+
+def _takes_no_arguments(value: Callable[..., object]) -> bool:
+    try:
+        inspect.signature(value).bind()
+    except (TypeError, ValueError):  # ValueError: no signature can be read (some builtins)
+        return False
+    return True
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__

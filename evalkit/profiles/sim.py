@@ -1,4 +1,7 @@
-"""evalkit's simulated engine: ATOM's flag map with another entry point (`python -m evalkit.sim`)."""
+"""evalkit's simulated engine: ATOM's flag map with another entry point (`python -m evalkit.sim`).
+
+It runs on the CPU, so it needs no device lock, and its runs are marked as simulated.
+"""
 
 from __future__ import annotations
 
@@ -14,4 +17,6 @@ PROFILE = Profile(
     effective_mode_pattern=ATOM_MODE_PATTERN,
     supports_token_ids=True,
     settings_supported=ATOM_SETTINGS,
+    uses_devices=False,
+    simulated=True,
 )
