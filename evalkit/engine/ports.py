@@ -1,0 +1,36 @@
+"""Free ports for engines: one the OS says is unused now, and never the same one twice per process.
+
+Cells start side by side in threads, and an engine binds its port only some time after evalkit
+picks it; in that window the OS would happily offer the same free port to the next cell. The
+`PortBook` remembers what this process has already handed out so that two cells never race for one
+port. (Another process can still take a port first: the runner retries on `PortInUse`.)
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now (the engine may still lose a race for it: see PortInUse)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class PortBook:
+    """Free ports handed out by this process, never twice (cells start side by side)."""
+
+    def __init__(self) -> None:
+        self._given: set[int] = set()
+        self._lock = threading.Lock()
+
+    def take(self, host: str) -> int:
+        """A port free on `host` now that this book has not handed out before."""
+        with self._lock:
+            while True:
+                port = free_port(host)
+                if port not in self._given:
+                    self._given.add(port)
+                    return port
