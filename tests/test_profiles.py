@@ -10,6 +10,7 @@ from evalkit.config import load_config, parse_config
 from evalkit.errors import ConfigError
 from evalkit.matrix import expand
 from evalkit.engine.launch import build_launch
+from evalkit.profiles import PROFILES, get_profile
 from tests.conftest import CONFIGS
 
 ATOM_PREFIX = ["python3", "-m", "atom.entrypoints.openai_server", "--model", "deepseek-ai/DeepSeek-V4-Pro",
@@ -64,3 +65,17 @@ def test_unknown_profile() -> None:
     config = parse_config({"model": "m", "engine": {"profile": "nope"}}, "x")
     with pytest.raises(ConfigError, match="unknown profile 'nope'"):
         build_launch(config, expand(config)[0], 1)
+
+
+def test_every_built_in_is_named_as_its_registry_entry() -> None:
+    assert sorted(PROFILES) == ["atom", "command", "sglang", "sim", "vllm"]
+    for name in PROFILES:
+        assert get_profile(name).name == name
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_only_the_simulator_is_simulated_and_needs_no_device_lock(name: str) -> None:
+    """A real engine (and `command`, which may be anything) holds devices; the simulator runs on the CPU."""
+    profile = get_profile(name)
+    assert profile.simulated == (name == "sim")
+    assert profile.uses_devices == (name != "sim")
