@@ -1,0 +1,80 @@
+"""What every command shares: clean errors and exit codes, the console, the common options."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import click
+from rich.console import Console
+
+from evalkit.errors import EXIT_BAD_INPUT, EXIT_CODES, EXIT_INTERRUPTED, ConfigError, EvalkitError
+
+if TYPE_CHECKING:
+    from evalkit.config import MatrixConfig
+
+EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES.items())
+"""The exit-code table of `evalkit --help` and `evalkit matrix --help`, from evalkit.errors.EXIT_CODES."""
+
+Decorator = Callable[[Any], Any]
+
+
+class _Command(click.Command):
+    """Expected errors print as one line `error: ...` and exit with the error class's code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except EvalkitError as e:
+            fail(str(e), e.cli_exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def console(stderr: bool = False) -> Console:
+    """A wide console even without a TTY (CI logs, cron mail), so tables do not fold into columns."""
+    out = Console(stderr=stderr)
+    return out if out.is_terminal else Console(stderr=stderr, width=200)
+
+
+def load(model: str | None, config_path: Path | None) -> tuple[MatrixConfig, Path]:
+    """The config named by --model or --config, and the file it came from."""
+    from evalkit.config import find_config, load_config
+
+    if config_path is None and model is None:
+        raise ConfigError("give --model NAME (configs/NAME.yaml) or --config PATH")
+    path = config_path or find_config(model or "")
+    return load_config(path), path
+
+
+def model_options(f: Any) -> Any:
+    """--model NAME / --config PATH."""
+    f = click.option("--config", "config_path", type=click.Path(path_type=Path), help="A config file (instead of --model).")(f)
+    f = click.option("--model", "-m", help="Config name: configs/NAME.yaml, then the configs evalkit ships.")(f)
+    return f
+
+
+def only_option(f: Any) -> Any:
+    """--only AXIS=VALUE[,AXIS=VALUE] (repeatable)."""
+    return click.option(
+        "--only", multiple=True, metavar="AXIS=VALUE[,AXIS=VALUE]",
+        help="Run a subset: keys are ANDed, 'a|b' is either value, repeat --only for a union.",
+    )(f)
+
+
+def results_dir_option(f: Any) -> Any:
+    """--results-dir (default: results)."""
+    return click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)(f)
+
+
+def cache_dir_option(help: str | None = None) -> Decorator:
+    """--cache-dir (default: .evalkit-cache), the engine source worktrees."""
+    return click.option("--cache-dir", type=click.Path(path_type=Path), default=Path(".evalkit-cache"),
+                        show_default=True, help=help)

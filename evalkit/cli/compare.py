@@ -1,0 +1,47 @@
+"""`evalkit compare`: two runs of the same matrix, cell by cell."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from evalkit.cli._common import _Command, console, results_dir_option
+from evalkit.cli.report import FORMATS
+
+
+@click.command(cls=_Command)
+@click.argument("run_a")
+@click.argument("run_b", default="latest")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
+@results_dir_option
+def compare(run_a: str, run_b: str, fmt: str, results_dir: Path) -> None:
+    """Compare two runs of the same matrix (e.g. before and after a PR), cell by cell.
+
+    Per cell id found in both runs: B - A of GSM8K flexible and strict (McNemar exact test on
+    the questions both runs answered) and of the collapse rate (Fisher exact test).
+
+    \b
+    Example:
+      evalkit compare 20261201-020000-demo latest --format markdown > pr-comment.md
+    """
+    from evalkit.comparison import compare_runs
+    from evalkit.store import resolve_run
+
+    show_comparison(compare_runs(resolve_run(results_dir, run_a), resolve_run(results_dir, run_b)), fmt)
+
+
+def show_comparison(result: dict[str, Any], fmt: str) -> None:
+    """Print a run comparison on stdout in one of FORMATS."""
+    from evalkit.render import report as render
+
+    if fmt == "json":
+        click.echo(json.dumps(result, indent=2))
+    elif fmt == "csv":
+        click.echo(render.compare_csv(result), nl=False)
+    elif fmt == "markdown":
+        click.echo(render.compare_markdown(result), nl=False)
+    else:
+        render.compare_terminal(result, console())

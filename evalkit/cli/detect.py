@@ -1,0 +1,86 @@
+"""`evalkit detect`: judge texts with the repeated-token collapse detector."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from evalkit.cli._common import _Command
+from evalkit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from evalkit.evals.detector import Analysis
+
+
+@click.command(cls=_Command)
+@click.argument("files", nargs=-1, required=True, type=click.Path(allow_dash=True, path_type=Path))
+@click.option("--field", default="text", show_default=True, help="JSONL: the field holding the text.")
+@click.option("--finish-reason", default=None, help="Assume this finish_reason (JSONL rows may carry their own).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON verdict per text on stdout.")
+def detect(files: tuple[Path, ...], field: str, finish_reason: str | None, as_json: bool) -> None:
+    """Judge texts with evalkit's repeated-token collapse detector.
+
+    FILE is plain text (one text per file), or JSONL (one text per line, in --field, with an
+    optional finish_reason); `-` reads stdin. Exit code 0 when nothing collapsed, 1 otherwise.
+
+    \b
+    Examples:
+      evalkit detect transcript.txt
+      evalkit detect results/latest/dp8-piecewise-fixoff/repetition.samples.jsonl --json
+    """
+    from evalkit.evals.detector import analyze_text
+
+    collapsed = 0
+    for path in files:
+        for name, text, reason in _texts(path, field):
+            analysis = analyze_text(text, finish_reason=finish_reason or reason)
+            collapsed += analysis.collapsed
+            click.echo(_verdict_json(name, analysis) if as_json else _verdict_line(name, analysis))
+    sys.exit(1 if collapsed else 0)
+
+
+def _verdict_json(name: str, analysis: Analysis) -> str:
+    """One JSON object per text: its source, whether it collapsed, and the detector's analysis."""
+    return json.dumps({"source": name, "collapsed": analysis.collapsed, **analysis.to_dict()})
+
+
+def _verdict_line(name: str, analysis: Analysis) -> str:
+    """`NAME: healthy`, or `NAME: collapsed (signals; period, onset, loop length) unit: '...'`."""
+    from evalkit.render.report import clean
+
+    line = f"{name}: {analysis.verdict}"
+    if analysis.collapsed:
+        ev = analysis.evidence
+        line += (f" ({', '.join(ev.signals)}; period {ev.period}, onset token {ev.onset}, "
+                 f"{ev.loop_tokens} tokens looped) unit: {clean(ev.unit_text or '')[:60]!r}")
+    return line
+
+
+def _texts(path: Path, field: str) -> list[tuple[str, str, str | None]]:
+    """(name, text, finish_reason) for every text in a plain or JSONL file."""
+    raw = sys.stdin.read() if str(path) == "-" else _read(path)
+    name = "stdin" if str(path) == "-" else str(path)
+    if not (str(path).endswith(".jsonl") or str(path).endswith(".ndjson")):
+        return [(name, raw, None)]
+    out = []
+    for lineno, line in enumerate(raw.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            text = row[field]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ConfigError(f"{name}:{lineno}: expected a JSON object with a {field!r} field ({e})") from e
+        out.append((f"{name}:{row.get('id', lineno)}", str(text), row.get("finish_reason")))
+    return out
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror})") from e

@@ -1,0 +1,68 @@
+"""`evalkit history`: how each cell's accuracy and collapse rate moved across runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from evalkit.cli._common import _Command, console, results_dir_option
+from evalkit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from evalkit.store.history import Point
+
+
+@click.command(cls=_Command)
+@click.option("--model", "-m", help="Model name (run.json `model`) or config name (e.g. demo).")
+@click.option("--cell", "cells", multiple=True, metavar="CELL", help="Only this cell id (repeatable).")
+@click.option("--since", metavar="DATE", help="Runs started on or after: YYYY-MM-DD, an ISO time, or 7d / 12h.")
+@click.option("--last", type=click.IntRange(min=0), default=20, show_default=True,
+              help="Runs per cell in the table (0: all); the plot draws every run.")
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path), help="Also draw accuracy and collapse rate to this PNG.")
+@click.option("--import", "imports", multiple=True, metavar="RUN",
+              help="First record a stored run (id, path, `latest` or `all`) into the history (repeatable).")
+@click.option("--db", "db_path", type=click.Path(path_type=Path), help="History database [default: RESULTS_DIR/history.db].")
+@results_dir_option
+def history(model: str | None, cells: tuple[str, ...], since: str | None, last: int, plot_path: Path | None,
+            imports: tuple[str, ...], db_path: Path | None, results_dir: Path) -> None:
+    """Show how each cell's accuracy and collapse rate moved across runs.
+
+    Every finished cell of `evalkit matrix` is recorded in RESULTS_DIR/history.db; --import
+    backfills runs stored before that (recording a run again replaces its rows).
+
+    \b
+    Examples:
+      evalkit history --import all
+      evalkit history --model demo --cell dp8-piecewise-fixoff --since 7d
+      evalkit history --model demo --plot trend.png
+    """
+    from evalkit.store import history as hist
+    from evalkit.store import resolve_run
+
+    with hist.History(db_path or hist.default_db_path(results_dir)) as store:
+        for ref in imports:
+            paths = list(hist.run_folders(results_dir)) if ref == "all" else [resolve_run(results_dir, ref)]
+            for path in paths:
+                click.echo(f"imported {path.name}: {store.import_run(path)} cells", err=True)
+        if model is None:
+            if not imports:
+                known = ", ".join(f"{m} ({c})" if c else m for m, c, _ in store.models()) or "none yet"
+                raise ConfigError(f"give --model NAME; recorded models: {known}")
+            return
+        points = store.trend(model, cells, hist.parse_since(since) if since else None)
+    if not points:
+        raise ConfigError(f"history: no recorded cells for model {model!r}"
+                          + (f", cells {', '.join(cells)}" if cells else "") + (f" since {since}" if since else ""))
+    _show_trend(points, f"evalkit history: {model}" + (f" since {since}" if since else ""), last or None, plot_path)
+
+
+def _show_trend(points: list[Point], title: str, last: int | None, plot_path: Path | None) -> None:
+    """The trend table on stdout, and the PNG when --plot is given."""
+    from evalkit.store.history import plot, trend_table
+
+    console().print(trend_table(points, title, last))
+    if plot_path:
+        plot(points, plot_path, title)
+        click.echo(f"plot: {plot_path}", err=True)
