@@ -1,0 +1,78 @@
+"""evalkit calibrate: the minimum detectable drop is what the paired test really detects, and the
+suggested thresholds are a valid config section."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from evalkit.calibrate import POWER, MetricNoise, detectable_drop, paired_noise, suggested, yaml_snippet
+from evalkit.config import parse_config
+from evalkit.evals import registry
+from evalkit.stats import paired_comparison
+
+
+def rejection_rate(n: int, flip_rate: float, drop: float, alpha: float, trials: int, seed: int) -> float:
+    """Simulated runs of the power model: a share flip_rate of questions flips at random, half
+    each way, and a further `drop` share goes right -> wrong; how often McNemar p < alpha."""
+    rng = np.random.default_rng(seed)
+    rejected = 0
+    for _ in range(trials):
+        u = rng.random(n)
+        a = np.ones(n, dtype=bool)  # the reference: what matters is which questions differ
+        b = a.copy()
+        b[u < flip_rate / 2] = False                       # noise, right -> wrong
+        b[(u >= flip_rate / 2) & (u < flip_rate + drop)] = False  # the rest of the noise is below
+        ref = a.copy()
+        ref[(u >= flip_rate / 2 + drop) & (u < flip_rate + drop)] = False  # noise, wrong -> right in b
+        b[(u >= flip_rate / 2 + drop) & (u < flip_rate + drop)] = True
+        rejected += paired_comparison(list(b), list(ref)).p_value < alpha
+    return rejected / trials
+
+
+@pytest.mark.parametrize("flip_rate", [0.0, 0.03])
+def test_the_detectable_drop_is_detected_with_the_stated_power(flip_rate: float) -> None:
+    n, alpha = 600, 0.01
+    drop = detectable_drop(n, flip_rate, alpha)
+    assert drop is not None and 0 < drop < 0.2
+    at_drop = rejection_rate(n, flip_rate, drop, alpha, trials=1500, seed=1)
+    at_half = rejection_rate(n, flip_rate, drop / 2, alpha, trials=1500, seed=2)
+    assert at_drop >= POWER - 0.05, at_drop
+    assert at_half < POWER - 0.2, at_half
+
+
+def test_more_noise_or_fewer_questions_means_a_larger_detectable_drop() -> None:
+    assert detectable_drop(1319, 0.01, 0.01) < detectable_drop(1319, 0.05, 0.01) < detectable_drop(200, 0.05, 0.01)
+    assert detectable_drop(1319, 0.03, 0.01) > detectable_drop(1319, 0.03, 0.05)
+    assert detectable_drop(5, 0.5, 1e-6) is None
+
+
+def test_paired_noise_counts_flips_between_runs_on_shared_questions() -> None:
+    spec = registry.metric("gsm8k.flexible")
+    runs = [{"q1": True, "q2": True, "q3": False, "q4": True},
+            {"q1": True, "q2": False, "q3": True, "q4": True},
+            {"q1": True, "q2": True, "q3": False}]  # q4 unanswered in run 3: left out of every pair
+    noise = paired_noise(spec, runs, [0.75, 0.75, 0.667], alpha=0.01, full_n=1319)
+    assert noise.n == 3
+    assert noise.flip_rate == pytest.approx((2 / 3 + 0 + 2 / 3) / 3)
+    assert noise.max_pairwise_diff == 0.0  # run 1 and 2 both have 2 of 3 right on the shared three
+    assert noise.detectable_drop is None or noise.detectable_drop > 0
+    assert noise.full_n == 1319 and noise.detectable_drop_full is not None
+
+
+def test_the_snippet_is_a_thresholds_section_evalkit_accepts() -> None:
+    flex, collapse = registry.metric("gsm8k.flexible"), registry.metric("repetition.collapse_rate")
+    accuracy = MetricNoise("gsm8k.flexible", [0.940, 0.937, 0.942], n=1319, flip_rate=0.03, max_pairwise_diff=0.005,
+                           detectable_drop=0.022)
+    collapses = MetricNoise("repetition.collapse_rate", [0.0, 1 / 64, 0.0], n=64, counts=[0, 1, 0])
+    text = yaml_snippet(["3 runs of tp8-full-fixon"], [(flex, accuracy), (collapse, collapses)], alpha=0.01)
+    section = yaml.safe_load(text)
+    config = parse_config({"model": "m", "engine": {"profile": "sim"}, **section}, "snippet")
+    rules = {(t.metric, t.check): t for t in config.thresholds}
+    assert rules[("gsm8k.flexible", "min")].value == pytest.approx(0.925)  # 0.937 - 3 x 0.0025, rounded down
+    assert rules[("gsm8k.flexible", "max_drop_ab")].value == pytest.approx(0.025)
+    assert rules[("gsm8k.flexible", "max_drop_ab")].alpha == 0.01
+    assert rules[("repetition.collapse_rate", "max")].value == pytest.approx(0.035)
+    assert "3.0% of 1319 questions flip" in text
+    assert suggested(accuracy, flex, 0.01)[0] == {"metric": "gsm8k.flexible", "min": 0.925}
