@@ -1,0 +1,57 @@
+"""The CLI's shape: one module per command, a light import, errors as one line and a class's exit code."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+from click.testing import CliRunner
+
+from evalkit.cli import main
+from evalkit.cli._common import EXIT_CODES_HELP, _Command
+from evalkit.errors import EXIT_CODES, EXIT_INTERRUPTED, EvalkitError, LockHeld
+
+
+def test_each_command_lives_in_its_own_module() -> None:
+    assert sorted(main.commands) == ["cell", "compare", "detect", "history", "matrix", "plan", "report"]
+    for name, command in main.commands.items():
+        assert command.callback is not None and command.callback.__module__ == f"evalkit.cli.{name}", name
+        assert isinstance(command, _Command), name
+
+
+def test_importing_the_cli_loads_no_heavy_dependency() -> None:
+    code = "import sys, evalkit.cli; print(' '.join(m for m in ('scipy', 'pandas', 'lm_eval') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""
+
+
+def test_the_exit_code_table_is_written_once() -> None:
+    for code, meaning in EXIT_CODES.items():
+        assert f"  {code:<4} {meaning}" in EXIT_CODES_HELP
+    for args in (["--help"], ["matrix", "--help"]):
+        output = CliRunner().invoke(main, args, terminal_width=200).output
+        assert all(meaning in output for meaning in EXIT_CODES.values()), args
+
+
+def _failing(exc: BaseException) -> click.Command:
+    @click.command(cls=_Command)
+    def boom() -> None:
+        raise exc
+
+    return boom
+
+
+def test_an_expected_error_is_one_line_and_its_class_exit_code() -> None:
+    result = CliRunner().invoke(_failing(EvalkitError("cfg.yaml: engine.port: bad")), [])
+    assert (result.exit_code, result.output) == (2, "error: cfg.yaml: engine.port: bad\n")
+    result = CliRunner().invoke(_failing(LockHeld("devices are in use")), [])
+    assert (result.exit_code, result.output) == (4, "error: devices are in use\n")
+    result = CliRunner().invoke(_failing(KeyboardInterrupt()), [])
+    assert (result.exit_code, result.output) == (EXIT_INTERRUPTED, "interrupted\n")
+
+
+def test_history_without_a_model_names_the_recorded_models(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["history", "--db", str(tmp_path / "h.db")])
+    assert (result.exit_code, result.output) == (2, "error: give --model NAME; recorded models: none yet\n")
