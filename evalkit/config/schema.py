@@ -75,7 +75,8 @@ class AxisValue(StrictModel):
 class EngineConfig(StrictModel):
     """How to launch the engine, before any axis applies its overrides."""
 
-    profile: str = Field(description="Engine profile: atom, sim, vllm, sglang or command.")
+    profile: str = Field(description="Engine profile: a built-in (atom, sim, vllm, sglang, command) or a user "
+                                     "profile as `module.path:ATTR` (a Profile, or a zero-argument callable returning one).")
     python: str | None = Field(None, description="Interpreter for `python -m` entry points; default: evalkit's own.")
     host: str = Field(DEFAULT_HOST, description="Address the engine binds; loopback unless you need otherwise.")
     port: int | None = Field(None, ge=1, le=65535, description="Fixed HTTP port; default: a free one per cell.")

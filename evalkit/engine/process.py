@@ -19,7 +19,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -39,13 +38,6 @@ LOG_TAIL_LINES = 20
 POLL_MIN_S = 0.1
 POLL_MAX_S = 5.0
 PORT_IN_USE = re.compile(r"address already in use|Errno 98|port .* is (already )?in use", re.IGNORECASE)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (the engine may still lose a race for it: see PortInUse)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
