@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.evals.base import Comparison, MetricSpec, setup_differences
 from evalkit.redact import redact_argv
 from evalkit.stats import fisher_collapse, paired_comparison
 from evalkit.store import read_run_cells
-from evalkit.verdicts import flat_metrics, marks, question_order
+from evalkit.verdicts import flat_metrics, marks, question_order, refused, setup_of
 
 
 def _paired(a_dir: Path, b_dir: Path, spec: MetricSpec) -> dict[str, Any] | None:
@@ -62,7 +62,9 @@ def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
     """Per cell (matched by id), B - A of every compared metric (GSM8K strict/flexible, collapse rate).
 
     Paired metrics use McNemar's exact test on the questions both runs answered; counts use
-    Fisher's exact test. Cells found in only one run are listed with `in` = "a" or "b".
+    Fisher's exact test. Cells found in only one run are listed with `in` = "a" or "b". An eval
+    whose setup differs between the runs (endpoint, n-shot, lm-eval version, ...) is not
+    compared: its deltas say `setup_differs` with the fields, and the row lists them.
     """
     run_a, listed_a = read_run_cells(a_path)
     run_b, listed_b = read_run_cells(b_path)
@@ -75,8 +77,15 @@ def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
                                "status_a": a["status"] if a else None, "status_b": b["status"] if b else None,
                                "a": flat_metrics(a) if a else {}, "b": flat_metrics(b) if b else {}}
         if a and b and a["status"] == b["status"] == "ok":
-            for spec in registry.metrics():
-                if spec.comparison is not Comparison.NONE:
-                    row[spec.name] = _delta(spec, a_path / cell_id, b_path / cell_id, row["a"], row["b"])
+            for ev in registry.evals():
+                differs = setup_differences(setup_of(a, ev.name), setup_of(b, ev.name))
+                if differs:
+                    row.setdefault("setup_differs", {})[ev.name] = differs
+                for spec in ev.metrics:
+                    if spec.comparison is Comparison.NONE:
+                        continue
+                    both = spec.name in row["a"] and spec.name in row["b"]
+                    row[spec.name] = (refused(differs) if differs and both
+                                      else _delta(spec, a_path / cell_id, b_path / cell_id, row["a"], row["b"]))
         out.append(row)
     return {"a": _run_meta(run_a, cells_a), "b": _run_meta(run_b, cells_b), "cells": out}

@@ -16,7 +16,7 @@ from typing import Any
 from evalkit.config import MatrixConfig, Threshold
 from evalkit.errors import EXIT_CELL_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLD
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.evals.base import SETUP_KEY, Comparison, MetricSpec, setup_differences
 from evalkit.matrix import twin_axes
 from evalkit.stats import fisher_collapse, paired_comparison
 from evalkit.store import read_jsonl, read_run_cells
@@ -70,11 +70,25 @@ def compare(cell: dict[str, Any], ref: dict[str, Any], run_path: Path) -> dict[s
     cell_dir, ref_dir = run_path / cell["id"], run_path / ref["id"]
     flat_cell, flat_ref = flat_metrics(cell), flat_metrics(ref)
     for ev in registry.evals():
+        differs = setup_differences(setup_of(cell, ev.name), setup_of(ref, ev.name))
         for spec in ev.metrics:
+            if differs and spec.comparison is not Comparison.NONE and spec.name in flat_cell and spec.name in flat_ref:
+                result[spec.name] = refused(differs)
+                continue
             delta = _delta(spec, cell, ref, cell_dir, ref_dir, flat_cell, flat_ref)
             if delta is not None:
                 result[spec.name] = delta | ev.extra_delta(spec, cell_dir, ref_dir)
     return result
+
+
+def setup_of(record: dict[str, Any], eval_name: str) -> dict[str, Any] | None:
+    """A cell record's setup fingerprint of one eval (None: not run, or stored before fingerprints)."""
+    return ((record.get("metrics") or {}).get(eval_name) or {}).get(SETUP_KEY)
+
+
+def refused(differs: list[str]) -> dict[str, Any]:
+    """A comparison not made: the two scores come from different eval setups (the fields named)."""
+    return {"diff": None, "p_value": None, "setup_differs": differs}
 
 
 def _delta(spec: MetricSpec, cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_dir: Path,
@@ -126,6 +140,12 @@ def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any]) 
     delta = (cell.get(against) or {}).get(metric)
     if delta is None:
         return None
+    if delta.get("setup_differs"):  # a gate that cannot be checked must not pass silently
+        ref_id = cell[against]["reference"]
+        return {"metric": metric, "check": check, "limit": limit, "value": metrics.get(metric), "reference": ref_id,
+                "action": threshold.action, "setup_differs": delta["setup_differs"],
+                "message": f"{cell['id']}: {label} not compared with {ref_id}: eval setup differs "
+                           f"({', '.join(delta['setup_differs'])})"}
     change = -delta["diff"] if check.startswith("max_drop") else delta["diff"]
     if change <= limit:
         return None
@@ -147,6 +167,16 @@ def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any]) 
             "p_value": p, "reference": ref_id, "action": threshold.action, "message": words}
 
 
+def _setups(cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each distinct eval setup of the run once, by its hash (the cells name theirs)."""
+    out: dict[str, dict[str, Any]] = {}
+    for cell in cells:
+        for ev in registry.evals():
+            if setup := setup_of(cell, ev.name):
+                out.setdefault(setup["hash"], {"eval": ev.name, **setup["fields"]})
+    return out
+
+
 def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
     """The whole run's verdict from what is stored; the same function serves `report`."""
     run, cells = read_run_cells(run_path)
@@ -165,6 +195,7 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         if twin and twin["status"] == "ok":
             row["vs_ab"] = compare(cell, twin, run_path)
         row["flags"] = [f for t in config.thresholds if ok and (f := _check(t, row, row["metrics"]))]
+        row["setup"] = {ev.name: setup["hash"] for ev in registry.evals() if (setup := setup_of(cell, ev.name))}
         row["effective_mode"] = cell.get("effective_mode")
         row["source"] = cell.get("source")
         row["timings"] = cell.get("timings", {})
@@ -194,6 +225,7 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         "baseline": baseline["id"] if baseline else None,
         "ab": config.ab.model_dump() if config.ab else None,
         "cells": rows,
+        "setups": _setups(cells),
         "failed_cells": failed,
         "not_run_cells": not_run,
         "broken_thresholds": broken,

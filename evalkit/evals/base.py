@@ -121,11 +121,39 @@ class EvalResult:
     """One eval's outcome on one cell."""
 
     metrics: dict[str, Any]
-    """Raw metrics, stored under ``cell.json`` ``metrics.<eval name>``; `Eval.flat` reads them."""
+    """Raw metrics, stored under ``cell.json`` ``metrics.<eval name>``; `Eval.flat` reads them.
+    ``metrics["setup"]`` (see `fingerprint`) says what the score depends on."""
     samples: list[dict[str, Any]]
     """Per-sample records, written to ``<eval name>.samples.jsonl``; each has an ``id``."""
     texts: list[tuple[str, str | None]] = field(default_factory=list)
     """Generated texts and finish reasons, for later evals to scan (the collapse detector does)."""
+
+
+SETUP_KEY = "setup"
+"""Where an eval's result stores its setup fingerprint: ``cell.json`` ``metrics.<eval>.setup``."""
+
+
+def fingerprint(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """An eval setup as stored: its fields plus a short hash of them (canonical JSON).
+
+    Two cells' scores are comparable only when their setups are equal: everything that changes
+    a score (task version and config, endpoint, chat template, n-shot, generation settings, data,
+    lm-eval and evalkit versions, tokenizer) belongs in the fields.
+    """
+    import hashlib
+    import json
+
+    canonical = json.dumps(fields, sort_keys=True, default=str, separators=(",", ":"))
+    return {"hash": hashlib.sha256(canonical.encode()).hexdigest()[:16], "fields": dict(fields)}
+
+
+def setup_differences(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> list[str]:
+    """Names of the setup fields that differ between two fingerprints ([] when equal or when
+    either is unknown: runs stored before fingerprints existed are compared as before)."""
+    if not a or not b or a.get("hash") == b.get("hash"):
+        return []
+    fa, fb = a.get("fields") or {}, b.get("fields") or {}
+    return sorted(k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k)) or ["hash"]
 
 
 class Eval:

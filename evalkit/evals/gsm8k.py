@@ -13,6 +13,7 @@ questions that flip between runs of one engine are its noise floor.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -26,7 +27,7 @@ from pydantic import Field
 
 from evalkit.errors import EvalError
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec
+from evalkit.evals.base import SETUP_KEY, Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec, fingerprint
 from evalkit.evals.lm_eval_adapter import ResponseMeta, evaluate, lm_eval_version, prompt_key
 from evalkit.store.files import write_jsonl
 
@@ -180,7 +181,49 @@ def run_gsm8k(
     )
     if meta.requests_s is not None:
         result.metrics["requests_s"] = meta.requests_s
+    result.metrics[SETUP_KEY] = fingerprint(setup_fields(settings, task_dir, result.metrics))
     return result
+
+
+def setup_fields(settings: GSM8KSettings, task_dir: Path, metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything a GSM8K score depends on besides the engine: compared before any delta.
+
+    Not in it: `limit` (cells pair on the questions both answered), the client's concurrency,
+    retries and timeouts (they change how fast, not what is answered), and file paths (the
+    same data on another machine is the same setup: the data is hashed instead).
+    """
+    import evalkit
+
+    task_file = task_dir / f"{TASK_NAME}.yaml"
+    task = yaml.safe_load(task_file.read_text(encoding="utf-8"))
+    return {
+        "task": TASK_NAME,
+        "task_version": metrics.get("task_version"),
+        "task_yaml": _file_hash(Path(task["include"])),  # lm-eval's gsm8k.yaml: prompt, filters
+        "endpoint": settings.endpoint,
+        "chat_template": metrics.get("chat_template"),
+        "num_fewshot": metrics.get("num_fewshot"),
+        "generation_kwargs": task["generation_kwargs"],
+        "seed": settings.seed,
+        "data": _file_hash(*(data_dir() / name for name in DATA_FILES)),
+        "lm_eval_version": metrics.get("lm_eval_version"),
+        "evalkit_version": evalkit.__version__,
+        "tokenizer": "the server's (text requests, tokenized_requests false)",
+    }
+
+
+def _file_hash(*paths: Path) -> str:
+    """SHA-256 (16 hex) of the files' bytes, cached per file state (data files are 4 MB)."""
+    states = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in paths)
+    return _hash_files(states)
+
+
+@functools.lru_cache(maxsize=32)
+def _hash_files(states: tuple[tuple[str, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for path, _, _ in states:
+        digest.update(Path(path).read_bytes())
+    return digest.hexdigest()[:16]
 
 def _collect(out: dict[str, Any], meta: ResponseMeta) -> EvalResult:
     scores = out["results"][TASK_NAME]

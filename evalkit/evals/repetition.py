@@ -26,7 +26,7 @@ from pydantic import Field
 
 from evalkit.errors import EvalError, StreamBroken
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec
+from evalkit.evals.base import SETUP_KEY, Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec, fingerprint
 from evalkit.evals.detector import DetectorSettings, StreamingDetector, analyze_text, is_collapsed, split_text
 from evalkit.evals.prompts import Prompt, load_prompt_set
 from evalkit.store.files import read_jsonl
@@ -217,7 +217,28 @@ def run_repetition(
         "aborted_early": sum(1 for s in samples if s.get("finish_reason") == "aborted"),
         "hit_max_tokens": sum(1 for s in samples if s.get("finish_reason") == "length"),
     }
+    metrics[SETUP_KEY] = fingerprint(setup_fields(settings, prompt_set.version, token_ids))
     return EvalResult(metrics, samples)
+
+
+def setup_fields(settings: RepetitionSettings, prompt_set_version: str, token_ids: bool) -> dict[str, Any]:
+    """What a collapse rate depends on besides the engine: the prompts, how long and through which
+    endpoint they are generated, what the detector reads (ids or split text) and its rules.
+
+    Not in it: `count` (like `limit`), concurrency, timeouts, and `early_abort` (the verdict is the
+    same with or without it, by construction).
+    """
+    import evalkit
+
+    return {
+        "prompt_set": settings.prompt_set,
+        "prompt_set_version": prompt_set_version,
+        "max_tokens": settings.max_tokens,
+        "endpoint": settings.endpoint,
+        "token_source": "token_ids" if token_ids else "text_split",
+        "detector": settings.detector.model_dump(mode="json"),
+        "evalkit_version": evalkit.__version__,
+    }
 
 
 def scan_texts(texts: list[str], finish_reasons: list[str | None], settings: RepetitionSettings) -> dict[str, Any]:
