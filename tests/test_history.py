@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.errors import ConfigError
-from evalkit.store.history import MIGRATIONS, History, Point, cell_recorder, migrate, parse_since, record_finished_run
+from evalkit.store.history import MIGRATIONS, History, Point, cell_recorder, m001_initial, migrate, parse_since, record_finished_run
 from tests.test_report_helpers import CellSpec, cell_record, loop_text, write_run
 
 RUN_COLUMNS = ["run_id", "model", "config_name", "engine", "simulated", "status", "started_at", "finished_at",
@@ -47,11 +47,12 @@ def history(tmp_path: Path) -> History:
 def test_schema_after_migrations(tmp_path: Path) -> None:
     with History(tmp_path / "h.db") as store:
         db = store.db
-        assert [name for (name,) in db.execute("SELECT name FROM _migrations")] == ["m001_initial"]
+        assert [name for (name,) in db.execute("SELECT name FROM _migrations")] == ["m001_initial", "m002_cell_metrics"]
         assert columns(db, "runs") == RUN_COLUMNS
         assert columns(db, "cells") == CELL_COLUMNS
+        assert columns(db, "cell_metrics") == ["run_id", "cell_id", "name", "value"]
         indexes = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")}
-        assert indexes == {"runs_by_model", "runs_by_config", "cells_by_cell"}
+        assert indexes == {"runs_by_model", "runs_by_config", "cells_by_cell", "cell_metrics_by_name"}
 
 
 def test_opening_again_applies_nothing_and_new_migrations_apply_once(tmp_path: Path) -> None:
@@ -59,11 +60,11 @@ def test_opening_again_applies_nothing_and_new_migrations_apply_once(tmp_path: P
     db = sqlite3.connect(tmp_path / "h.db")
     assert migrate(db) == []
 
-    def m002_add_note(db: sqlite3.Connection) -> None:
+    def m999_add_note(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE runs ADD COLUMN note TEXT")
 
-    assert migrate(db, [*MIGRATIONS, m002_add_note]) == ["m002_add_note"]
-    assert migrate(db, [*MIGRATIONS, m002_add_note]) == []
+    assert migrate(db, [*MIGRATIONS, m999_add_note]) == ["m999_add_note"]
+    assert migrate(db, [*MIGRATIONS, m999_add_note]) == []
     assert columns(db, "runs")[-1] == "note"
 
 
@@ -114,6 +115,9 @@ def test_import_of_a_stored_run_records_its_metrics(tmp_path: Path) -> None:
                                "FROM cells WHERE cell_id = 'tp8-fixon'").fetchone()
         failed = store.db.execute("SELECT status, error, gsm8k_flexible FROM cells WHERE cell_id = 'tp8-fixoff'").fetchone()
         run = store.db.execute("SELECT model, config_name, engine, limit_n, run_path FROM runs").fetchone()
+        metrics = dict(store.db.execute("SELECT name, value FROM cell_metrics WHERE cell_id = 'tp8-fixon'"))
+    assert metrics == {"gsm8k.strict": 0.9, "gsm8k.flexible": 0.9, "gsm8k.n": 20, "repetition.collapse_rate": 0.5,
+                       "repetition.n": 2, "repetition.collapsed": 1}
     assert row == (0.9, 0.9, 20, 0.5, 2, "ok")
     assert failed == ("error", "engine died", None)
     assert run == ("sim/test-model", "demo", "sim", 20, str(run_path.resolve()))
@@ -142,6 +146,26 @@ def test_after_the_matrix_the_run_s_final_state_is_recorded_or_warned(tmp_path: 
     warnings: list[str] = []
     record_finished_run(tmp_path / "h.db", tmp_path / "no-such-run", warn=warnings.append)
     assert len(warnings) == 1 and "no-such-run not recorded" in warnings[0]
+
+
+def test_opening_an_m001_database_adds_cell_metrics_from_its_metrics_json(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "h.db")
+    assert migrate(db, [m001_initial]) == ["m001_initial"]
+    with db:
+        db.execute("INSERT INTO runs (run_id, model, engine, started_at, recorded_at) VALUES ('r1', 'm', 'sim', "
+                   "'2026-12-01T02:00:00+00:00', '')")
+        for cell_id, metrics in (("ok", '{"gsm8k.flexible": 0.9, "gsm8k.n": 20, "gsm8k.flexible_ci95": [0.7, 0.97], '
+                                        '"gsm8k.retries": null, "repetition.collapsed": 1, "x.flag": true}'),
+                                 ("failed", "{}"), ("hand-written", "not json")):
+            db.execute("INSERT INTO cells (run_id, cell_id, axes, status, metrics, recorded_at) "
+                       "VALUES ('r1', ?, '{}', 'ok', ?, '')", (cell_id, metrics))
+    db.close()
+    with History(tmp_path / "h.db") as store:
+        applied = [name for (name,) in store.db.execute("SELECT name FROM _migrations ORDER BY rowid")]
+        rows = sorted(store.db.execute("SELECT cell_id, name, value FROM cell_metrics"))
+    assert applied == ["m001_initial", "m002_cell_metrics"]
+    assert rows == [("ok", "gsm8k.flexible", 0.9), ("ok", "gsm8k.n", 20.0), ("ok", "repetition.collapsed", 1.0),
+                    ("ok", "x.flag", 1.0)]
 
 
 @pytest.mark.parametrize(("text", "expected"), [

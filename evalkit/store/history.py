@@ -10,7 +10,10 @@ named function `mNNN_what(db)`, applied once, in order, and recorded in `_migrat
 edit a released migration; append a new one.
 
 What is stored: run and cell identity (ids, axes, model, engine, engine source repo/ref/SHA),
-status, timings, timestamps and the flat headline metrics. What is not: anything from the
+status, timings, timestamps and the flat metrics of every registered eval: all of them as JSON
+in `cells.metrics`, and each numeric one as a row of `cell_metrics (run_id, cell_id, name,
+value)`. The GSM8K and collapse columns of `cells` (`gsm8k_flexible`, `collapse_rate`, ...)
+are still filled for SQL written against the first schema. What is not: anything from the
 environment (no env, no argv of the engine launch, no log tails); clone URLs lose any
 `user:token@`, and evalkit's own command line goes through redact_argv.
 
@@ -20,6 +23,7 @@ Default location: `<results_dir>/history.db` (`default_db_path`).
 from __future__ import annotations
 
 import json
+import math
 import re
 import sqlite3
 import sys
@@ -101,6 +105,37 @@ def m001_initial(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX cells_by_cell ON cells (cell_id, run_id)")
 
 
+@migration
+def m002_cell_metrics(db: sqlite3.Connection) -> None:
+    """One row per numeric flat metric of a cell, so any eval's metric is a trend without a column.
+
+    The key is the clustered index (WITHOUT ROWID) of the trend query's join from a cell to its
+    metrics; `cell_metrics_by_name` serves one metric of one cell over time (`WHERE name = ?
+    AND cell_id = ?`). Backfilled from `cells.metrics`, which has held every flat metric since
+    m001. The numeric rule is written out here, not shared, so this migration never changes:
+    numbers and booleans (as 1/0) that are finite; lists (`_ci95`), strings and nulls are not rows.
+    """
+    db.execute("""
+        CREATE TABLE cell_metrics (
+            run_id TEXT NOT NULL,
+            cell_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            value REAL NOT NULL,
+            PRIMARY KEY (run_id, cell_id, name),
+            FOREIGN KEY (run_id, cell_id) REFERENCES cells (run_id, cell_id) ON DELETE CASCADE
+        ) WITHOUT ROWID""")
+    db.execute("CREATE INDEX cell_metrics_by_name ON cell_metrics (name, cell_id)")
+    rows = []
+    for run_id, cell_id, text in db.execute("SELECT run_id, cell_id, metrics FROM cells"):
+        try:
+            metrics = json.loads(text)
+        except (TypeError, ValueError):
+            continue  # not written by evalkit; the row keeps its JSON, the trend shows "-"
+        rows += [(run_id, cell_id, name, float(value)) for name, value in (metrics or {}).items()
+                 if isinstance(value, (int, float)) and math.isfinite(value)]
+    db.executemany("INSERT INTO cell_metrics (run_id, cell_id, name, value) VALUES (?, ?, ?, ?)", rows)
+
+
 def migrate(db: sqlite3.Connection, migrations: Iterable[Migration] = MIGRATIONS) -> list[str]:
     """Apply the migrations not yet recorded, each in its own transaction; returns their names."""
     db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
@@ -164,9 +199,22 @@ def _run_row(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _cell_row(run_id: str, record: dict[str, Any]) -> dict[str, Any]:
+LEGACY_COLUMNS = {"gsm8k_strict": "gsm8k.strict", "gsm8k_flexible": "gsm8k.flexible", "gsm8k_n": "gsm8k.n",
+                  "collapse_rate": "repetition.collapse_rate", "collapse_n": "repetition.n",
+                  "collapsed": "repetition.collapsed"}
+"""m001's metric columns of `cells` -> the flat metric each holds. Still written, for users' SQL;
+new evals get no column (their metrics are rows of `cell_metrics`)."""
+
+
+def numeric(metrics: dict[str, Any]) -> dict[str, float]:
+    """The flat metrics that are rows of `cell_metrics`: finite numbers and booleans (as 1/0).
+    Lists (`gsm8k.flexible_ci95`), strings and None stay in the JSON column only."""
+    return {name: float(value) for name, value in metrics.items()
+            if isinstance(value, (int, float)) and math.isfinite(value)}
+
+
+def _cell_row(run_id: str, record: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
     """The columns of one cell; only the fields named here leave cell.json (no launch, no env)."""
-    metrics = flat_metrics(record)
     source = record.get("source") or {}
     timings = record.get("timings") or {}
     return {
@@ -176,9 +224,7 @@ def _cell_row(run_id: str, record: dict[str, Any]) -> dict[str, Any]:
         "source_ref": source.get("ref"), "source_sha": source.get("sha"),
         "effective_mode": record.get("effective_mode"), "started_at": record.get("started_at"),
         "finished_at": record.get("finished_at"), "total_s": timings.get("total_s"), "timings": json.dumps(timings),
-        "gsm8k_strict": metrics.get("gsm8k.strict"), "gsm8k_flexible": metrics.get("gsm8k.flexible"),
-        "gsm8k_n": metrics.get("gsm8k.n"), "collapse_rate": metrics.get("repetition.collapse_rate"),
-        "collapse_n": metrics.get("repetition.n"), "collapsed": metrics.get("repetition.collapsed"),
+        **{column: metrics.get(name) for column, name in LEGACY_COLUMNS.items()},
         "metrics": json.dumps(metrics, allow_nan=False, default=str), "recorded_at": _now(),
     }
 
@@ -187,6 +233,16 @@ def _upsert(db: sqlite3.Connection, table: str, row: dict[str, Any]) -> None:
     names = ", ".join(row)
     marks = ", ".join(f":{k}" for k in row)
     db.execute(f"INSERT OR REPLACE INTO {table} ({names}) VALUES ({marks})", row)
+
+def _write_cell(db: sqlite3.Connection, run_id: str, record: dict[str, Any]) -> None:
+    """The cell's row and its metric rows; a rewrite replaces both (a metric the new record lacks
+    is gone, not left over from the old one)."""
+    metrics = flat_metrics(record)
+    _upsert(db, "cells", _cell_row(run_id, record, metrics))
+    # With foreign keys on, the REPLACE above already cascaded; SQL clients without them did not.
+    db.execute("DELETE FROM cell_metrics WHERE run_id = ? AND cell_id = ?", (run_id, record["id"]))
+    db.executemany("INSERT INTO cell_metrics (run_id, cell_id, name, value) VALUES (?, ?, ?, ?)",
+                   [(run_id, record["id"], name, value) for name, value in numeric(metrics).items()])
 
 
 def parse_since(text: str) -> str:
@@ -247,7 +303,7 @@ class History:
         """Write one finished cell (and its run); writing it again replaces it."""
         with self.db:
             self._write_run(run_info)
-            _upsert(self.db, "cells", _cell_row(run_info["run_id"], cell_record))
+            _write_cell(self.db, run_info["run_id"], cell_record)
 
     def import_run(self, run_path: Path) -> int:
         """Backfill a stored run folder; returns the number of cells recorded."""
@@ -258,7 +314,7 @@ class History:
             for cell_id in run.get("cells", []):
                 path = run_path / cell_id / "cell.json"
                 if path.is_file():
-                    _upsert(self.db, "cells", _cell_row(run["run_id"], read_json(path)))
+                    _write_cell(self.db, run["run_id"], read_json(path))
                     count += 1
         return count
 
