@@ -64,4 +64,5 @@ def test_import_of_a_real_demo_run(demo_runs: dict[str, Path], tmp_path: Path) -
         points = store.trend("sim/deepseek-v4")
     assert [p.cell_id for p in points] == ["tp8-full-fixon", "tp8-full-fixoff", "dp8-piecewise-fixon",
                                            "dp8-piecewise-fixoff"]  # the run's order
-    assert all(p.gsm8k_n == 40 and p.gsm8k_flexible is not None and p.collapse_n == 8 for p in points)
+    assert all(p.metrics["gsm8k.n"] == 40 and "gsm8k.flexible" in p.metrics and p.metrics["repetition.n"] == 8
+               for p in points)

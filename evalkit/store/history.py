@@ -12,11 +12,14 @@ edit a released migration; append a new one.
 What is stored: run and cell identity (ids, axes, model, engine, engine source repo/ref/SHA),
 status, timings, timestamps and the flat metrics of every registered eval: all of them as JSON
 in `cells.metrics`, and each numeric one as a row of `cell_metrics (run_id, cell_id, name,
-value)`. The GSM8K and collapse columns of `cells` (`gsm8k_flexible`, `collapse_rate`, ...)
-are still filled for SQL written against the first schema. What is not: anything from the
-environment (no env, no argv of the engine launch, no log tails); clone URLs lose any
-`user:token@`, and evalkit's own command line goes through redact_argv.
+value)`, which is what `trend` reads, so a new eval's metrics are recorded and trended with no
+edit here. The GSM8K and collapse columns of `cells` (`gsm8k_flexible`, `collapse_rate`, ...)
+are still filled for SQL written against the first schema; evalkit itself no longer reads them.
+What is not stored: anything from the environment (no env, no argv of the engine launch, no log
+tails); clone URLs lose any `user:token@`, and evalkit's own command line goes through
+redact_argv.
 
+Showing a trend (table, plot) is `evalkit.render.trend`; this module is the database.
 Default location: `<results_dir>/history.db` (`default_db_path`).
 """
 
@@ -28,7 +31,7 @@ import re
 import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -171,11 +174,9 @@ class Point:
     engine: str
     status: str
     source_sha: str | None
-    gsm8k_strict: float | None
-    gsm8k_flexible: float | None
-    gsm8k_n: int | None
-    collapse_rate: float | None
-    collapse_n: int | None
+    metrics: dict[str, float] = field(default_factory=dict, hash=False)
+    """The cell's numeric flat metrics by dotted name (`gsm8k.flexible`, `repetition.n`, ...);
+    a metric the cell did not report (a failed cell, an eval that did not run) is absent."""
 
     @property
     def when(self) -> datetime | None:
@@ -233,6 +234,7 @@ def _upsert(db: sqlite3.Connection, table: str, row: dict[str, Any]) -> None:
     names = ", ".join(row)
     marks = ", ".join(f":{k}" for k in row)
     db.execute(f"INSERT OR REPLACE INTO {table} ({names}) VALUES ({marks})", row)
+
 
 def _write_cell(db: sqlite3.Connection, run_id: str, record: dict[str, Any]) -> None:
     """The cell's row and its metric rows; a rewrite replaces both (a metric the new record lacks
@@ -330,13 +332,20 @@ class History:
         if cells:
             where.append(f"c.cell_id IN ({', '.join(f':c{i}' for i in range(len(cells)))})")
             params |= {f"c{i}": c for i, c in enumerate(cells)}
+        # One row per (cell, metric), a cell's rows adjacent: the order key is unique per cell.
         sql = f"""
-            SELECT c.run_id, c.cell_id, r.started_at, r.model, r.engine, c.status, c.source_sha,
-                   c.gsm8k_strict, c.gsm8k_flexible, c.gsm8k_n, c.collapse_rate, c.collapse_n
+            SELECT c.run_id, c.cell_id, r.started_at, r.model, r.engine, c.status, c.source_sha, m.name, m.value
             FROM runs r JOIN cells c ON c.run_id = r.run_id
+                 LEFT JOIN cell_metrics m ON m.run_id = c.run_id AND m.cell_id = c.cell_id
             WHERE {' AND '.join(where)}
-            ORDER BY r.started_at, r.run_id, c.rowid"""
-        return [Point(*row) for row in self.db.execute(sql, params)]
+            ORDER BY r.started_at, r.run_id, c.rowid, m.name"""
+        points: list[Point] = []
+        for *head, name, value in self.db.execute(sql, params):
+            if not points or (points[-1].run_id, points[-1].cell_id) != (head[0], head[1]):
+                points.append(Point(*head))
+            if name is not None:
+                points[-1].metrics[name] = value
+        return points
 
     def models(self) -> list[tuple[str, str | None, int]]:
         """(model, config name, runs) for every model recorded: what `--model` can name."""
@@ -396,103 +405,3 @@ def run_folders(results_dir: Path) -> Iterator[Path]:
     """Every run folder under results_dir (those holding run.json), oldest name first."""
     if results_dir.is_dir():
         yield from sorted(p.parent for p in results_dir.glob("*/run.json"))
-
-
-# ---------------------------------------------------------------------------------------------
-# Showing a trend
-
-
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def _utc_minute(point: Point) -> str:
-    when = point.when
-    if when is None:
-        return point.started_at or "?"
-    if when.tzinfo is not None:
-        when = when.astimezone(timezone.utc)
-    return f"{when:%Y-%m-%d %H:%M}"
-
-
-DEFAULT_LAST = 20
-"""Runs per cell in the trend table: a table of 1,000 nights is read by nobody (the plot has all)."""
-
-
-def _rows(series: list[Point]) -> list[tuple[Point, str]]:
-    """Each point with its flexible-accuracy change since the cell's previous measured run."""
-    out, previous = [], None
-    for p in series:
-        change = "-" if p.gsm8k_flexible is None or previous is None else f"{(p.gsm8k_flexible - previous) * 100:+.1f}"
-        previous = p.gsm8k_flexible if p.gsm8k_flexible is not None else previous
-        out.append((p, change))
-    return out
-
-
-def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST) -> Any:
-    """A rich table: one section per cell, its last `last` runs (all when None), with the change
-    since the run before."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    from evalkit.render.report import clean
-
-    table = Table(title=escape(clean(title)))
-    for header in ("cell", "run started (UTC)", "run", "source", "status", "strict", "flexible", "Δ flexible",
-                   "collapse", "n"):
-        table.add_column(header)
-    for cell_id, series in by_cell(points).items():
-        rows = _rows(series)
-        shown = rows[-last:] if last else rows
-        for i, (p, change) in enumerate(shown):
-            label = cell_id if i == 0 else ""
-            if i == 0 and len(shown) < len(rows):
-                label += f" (last {len(shown)} of {len(rows)})"
-            collapse = "-" if p.collapse_rate is None else f"{p.collapse_rate:.3f}"
-            table.add_row(*(escape(clean(text)) for text in (
-                label, _utc_minute(p), p.run_id, (p.source_sha or "-")[:12], p.status, _fmt(p.gsm8k_strict),
-                _fmt(p.gsm8k_flexible), change, collapse, str(p.gsm8k_n or "-"))))
-        table.add_section()
-    return table
-
-
-def plot(points: list[Point], out_path: Path, title: str) -> None:
-    """Accuracy (GSM8K flexible) and collapse rate over time, one line per cell, as a PNG.
-
-    Runs headless (Agg backend). matplotlib is imported here so that the rest of evalkit does
-    not need it.
-    """
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.dates as mdates
-        import matplotlib.pyplot as plt
-        import matplotlib.ticker as mticker
-    except ImportError as e:
-        raise ConfigError("--plot needs matplotlib: pip install matplotlib") from e
-    series = {cell: [p for p in pts if p.when is not None] for cell, pts in by_cell(points).items()}
-    has_collapse = any(p.collapse_rate is not None for pts in series.values() for p in pts)
-    fig, axes = plt.subplots(2 if has_collapse else 1, 1, sharex=True, squeeze=False,
-                             figsize=(11, 7 if has_collapse else 4.5), layout="constrained")
-    colours = plt.get_cmap("tab20" if len(series) > 10 else "tab10")
-    panels = [("gsm8k_flexible", "GSM8K flexible accuracy")] + ([("collapse_rate", "collapse rate")] if has_collapse else [])
-    for (attr, label), ax in zip(panels, axes[:, 0]):
-        for i, (cell, pts) in enumerate(series.items()):
-            xs = [p.when for p in pts if getattr(p, attr) is not None]
-            ys = [getattr(p, attr) for p in pts if getattr(p, attr) is not None]
-            # tab20 pairs a dark and a light shade of one hue; with the A/B axis last, twins are
-            # neighbours, so a twin pair shares a hue and differs in shade and line style.
-            ax.plot(xs, ys, "--" if i % 2 else "-", marker="o", markersize=4, linewidth=1.8, color=colours(i % colours.N), label=cell)
-        ax.set_ylabel(label)
-        ax.grid(True, alpha=0.3)
-        ax.yaxis.set_major_formatter(mticker.PercentFormatter(1.0, decimals=0))
-    locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
-    axes[-1, 0].xaxis.set_major_locator(locator)
-    axes[-1, 0].xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
-    axes[-1, 0].set_xlabel("run started (UTC)")
-    axes[0, 0].set_title(title)
-    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside right upper", title="cell", fontsize="small")
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_path, dpi=120)
-    plt.close(fig)

@@ -1,0 +1,181 @@
+"""A history trend as a terminal table and a PNG; which metrics they show comes from the registry.
+
+The history (`evalkit.store.history`) stores every numeric flat metric of every eval; this module
+decides what a reader sees, from each metric's `MetricSpec`, so a new eval needs no edit here:
+
+* value columns: every metric with a report `column`, in registry order, headed by its short key
+  (`spec.key`: ``strict``, ``flexible``, ``collapse``), three decimals;
+* the headline: the first of those with a `delta_label` (GSM8K flexible). It alone gets a change
+  column right after its value, ``Δ <delta_label>``: the change since the cell's previous run that
+  measured it, in points for a share (PAIRED, COUNT), else the plain difference. One Δ column keeps
+  the table readable, and the headline is the one number a nightly is judged by;
+* ``n``, last: the headline eval's sample count (``<eval>.n``; ``gsm8k.n``);
+* plot panels: every metric with a `pivot`, in registry order, that some point has a value of
+  (the first such metric when none has, so the figure is never empty); the y label is the
+  metric's label, with " accuracy" for a PAIRED metric (a mean of per-question 0/1 marks), and a
+  share (PAIRED, COUNT) is drawn in percent.
+
+For GSM8K and the collapse check that is the table of the first history schema: strict,
+flexible, Δ flexible, collapse, n; and its two panels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timezone
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import ConfigError
+from evalkit.evals import registry
+from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.render.report import clean
+from evalkit.store.history import Point, by_cell
+
+DEFAULT_LAST = 20
+"""Runs per cell in the trend table: a table of 1,000 nights is read by nobody (the plot has all)."""
+
+SHARES = (Comparison.PAIRED, Comparison.COUNT)
+"""Comparison kinds whose values are shares in [0, 1]: Δ in points, plot axes in percent."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The metric columns of the trend table (rule in the module docstring)."""
+
+    values: tuple[MetricSpec, ...]
+    headline: MetricSpec | None
+    n_metric: str | None
+
+    def headers(self) -> list[str]:
+        out = []
+        for spec in self.values:
+            out.append(spec.short)
+            if spec is self.headline:
+                out.append(f"Δ {spec.delta_label}")
+        return out + (["n"] if self.n_metric else [])
+
+    def texts(self, point: Point, change: str) -> list[str]:
+        """One row's metric cells, in `headers` order."""
+        out = []
+        for spec in self.values:
+            out.append(_fmt(point.metrics.get(spec.name)))
+            if spec is self.headline:
+                out.append(change)
+        return out + ([_count(point.metrics.get(self.n_metric))] if self.n_metric else [])
+
+
+def layout() -> Layout:
+    """The trend table's metric columns for the evals registered now."""
+    values = tuple(spec for spec in registry.metrics() if spec.column)
+    headline = next((spec for spec in values if spec.delta_label), None)
+    ev = registry.eval_of(headline.name) if headline else None
+    return Layout(values, headline, f"{ev.name}.n" if ev else None)
+
+
+def panels(points: list[Point]) -> list[MetricSpec]:
+    """The plot's panels for these points (rule in the module docstring)."""
+    pivots = [spec for spec in registry.metrics() if spec.pivot]
+    shown = [spec for spec in pivots if any(spec.name in p.metrics for p in points)]
+    return shown or pivots[:1]
+
+
+def panel_label(spec: MetricSpec) -> str:
+    return spec.label + (" accuracy" if spec.comparison is Comparison.PAIRED else "")
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _count(value: float | None) -> str:
+    """A sample count stored as REAL: ``20``; none or zero: ``-``."""
+    if not value:
+        return "-"
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _utc_minute(point: Point) -> str:
+    when = point.when
+    if when is None:
+        return point.started_at or "?"
+    if when.tzinfo is not None:
+        when = when.astimezone(timezone.utc)
+    return f"{when:%Y-%m-%d %H:%M}"
+
+
+def _rows(series: list[Point], spec: MetricSpec | None) -> list[tuple[Point, str]]:
+    """Each point with the change of `spec` since the cell's previous run that measured it."""
+    out, previous = [], None
+    scale = 100 if spec is not None and spec.comparison in SHARES else 1
+    for p in series:
+        value = p.metrics.get(spec.name) if spec is not None else None
+        change = "-" if value is None or previous is None else f"{(value - previous) * scale:+.1f}"
+        previous = value if value is not None else previous
+        out.append((p, change))
+    return out
+
+
+def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST) -> Any:
+    """A rich table: one section per cell, its last `last` runs (all when None), with the change
+    since the run before."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    columns = layout()
+    table = Table(title=escape(clean(title)))
+    for header in ("cell", "run started (UTC)", "run", "source", "status", *columns.headers()):
+        table.add_column(header)
+    for cell_id, series in by_cell(points).items():
+        rows = _rows(series, columns.headline)
+        shown = rows[-last:] if last else rows
+        for i, (p, change) in enumerate(shown):
+            label = cell_id if i == 0 else ""
+            if i == 0 and len(shown) < len(rows):
+                label += f" (last {len(shown)} of {len(rows)})"
+            table.add_row(*(escape(clean(text)) for text in (
+                label, _utc_minute(p), p.run_id, (p.source_sha or "-")[:12], p.status, *columns.texts(p, change))))
+        table.add_section()
+    return table
+
+
+def plot(points: list[Point], out_path: Path, title: str) -> None:
+    """Every pivoted metric over time (GSM8K flexible, collapse rate), one line per cell, as a PNG.
+
+    Runs headless (Agg backend). matplotlib is imported here so that the rest of evalkit does
+    not need it.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.dates as mdates
+        import matplotlib.pyplot as plt
+        import matplotlib.ticker as mticker
+    except ImportError as e:
+        raise ConfigError("--plot needs matplotlib: pip install matplotlib") from e
+    series = {cell: [p for p in pts if p.when is not None] for cell, pts in by_cell(points).items()}
+    specs = panels(points)
+    fig, axes = plt.subplots(max(1, len(specs)), 1, sharex=True, squeeze=False,
+                             figsize=(11, 2 + 2.5 * max(1, len(specs))), layout="constrained")
+    colours = plt.get_cmap("tab20" if len(series) > 10 else "tab10")
+    for spec, ax in zip(specs, axes[:, 0]):
+        for i, (cell, pts) in enumerate(series.items()):
+            measured = [p for p in pts if spec.name in p.metrics]
+            # tab20 pairs a dark and a light shade of one hue; with the A/B axis last, twins are
+            # neighbours, so a twin pair shares a hue and differs in shade and line style.
+            ax.plot([p.when for p in measured], [p.metrics[spec.name] for p in measured], "--" if i % 2 else "-",
+                    marker="o", markersize=4, linewidth=1.8, color=colours(i % colours.N), label=cell)
+        ax.set_ylabel(panel_label(spec))
+        ax.grid(True, alpha=0.3)
+        if spec.comparison in SHARES:
+            ax.yaxis.set_major_formatter(mticker.PercentFormatter(1.0, decimals=0))
+    locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
+    axes[-1, 0].xaxis.set_major_locator(locator)
+    axes[-1, 0].xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+    axes[-1, 0].set_xlabel("run started (UTC)")
+    axes[0, 0].set_title(title)
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside right upper", title="cell", fontsize="small")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_path, dpi=120)
+    plt.close(fig)
