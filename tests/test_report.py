@@ -1,4 +1,5 @@
-"""report.py on hand-made runs: what a PR reader sees, and that model output cannot change it."""
+"""The markdown, terminal and CSV reports on hand-made runs: what a PR reader sees, and that model
+output cannot change it."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from evalkit.render import report
-from evalkit.render.report import COLUMNS, clean, html_pre, md_cell, md_code, md_fence
+from evalkit.render import render
+from evalkit.render.table import columns
+from evalkit.render.text import clean, clean_block, html_pre, md_cell, md_code, md_fence
 from tests.test_report_helpers import HOSTILE, CellSpec, gfm, loop_text, summary_of, tables, write_run
 
-HEADERS = [c.header for c in COLUMNS]
+HEADERS = [c.header for c in columns()]
 
 
 class _Html(HTMLParser):
@@ -91,7 +93,7 @@ def test_clean_drops_terminal_sequences_not_their_neighbours() -> None:
 @pytest.mark.parametrize("text", ["plain", "a ` b", "``x``", "`", "ends with `", " x "])
 def test_code_span_and_fence_cannot_be_closed_by_their_content(text: str) -> None:
     tokens = gfm().parseInline(md_code(text))[0].children
-    assert [t.type for t in tokens] == ["code_inline"] and tokens[0].content == text.strip() or tokens[0].content == text
+    assert [t.type for t in tokens] == ["code_inline"] and tokens[0].content == text
     fenced = gfm().parse(md_fence(text + "\n```\n````\nafter"))
     assert [t.type for t in fenced] == ["fence"] and fenced[0].content.endswith("after\n")
 
@@ -99,7 +101,7 @@ def test_code_span_and_fence_cannot_be_closed_by_their_content(text: str) -> Non
 def test_html_pre_round_trips_the_text_minus_control_sequences() -> None:
     html = rendered(html_pre(HOSTILE, limit=10_000))
     assert html.starts == {"pre": 1} and html.ends == {"pre": 1}
-    assert html.pre == [report.clean_block(HOSTILE)]
+    assert html.pre == [clean_block(HOSTILE)]
 
 
 # --- the markdown report -------------------------------------------------------------------------
@@ -107,7 +109,7 @@ def test_html_pre_round_trips_the_text_minus_control_sequences() -> None:
 
 def test_matrix_table_has_one_row_per_cell_and_the_documented_columns(hostile_run: tuple[Path, dict]) -> None:
     run_path, summary = hostile_run
-    md = report.markdown(summary, report.load_details(run_path, summary))
+    md = render(summary, "markdown", run_path)
     found = tables(md)
     matrix = found.headers.index(HEADERS)
     body = found.bodies[matrix]
@@ -117,7 +119,7 @@ def test_matrix_table_has_one_row_per_cell_and_the_documented_columns(hostile_ru
 
 def test_hostile_output_cannot_break_the_table_or_the_details(hostile_run: tuple[Path, dict]) -> None:
     run_path, summary = hostile_run
-    md = report.markdown(summary, report.load_details(run_path, summary))
+    md = render(summary, "markdown", run_path)
     html = rendered(md)
     assert "script" not in html.starts and "\x1b" not in md and "\u202e" not in md
     assert html.starts["details"] == html.ends["details"] == 2  # dp8-fixoff's flips and its collapse evidence
@@ -125,7 +127,7 @@ def test_hostile_output_cannot_break_the_table_or_the_details(hostile_run: tuple
     assert html.starts["pre"] == html.ends["pre"]
     assert html.starts.get("table") == html.ends.get("table") == 3  # two pivots and the matrix
     # The reader sees the model's words, minus control sequences, exactly as written.
-    assert report.clean_block(HOSTILE) in html.pre
+    assert clean_block(HOSTILE) in html.pre
     assert any("</pre> <script>" in text for text in html.pre)  # from the loop evidence
     # The failed cell's hostile error message stays inside its status cell.
     body = tables(md).bodies[tables(md).headers.index(HEADERS)]
@@ -136,16 +138,16 @@ def test_hostile_output_cannot_break_the_table_or_the_details(hostile_run: tuple
 
 def test_title_names_model_engine_source_shas_and_date(hostile_run: tuple[Path, dict]) -> None:
     _, summary = hostile_run
-    first = report.markdown(summary).splitlines()[0]
+    first = render(summary, "markdown").splitlines()[0]
     assert first.startswith("### evalkit · sim/test-model on sim · ")
     assert "aaaaaaaaaaaa (fix=fixon)" in first and "bbbbbbbbbbbb (fix=fixoff)" in first
     assert first.endswith("2026-12-03 02:00 UTC")
-    assert "hunter2" not in report.markdown(summary)  # a clone URL's credential never reaches the PR
+    assert "hunter2" not in render(summary, "markdown")  # a clone URL's credential never reaches the PR
 
 
 def test_broken_thresholds_are_bold_with_a_marker_in_their_own_column(hostile_run: tuple[Path, dict]) -> None:
     _, summary = hostile_run
-    body = tables(report.markdown(summary)).bodies[tables(report.markdown(summary)).headers.index(HEADERS)]
+    body = tables(render(summary, "markdown")).bodies[tables(render(summary, "markdown")).headers.index(HEADERS)]
     dp8_off = dict(zip(HEADERS, body[3]))
     assert dp8_off["cell"] == "**dp8-fixoff** ❌"
     assert dp8_off["GSM8K flexible (95% CI)"].startswith("**0.600") and dp8_off["GSM8K flexible (95% CI)"].endswith("❌")
@@ -156,7 +158,7 @@ def test_broken_thresholds_are_bold_with_a_marker_in_their_own_column(hostile_ru
 
 def test_pivot_puts_the_ab_axis_in_columns_with_the_delta(hostile_run: tuple[Path, dict]) -> None:
     _, summary = hostile_run
-    found = tables(report.markdown(summary))
+    found = tables(render(summary, "markdown"))
     assert found.headers[0] == ["parallel", "fixon", "fixoff", "Δ fixoff − fixon"]
     assert found.bodies[0] == [
         ["tp8", "0.950 (0.764–0.991)", "error", "-"],
@@ -167,7 +169,7 @@ def test_pivot_puts_the_ab_axis_in_columns_with_the_delta(hostile_run: tuple[Pat
 
 def test_flipped_questions_and_evidence_are_folded(hostile_run: tuple[Path, dict]) -> None:
     run_path, summary = hostile_run
-    html = rendered(report.markdown(summary, report.load_details(run_path, summary)))
+    html = rendered(render(summary, "markdown", run_path))
     assert html.summaries == [
         "dp8-fixoff: flipped questions (7 to wrong, 0 to right vs baseline; 7 to wrong, 0 to right vs twin)",
         "dp8-fixoff: 2 of 4 long generations collapsed",
@@ -177,7 +179,7 @@ def test_flipped_questions_and_evidence_are_folded(hostile_run: tuple[Path, dict
 def test_without_details_or_repetition_the_report_still_renders(tmp_path: Path) -> None:
     run_path, config = write_run(tmp_path, "plain", {"tp8-fixon": CellSpec(), "tp8-fixoff": CellSpec(right=18)})
     summary = summary_of(run_path, config)
-    md = report.markdown(summary)  # no run folder to read: flipped ids from the summary, no answers
+    md = render(summary, "markdown")  # no run folder to read: flipped ids from the summary, no answers
     assert "Collapse" not in md and "<pre>" not in md
     assert "right there, wrong here (2): test-18, test-19" in md
     assert [row[4] for row in tables(md).bodies[-1]] == ["-", "-"]
@@ -185,7 +187,7 @@ def test_without_details_or_repetition_the_report_still_renders(tmp_path: Path) 
 
 def test_footer_is_the_command_in_a_fence_with_keys_redacted(hostile_run: tuple[Path, dict]) -> None:
     _, summary = hostile_run
-    fences = [t for t in gfm().parse(report.markdown(summary)) if t.type == "fence"]
+    fences = [t for t in gfm().parse(render(summary, "markdown")) if t.type == "fence"]
     assert fences[-1].info == "sh"
     assert fences[-1].content == "evalkit matrix --model demo --only 'fix=fixon|fixoff' --api-key '***'\n"
 
@@ -196,7 +198,7 @@ def test_details_stay_within_the_github_comment_budget(tmp_path: Path) -> None:
                                   long_texts=[loop_text("loop " * 3)] * 6) for p in ("tp8", "dp8") for f in ("fixon", "fixoff")}
     run_path, config = write_run(tmp_path, "big", cells)
     summary = summary_of(run_path, config)
-    assert len(report.markdown(summary, report.load_details(run_path, summary))) < 65_536
+    assert len(render(summary, "markdown", run_path)) < 65_536
 
 
 # --- terminal and CSV ---------------------------------------------------------------------------
@@ -205,7 +207,7 @@ def test_details_stay_within_the_github_comment_budget(tmp_path: Path) -> None:
 def test_terminal_shows_the_table_and_no_control_sequences(hostile_run: tuple[Path, dict]) -> None:
     _, summary = hostile_run
     out = io.StringIO()
-    report.terminal(summary, Console(file=out, width=250, color_system=None))
+    assert render(summary, "terminal", console=Console(file=out, width=250, color_system=None)) is None
     text = out.getvalue()
     assert "\x1b" not in text and "dp8-fixoff" in text and "FAIL dp8-fixoff: GSM8K flexible 0.600 < min 0.8" in text
     assert "NOT OK" in text
@@ -213,7 +215,7 @@ def test_terminal_shows_the_table_and_no_control_sequences(hostile_run: tuple[Pa
 
 def test_csv_has_one_row_per_cell_with_metrics_deltas_and_p_values(hostile_run: tuple[Path, dict]) -> None:
     _, summary = hostile_run
-    frame = pd.read_csv(io.StringIO(report.csv(summary)))
+    frame = pd.read_csv(io.StringIO(render(summary, "csv")))
     assert list(frame["cell"]) == ["tp8-fixon", "tp8-fixoff", "dp8-fixon", "dp8-fixoff"]
     row = frame.set_index("cell").loc["dp8-fixoff"]
     assert row["gsm8k.flexible"] == 0.6 and row["axis.parallel"] == "dp8" and row["broken"] == 2
@@ -228,5 +230,5 @@ def test_csv_has_one_row_per_cell_with_metrics_deltas_and_p_values(hostile_run: 
 
 def test_csv_text_cannot_run_as_a_spreadsheet_formula(tmp_path: Path) -> None:
     run_path, config = write_run(tmp_path, "f", {"tp8-fixon": CellSpec(status="error", error="=HYPERLINK(\"x\")")})
-    frame = pd.read_csv(io.StringIO(report.csv(summary_of(run_path, config))))
+    frame = pd.read_csv(io.StringIO(render(summary_of(run_path, config), "csv")))
     assert frame["error"][0] == "'=HYPERLINK(\"x\")"

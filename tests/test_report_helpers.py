@@ -3,7 +3,7 @@
 A folder written here has the layout the runner writes (run.json, <cell>/cell.json,
 gsm8k.samples.jsonl, repetition.samples.jsonl) so the summary comes from the real
 verdicts.summarize, not from a copy of its format. Repetition samples come from the real
-detector (analyze_text(...).to_dict()).
+detector (analyze_text(...).to_dict(), with the `collapsed` flag the runner adds).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _repetition_samples(texts: list[str]) -> list[dict[str, Any]]:
     for i, text in enumerate(texts):
         analysis = analyze_text(text, finish_reason="length")
         out.append({"id": f"long-{i}", "kind": "essay", "token_source": "text_split", "attempts": 1, "text": text,
-                    **analysis.to_dict()})
+                    "collapsed": analysis.collapsed, **analysis.to_dict()})
     return out
 
 

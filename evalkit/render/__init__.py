@@ -1,0 +1,90 @@
+"""Render stored results: one table model, one renderer per output format.
+
+    from evalkit.render import render, render_compare, FORMATS
+    text = render(summary, "markdown", run_path)          # str: the PR comment
+    render(summary, "terminal", run_path, console=console)  # prints; returns None
+    text = render_compare(compare_runs(a, b), "csv")
+
+Every format reads the same summary dict (verdicts.summarize) or run comparison
+(comparison.compare_runs), so the terminal, the PR comment and the CSV show the same numbers.
+The layers, each in its module:
+
+* text.py: escaping for markdown, HTML, the terminal and CSV (model text is hostile input);
+* numbers.py: how values, deltas and dates are written;
+* table.py, header.py, compare_table.py: the table model, pure data, its columns, pivots and
+  legend read from the eval registry (a new eval's metrics appear with no edit here);
+* details.py: what the summary leaves out (flipped questions' answers, event samples), read
+  from the run folder;
+* terminal.py, markdown.py (+ markdown_details.py), csv.py: the renderers.
+
+A new format is one module with `report(summary, details)` and `compare(result)` and one entry
+in FORMATS.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, RenderableType
+
+from evalkit.render import csv, markdown, terminal
+from evalkit.render.details import Details, load_details
+
+Output = str | Sequence[RenderableType]
+"""A document (text), or for a console format the renderables to print in order."""
+
+
+@dataclass(frozen=True)
+class Format:
+    """One output format: how it renders a run's report and a run comparison."""
+
+    report: Callable[[dict[str, Any], Details], Output]
+    compare: Callable[[dict[str, Any]], Output]
+    reads_run: bool = False
+    """The report shows material from the run folder (run.json, samples): load_details first."""
+
+
+def _json(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2) + "\n"
+
+
+FORMATS: dict[str, Format] = {
+    "terminal": Format(terminal.report, terminal.compare, reads_run=True),
+    "markdown": Format(markdown.report, markdown.compare, reads_run=True),
+    "csv": Format(lambda summary, details: csv.report(summary), csv.compare),
+    "json": Format(lambda summary, details: _json(summary), _json),
+}
+"""Format name -> renderer; the CLI's `--format` choices, in this order (terminal first)."""
+
+
+def _emit(out: Output, console: Console | None) -> str | None:
+    if isinstance(out, str):
+        return out
+    console = console or Console()
+    for renderable in out:
+        console.print(renderable)
+    return None
+
+
+def render(summary: dict[str, Any], fmt: str, run_path: Path | None = None, console: Console | None = None) -> str | None:
+    """A run's report in format `fmt` (a key of FORMATS; KeyError otherwise).
+
+    Text formats return the text, ending in a newline (print it as is). "terminal" prints on
+    `console` (default: a new rich Console on stdout) and returns None. `run_path` is the run's
+    folder, for run facts and folded examples; without it those are left out.
+    """
+    form = FORMATS[fmt]
+    details = load_details(run_path, summary) if form.reads_run and run_path is not None else Details()
+    return _emit(form.report(summary, details), console)
+
+
+def render_compare(result: dict[str, Any], fmt: str, console: Console | None = None) -> str | None:
+    """Two runs compared (comparison.compare_runs) in format `fmt`, returned or printed as render()."""
+    return _emit(FORMATS[fmt].compare(result), console)
+
+
+__all__ = ["FORMATS", "Details", "Format", "load_details", "render", "render_compare"]

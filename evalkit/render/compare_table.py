@@ -1,0 +1,114 @@
+"""Two runs of the same matrix, as a table model: per cell, A, B and B − A (pure data).
+
+The columns come from the eval registry, per eval in registry order: a compared metric with a
+`delta_label` shows A, B and `Δ B − A`; another compared metric with a matrix column shows its
+`Δ B − A`; each metric with details "flips" adds the paired question count and the flips.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from evalkit.evals import registry
+from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.render.header import tests_used
+from evalkit.render.numbers import date_text, delta_text, num
+from evalkit.render.table import Column
+
+
+def delta_specs() -> list[MetricSpec]:
+    """The metrics with a `Δ B − A` column, per eval in registry order: its compared metrics with a
+    `delta_label`, then its other compared ones that have a matrix column."""
+    out = []
+    for ev in registry.evals():
+        specs = [spec for spec in ev.metrics if spec.comparison is not Comparison.NONE]
+        out += [s for s in specs if s.delta_label] + [s for s in specs if s.column and not s.delta_label]
+    return out
+
+
+def flip_specs() -> list[MetricSpec]:
+    """The paired metrics whose flipped questions a comparison lists (details "flips")."""
+    return [spec for spec in registry.metrics() if spec.details == "flips" and spec.comparison is Comparison.PAIRED]
+
+
+def flips_suffix(spec: MetricSpec) -> str:
+    """` (<label>)` after the flips' headers when several metrics list flips; else nothing."""
+    return f" ({spec.label})" if len(flip_specs()) > 1 else ""
+
+
+def _cell(row: dict[str, Any]) -> str:
+    note = {"a": " (only in A)", "b": " (only in B)"}.get(row["in"], "")
+    if row["in"] == "both" and not row["status_a"] == row["status_b"] == "ok":
+        note += f" (A {row['status_a']}, B {row['status_b']})"
+    return row["id"] + note
+
+
+def _side(spec: MetricSpec, side: str) -> Callable[[dict[str, Any]], str]:
+    """A count shows k/n (the evidence behind its Fisher test); other metrics the bare value, since
+    one run's interval says nothing about a paired B − A."""
+    if spec.comparison is Comparison.COUNT:
+        return lambda row: spec.show(row[side])
+    return lambda row: num(row[side].get(spec.name))
+
+
+def _delta(spec: MetricSpec) -> Callable[[dict[str, Any]], str]:
+    return lambda row: delta_text(row.get(spec.name))
+
+
+def flips(row: dict[str, Any], spec: MetricSpec) -> dict[str, Any] | None:
+    """The paired comparison of `spec` in a compare row: n and the flipped ids (None when the
+    metric was not compared, or refused for differing setups)."""
+    delta = row.get(spec.name)
+    return delta if delta and "flipped_to_wrong" in delta else None
+
+
+def _paired(spec: MetricSpec) -> Callable[[dict[str, Any]], str]:
+    return lambda row: str(f["n"]) if (f := flips(row, spec)) else "-"
+
+
+def _flips(spec: MetricSpec) -> Callable[[dict[str, Any]], str]:
+    def text(row: dict[str, Any]) -> str:
+        f = flips(row, spec)
+        return f"{len(f['flipped_to_wrong'])} / {len(f['flipped_to_right'])}" if f else "-"
+
+    return text
+
+
+def compare_columns() -> list[Column]:
+    """cell; A, B and Δ of each delta-labelled metric, Δ of the other shown ones (named by their
+    key); paired n and flips of each flips metric."""
+    out = [Column("cell", "cell", _cell)]
+    for spec in delta_specs():
+        if spec.delta_label:
+            out += [Column(f"{spec.short}_a", f"{spec.delta_label} A", _side(spec, "a")),
+                    Column(f"{spec.short}_b", f"{spec.delta_label} B", _side(spec, "b"))]
+        out.append(Column(f"{spec.short}_delta", f"Δ {spec.delta_label or spec.short} B − A", _delta(spec)))
+    for spec in flip_specs():
+        out += [Column(f"{spec.short}_paired", "paired n" + flips_suffix(spec), _paired(spec)),
+                Column(f"{spec.short}_flips", "flipped →wrong / →right" + flips_suffix(spec), _flips(spec))]
+    return out
+
+
+def compare_rows(result: dict[str, Any]) -> list[dict[str, str]]:
+    """Display texts (unescaped) per cell, by column key."""
+    cols = compare_columns()
+    return [{c.key: c.text(row) for c in cols} for row in result["cells"]]
+
+
+def compare_title(result: dict[str, Any]) -> str:
+    a, b = result["a"], result["b"]
+    return (f"evalkit compare · A {a['run_id']} ({date_text(a['started_at'])}) → "
+            f"B {b['run_id']} ({date_text(b['started_at'])})")
+
+
+def run_facts(meta: dict[str, Any]) -> str:
+    """One run of a comparison in a line: model, engine, source SHAs, limit, status."""
+    shas = ", ".join(s[:12] for s in meta["source_shas"]) or "no engine source"
+    return f"{meta['model']} on {meta['engine']} · {shas} · limit {meta['limit'] or 'none'} · status {meta['status']}"
+
+
+def compare_legend() -> str:
+    """What Δ and p mean in the compare table (counts: two-sided, a change may go either way)."""
+    tests = tests_used(delta_specs(), "two-sided Fisher exact ({})")
+    return "Δ = run B − run A, in points, on the questions both answered" + (f"; p: {tests}." if tests else ".")

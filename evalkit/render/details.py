@@ -1,0 +1,74 @@
+"""What the summary leaves out on purpose, read from the run folder for the report's details.
+
+summary.json holds numbers and question ids, not model text (a 13,190-question run would not fit
+in memory otherwise). The markdown report folds examples under each cell, so they are read here,
+and only the rows it shows, streamed:
+
+* for a metric with details "flips": the questions that flipped to wrong against the baseline or
+  the twin, from the eval's samples file of the cell and of its reference;
+* for a metric with details "events": the samples whose `event_field` is true (e.g. the collapsed
+  generations), from the eval's samples file of each cell where the event happened.
+
+Missing files are simply absent: a report of a hand-made or half-finished run still renders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.evals import registry
+from evalkit.render.table import AGAINST
+from evalkit.store import read_json, read_jsonl
+
+
+@dataclass
+class Details:
+    """Extra material for the report, read from the run folder (empty without one)."""
+
+    run: dict[str, Any] = field(default_factory=dict)
+    """run.json without its config snapshot (versions, limit, host)."""
+    samples: dict[str, dict[str, dict[str, dict[str, Any]]]] = field(default_factory=dict)
+    """eval name -> cell id -> sample id -> that cell's row, for flipped questions only."""
+    events: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
+    """metric name -> cell id -> the samples where its event happened."""
+
+
+def flipped_to_wrong(cell: dict[str, Any], metric: str) -> set[str]:
+    """Question ids right in either reference of `cell` and wrong in it (the examples shown)."""
+    ids: set[str] = set()
+    for against, _ in AGAINST:
+        ids.update(((cell.get(against) or {}).get(metric) or {}).get("flipped_to_wrong", []))
+    return ids
+
+
+def _read(path: Path, keep: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+    return [row for row in read_jsonl(path) if keep(row)] if path.is_file() else []
+
+
+def load_details(run_path: Path, summary: dict[str, Any]) -> Details:
+    """Read what the report folds into <details>, for every metric that asks for details."""
+    details = Details()
+    if (run_path / "run.json").is_file():
+        details.run = {k: v for k, v in read_json(run_path / "run.json").items() if k != "config"}
+    wanted: dict[tuple[str, str, str], set[str]] = {}  # (eval, samples file, cell) -> ids: one read per file
+    for spec in registry.metrics():
+        ev = registry.eval_of(spec.name)
+        if ev is None:
+            continue
+        for cell in summary["cells"]:
+            if spec.details == "flips" and (ids := flipped_to_wrong(cell, spec.name)):
+                refs = {(cell.get(against) or {}).get("reference") for against, _ in AGAINST}
+                for cell_id in {cell["id"], *refs} - {None}:
+                    wanted.setdefault((ev.name, ev.samples_file, cell_id), set()).update(ids)
+            elif (spec.details == "events" and spec.event_field and spec.count_metric
+                  and cell["metrics"].get(spec.count_metric)):
+                event = spec.event_field
+                details.events.setdefault(spec.name, {})[cell["id"]] = _read(
+                    run_path / cell["id"] / ev.samples_file, lambda row: bool(row.get(event)))
+    for (eval_name, samples_file, cell_id), ids in wanted.items():
+        rows = _read(run_path / cell_id / samples_file, lambda row: row.get("id") in ids)
+        details.samples.setdefault(eval_name, {})[cell_id] = {row["id"]: row for row in rows}
+    return details

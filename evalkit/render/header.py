@@ -1,0 +1,120 @@
+"""What a report says above and below its tables: title, run facts, verdict, legend (pure data).
+
+The texts are unescaped; each renderer escapes them for its target. The legend names the test
+behind each p-value from the metrics' comparison kinds, so a new eval's deltas are explained too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from evalkit.evals import registry
+from evalkit.evals.base import Comparison, Eval, MetricSpec
+from evalkit.render.numbers import date_text
+from evalkit.render.text import strip_userinfo
+
+SIM_NOTE = "Engine: evalkit's SIMULATED engine (not a real model): figures show the pipeline, not a model."
+
+
+def sources(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Distinct engine sources (repo, ref, sha) with the cells built from each, in run order."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for cell in summary["cells"]:
+        src = cell.get("source")
+        if src:
+            key = (strip_userinfo(src.get("repo") or ""), src.get("ref") or "", src.get("sha") or "")
+            groups.setdefault(key, []).append(cell["id"])
+    return [{"repo": r, "ref": ref, "sha": sha, "cells": ids} for (r, ref, sha), ids in groups.items()]
+
+
+def _source_label(source: dict[str, Any], summary: dict[str, Any]) -> str:
+    """`ccc861dc5ab1 (fix=fixon)` when one axis value names the source's cells."""
+    sha = (source["sha"] or "?")[:12]
+    cells = {c["id"]: c.get("axes", {}) for c in summary["cells"]}
+    members = [cells[i] for i in source["cells"] if i in cells]
+    others = [axes for cid, axes in cells.items() if cid not in source["cells"]]
+    for axis, value in (members[0].items() if members else []):
+        if all(m.get(axis) == value for m in members) and all(o.get(axis) != value for o in others):
+            return f"{sha} ({axis}={value})"
+    return f"{sha} ({len(members)} cells)"
+
+
+def title(summary: dict[str, Any]) -> str:
+    """`evalkit · MODEL on ENGINE · SHAs · DATE`."""
+    parts = ["evalkit", f"{summary['model']} on {summary['engine']}"]
+    srcs = sources(summary)
+    if srcs:
+        labels = [_source_label(s, summary) for s in srcs]
+        parts.append(", ".join(labels) if len(labels) <= 3 else f"{len(labels)} engine sources")
+    parts.append(date_text(summary.get("started_at")))
+    return " · ".join(parts)
+
+
+def facts(summary: dict[str, Any], run: dict[str, Any]) -> list[str]:
+    """Facts for the line under the title, from the summary and run.json (`run`, may be empty)."""
+    out = [f"run {summary['run_id']}", f"status {summary.get('status') or '?'}", f"{len(summary['cells'])} cells"]
+    if run.get("limit"):
+        out.append(f"limit {run['limit']}")
+    if run.get("evalkit_version"):
+        sha = f" ({run['evalkit_git_sha'][:12]})" if run.get("evalkit_git_sha") else ""
+        out.append(f"evalkit {run['evalkit_version']}{sha}")
+    if run.get("lm_eval_version"):
+        out.append(f"lm-eval {run['lm_eval_version']}")
+    return out
+
+
+def verdict_line(summary: dict[str, Any]) -> tuple[bool, str]:
+    """(ok, sentence): the run's verdict in words."""
+    n, failed, broken, warned = (len(summary["cells"]), summary["failed_cells"], summary["broken_thresholds"],
+                                 summary["warnings"])
+    ok = not failed and not broken and summary.get("status") != "interrupted"
+    words = [f"{broken} threshold{'s' if broken != 1 else ''} broken", f"{failed} of {n} cells failed to run",
+             f"{warned} warning{'s' if warned != 1 else ''}"]
+    if summary.get("status") == "interrupted":
+        words.insert(0, "run interrupted")
+    return ok, ", ".join(words) + f"; exit {summary['exit_code']}"
+
+
+def eval_title(ev: Eval) -> str:
+    """How a legend names an eval: the leading words all its metrics' labels share ("GSM8K"
+    from "GSM8K strict" and "GSM8K flexible"), else its name."""
+    shared = []
+    for words in zip(*(spec.label.split() for spec in ev.metrics)):
+        if len(set(words)) > 1:
+            break
+        shared.append(words[0])
+    return " ".join(shared) or ev.name
+
+
+def tests_used(specs: Iterable[MetricSpec], fisher: str) -> str:
+    """`McNemar exact (GSM8K), one-sided Fisher exact (collapse rise)`: the test behind the p-values
+    of `specs`, each once. A paired metric is tested on its eval's questions, so the eval is named;
+    a count by its delta label, in `fisher` ("one-sided Fisher exact ({} rise)")."""
+    parts: list[str] = []
+    for spec in specs:
+        ev = registry.eval_of(spec.name)
+        if spec.comparison is Comparison.PAIRED and ev is not None:
+            part = f"McNemar exact ({eval_title(ev)})"
+        elif spec.comparison is Comparison.COUNT:
+            part = fisher.format(spec.delta_label or spec.short)
+        else:
+            continue  # continuous: a difference without a test
+        if part not in parts:
+            parts.append(part)
+    return ", ".join(parts)
+
+
+def legend(summary: dict[str, Any]) -> str:
+    """What the delta columns compare, in one sentence."""
+    parts = []
+    if summary.get("baseline"):
+        parts.append(f"baseline = {summary['baseline']}")
+    ab = summary.get("ab")
+    if ab:
+        parts.append(f"twin = the same cell with {ab['axis']}={ab['on']}")
+    parts.append("Δ = this cell − its reference, in points")
+    tests = tests_used((s for s in registry.metrics() if s.delta_label), "one-sided Fisher exact ({} rise)")
+    if tests:
+        parts.append(f"p: {tests}")
+    return "; ".join(parts) + "."

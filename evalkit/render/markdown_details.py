@@ -1,0 +1,154 @@
+"""The markdown report's folded `<details>`: flipped questions and event evidence, per cell.
+
+One section per metric that asks for details (MetricSpec.details), in registry order:
+
+* "flips": per cell, the questions that flipped against the baseline and the twin, and a few
+  that went wrong with the eval's own account of them (`Eval.describe_sample`);
+* "events": per cell where the event happened, a few of those samples with the detector's
+  evidence (signals, period, onset, excerpt, repeated unit, end of the text).
+
+Model text appears only in `<pre>` blocks (text.html_pre), and all bodies share one character
+budget, so the comment stays under GitHub's 65,536 characters; past it, blocks say where to look.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalkit.evals import registry
+from evalkit.evals.base import Eval, MetricSpec
+from evalkit.render.details import Details
+from evalkit.render.table import AGAINST
+from evalkit.render.text import clean, html_pre, html_text, md_cell, md_code, truncate
+
+MAX_IDS_LISTED = 40
+MAX_EXAMPLES = 3
+"""Flipped questions and event samples shown with their text, per cell and comparison."""
+TAIL_CHARS = 300
+"""Characters of a collapsed generation's end shown next to the detector's excerpt."""
+MAX_DETAILS_CHARS = 40_000
+"""Budget for all <details> bodies: a GitHub comment holds 65,536 characters."""
+EVENT_WORDS = {"collapsed": "long generations collapsed"}
+"""What `k of n ...` says of an events metric's samples, by its event field (else `samples <field>`).
+The words are the eval's; MetricSpec has no field for them yet."""
+
+
+class _Budget:
+    """Characters left for <details> bodies; once spent, further blocks say where to look."""
+
+    def __init__(self, chars: int) -> None:
+        self.left = chars
+
+    def take(self, text: str) -> bool:
+        self.left -= len(text)
+        return self.left >= 0
+
+
+def id_list(ids: list[str]) -> str:
+    """Escaped ids, comma-separated, the first MAX_IDS_LISTED of them."""
+    shown = ", ".join(md_cell(i) for i in ids[:MAX_IDS_LISTED])
+    return shown + (f" … and {len(ids) - MAX_IDS_LISTED} more" if len(ids) > MAX_IDS_LISTED else "")
+
+
+def _flip_example(ev: Eval, qid: str, cell_id: str, ref_id: str, answers: dict[str, dict[str, Any]]) -> list[str]:
+    mine = answers.get(cell_id, {}).get(qid)
+    if mine is None:
+        return []
+    theirs = answers.get(ref_id, {}).get(qid)
+    here = ev.describe_sample(mine)
+    there = ev.describe_sample(theirs)["answer"] if theirs is not None else "?"
+    facts = (f"{md_cell(qid)}: target {md_code(truncate(clean(here['target'] or ''), 40))}; "
+             f"this cell extracted {md_code(here['answer'])}, {md_cell(ref_id)} {md_code(there)} "
+             f"(finish {md_cell(here['finish'] or '?')})")
+    return [facts, "", html_pre(here["text"] or ""), ""]
+
+
+def _flips(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, budget: _Budget) -> list[str]:
+    """One <details> block for a cell with questions of `spec` flipped against a reference."""
+    answers = details.samples.get(ev.name, {})
+    parts, counts, shown = [], [], set()
+    for against, word in AGAINST:
+        delta = (cell.get(against) or {}).get(spec.name) or {}
+        wrong, right = delta.get("flipped_to_wrong") or [], delta.get("flipped_to_right") or []
+        if not (wrong or right):
+            continue
+        ref = cell[against]["reference"]
+        counts.append(f"{len(wrong)} to wrong, {len(right)} to right vs {word}")
+        parts += [(f"**vs {word} {md_cell(ref)}**: right there, wrong here ({len(wrong)}): {id_list(wrong) or '-'}; "
+                   f"wrong there, right here ({len(right)}): {id_list(right) or '-'}"), ""]
+        for qid in [q for q in wrong if q not in shown][:MAX_EXAMPLES]:
+            example = _flip_example(ev, qid, cell["id"], ref, answers)
+            if example and budget.take("\n".join(example)):
+                parts += example
+                shown.add(qid)
+    if not counts:
+        return []
+    line = f"{cell['id']}: flipped questions ({'; '.join(counts)})"
+    return [f"<details><summary>{html_text(line)}</summary>", "", *parts, "</details>", ""]
+
+
+def _excerpt_label(sample: dict[str, Any]) -> str:
+    ids = sample.get("token_source") == "token_ids" and not (sample.get("evidence") or {}).get("unit_text")
+    return "Token ids around the onset (`|` marks it):" if ids else "Around the onset:"
+
+
+def _evidence(sample: dict[str, Any]) -> list[str]:
+    """One event sample: the detector's facts, the excerpt around the onset, the unit, the end."""
+    ev, sm = sample.get("evidence") or {}, sample.get("metrics") or {}
+    facts = [f"signals {', '.join(ev.get('signals') or []) or '-'}", f"period {ev.get('period')}",
+             f"onset token {ev.get('onset')}", f"{ev.get('loop_tokens')} tokens looped",
+             f"{sm.get('n_tokens')} tokens", f"finish {sm.get('finish_reason')}"]
+    block = [f"**{md_cell(sample.get('id', '?'))}** ({md_cell(sample.get('kind') or '-')}): "
+             + md_cell("; ".join(facts)), "", _excerpt_label(sample), "", html_pre(ev.get("excerpt", "")), ""]
+    if ev.get("unit_text"):
+        block += ["Repeated unit:", "", html_pre(ev["unit_text"]), ""]
+    if sample.get("text"):  # the excerpt is token ids when the server sent ids: show the words too
+        block += ["End of the generated text:", "", html_pre("…" + sample["text"][-TAIL_CHARS:]), ""]
+    return block
+
+
+def _events(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, budget: _Budget,
+            run_id: str) -> list[str]:
+    """One <details> block for a cell where `spec`'s event happened: a few samples' evidence."""
+    samples = details.events.get(spec.name, {}).get(cell["id"]) or []
+    m = cell["metrics"]
+    if not samples and not m.get(spec.count_metric or ""):
+        return []
+    words = EVENT_WORDS.get(spec.event_field or "", f"samples {spec.event_field}")
+    line = f"{cell['id']}: {m.get(spec.count_metric or '')} of {m.get(spec.n_metric or '')} {words}"
+    parts = [f"<details><summary>{html_text(line)}</summary>", ""]
+    for sample in samples[:MAX_EXAMPLES]:
+        block = _evidence(sample)
+        if budget.take("\n".join(block)):
+            parts += block
+    rest = len(samples) - MAX_EXAMPLES
+    where = md_code(f"{run_id}/{cell['id']}/{ev.samples_file}")
+    parts += [f"{'And ' + str(rest) + ' more; all' if rest > 0 else 'All'} samples: {where} in the results folder.",
+              "", "</details>", ""]
+    return parts
+
+
+def _capitalized(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def details_sections(summary: dict[str, Any], details: Details) -> list[str]:
+    """`#### Flipped questions (<label>)` and `#### <Delta label> evidence` sections, with their blocks."""
+    budget = _Budget(MAX_DETAILS_CHARS)
+    out = []
+    for spec in registry.metrics():
+        ev = registry.eval_of(spec.name)
+        if ev is None:
+            continue
+        cells = summary["cells"]
+        if spec.details == "flips":
+            heading = f"Flipped questions ({spec.label})"
+            blocks = [line for cell in cells for line in _flips(spec, ev, cell, details, budget)]
+        elif spec.details == "events":
+            heading = f"{_capitalized(spec.delta_label or spec.label)} evidence"
+            blocks = [line for cell in cells for line in _events(spec, ev, cell, details, budget, summary["run_id"])]
+        else:
+            continue
+        if blocks:
+            out += [f"#### {md_cell(heading)}", "", *blocks]
+    return out

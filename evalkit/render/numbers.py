@@ -1,0 +1,40 @@
+"""Numbers as every report shows them, so the terminal, the PR comment and compare agree.
+
+Deltas are "this minus its reference" in points (percentage points), with the p-value of the
+test that compared them; `-` stands for a value that was not measured or not compared.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+
+def num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def p_text(p: float | None) -> str:
+    return "-" if p is None else f"{p:.2g}"
+
+
+def delta_text(delta: dict[str, Any] | None) -> str:
+    """`-3.3 (p=0.0012)`: the difference in points and its p-value; `-` when not compared, and
+    `setup differs` when the comparison was refused (the two scores come from different setups)."""
+    if delta and delta.get("setup_differs"):
+        return "setup differs"
+    if not delta or delta.get("diff") is None:
+        return "-"
+    return f"{delta['diff'] * 100:+.1f} (p={p_text(delta.get('p_value'))})"
+
+
+def date_text(stamp: str | None) -> str:
+    """`2026-12-03T11:13:33+00:00` -> `2026-12-03 11:13 UTC` (as stored when unparsable)."""
+    if not stamp:
+        return "?"
+    try:
+        parsed = datetime.fromisoformat(stamp)
+    except ValueError:
+        return stamp
+    zone = "UTC" if parsed.utcoffset() is not None and not parsed.utcoffset() else parsed.strftime("%z")
+    return f"{parsed:%Y-%m-%d %H:%M} {zone}".strip()

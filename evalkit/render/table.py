@@ -1,0 +1,158 @@
+"""The matrix table and its pivots: one row per cell, its columns read from the eval registry.
+
+Pure data, no I/O: display texts (unescaped) and which of them broke a threshold; each renderer
+escapes them for its target. A registered eval's metric appears by what its MetricSpec declares,
+so a new eval needs no edit here:
+
+* `column`: a value column (the text is `MetricSpec.show` of the cell's flat metrics);
+* `delta_label`: the two delta columns, this cell minus the baseline and minus its A/B twin
+  (the same cell with the `ab.on` value), in points with the p-value;
+* `pivot`: the metric by configuration, the A/B axis (else the last axis) as columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalkit.evals import registry
+from evalkit.evals.base import MetricSpec
+from evalkit.render.numbers import delta_text
+
+AGAINST = (("vs_baseline", "baseline"), ("vs_ab", "twin"))
+"""A cell's two references: the summary key of each comparison and the word the report uses."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table: its key (what flags and marks refer to), header and cell text."""
+
+    key: str
+    header: str
+    text: Callable[[dict[str, Any]], str]
+    """The display text (unescaped) of one row of the table's source (a summary cell, a compare row)."""
+
+
+def _status(cell: dict[str, Any]) -> str:
+    if cell["status"] == "ok":
+        return "ok"
+    return f"{cell['status']}: {cell['error']}" if cell.get("error") else cell["status"]
+
+
+def _value(spec: MetricSpec) -> Callable[[dict[str, Any]], str]:
+    return lambda cell: spec.show(cell["metrics"])
+
+
+def _delta(spec: MetricSpec, against: str) -> Callable[[dict[str, Any]], str]:
+    return lambda cell: delta_text((cell.get(against) or {}).get(spec.name))
+
+
+def columns() -> list[Column]:
+    """cell, status, a value column per metric with `column`, then `Δ <delta_label> vs baseline`
+    and `vs twin` per metric with `delta_label`; metrics in registry order."""
+    specs = registry.metrics()
+    out = [Column("cell", "cell", lambda cell: cell["id"]), Column("status", "status", _status)]
+    out += [Column(spec.short, spec.column, _value(spec)) for spec in specs if spec.column]
+    for spec in specs:
+        if spec.delta_label:
+            out += [Column(f"{spec.short}_{against}", f"Δ {spec.delta_label} vs {word}", _delta(spec, against))
+                    for against, word in AGAINST]
+    return out
+
+
+def flag_column(flag: dict[str, Any]) -> str:
+    """The column a broken threshold is marked in: its metric's value column for `min`/`max`, its
+    delta column for a change against a reference; the cell id when the table has no such column."""
+    spec = registry.metric(flag["metric"])
+    if spec is None:
+        return "cell"
+    check = flag["check"]
+    if check in ("min", "max"):
+        key = spec.short
+    else:
+        key = f"{spec.short}_{'vs_baseline' if check.endswith('vs_baseline') else 'vs_ab'}"
+    return key if any(c.key == key for c in columns()) else "cell"
+
+
+@dataclass
+class Row:
+    """One cell's display texts (unescaped) and which of them broke a threshold."""
+
+    cell_id: str
+    texts: dict[str, str]
+    failed: set[str] = field(default_factory=set)
+    warned: set[str] = field(default_factory=set)
+
+    def mark(self, key: str) -> str:
+        """The mark of the text under column `key`: "fail", "warn" or "" (none)."""
+        return "fail" if key in self.failed else "warn" if key in self.warned else ""
+
+
+def table_rows(summary: dict[str, Any]) -> list[Row]:
+    """One row per cell, in run order, with the texts of every column of `columns()`."""
+    cols = columns()
+    out = []
+    for cell in summary["cells"]:
+        row = Row(cell["id"], {c.key: c.text(cell) for c in cols})
+        for flag in cell.get("flags", []):
+            (row.failed if flag["action"] == "fail" else row.warned).update({flag_column(flag), "cell"})
+        out.append(row)
+    return out
+
+
+@dataclass(frozen=True)
+class Pivot:
+    """A metric laid out with the A/B axis (else the last axis) as columns."""
+
+    title: str
+    corner: str
+    columns: list[str]
+    rows: list[list[str]]
+    marks: list[list[str]]
+    """Per data cell: "fail", "warn" or "" (parallel to rows)."""
+
+
+def pivot(summary: dict[str, Any], spec: MetricSpec) -> Pivot | None:
+    """`spec`'s metric by configuration; None when the matrix has fewer than two axes."""
+    cells = [c for c in summary["cells"] if c.get("axes")]
+    axes = list(cells[0]["axes"]) if cells else []
+    if len(axes) < 2:
+        return None
+    ab = summary.get("ab") or {}
+    col_axis = ab.get("axis") if ab.get("axis") in axes else axes[-1]
+    row_axes = [a for a in axes if a != col_axis]
+    col_values = list(dict.fromkeys(c["axes"][col_axis] for c in cells))
+    grid = {(tuple(c["axes"][a] for a in row_axes), c["axes"][col_axis]): c for c in cells}
+    with_delta = bool(ab) and col_axis == ab.get("axis")
+    headers = [*col_values] + ([f"Δ {ab['off']} − {ab['on']}"] if with_delta else [])
+    rows_out, marks = [], []
+    for key in dict.fromkeys(k for k, _ in grid):
+        line, mark = [], []
+        for col in col_values:
+            cell = grid.get((key, col))
+            line.append("" if cell is None else spec.show(cell["metrics"]) if cell["status"] == "ok" else cell["status"])
+            mark.append(_mark(cell, spec.name, ("min", "max")) if cell else "")
+        if with_delta:
+            off = grid.get((key, ab["off"]))
+            line.append(delta_text(((off or {}).get("vs_ab") or {}).get(spec.name)))
+            mark.append(_mark(off, spec.name, ("max_drop_ab", "max_rise_ab")) if off else "")
+        rows_out.append([" · ".join(key), *line])
+        marks.append(["", *mark])
+    return Pivot(spec.pivot or spec.label, " · ".join(row_axes), headers, rows_out, marks)
+
+
+def _mark(cell: dict[str, Any], metric: str, checks: tuple[str, ...]) -> str:
+    actions = {f["action"] for f in cell.get("flags", []) if f["metric"] == metric and f["check"] in checks}
+    return "fail" if "fail" in actions else "warn" if "warn" in actions else ""
+
+
+def pivots(summary: dict[str, Any]) -> list[Pivot]:
+    """One pivot per metric with `pivot`, in registry order, when some cell measured it (an eval a
+    config left off would be a grid of dashes)."""
+    out = []
+    for spec in registry.metrics():
+        measured = any(cell["metrics"].get(spec.name) is not None for cell in summary["cells"])
+        if spec.pivot and measured and (p := pivot(summary, spec)) is not None:
+            out.append(p)
+    return out

@@ -1,0 +1,114 @@
+"""Text from a model or a log, made safe for where a report puts it.
+
+A PR comment is read by people who did not write it, so every renderer escapes for its target:
+
+* markdown table cells (`md_cell`): control sequences dropped, newlines folded, HTML escaped,
+  `|` and the inline-markup characters backslash-escaped, so no output can add a column or a
+  tag, and `@name` defused so a report pings nobody;
+* `<details>` bodies (`html_pre`): model text only inside `<pre>` with every `<`, `>`, `&` and
+  quote escaped, so neither `</pre>` nor `</details>` nor `<script>` can appear in it;
+* code spans and fences (`md_code`, `md_fence`): opened with more backticks than the content
+  holds, so the content cannot close them;
+* the terminal (`term_text`): rich markup escaped and control sequences dropped;
+* CSV (`csv_safe`): text a spreadsheet would run as a formula gets a leading quote.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+from rich.markup import escape as rich_escape
+
+CONTROL = re.compile(
+    r"\x1b\[[0-9;?<=>!]*[ -/]*[@-~]"  # CSI: colours, cursor moves (before the bare ESC below)
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window titles, hyperlinks
+    r"|\x1b[@-_]?"  # other escapes and a lone ESC
+    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"  # C0/C1 controls except \t \n \r
+    r"|[\u202a-\u202e\u2066-\u2069]"  # bidi overrides (text that reads differently than it is)
+)
+MAX_CELL_CHARS = 300
+"""Longest text in one table cell (error messages): the whole message is in cell.json."""
+MAX_EXCERPT_CHARS = 600
+"""Longest model output in one `<pre>` block."""
+
+
+def clean(text: Any) -> str:
+    """Drop control sequences and fold line breaks: safe on one line anywhere."""
+    text = CONTROL.sub("", str(text))
+    return re.sub(r"[\r\n\t\u2028\u2029]", " ", text)
+
+
+def clean_block(text: Any) -> str:
+    """Drop control sequences but keep the lines: for `<pre>` blocks."""
+    text = str(text).replace("\r\n", "\n").replace("\r", "\n")
+    return CONTROL.sub("", text)
+
+
+def truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_MD_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", **{c: "\\" + c for c in "\\`*_[]|~"}}
+
+
+def md_cell(text: Any, limit: int = MAX_CELL_CHARS) -> str:
+    """Escape text for a GitHub markdown table cell (or any one-line markdown position).
+
+    An `@name` gets a word joiner after the `@`: GitHub would otherwise notify that user.
+    """
+    escaped = "".join(_MD_ESCAPES.get(c, c) for c in truncate(clean(text), limit))
+    return re.sub(r"@(?=\w)", "@\u2060", escaped)
+
+
+def md_code(text: Any) -> str:
+    """An inline code span the content cannot close (longer backtick fence than any inside).
+
+    Not for table cells: GFM splits cells on `|` before it sees code spans (use md_cell).
+    """
+    body = clean(text)
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", body)), default=0) + 1)
+    pad = " " if body.startswith(("`", " ")) or body.endswith(("`", " ")) else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
+def md_fence(text: str, info: str = "") -> str:
+    """A fenced code block whose fence is longer than any backtick run in `text`."""
+    body = clean_block(text)
+    fence = "`" * max(3, max((len(m) for m in re.findall(r"`+", body)), default=0) + 1)
+    return f"{fence}{info}\n{body}\n{fence}"
+
+
+def html_text(text: Any) -> str:
+    """One line of text for inside an HTML tag such as <summary>."""
+    return html.escape(clean(text), quote=True)
+
+
+def html_pre(text: Any, limit: int = MAX_EXCERPT_CHARS) -> str:
+    """Model output as an HTML <pre> block: nothing in it can close the block or open a tag.
+
+    The newline after <pre> is the one HTML drops, so a leading newline of the text survives.
+    """
+    return "<pre>\n" + html.escape(truncate(clean_block(text), limit), quote=True) + "</pre>"
+
+
+def term_text(text: Any) -> str:
+    """One line for rich's console: no control sequence reaches the terminal, no markup is run."""
+    return rich_escape(clean(text))
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(value: Any) -> Any:
+    """Text a spreadsheet would run as a formula gets a leading quote (OWASP CSV injection)."""
+    if isinstance(value, str):
+        value = clean(value)
+        return "'" + value if value.startswith(_FORMULA_START) else value
+    return value
+
+
+def strip_userinfo(url: str) -> str:
+    """`https://user:token@host/x` -> `https://host/x`: a clone URL may carry a credential."""
+    return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1", url, flags=re.IGNORECASE)
