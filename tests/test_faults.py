@@ -150,32 +150,30 @@ def test_fixed_port_already_taken_is_the_cells_error(tmp_path: Path) -> None:
 
 def test_taken_port_is_retried_on_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process: the first port handed out is taken by someone else; the cell still runs."""
-    from evalkit.run import runner
-    from evalkit.config import load_config
-    from evalkit.matrix import expand
-    from evalkit.run.runner import RunOptions, run_matrix
+    from evalkit import MatrixRequest, run_matrix
+    from evalkit.run import cell as lifecycle
 
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()
-    real_take = runner._ports.take
+    real_take = lifecycle.PORTS.take
     handed = iter([taken.getsockname()[1]])
-    monkeypatch.setattr(runner._ports, "take", lambda host: next(handed, None) or real_take(host))
+    monkeypatch.setattr(lifecycle.PORTS, "take", lambda host: next(handed, None) or real_take(host))
     path = tmp_path / "cfg.yaml"
     path.write_text(config_text("[]").replace("faulty: {args: []}", "faulty: {args: [--sim-seed, '3']}"))
-    config = load_config(path)
     lines: list[str] = []
 
     class Lines:
         def update(self, cell_id: str, state: str, detail: str = "") -> None:
             lines.append(f"{cell_id} {state} {detail}")
 
-    options = RunOptions(results_dir=tmp_path / "results", cache_dir=tmp_path / "cache", run_id="r", limit=10)
+    request = MatrixRequest(config_path=path, only=("case=faulty",), limit=10, run_id="r",
+                            results_dir=tmp_path / "results", cache_dir=tmp_path / "cache", history=False)
     try:
-        store = run_matrix(config, path, expand(config)[:1], options, Lines())
+        outcome = run_matrix(request, Lines())
     finally:
         taken.close()
-    assert store.read_cell("faulty")["status"] == "ok"  # type: ignore[index]
+    assert [c["status"] for c in outcome.summary["cells"]] == ["ok"]
     assert any("taken, retrying" in line for line in lines)
 
 

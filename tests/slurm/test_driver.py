@@ -20,8 +20,9 @@ from evalkit.config import load_config
 from evalkit.errors import ConfigError
 from evalkit.matrix import expand
 from evalkit.errors import Interrupted
-from evalkit.run.runner import RunOptions, _interrupts_raise
-from evalkit.run.slurm import _signals_held, run_on_slurm
+from evalkit.run.options import RunOptions
+from evalkit.run.signals import interrupts_raise, signals_held
+from evalkit.run.slurm import SlurmExecutor
 from evalkit.store import RunStore
 from tests.slurm.conftest import demo_config
 
@@ -128,15 +129,24 @@ class Recorder:
         self.lines.append((cell_id, state, detail))
 
 
-def drive(tmp_path: Path, slurm: FakeSlurm, cells: int = 1, **settings: str) -> tuple[RunStore, list[dict[str, Any]]]:
-    """run_on_slurm over the first `cells` demo cells; the store and what on_cell_done received."""
+def executor(tmp_path: Path, slurm: FakeSlurm, **settings: str) -> SlurmExecutor:
+    """The Slurm executor of run r1 of the demo config (1/100 s polls), talking to `slurm`."""
     config = load_config(demo_config(tmp_path, poll_s="0.01", **settings))  # type: ignore[arg-type]  # str settings only
     store = RunStore(tmp_path / "results", "r1")
-    store.create()
-    done_cells: list[dict[str, Any]] = []
     options = RunOptions(results_dir=store.results_dir, cache_dir=tmp_path / "cache", run_id="r1")
-    run_on_slurm(config, store, expand(config)[:cells], options, Recorder(), done_cells.append, cli=slurm)  # type: ignore[arg-type]
-    return store, done_cells
+    return SlurmExecutor(config, store, options, Recorder(), cli=slurm)  # type: ignore[arg-type]
+
+
+def drive(tmp_path: Path, slurm: FakeSlurm, cells: int = 1, **settings: str) -> tuple[RunStore, list[dict[str, Any]]]:
+    """Preflight, create the run folder, run the first `cells` demo cells: the store and what
+    on_cell_done received."""
+    slurm_executor = executor(tmp_path, slurm, **settings)
+    todo = expand(slurm_executor.config)[:cells]
+    slurm_executor.preflight(todo)
+    slurm_executor.store.create()
+    done_cells: list[dict[str, Any]] = []
+    slurm_executor.run(todo, done_cells.append)
+    return slurm_executor.store, done_cells
 
 
 def test_a_finished_job_s_own_cell_json_is_the_result_with_slurms_record_added(tmp_path: Path) -> None:
@@ -218,12 +228,22 @@ def test_an_interrupt_cancels_every_queued_or_running_job_by_id_and_records_it(t
         assert not (tmp_path / "results/r1" / cell_id / "cell.json").exists()  # --resume runs them
 
 
-def test_a_job_slurm_would_refuse_is_bad_input_before_anything_is_submitted(tmp_path: Path) -> None:
+def test_a_job_slurm_would_refuse_is_bad_input_before_anything_is_submitted_or_created(tmp_path: Path) -> None:
     slurm = FakeSlurm([Life()], refuse="sbatch: error: invalid partition specified: nosuch\n")
     with pytest.raises(ConfigError, match=r"cell tp8-full-fixon: Slurm refuses the job \(sbatch: error: invalid "
                                           r"partition specified: nosuch\); nothing was submitted"):
         drive(tmp_path, slurm)
     assert slurm.submitted() == []
+    assert not (tmp_path / "results").exists()
+
+
+def test_the_preflight_asks_slurm_about_the_very_job_it_will_submit(tmp_path: Path) -> None:
+    slurm = FakeSlurm([Life()])
+    store, _ = drive(tmp_path, slurm)
+    tested = next(a for a in slurm.calls if "--test-only" in a)
+    submitted = next(a for a in slurm.calls if a[0] == "sbatch" and "--test-only" not in a and "--version" not in a)
+    assert tested[:2] == ("sbatch", "--test-only") and tested[2:-1] == submitted[1:-1]  # but the script's folder
+    assert submitted[-1] == str((store.cell_dir("tp8-full-fixon") / "slurm-job.sh").resolve())
 
 
 def test_no_sbatch_is_bad_input(tmp_path: Path) -> None:
@@ -233,11 +253,12 @@ def test_no_sbatch_is_bad_input(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="sbatch does not run here"):
         drive(tmp_path, NoSlurm([]))
+    assert not (tmp_path / "results").exists()
 
 
 def test_a_ctrl_c_during_a_submission_arrives_after_the_job_is_on_record() -> None:
     recorded: list[str] = []
-    with pytest.raises(Interrupted), _interrupts_raise(), _signals_held():
+    with pytest.raises(Interrupted), interrupts_raise(), signals_held():
         signal.raise_signal(signal.SIGINT)  # as if Ctrl-C hit while sbatch was answering
         recorded.append("job 42")
     assert recorded == ["job 42"]

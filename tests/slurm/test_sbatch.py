@@ -11,7 +11,7 @@ from pathlib import Path
 
 from evalkit.config import load_config
 from evalkit.matrix import Cell, expand
-from evalkit.run.slurm import cell_command, job_script, parse_sacct, parse_scontrol, parse_squeue, sbatch_argv
+from evalkit.run.slurm_commands import cell_command, job_script, parse_sacct, parse_scontrol, parse_squeue, sbatch_argv
 from evalkit.store import RunStore
 from tests.slurm.conftest import demo_config
 

@@ -1,0 +1,200 @@
+"""evalkit's public entry points: `run_matrix(MatrixRequest(...))`, like inspect_ai's `eval()`, and
+`run_one_cell`, what each Slurm job runs.
+
+`evalkit matrix` parses its options into a `MatrixRequest`, calls `run_matrix` and prints the
+`MatrixOutcome`; a script or a notebook does the same without the CLI. Bad input (config,
+selection, run id, source ref, an executor that refuses the jobs, the device lock held by another
+run) is raised as the `EvalkitError` of its kind before anything is created or overwritten. A
+cell that fails is that cell's error, never an exception; Ctrl-C or SIGTERM stops the run, keeps
+the finished cells and still writes summary.json and table.md, and the outcome says `interrupted`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from evalkit.config import MatrixConfig, find_config, load_config
+from evalkit.errors import EXIT_INTERRUPTED, ConfigError, Interrupted
+from evalkit.matrix import Cell, baseline_cell, expand, select
+from evalkit.run.cell import CellControl, CellJob, run_cell
+from evalkit.run.lock import DeviceLock
+from evalkit.run.matrix import PreparedRun, execute, prepare, prepare_sources, redacted_snapshot
+from evalkit.run.options import Progress, RunOptions, Silent
+from evalkit.run.records import RunRecord
+from evalkit.run.signals import interrupts_raise
+from evalkit.store import RunStore, atomic_write_text, check_run_id, new_run_id, resolve_run, write_json
+
+EXTERNAL_CELL = "external"
+"""The one cell of a `base_url` run."""
+
+
+@dataclass(frozen=True)
+class MatrixRequest:
+    """What to run: a config, which of its cells, where results go, and how."""
+
+    model: str | None = None
+    """Config name: configs/NAME.yaml, then the configs evalkit ships (`find_config`)."""
+    config_path: Path | None = None
+    """Or a config file."""
+    only: tuple[str, ...] = ()
+    """Subset selections (`parallel=dp8,graph=piecewise`; keys ANDed, `a|b` either value, a union
+    over the tuple)."""
+    limit: int | None = None
+    """At most this many questions per eval (and prompts of the repetition check)."""
+    run_id: str | None = None
+    """The run folder's name; default: timestamp-config name."""
+    resume: str | None = None
+    """A run id, path or "latest": continue that run (same config, its limit and only)."""
+    results_dir: Path = Path("results")
+    cache_dir: Path = Path(".evalkit-cache")
+    """Engine source checkouts (bare clones and worktrees)."""
+    base_url: str | None = None
+    """Evaluate a running server: one cell "external", no engine started."""
+    executor: str | None = None
+    """"local" | "slurm"; default: the config's executor.kind."""
+    max_parallel: int | None = None
+    """Cells side by side (with declared devices); default: as many as the devices allow."""
+    lock_file: Path = Path("/tmp/evalkit-devices.lock")
+    lock: bool = True
+    """Take the device lock when engines use devices: a local run of a config that declares
+    devices or whose engine profile uses them (not the simulator, not an external server)."""
+    history_db: Path | None = None
+    """Default: results_dir/history.db."""
+    history: bool = True
+    """Record every finished cell, then the finished run, in the history database."""
+    command_line: tuple[str, ...] = ()
+    """Stored in run.json and shown in the report ("evalkit matrix ...")."""
+
+
+@dataclass(frozen=True)
+class MatrixOutcome:
+    """What a run concluded."""
+
+    run_path: Path
+    summary: dict[str, Any]
+    """What summary.json holds."""
+    interrupted: bool
+    """Stopped by Ctrl-C or SIGTERM: finished cells kept, `MatrixRequest(resume=...)` completes it."""
+
+    @property
+    def exit_code(self) -> int:
+        """The documented exit code: EXIT_INTERRUPTED if interrupted, else the summary's."""
+        return EXIT_INTERRUPTED if self.interrupted else int(self.summary["exit_code"])
+
+
+def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> MatrixOutcome:
+    """Load and check the config, plan the cells, preflight the executor, take the lock, run,
+    then write summary.json, table.md and the history; raises ConfigError/SourceError/LockHeld/EvalError for bad input before anything is created."""
+    from evalkit.store import history
+
+    config, config_path, request = _resolve(request)
+    config, cells = _plan(config, request)
+    options = RunOptions(
+        results_dir=request.results_dir, cache_dir=request.cache_dir,
+        run_id=check_run_id(request.run_id or new_run_id(config_path.stem)), limit=request.limit,
+        base_url=request.base_url, command_line=list(request.command_line),
+        max_parallel=request.max_parallel or (config.devices.count if config.devices else 1),
+        resume=request.resume is not None, only=list(request.only), executor=request.executor or config.executor.kind,
+    )
+    prepared = prepare(config, config_path, cells, options, progress or Silent())
+    history_path = request.history_db or history.default_db_path(options.results_dir)
+    on_cell_done = history.cell_recorder(history_path, options.results_dir, options.run_id) if request.history else None
+    interrupted = False
+    try:
+        with _device_lock(request, prepared):
+            store = execute(prepared, on_cell_done)
+    except Interrupted:
+        interrupted = True
+        store = prepared.store
+    summary = _write_verdict(store.path, config)
+    if request.history:
+        history.record_finished_run(history_path, store.path)
+    return MatrixOutcome(store.path, summary, interrupted)
+
+
+def _resolve(request: MatrixRequest) -> tuple[MatrixConfig, Path, MatrixRequest]:
+    """The config and its file; for a resume, the request as the run it continues had it."""
+    if request.resume is None:
+        if request.config_path is None and request.model is None:
+            raise ConfigError("give --model NAME (configs/NAME.yaml) or --config PATH")
+        path = request.config_path or find_config(request.model or "")
+        return load_config(path), path, request
+    run_path = resolve_run(request.results_dir, request.resume)
+    previous = RunRecord.load(run_path / "run.json")
+    path = request.config_path or Path(previous.config_path)
+    config = load_config(path)
+    if redacted_snapshot(config) != previous.config:
+        raise ConfigError(f"{path}: changed since run {previous.run_id} started; start a new run instead of --resume")
+    return config, path, dataclasses.replace(request, run_id=run_path.name, limit=previous.limit,
+                                             only=tuple(previous.only), results_dir=run_path.parent)
+
+
+def _plan(config: MatrixConfig, request: MatrixRequest) -> tuple[MatrixConfig, list[Cell]]:
+    """The cells to run: the selected cells of the matrix, or the one cell of an external server
+    (whose config then has no axes, baseline or A/B)."""
+    if request.base_url is None:
+        every_cell = expand(config)
+        baseline_cell(every_cell, config)  # a baseline that is not a cell is bad input, caught now
+        return config, select(every_cell, request.only, config)
+    if urlparse(request.base_url).path.strip("/"):
+        raise ConfigError(f"--base-url {request.base_url}: give the server root (e.g. http://127.0.0.1:8000), not an endpoint")
+    external = Cell(EXTERNAL_CELL, {}, config.engine.settings, (), {}, None)
+    return config.model_copy(update={"axes": {}, "baseline": None, "ab": None, "exclude": []}), [external]
+
+
+def _device_lock(request: MatrixRequest, run: PreparedRun) -> AbstractContextManager[Any]:
+    """The machine-wide device lock, when this run's engines occupy devices here."""
+    local_engines = not run.options.base_url and run.options.executor == "local"
+    if request.lock and local_engines and (run.config.devices is not None or run.profile.uses_devices):
+        return DeviceLock(request.lock_file, run.options.run_id)
+    return nullcontext()
+
+
+def _write_verdict(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
+    """summary.json and table.md from what the run stored; the summary."""
+    from evalkit.verdicts import summarize
+
+    summary = summarize(run_path, config)
+    write_json(run_path / "summary.json", summary)
+    atomic_write_text(run_path / "table.md", _markdown(run_path, summary))
+    return summary
+
+
+def _markdown(run_path: Path, summary: dict[str, Any]) -> str:
+    """table.md: the one call of the markdown renderer."""
+    from evalkit.render import report
+
+    return report.markdown(summary, report.load_details(run_path, summary))
+
+
+def run_one_cell(results_dir: Path, run_id: str, cell_id: str, cache_dir: Path, progress: Progress) -> dict[str, Any]:
+    """Run one cell of an existing run (what a Slurm job does), writing its cell.json; its record.
+
+    The config is re-read from the run's config path and must match the run's snapshot, so a job
+    never runs a different experiment than the run it belongs to.
+    """
+    store = RunStore(results_dir, run_id)
+    info = RunRecord.load(store.path / "run.json")
+    config = load_config(Path(info.config_path))
+    if redacted_snapshot(config) != info.config:
+        raise ConfigError(f"{info.config_path}: changed since run {run_id} started")
+    cell = next((c for c in expand(config) if c.id == cell_id), None)
+    if cell is None:
+        raise ConfigError(f"cell {cell_id!r} is not a cell of run {run_id}")
+    job = CellJob(config, cell, store, progress, limit=info.limit,
+                  source=prepare_sources([cell], cache_dir).get(cell.id))
+    control = CellControl(threading.Event(), config.timeouts.cell)
+    with interrupts_raise():
+        try:
+            return run_cell(job, control).dump()
+        except (KeyboardInterrupt, Interrupted):
+            control.stop.set()
+            if control.engine is not None:
+                control.engine.stop()
+            raise

@@ -1,0 +1,208 @@
+"""One cell's lifecycle, the same under every executor: start its engine, run the evals, stop, record.
+
+`run_cell(job, control)` runs one `CellJob` (what to run and where its results go) under one
+`CellControl` (the stop and the budget the executor shares with it) and returns its `CellRecord`,
+also written as cell.json. A failure of the engine (crash, timeout, fatal log line, hang) or of an
+eval becomes the cell's error and is never raised: the matrix goes on. A cell stopped because
+the run was interrupted writes no cell.json, so `--resume` runs it again.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalkit.config import MatrixConfig
+from evalkit.engine import CellLaunch, EngineProcess, PortBook, build_launch
+from evalkit.engine.sources import ResolvedSource
+from evalkit.errors import EngineError, EvalError, PortInUse
+from evalkit.evals import registry
+from evalkit.evals.base import EvalContext, EvalResult
+from evalkit.matrix import Cell
+from evalkit.redact import scrub, scrub_file, secret_values
+from evalkit.run.options import Progress
+from evalkit.run.records import FINISHED, CellError, CellRecord, SourceInfo, failed_cell, now
+from evalkit.store import RunStore, write_jsonl
+
+PORT_ATTEMPTS = 3
+"""Ports tried per cell when another process takes the chosen one first (`PortInUse`)."""
+PORTS = PortBook()
+"""Every port this process hands to an engine: cells side by side never get the same one."""
+EXTERNAL_NOTE = "external server: not started by evalkit"
+
+
+@dataclass(frozen=True)
+class CellJob:
+    """One cell to run: the cell, its config, where its results go and what it may use."""
+
+    config: MatrixConfig
+    cell: Cell
+    store: RunStore
+    progress: Progress
+    limit: int | None = None
+    """At most this many questions or prompts per eval (`--limit`)."""
+    base_url: str | None = None
+    """An external server to evaluate instead of starting the cell's engine."""
+    source: ResolvedSource | None = None
+    """The checked-out engine source tree, when the cell has one."""
+    devices: tuple[int, ...] | None = None
+    """The device ids the executor gave the cell, when the config declares devices."""
+
+    @property
+    def cell_dir(self) -> Path:
+        return self.store.cell_dir(self.cell.id)
+
+    def update(self, state: str, detail: str = "") -> None:
+        self.progress.update(self.cell.id, state, detail)
+
+
+@dataclass
+class CellControl:
+    """Shared between the executor and one cell's worker: stop it, or budget it."""
+
+    stop: threading.Event
+    """Set when the run is interrupted: the cell's outcome is then `interrupted`, never written."""
+    budget_s: float | None = None
+    """Seconds the cell may take (`timeouts.cell`, or what is left of `timeouts.run`)."""
+    engine: EngineProcess | None = None
+    over_budget: bool = False
+    _timer: threading.Timer | None = None
+
+    def attach(self, engine: EngineProcess) -> None:
+        """The engine a stop or the budget must end (stopped at once if the run already stops)."""
+        self.engine = engine
+        if self.stop.is_set():
+            engine.stop()
+
+    def start_budget(self) -> None:
+        if self.budget_s is not None:
+            self._timer = threading.Timer(self.budget_s, self._expire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _expire(self) -> None:
+        self.over_budget = True
+        if self.engine is not None:
+            self.engine.stop()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def run_cell(job: CellJob, control: CellControl) -> CellRecord:
+    """Run one cell end to end and return its record (also written as cell.json when finished)."""
+    job.cell_dir.mkdir(parents=True, exist_ok=True)
+    secrets = secret_values({**os.environ, **job.cell.env}, job.config.secret_env)
+    source = job.source
+    record = CellRecord.begin(
+        job.cell, started_at=now(),
+        source=SourceInfo(repo=source.repo, ref=source.ref, sha=source.sha) if source else None,
+        devices=list(job.devices) if job.devices else None,
+    )
+    started = time.monotonic()
+    control.start_budget()
+    try:
+        if job.base_url:
+            record.launch = {"base_url": job.base_url, "note": EXTERNAL_NOTE}
+            _run_evals(job, job.base_url, record, token_ids=False)
+        else:
+            _run_with_engine(job, record, control)
+        record.status = "ok"
+    except Exception as e:  # noqa: BLE001 - any failure is this cell's error; the matrix goes on
+        expected = isinstance(e, (EngineError, EvalError))
+        extra = {} if expected else {"traceback": scrub(traceback.format_exc(), secrets)}
+        record = failed_cell(job.cell, _error_of(e, expected, secrets, control), base=record, **extra)
+    finally:
+        control.cancel()
+        if control.stop.is_set() and record.status != "ok":
+            record.status = "interrupted"
+        record.timings["total_s"] = round(time.monotonic() - started, 3)
+        record.finished_at = now()
+        if record.status in FINISHED:
+            job.store.write_cell(job.cell.id, record.dump())
+        job.update(record.status, record.message)
+    return record
+
+
+def _error_of(e: Exception, expected: bool, secrets: list[str], control: CellControl) -> CellError:
+    """The cell's error: the engine's or eval's own message, or an internal error named as one."""
+    message = str(e) if expected else f"internal error: {type(e).__name__}: {e}"
+    if control.over_budget:
+        message = f"over the cell budget of {control.budget_s:g} s (stopped): {message}"
+    return CellError(type=type(e).__name__, message=scrub(message, secrets), exit_code=getattr(e, "exit_code", None),
+                     log_tail=scrub(getattr(e, "log_tail", ""), secrets))
+
+
+def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl) -> None:
+    """Start the engine (another port if one is lost to a race), run the evals, stop it."""
+    config, timings = job.config, record.timings
+    log_path = job.cell_dir / "engine.log"
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        port = config.engine.port or PORTS.take(config.engine.host)
+        launch = build_launch(config, job.cell, port, job.source.worktree if job.source else None, job.devices)
+        record.launch = launch.display(config.secret_env)
+        job.update("starting", f"port {port}" + (f" devices {','.join(map(str, job.devices))}" if job.devices else ""))
+        t0 = time.monotonic()
+        engine = _engine_for(launch, config, log_path)
+        try:
+            with engine:
+                control.attach(engine)
+                record.engine_pid = engine.pid
+                ready = engine.wait_ready(config.timeouts.startup, config.timeouts.warmup)
+                timings.update(engine_start_s=ready.health_s, engine_ready_s=ready.warmup_s,
+                               warmup_attempts=ready.warmup_attempts)
+                record.effective_mode = engine.effective_mode()
+                job.update("ready", f"in {ready.warmup_s:.1f} s")
+                try:
+                    _run_evals(job, launch.base_url, record, token_ids=launch.profile.supports_token_ids)
+                except EvalError as e:
+                    engine.check_alive()  # an engine that died or hung mid-eval is the real reason
+                    e.log_tail = engine.log_tail()
+                    raise
+                t_stop = time.monotonic()
+            timings["engine_stop_s"] = round(time.monotonic() - t_stop, 3)
+            return
+        except PortInUse:
+            if config.engine.port or attempt == PORT_ATTEMPTS or control.stop.is_set():
+                raise
+            job.update("starting", f"port {port} taken, retrying")
+        finally:
+            timings.setdefault("engine_wall_s", round(time.monotonic() - t0, 3))
+            scrub_file(log_path, secret_values({**os.environ, **launch.env}, config.secret_env))
+
+
+def _engine_for(launch: CellLaunch, config: MatrixConfig, log_path: Path) -> EngineProcess:
+    return EngineProcess(
+        argv=launch.argv,
+        env={**os.environ, **launch.env},
+        log_path=log_path,
+        base_url=launch.base_url,
+        served_name=config.served,
+        health_path=launch.health_path,
+        fatal_patterns=launch.fatal_patterns,
+        effective_mode_pattern=launch.profile.effective_mode_pattern,
+        stop_grace_s=config.timeouts.stop_grace,
+        hang_timeout_s=config.timeouts.hang,
+    )
+
+
+def _run_evals(job: CellJob, base_url: str, record: CellRecord, token_ids: bool) -> None:
+    """Every enabled eval against one running server, in registry order; each writes its samples
+    beside cell.json and its raw metrics under its name, and sees the results of those before it."""
+    earlier: dict[str, EvalResult] = {}
+    for ev, settings in registry.enabled(job.config.evals):
+        job.update(ev.name)
+        ctx = EvalContext(base_url=base_url, served_name=job.config.served, cell_dir=job.cell_dir,
+                          run_dir=job.store.path, limit=job.limit, token_ids=token_ids, status=job.update,
+                          earlier=dict(earlier))
+        t = time.monotonic()
+        result = ev.run(ctx, settings)
+        record.timings[f"{ev.name}_s"] = round(time.monotonic() - t, 3)
+        write_jsonl(job.cell_dir / ev.samples_file, result.samples)
+        record.metrics[ev.name] = result.metrics
+        earlier[ev.name] = result

@@ -1,0 +1,102 @@
+"""The local executor: cells on this machine, one worker thread each, in plan order.
+
+Without declared devices cells run one at a time. With them (`devices: {count: N}`), a cell starts
+as soon as the device pool (run/scheduler.py) has enough free devices and fewer than
+`max_parallel` cells run, each on a disjoint set. `timeouts.run` skips the cells that would start
+after the run's budget and cuts the budget of those that start before it. On Ctrl-C or SIGTERM
+every engine is stopped at once, in parallel, before `Interrupted` goes on up.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from evalkit.config import MatrixConfig
+from evalkit.engine.sources import ResolvedSource
+from evalkit.errors import Interrupted
+from evalkit.matrix import Cell
+from evalkit.run.cell import CellControl, CellJob, run_cell
+from evalkit.run.executor import OnCellDone
+from evalkit.run.options import Progress, RunOptions
+from evalkit.run.records import FINISHED, CellError, failed_cell
+from evalkit.run.scheduler import WAIT_SLICE_S, DevicePool, device_need
+from evalkit.store import RunStore
+
+STOP_WAIT_S = 60.0
+"""How long an interrupted run waits for its engines to stop (each may need its SIGKILL grace)."""
+RUN_BUDGET_USED = "the run budget was used up before this cell started"
+
+
+class LocalExecutor:
+    """Cells on this machine (the `Executor` protocol, run/executor.py)."""
+
+    def __init__(self, config: MatrixConfig, store: RunStore, options: RunOptions, progress: Progress,
+                 sources: dict[str, ResolvedSource]) -> None:
+        self.config = config
+        self.store = store
+        self.options = options
+        self.progress = progress
+        self.sources = sources
+        self.pool = DevicePool(config.devices.count if config.devices else None, options.max_parallel)
+
+    def preflight(self, todo: list[Cell]) -> None:
+        """Nothing to ask beyond the run's own checks (devices, launches, sources, evals)."""
+
+    def run(self, todo: list[Cell], on_cell_done: OnCellDone | None = None) -> None:
+        """Start each cell when devices free up, wait for all; stop every engine on an interrupt."""
+        stop = threading.Event()
+        controls: dict[str, CellControl] = {}
+        workers: list[threading.Thread] = []
+        timeouts = self.config.timeouts
+        deadline = time.monotonic() + timeouts.run if timeouts.run else None
+
+        def worker(job: CellJob, devices: tuple[int, ...], control: CellControl) -> None:
+            try:
+                record = run_cell(job, control)
+                if on_cell_done and record.status in FINISHED:
+                    on_cell_done(record.dump())
+            finally:
+                self.pool.release(devices)
+
+        try:
+            for cell in todo:
+                while (devices := self.pool.try_acquire(device_need(cell.settings))) is None:
+                    pass
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    self.pool.release(devices)
+                    self._skip(cell, RUN_BUDGET_USED)
+                    continue
+                budgets = [b for b in (timeouts.cell, remaining) if b is not None]
+                control = controls[cell.id] = CellControl(stop, min(budgets) if budgets else None)
+                thread = threading.Thread(target=worker, args=(self._job(cell, devices), devices, control),
+                                          name=cell.id, daemon=True)
+                thread.start()
+                workers.append(thread)
+            for thread in workers:
+                while thread.is_alive():
+                    thread.join(WAIT_SLICE_S)
+        except (KeyboardInterrupt, Interrupted):
+            _stop_all(stop, controls, workers)
+            raise
+
+    def _job(self, cell: Cell, devices: tuple[int, ...]) -> CellJob:
+        return CellJob(self.config, cell, self.store, self.progress, limit=self.options.limit,
+                       base_url=self.options.base_url, source=self.sources.get(cell.id),
+                       devices=devices if self.config.devices else None)
+
+    def _skip(self, cell: Cell, reason: str) -> None:
+        self.store.write_cell(cell.id, failed_cell(cell, CellError(message=reason), status="skipped").dump())
+        self.progress.update(cell.id, "skipped", reason)
+
+
+def _stop_all(stop: threading.Event, controls: dict[str, CellControl], workers: list[threading.Thread]) -> None:
+    """Stop every engine at once (in parallel: each may need its SIGKILL grace), then the workers."""
+    stop.set()
+    stoppers = [threading.Thread(target=c.engine.stop, daemon=True) for c in controls.values() if c.engine]
+    for t in stoppers:
+        t.start()
+    deadline = time.monotonic() + STOP_WAIT_S
+    for t in stoppers + workers:
+        t.join(max(0.0, deadline - time.monotonic()))

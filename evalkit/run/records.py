@@ -1,0 +1,229 @@
+"""What a run writes about itself: `run.json` (`RunRecord`) and each cell's `cell.json` (`CellRecord`).
+
+One typed model per file, each field documented under it, in the manner of inspect_ai's eval log:
+the file carries its own status, so a crash at any moment leaves a log that says how far it got.
+Every writer (the cell lifecycle, the local executor, the Slurm driver) builds these models, and
+`failed_cell` is the one constructor of a record for a cell without a result.
+
+Both files carry `schema_version`. A file is written with only the fields that were set, so a
+record holds exactly the keys it did before the models existed (plus `schema_version`); unknown
+keys are kept (`extra="allow"`), so a newer writer's additions survive a read and a rewrite.
+Readers outside `evalkit.run` (verdicts, report, history) still read the dicts; `load` and
+`dump` are there for them to switch.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from evalkit.errors import ConfigError
+from evalkit.matrix import Cell
+from evalkit.store import read_json
+
+SCHEMA_VERSION = 1
+"""Version of the cell.json and run.json shapes. Files written before it existed are version 1."""
+
+CellStatus = Literal["running", "ok", "error", "skipped", "interrupted"]
+RunStatus = Literal["running", "complete", "interrupted"]
+FINISHED: tuple[CellStatus, ...] = ("ok", "error")
+"""A cell with one of these statuses in its cell.json is not run again by --resume."""
+
+
+def now() -> str:
+    """A record's timestamp: UTC, to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class _Record(BaseModel):
+    """Shared by every model here: unknown keys kept, a dump holds only the fields that were set."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def dump(self) -> dict[str, Any]:
+        """The record as written to disk (JSON-ready through `store.write_json`)."""
+        return self.model_dump(exclude_unset=True)
+
+
+class _File(_Record):
+    """A whole file: versioned, loaded from and dumped to JSON."""
+
+    schema_version: int = SCHEMA_VERSION
+    """The shape this file follows (`SCHEMA_VERSION` when written by this evalkit)."""
+
+    def model_post_init(self, context: Any) -> None:
+        # A file read without the field (written before versions existed) is version 1, and
+        # says so when it is written again.
+        self.model_fields_set.add("schema_version")
+
+    @classmethod
+    def load(cls: type[_F], path: Path) -> _F:
+        """Read and check a file; refuses one written by a newer evalkit (a newer schema)."""
+        try:
+            record = cls.model_validate(read_json(path))
+        except ValidationError as e:
+            raise ConfigError(f"{path}: not a {cls.__name__} ({e.errors()[0]['loc']}: {e.errors()[0]['msg']})") from e
+        if record.schema_version > SCHEMA_VERSION:
+            raise ConfigError(f"{path}: schema_version {record.schema_version} is newer than this evalkit's "
+                              f"{SCHEMA_VERSION}; upgrade evalkit")
+        return record
+
+
+_F = TypeVar("_F", bound=_File)
+
+
+class CellError(_Record):
+    """Why a cell has no result: the cell's own failure, a budget, or a Slurm job that ended badly."""
+
+    type: str | None = None
+    """The error's class: `EngineExited`, `StartupTimeout`, `EvalError`, ..., `SlurmJob` (Slurm
+    ended the job or it left no result), `SlurmSubmit` (sbatch refused it); absent for a skip."""
+    message: str
+    """One line naming what failed (secrets scrubbed); the report shows it."""
+    exit_code: int | None = None
+    """The engine process's exit code, or the Slurm job's exit status; None if it did not exit."""
+    log_tail: str | None = None
+    """The last lines of the engine log (or of `slurm-<jobid>.out`), secrets scrubbed."""
+    slurm_state: str | None = None
+    """The Slurm job's final state (`TIMEOUT`, `NODE_FAIL`, ...) when Slurm ended it."""
+
+
+class SourceInfo(_Record):
+    """The engine source tree a cell ran (a git worktree at an exact commit)."""
+
+    repo: str
+    ref: str
+    """The ref as the config gives it (branch, tag or abbreviated SHA)."""
+    sha: str
+    """The commit it resolved to."""
+
+
+class CellRecord(_File):
+    """cell.json: one cell's status, launch, timings and raw metrics.
+
+    Written once, when the cell ends (`ok`, `error`, or `skipped` by the run budget); a cell
+    stopped by an interrupt writes nothing, so `--resume` runs it again. The Slurm driver adds
+    `slurm` to the record its job wrote.
+    """
+
+    id: str
+    """The cell id (axis value names joined in axis order), also the cell folder's name."""
+    axes: dict[str, str]
+    """Axis name -> value name."""
+    status: CellStatus
+    """`running` while it runs, then `ok`, `error`, `skipped` or `interrupted` (never written)."""
+    started_at: str | None = None
+    """UTC start; absent for a skipped cell or an unsubmitted job, None when Slurm does not say."""
+    source: SourceInfo | None = None
+    """The engine source tree, or None when the engine runs from what is installed."""
+    devices: list[int] | None = None
+    """The device ids the cell ran on, when the config declares devices."""
+    timings: dict[str, int | float | None] = {}
+    """Seconds per phase (`engine_start_s`, `engine_ready_s`, `<eval>_s`, `engine_stop_s`,
+    `engine_wall_s`, `total_s`) and `warmup_attempts`."""
+    metrics: dict[str, Any] = {}
+    """Raw metrics per eval name (`gsm8k`, `repetition`); `Eval.flat` turns them into the
+    summary's dotted names."""
+    launch: dict[str, Any] | None = None
+    """What was started (argv, env, host, port, health_path; secrets redacted), or for an
+    external server {base_url, note}."""
+    engine_pid: int | None = None
+    """The engine process's pid (tests check that none is left running)."""
+    effective_mode: str | None = None
+    """The graph mode the engine reports it chose (engines rewrite modes silently)."""
+    traceback: str | None = None
+    """For an internal error (a bug, not the engine's or eval's failure): the traceback, scrubbed."""
+    error: CellError | None = None
+    """Why the cell has no result; absent when it is `ok`."""
+    finished_at: str | None = None
+    """UTC end."""
+    slurm: dict[str, Any] | None = None
+    """Slurm executor only: the job (id, name, attempt, state, node, exit code, sbatch argv,
+    `scontrol show job`, `sacct` or why not, earlier attempts)."""
+
+    @classmethod
+    def begin(cls, cell: Cell, **fields: Any) -> CellRecord:
+        """A cell's record as it starts: `running`, nothing measured yet, plus `fields`."""
+        return cls(id=cell.id, axes=dict(cell.axes), status="running", **{"timings": {}, "metrics": {}, **fields})
+
+    @property
+    def message(self) -> str:
+        """The error message, or "" (what the progress line shows)."""
+        return self.error.message if self.error else ""
+
+
+def failed_cell(cell: Cell, error: CellError, *, status: Literal["error", "skipped"] = "error",
+                base: CellRecord | None = None, **fields: Any) -> CellRecord:
+    """The record of a cell without a result, the one way every writer builds it.
+
+    `base` is the record of the cell so far (its start, launch, timings), kept as it was; `fields`
+    add to it. Used by the cell lifecycle (its engine or an eval failed), the local executor (a
+    cell `skipped` because the run budget was used up) and the Slurm driver (a job that left no
+    result or that Slurm ended, a submission sbatch refused).
+    """
+    known = {name: getattr(base, name) for name in base.model_fields_set} if base else {}
+    known = {"timings": {}, "metrics": {}, "finished_at": now(), **known, **fields}
+    for name in ("schema_version", "id", "axes", "status", "error"):
+        known.pop(name, None)
+    return CellRecord(id=cell.id, axes=dict(cell.axes), status=status, error=error, **known)
+
+
+class HostInfo(_Record):
+    """The machine the run (its driver, for Slurm) ran on."""
+
+    hostname: str
+    platform: str
+    cpus: int | None = None
+
+
+class RunRecord(_File):
+    """run.json: enough to know exactly what ran, where, with which versions; secrets redacted.
+
+    Written as `running` before the first cell starts and again when the run ends, so a run
+    killed outright still says it was running.
+    """
+
+    run_id: str
+    """The run folder's name."""
+    status: RunStatus
+    """`running`, then `complete`, or `interrupted` (Ctrl-C, SIGTERM: `--resume` finishes it)."""
+    model: str
+    """The model the engine serves (config `model`)."""
+    served_name: str | None = None
+    """The name requests use (config `served_name`, default the model)."""
+    engine: str
+    """The engine profile's name."""
+    simulated: bool = False
+    """Whether the engine is evalkit's simulator: reports label such runs."""
+    config_path: str
+    """The config file, absolute; `evalkit cell` and `--resume` read it again."""
+    config: dict[str, Any]
+    """The config as parsed, env values that look secret replaced; `--resume` and each Slurm
+    job refuse a config file that no longer matches it."""
+    cells: list[str] = []
+    """Every planned cell id, in plan order (a cell without cell.json was not run)."""
+    limit: int | None = None
+    """`--limit`: at most this many questions or prompts per eval."""
+    only: list[str] = []
+    """The `--only` selections that chose the cells."""
+    base_url: str | None = None
+    """`--base-url`: the external server evaluated (then no engine was started)."""
+    listen_host: str | None = None
+    """The host engines bind."""
+    command: list[str] = []
+    """evalkit's own command line (`evalkit matrix ...`), shown in the report to reproduce the run."""
+    evalkit_version: str | None = None
+    evalkit_git_sha: str | None = None
+    """The commit evalkit ran from, when it ran from a git checkout."""
+    lm_eval_version: str | None = None
+    python: str | None = None
+    host: HostInfo | None = None
+    started_at: str | None = None
+    """UTC start of the first driver."""
+    finished_at: str | None = None
+    """UTC end of the last driver; None while running."""
+    resumed_at: list[str] = []
+    """UTC start of each `--resume`; absent for a run never resumed."""
