@@ -13,8 +13,8 @@ from typing import Any
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.render.header import tests_used
-from evalkit.render.numbers import date_text, delta_text, num
-from evalkit.render.table import Column
+from evalkit.render.numbers import date_text, num
+from evalkit.render.table import Column, spec_delta
 
 
 def delta_specs() -> list[MetricSpec]:
@@ -53,7 +53,7 @@ def _side(spec: MetricSpec, side: str) -> Callable[[dict[str, Any]], str]:
 
 
 def _delta(spec: MetricSpec) -> Callable[[dict[str, Any]], str]:
-    return lambda row: delta_text(row.get(spec.name))
+    return lambda row: spec_delta(spec, row.get(spec.name))
 
 
 def flips(row: dict[str, Any], spec: MetricSpec) -> dict[str, Any] | None:

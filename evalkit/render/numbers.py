@@ -1,7 +1,8 @@
 """Numbers as every report shows them, so the terminal, the PR comment and compare agree.
 
-Deltas are "this minus its reference" in points (percentage points), with the p-value of the
-test that compared them; `-` stands for a value that was not measured or not compared.
+Deltas are "this minus its reference": for rates in points (percentage points) with the p-value
+of the test that compared them, for a continuous value (no test) the plain difference; `-`
+stands for a value that was not measured or not compared.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ def p_text(p: float | None) -> str:
     return "-" if p is None else f"{p:.2g}"
 
 
-def delta_text(delta: dict[str, Any] | None) -> str:
-    """`-3.3 (p=0.0012)`: the difference in points and its p-value; `-` when not compared, and
-    `setup differs` when the comparison was refused (the two scores come from different setups)."""
+def delta_text(delta: dict[str, Any] | None, tested: bool = True) -> str:
+    """`-3.3 (p=0.0012)`: a tested difference of rates in points and its p-value; untested
+    (a continuous value), the plain difference `-1.250`. `-` when not compared, `setup differs`
+    when the comparison was refused (the two scores come from different eval setups)."""
     if delta and delta.get("setup_differs"):
         return "setup differs"
     if not delta or delta.get("diff") is None:
         return "-"
+    if not tested:
+        return f"{delta['diff']:+.3f}"
     return f"{delta['diff'] * 100:+.1f} (p={p_text(delta.get('p_value'))})"
 
 

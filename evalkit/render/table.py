@@ -6,7 +6,8 @@ so a new eval needs no edit here:
 
 * `column`: a value column (the text is `MetricSpec.show` of the cell's flat metrics);
 * `delta_label`: the two delta columns, this cell minus the baseline and minus its A/B twin
-  (the same cell with the `ab.on` value), in points with the p-value;
+  (the same cell with the `ab.on` value): a rate in points with its p-value, a continuous value
+  as the plain difference;
 * `pivot`: the metric by configuration, the A/B axis (else the last axis) as columns.
 """
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.evals import registry
-from evalkit.evals.base import MetricSpec
+from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.render.numbers import delta_text
 
 AGAINST = (("vs_baseline", "baseline"), ("vs_ab", "twin"))
@@ -44,8 +45,13 @@ def _value(spec: MetricSpec) -> Callable[[dict[str, Any]], str]:
     return lambda cell: spec.show(cell["metrics"])
 
 
+def spec_delta(spec: MetricSpec, delta: dict[str, Any] | None) -> str:
+    """A delta of `spec` as text: in points with p, or the plain difference of a continuous value."""
+    return delta_text(delta, tested=spec.comparison is not Comparison.CONTINUOUS)
+
+
 def _delta(spec: MetricSpec, against: str) -> Callable[[dict[str, Any]], str]:
-    return lambda cell: delta_text((cell.get(against) or {}).get(spec.name))
+    return lambda cell: spec_delta(spec, (cell.get(against) or {}).get(spec.name))
 
 
 def columns() -> list[Column]:
@@ -135,7 +141,7 @@ def pivot(summary: dict[str, Any], spec: MetricSpec) -> Pivot | None:
             mark.append(_mark(cell, spec.name, ("min", "max")) if cell else "")
         if with_delta:
             off = grid.get((key, ab["off"]))
-            line.append(delta_text(((off or {}).get("vs_ab") or {}).get(spec.name)))
+            line.append(spec_delta(spec, ((off or {}).get("vs_ab") or {}).get(spec.name)))
             mark.append(_mark(off, spec.name, ("max_drop_ab", "max_rise_ab")) if off else "")
         rows_out.append([" · ".join(key), *line])
         marks.append(["", *mark])
