@@ -60,7 +60,7 @@ def history(model: str | None, cells: tuple[str, ...], since: str | None, last: 
 
 def _show_trend(points: list[Point], title: str, last: int | None, plot_path: Path | None) -> None:
     """The trend table on stdout, and the PNG when --plot is given."""
-    from evalkit.store.history import plot, trend_table
+    from evalkit.render.trend import plot, trend_table
 
     console().print(trend_table(points, title, last))
     if plot_path:
