@@ -29,7 +29,7 @@ from typing import Any
 from evalkit.errors import ConfigError
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
-from evalkit.render.report import clean
+from evalkit.render.text import term_text
 from evalkit.store.history import Point, by_cell
 
 DEFAULT_LAST = 20
@@ -119,11 +119,10 @@ def _rows(series: list[Point], spec: MetricSpec | None) -> list[tuple[Point, str
 def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST) -> Any:
     """A rich table: one section per cell, its last `last` runs (all when None), with the change
     since the run before."""
-    from rich.markup import escape
     from rich.table import Table
 
     columns = layout()
-    table = Table(title=escape(clean(title)))
+    table = Table(title=term_text(title))
     for header in ("cell", "run started (UTC)", "run", "source", "status", *columns.headers()):
         table.add_column(header)
     for cell_id, series in by_cell(points).items():
@@ -133,7 +132,7 @@ def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST
             label = cell_id if i == 0 else ""
             if i == 0 and len(shown) < len(rows):
                 label += f" (last {len(shown)} of {len(rows)})"
-            table.add_row(*(escape(clean(text)) for text in (
+            table.add_row(*(term_text(text) for text in (
                 label, _utc_minute(p), p.run_id, (p.source_sha or "-")[:12], p.status, *columns.texts(p, change))))
         table.add_section()
     return table

@@ -38,7 +38,7 @@ from typing import Any
 
 from evalkit.errors import ConfigError
 from evalkit.redact import redact_argv
-from evalkit.render.report import strip_userinfo
+from evalkit.render.text import strip_userinfo
 from evalkit.store import read_json
 from evalkit.verdicts import flat_metrics
 
