@@ -54,10 +54,7 @@ def load_details(run_path: Path, summary: dict[str, Any]) -> Details:
     if (run_path / "run.json").is_file():
         details.run = {k: v for k, v in read_json(run_path / "run.json").items() if k != "config"}
     wanted: dict[tuple[str, str, str], set[str]] = {}  # (eval, samples file, cell) -> ids: one read per file
-    for spec in registry.metrics():
-        ev = registry.eval_of(spec.name)
-        if ev is None:
-            continue
+    for ev, spec in ((ev, spec) for ev in registry.evals() for spec in ev.metrics):
         for cell in summary["cells"]:
             if spec.details == "flips" and (ids := flipped_to_wrong(cell, spec.name)):
                 refs = {(cell.get(against) or {}).get("reference") for against, _ in AGAINST}

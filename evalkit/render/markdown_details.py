@@ -29,8 +29,9 @@ TAIL_CHARS = 300
 MAX_DETAILS_CHARS = 40_000
 """Budget for all <details> bodies: a GitHub comment holds 65,536 characters."""
 EVENT_WORDS = {"collapsed": "long generations collapsed"}
-"""What `k of n ...` says of an events metric's samples, by its event field (else `samples <field>`).
-The words are the eval's; MetricSpec has no field for them yet."""
+"""What an events block's summary says after `k of n`, by the metric's event field; any other
+field reads `samples <field>`. These words belong to the eval (MetricSpec has no field for them
+yet): the one piece of an eval's wording render/ still holds."""
 
 
 class _Budget:
@@ -135,12 +136,8 @@ def _capitalized(text: str) -> str:
 def details_sections(summary: dict[str, Any], details: Details) -> list[str]:
     """`#### Flipped questions (<label>)` and `#### <Delta label> evidence` sections, with their blocks."""
     budget = _Budget(MAX_DETAILS_CHARS)
-    out = []
-    for spec in registry.metrics():
-        ev = registry.eval_of(spec.name)
-        if ev is None:
-            continue
-        cells = summary["cells"]
+    cells, out = summary["cells"], []
+    for ev, spec in ((ev, spec) for ev in registry.evals() for spec in ev.metrics):
         if spec.details == "flips":
             heading = f"Flipped questions ({spec.label})"
             blocks = [line for cell in cells for line in _flips(spec, ev, cell, details, budget)]
