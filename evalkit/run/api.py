@@ -168,9 +168,9 @@ def _write_verdict(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
 
 def _markdown(run_path: Path, summary: dict[str, Any]) -> str:
     """table.md: the one call of the markdown renderer."""
-    from evalkit.render import report
+    from evalkit.render import render
 
-    return report.markdown(summary, report.load_details(run_path, summary))
+    return render(summary, "markdown", run_path) or ""  # a text format: always its text
 
 
 def run_one_cell(results_dir: Path, run_id: str, cell_id: str, cache_dir: Path, progress: Progress) -> dict[str, Any]:

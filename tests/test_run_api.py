@@ -1,0 +1,130 @@
+"""The public API, `evalkit.run_matrix(MatrixRequest(...))`, on the simulated engine with small runs:
+what it writes and returns, an interrupted run and its resume, an external server, and bad input
+refused before anything exists."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import evalkit
+from evalkit import MatrixOutcome, MatrixRequest, run_matrix
+from evalkit.errors import EXIT_INTERRUPTED, ConfigError, LockHeld
+from evalkit.run.lock import DeviceLock
+from evalkit.store import read_json
+from tests.conftest import CONFIGS, running_sim
+
+TWO_CELLS = ("parallel=dp8,graph=piecewise",)
+"""The demo's buggy cell and its fix-on twin."""
+
+
+def demo(tmp_path: Path, extra: str = "") -> Path:
+    path = tmp_path / "demo.yaml"
+    path.write_text((CONFIGS / "demo.yaml").read_text().replace("count: 64", "count: 4") + extra)
+    return path
+
+
+def request(tmp_path: Path, **fields: object) -> MatrixRequest:
+    base: dict[str, object] = {"only": TWO_CELLS, "limit": 20, "run_id": "r", "results_dir": tmp_path / "results",
+                               "cache_dir": tmp_path / "cache", "lock_file": tmp_path / "devices.lock"}
+    if "config_path" not in fields:
+        base["config_path"] = demo(tmp_path)
+    return MatrixRequest(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_a_run_writes_its_folder_summary_table_and_history_and_returns_the_outcome(tmp_path: Path) -> None:
+    command = ("evalkit", "matrix", "--model", "demo", "--limit", "20")
+    with DeviceLock(tmp_path / "devices.lock", "other-run"):  # the simulator needs no device lock
+        outcome = run_matrix(request(tmp_path, command_line=command))
+    run = tmp_path / "results" / "r"
+    assert isinstance(outcome, MatrixOutcome) and outcome.run_path == run and not outcome.interrupted
+    assert outcome.summary == read_json(run / "summary.json")
+    assert [(c["id"], c["status"]) for c in outcome.summary["cells"]] == [("dp8-piecewise-fixon", "ok"),
+                                                                          ("dp8-piecewise-fixoff", "ok")]
+    assert outcome.exit_code == outcome.summary["exit_code"] in (0, 1)
+    table = (run / "table.md").read_text()
+    assert "dp8-piecewise-fixoff" in table and "evalkit matrix --model demo --limit 20" in table
+    info = read_json(run / "run.json")
+    assert (info["schema_version"], info["status"], info["command"], info["limit"]) == (1, "complete", list(command), 20)
+    assert info["only"] == list(TWO_CELLS) and info["simulated"] is True
+    with sqlite3.connect(tmp_path / "results" / "history.db") as db:  # the default history database
+        assert db.execute("SELECT count(*) FROM cells WHERE run_id = 'r'").fetchone() == (2,)
+
+
+class InterruptAt:
+    """Progress that sends this process SIGINT (a Ctrl-C) when `cell` reaches `state`, once."""
+
+    def __init__(self, cell: str, state: str) -> None:
+        self.cell, self.state, self.sent = cell, state, False
+
+    def update(self, cell_id: str, state: str, detail: str = "") -> None:
+        if (cell_id, state) == (self.cell, self.state) and not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_an_interrupted_run_keeps_its_finished_cells_still_reports_and_resume_completes_it(tmp_path: Path) -> None:
+    outcome = run_matrix(request(tmp_path, history=False), InterruptAt("dp8-piecewise-fixoff", "starting"))
+    run = tmp_path / "results" / "r"
+    assert outcome.interrupted and outcome.exit_code == EXIT_INTERRUPTED == outcome.summary["exit_code"]
+    assert outcome.summary == read_json(run / "summary.json") and (run / "table.md").is_file()
+    assert [c["status"] for c in outcome.summary["cells"]] == ["ok", "not run"]
+    assert read_json(run / "run.json")["status"] == "interrupted"
+
+    resumed = run_matrix(MatrixRequest(resume="r", results_dir=tmp_path / "results", history=False,
+                                       lock_file=tmp_path / "devices.lock"))
+    assert resumed.run_path == run and not resumed.interrupted
+    assert [c["status"] for c in resumed.summary["cells"]] == ["ok", "ok"]
+    info = read_json(run / "run.json")
+    assert info["status"] == "complete" and len(info["resumed_at"]) == 1 and info["limit"] == 20
+
+
+def test_a_running_server_is_one_external_cell_and_nothing_is_started(tmp_path: Path) -> None:
+    config = tmp_path / "ext.yaml"
+    config.write_text("model: sim-model\nengine: {profile: sim}\nevals:\n  gsm8k: {num_fewshot: 1}\n"
+                      "  repetition: {count: 2, max_tokens: 256}\n")
+    with running_sim(tmp_path) as url:
+        outcome = run_matrix(MatrixRequest(config_path=config, base_url=url, limit=5, run_id="ext",
+                                           results_dir=tmp_path / "results", history=False))
+    assert [(c["id"], c["status"]) for c in outcome.summary["cells"]] == [("external", "ok")]
+    record = read_json(outcome.run_path / "external" / "cell.json")
+    assert record["launch"] == {"base_url": url, "note": "external server: not started by evalkit"}
+    assert "engine_pid" not in record and read_json(outcome.run_path / "run.json")["base_url"] == url
+
+
+@pytest.mark.parametrize(("fields", "error", "words"), [
+    ({"base_url": "http://127.0.0.1:8000/v1"}, ConfigError, "give the server root"),
+    ({"base_url": "http://127.0.0.1:8000", "executor": "slurm"}, ConfigError, "use --executor local"),
+    ({"only": ("graph=nosuch",)}, ConfigError, "nosuch is not a value of graph"),
+    ({"run_id": "../evil"}, ConfigError, "run id '../evil'"),
+    ({"resume": "never-ran"}, ConfigError, "never-ran: not a run"),
+])
+def test_bad_input_is_raised_before_anything_is_created(tmp_path: Path, fields: dict, error: type, words: str) -> None:
+    with pytest.raises(error, match=words):
+        run_matrix(request(tmp_path, **fields))
+    assert not (tmp_path / "results").exists()
+
+
+def test_the_device_lock_held_by_another_run_is_raised_before_anything_is_created(tmp_path: Path) -> None:
+    req = request(tmp_path, config_path=demo(tmp_path, extra="devices: {count: 8}\n"))
+    with DeviceLock(req.lock_file, "other-run"), pytest.raises(LockHeld, match="run other-run"):
+        run_matrix(req)
+    assert not (tmp_path / "results").exists()
+
+
+def test_the_api_names_are_pinned_and_importing_evalkit_stays_cheap() -> None:
+    assert sorted(evalkit.__all__) == ["MatrixOutcome", "MatrixRequest", "__version__", "run_matrix", "run_one_cell"]
+    assert evalkit.run_matrix is run_matrix and callable(evalkit.run_one_cell)
+    heavy = ("lm_eval", "scipy", "pandas", "pydantic")
+    probe = f"import sys, evalkit; print(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
+    done = subprocess.run([sys.executable, "-c", "import json; " + probe], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == []
+    with pytest.raises(AttributeError):
+        evalkit.no_such_name  # noqa: B018
