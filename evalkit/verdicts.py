@@ -157,8 +157,9 @@ def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any]) 
     ref_id = cell[against]["reference"]
     ref_word = "baseline" if against == "vs_baseline" else "fix-on twin"
     value = metrics.get(metric)
-    words = (f"{cell['id']}: {label} {value:.3f} vs {ref_word} {ref_id} "
-             f"{value - delta['diff']:.3f}, {delta['diff'] * 100:+.1f} points")
+    change_words = (f"{delta['diff']:+.3f}" if spec is not None and spec.comparison is Comparison.CONTINUOUS
+                    else f"{delta['diff'] * 100:+.1f} points")  # shares move in points; other numbers as they are
+    words = f"{cell['id']}: {label} {value:.3f} vs {ref_word} {ref_id} {value - delta['diff']:.3f}, {change_words}"
     if p is not None:
         words += f", {_TEST_NAMES.get(spec.comparison, 'test') if spec else 'test'} p = {p:.2g}"
     if threshold.alpha is not None:

@@ -72,6 +72,8 @@ class MetricSpec:
     "events" (COUNT: the samples where the event happened, e.g. the detector's evidence)."""
     event_field: str | None = None
     """COUNT with details "events": the boolean field of a samples row marking the event."""
+    event_words: str | None = None
+    """COUNT: what `k of n` counts, in the report's words ("long generations collapsed")."""
     noise_floor: Callable[[Mapping[str, Any]], float | None] | None = None
     """From the eval's raw cell metrics: the largest change re-running the same cell produced."""
 
@@ -160,6 +162,8 @@ class Eval:
     """Base of every eval; subclasses set the class attributes and implement `run` and `flat`."""
 
     name: ClassVar[str]
+    title: ClassVar[str] = ""
+    """How reports name the eval ("GSM8K"); default: `name`."""
     settings: ClassVar[type[EvalSettings]]
     metrics: ClassVar[tuple[MetricSpec, ...]]
     default_enabled: ClassVar[bool] = True

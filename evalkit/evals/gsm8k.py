@@ -308,6 +308,7 @@ class GSM8K(Eval):
     """GSM8K test (1,319 questions), both lm-eval filters, paired per question."""
 
     name = "gsm8k"
+    title = "GSM8K"
     settings = GSM8KSettings
     metrics = (
         MetricSpec("gsm8k.strict", "GSM8K strict", Comparison.PAIRED, mark_field="strict-match.correct",

@@ -286,12 +286,14 @@ class Repetition(Eval):
     """Long generations judged by the repeated-token collapse detector."""
 
     name = "repetition"
+    title = "long-generation collapse"
     settings = RepetitionSettings
     metrics = (
         MetricSpec("repetition.collapse_rate", "collapse rate", Comparison.COUNT, higher_is_better=False,
                    count_metric="repetition.collapsed", n_metric="repetition.n", key="collapse",
                    column="collapse rate (k/n)", text=_k_of_n, delta_label="collapse",
-                   pivot="Collapse rate (k/n) by configuration", details="events", event_field="collapsed"),
+                   pivot="Collapse rate (k/n) by configuration", details="events", event_field="collapsed",
+                   event_words="long generations collapsed"),
     )
     csv_fields = ("repetition.collapse_rate", "repetition.collapsed", "repetition.n", "repetition.collapse_rate_ci95")
 

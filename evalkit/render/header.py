@@ -77,14 +77,8 @@ def verdict_line(summary: dict[str, Any]) -> tuple[bool, str]:
 
 
 def eval_title(ev: Eval) -> str:
-    """How a legend names an eval: the leading words all its metrics' labels share ("GSM8K"
-    from "GSM8K strict" and "GSM8K flexible"), else its name."""
-    shared = []
-    for words in zip(*(spec.label.split() for spec in ev.metrics)):
-        if len(set(words)) > 1:
-            break
-        shared.append(words[0])
-    return " ".join(shared) or ev.name
+    """How a legend names an eval: its `title` ("GSM8K"), else its name."""
+    return ev.title or ev.name
 
 
 def tests_used(specs: Iterable[MetricSpec], fisher: str) -> str:

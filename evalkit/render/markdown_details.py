@@ -28,10 +28,6 @@ TAIL_CHARS = 300
 """Characters of a collapsed generation's end shown next to the detector's excerpt."""
 MAX_DETAILS_CHARS = 40_000
 """Budget for all <details> bodies: a GitHub comment holds 65,536 characters."""
-EVENT_WORDS = {"collapsed": "long generations collapsed"}
-"""What an events block's summary says after `k of n`, by the metric's event field; any other
-field reads `samples <field>`. These words belong to the eval (MetricSpec has no field for them
-yet): the one piece of an eval's wording render/ still holds."""
 
 
 class _Budget:
@@ -115,7 +111,7 @@ def _events(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, 
     m = cell["metrics"]
     if not samples and not m.get(spec.count_metric or ""):
         return []
-    words = EVENT_WORDS.get(spec.event_field or "", f"samples {spec.event_field}")
+    words = spec.event_words or f"samples {spec.event_field}"
     line = f"{cell['id']}: {m.get(spec.count_metric or '')} of {m.get(spec.n_metric or '')} {words}"
     parts = [f"<details><summary>{html_text(line)}</summary>", ""]
     for sample in samples[:MAX_EXAMPLES]:
