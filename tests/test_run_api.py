@@ -104,6 +104,8 @@ def test_a_running_server_is_one_external_cell_and_nothing_is_started(tmp_path: 
     ({"base_url": "http://127.0.0.1:8000", "executor": "slurm"}, ConfigError, "use --executor local"),
     ({"only": ("graph=nosuch",)}, ConfigError, "nosuch is not a value of graph"),
     ({"run_id": "../evil"}, ConfigError, "run id '../evil'"),
+    ({"limit": 0}, ConfigError, "limit 0: give 1 or more"),
+    ({"executor": "cloud"}, ConfigError, "executor 'cloud': use local or slurm"),
     ({"resume": "never-ran"}, ConfigError, "never-ran: not a run"),
 ])
 def test_bad_input_is_raised_before_anything_is_created(tmp_path: Path, fields: dict, error: type, words: str) -> None:

@@ -120,6 +120,9 @@ def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> Matr
 
 def _resolve(request: MatrixRequest) -> tuple[MatrixConfig, Path, MatrixRequest]:
     """The config and its file; for a resume, the request as the run it continues had it."""
+    for name in ("limit", "max_parallel"):
+        if (value := getattr(request, name)) is not None and value < 1:
+            raise ConfigError(f"{name} {value}: give 1 or more")
     if request.resume is None:
         if request.config_path is None and request.model is None:
             raise ConfigError("give --model NAME (configs/NAME.yaml) or --config PATH")

@@ -24,7 +24,7 @@ import evalkit
 from evalkit.config import MatrixConfig
 from evalkit.engine import PORT_PLACEHOLDER, build_launch
 from evalkit.engine.sources import ResolvedSource, checkout
-from evalkit.errors import Interrupted
+from evalkit.errors import ConfigError, Interrupted
 from evalkit.evals import registry
 from evalkit.evals.base import Eval, EvalSettings
 from evalkit.evals.lm_eval_adapter import lm_eval_version
@@ -117,7 +117,9 @@ def _executor(config: MatrixConfig, store: RunStore, options: RunOptions, progre
               sources: dict[str, ResolvedSource]) -> Executor:
     if options.executor == "slurm":
         return SlurmExecutor(config, store, options, progress)
-    return LocalExecutor(config, store, options, progress, sources)
+    if options.executor == "local":
+        return LocalExecutor(config, store, options, progress, sources)
+    raise ConfigError(f"executor {options.executor!r}: use local or slurm")
 
 
 def _unfinished(store: RunStore, cell: Cell) -> bool:

@@ -1,7 +1,7 @@
 """What a matrix shows while it runs: a live table at a terminal, timestamped lines elsewhere.
 
-Both implement the runner's `Progress` protocol (`update(cell_id, state, detail)`), are safe to
-call from the cell worker threads, and never print model text (only states and numbers).
+Both implement the `Progress` protocol of run/options.py (`update(cell_id, state, detail)`), are
+safe to call from the cell worker threads, and never print model text (only states and numbers).
 """
 
 from __future__ import annotations

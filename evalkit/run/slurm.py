@@ -44,8 +44,8 @@ from evalkit.run.options import Progress, RunOptions
 from evalkit.run.records import FINISHED, CellError, CellRecord, failed_cell, now
 from evalkit.run.signals import signals_held
 from evalkit.run.slurm_commands import (GONE, KILLED_STATES, TERMINAL_STATES, JobStatus, SlurmCommands, cell_command,
-                                        final_status, job_name, job_script, parse_scontrol, query_states, sacct_rows,
-                                        sbatch_argv)
+                                        exit_status, final_status, job_name, job_script, parse_scontrol, query_states,
+                                        sacct_rows, sbatch_argv)
 from evalkit.store import RunStore, read_json, write_json
 
 SCRIPT_NAME = "slurm-job.sh"
@@ -192,12 +192,6 @@ def _tail(path: Path, secrets: list[str]) -> str:
     return scrub("\n".join(lines[-TAIL_LINES:]), secrets)
 
 
-def _exit_status(exit_code: str | None) -> int | None:
-    """Slurm's `ExitCode=143:0` (status:signal) -> 143."""
-    head = (exit_code or "").partition(":")[0]
-    return int(head) if head.isdigit() else None
-
-
 def _failure(job: Job, slurm: dict[str, Any], tail: str, own: CellRecord | None) -> CellRecord:
     """The error record of a job that left no result of its own (or that Slurm killed)."""
     where = f" on {slurm['node']}" if slurm.get("node") else ""
@@ -212,7 +206,7 @@ def _failure(job: Job, slurm: dict[str, Any], tail: str, own: CellRecord | None)
     if own and own.error:
         message += f"; the cell reported: {own.error.message}"
     error = CellError(type="SlurmJob", message=message, slurm_state=job.state,
-                      exit_code=_exit_status(slurm.get("exit_code")), log_tail=tail)
+                      exit_code=exit_status(slurm.get("exit_code")), log_tail=tail)
     return failed_cell(job.cell, error, started_at=(slurm.get("scontrol") or {}).get("StartTime"), source=None,
                        devices=None)
 

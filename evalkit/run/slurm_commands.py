@@ -155,6 +155,12 @@ def parse_scontrol(line: str) -> dict[str, str]:
     return fields
 
 
+def exit_status(exit_code: str | None) -> int | None:
+    """Slurm's `ExitCode=143:0` (status:signal) -> 143."""
+    head = (exit_code or "").partition(":")[0]
+    return int(head) if head.isdigit() else None
+
+
 def parse_sacct(text: str) -> list[dict[str, str]]:
     """`sacct -P` output with its header line -> one dict per job step."""
     lines = [line for line in text.splitlines() if line.strip()]
