@@ -24,8 +24,8 @@ def cell(run_id: str, cell_id: str, results_dir: Path, cache_dir: Path) -> None:
       evalkit cell --run 20261203-120000-demo --cell dp8-piecewise-fixoff
     """
     from evalkit.errors import Interrupted
+    from evalkit.run.api import run_one_cell
     from evalkit.run.progress import PlainProgress
-    from evalkit.run.runner import run_one_cell
 
     try:
         record = run_one_cell(results_dir, run_id, cell_id, cache_dir, PlainProgress())

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -15,7 +13,6 @@ from evalkit.cli._common import (EXIT_CODES_HELP, _Command, cache_dir_option, co
                                  results_dir_option)
 from evalkit.cli.plan import plan
 from evalkit.cli.report import show_run
-from evalkit.errors import EXIT_INTERRUPTED
 
 
 @click.command(cls=_Command, epilog=EXIT_CODES_HELP)
@@ -58,12 +55,13 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
       evalkit matrix --resume latest                      # after Ctrl-C or a crash
       evalkit matrix --config my.yaml --base-url http://127.0.0.1:8000   # a running server
     """
+    from evalkit.run.api import MatrixRequest, run_matrix
     from evalkit.run.progress import make_progress
 
     if dry_run:
         ctx.invoke(plan, model=model, config_path=config_path, only=only, results_dir=results_dir, cache_dir=cache_dir)
         return
-    request = dict(
+    request = MatrixRequest(
         model=model, config_path=config_path, only=only, limit=limit, run_id=run_id, resume=resume_run,
         results_dir=results_dir, cache_dir=cache_dir, base_url=base_url, executor=executor, max_parallel=max_parallel,
         lock_file=lock_file, lock=not no_lock, history_db=history_db, history=not no_history,
@@ -71,19 +69,20 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     )
     progress = make_progress(quiet, stderr=as_json)
     try:
-        run_path, summary, interrupted = _run_matrix(progress=progress, **request)  # type: ignore[arg-type]
+        outcome = run_matrix(request, progress)
     finally:
         progress.close()
-    if interrupted:
-        click.echo(f"interrupted: finished cells kept; continue with: evalkit matrix --resume {run_path.name}", err=True)
+    if outcome.interrupted:
+        click.echo("interrupted: finished cells kept; continue with: evalkit matrix --resume "
+                   f"{outcome.run_path.name}", err=True)
     if as_json:
-        show_run(summary, run_path, "json")
+        show_run(outcome.summary, outcome.run_path, "json")
     elif not quiet:
-        show_run(summary, run_path, "terminal")
-        console().print(f"results: {run_path}")
+        show_run(outcome.summary, outcome.run_path, "terminal")
+        console().print(f"results: {outcome.run_path}")
     if notify:
-        _notify(notify, run_path / "table.md", summary["exit_code"])
-    sys.exit(EXIT_INTERRUPTED if interrupted else summary["exit_code"])
+        _notify(notify, outcome.run_path / "table.md", outcome.summary["exit_code"])
+    sys.exit(outcome.exit_code)
 
 
 def _notify(command: str, markdown_path: Path, exit_code: int) -> None:
@@ -99,67 +98,3 @@ def _notify(command: str, markdown_path: Path, exit_code: int) -> None:
     if done.returncode != 0:
         click.echo(f"warning: --notify {argv[0]} exited with {done.returncode}", err=True)
 
-
-def _run_matrix(*, model: str | None, config_path: Path | None, only: tuple[str, ...], limit: int | None,
-                run_id: str | None, resume: str | None, results_dir: Path, cache_dir: Path, base_url: str | None,
-                executor: str | None, max_parallel: int | None, lock_file: Path, lock: bool,
-                history_db: Path | None, history: bool, command_line: tuple[str, ...],
-                progress: Any) -> tuple[Path, dict[str, Any], bool]:
-    """Interim, until evalkit.run.api.run_matrix lands (same arguments as its MatrixRequest):
-    resume, the --base-url cell, options, lock, run, summary.json, table.md, history."""
-    from contextlib import nullcontext
-
-    from evalkit.cli._common import load
-    from evalkit.errors import ConfigError, Interrupted
-    from evalkit.matrix import Cell, baseline_cell, expand, select
-    from evalkit.render import report
-    from evalkit.run import runner
-    from evalkit.run.lock import DeviceLock
-    from evalkit.store import RunStore, atomic_write_text, check_run_id, history as hist, new_run_id, read_json
-    from evalkit.store import resolve_run, write_json
-    from evalkit.verdicts import summarize
-
-    if resume:
-        run_path = resolve_run(results_dir, resume)
-        previous = read_json(run_path / "run.json")
-        config, path = load(None, config_path or Path(previous["config_path"]))
-        if runner.redacted_snapshot(config) != previous["config"]:
-            raise ConfigError(f"{path}: changed since run {previous['run_id']} started; start a new run instead of --resume")
-        run_id, limit, only = run_path.name, previous.get("limit"), tuple(previous.get("only") or ())
-        results_dir = run_path.parent
-    else:
-        config, path = load(model, config_path)
-    if base_url:
-        from urllib.parse import urlparse
-
-        if urlparse(base_url).path.strip("/"):
-            raise ConfigError(f"--base-url {base_url}: give the server root (e.g. http://127.0.0.1:8000), not an endpoint")
-        cells = [Cell("external", {}, config.engine.settings, (), {}, None)]
-        config = config.model_copy(update={"axes": {}, "baseline": None, "ab": None, "exclude": []})
-    else:
-        every_cell = expand(config)
-        baseline_cell(every_cell, config)  # a baseline that is not a cell is bad input, caught now
-        cells = select(every_cell, only, config)
-    options = runner.RunOptions(
-        results_dir=results_dir, cache_dir=cache_dir, run_id=check_run_id(run_id or new_run_id(path.stem)),
-        limit=limit, base_url=base_url, command_line=list(command_line),
-        max_parallel=max_parallel or (config.devices.count if config.devices else 1), resume=bool(resume),
-        only=list(only), executor=executor or config.executor.kind,
-    )
-    needs_lock = (lock and not base_url and options.executor == "local"
-                  and (config.devices is not None or config.engine.profile != "sim"))
-    history_path = history_db or hist.default_db_path(results_dir)
-    on_cell_done = hist.cell_recorder(history_path, results_dir, options.run_id) if history else None
-    interrupted = False
-    try:
-        with DeviceLock(lock_file, options.run_id) if needs_lock else nullcontext():
-            store = runner.run_matrix(config, path, cells, options, progress, on_cell_done=on_cell_done)
-    except Interrupted:
-        interrupted = True
-        store = RunStore(results_dir, options.run_id)
-    summary = summarize(store.path, config)
-    write_json(store.path / "summary.json", summary)
-    atomic_write_text(store.path / "table.md", report.markdown(summary, report.load_details(store.path, summary)))
-    if history:
-        hist.record_finished_run(history_path, store.path)
-    return store.path, summary, interrupted
