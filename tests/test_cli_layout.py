@@ -55,3 +55,10 @@ def test_an_expected_error_is_one_line_and_its_class_exit_code() -> None:
 def test_history_without_a_model_names_the_recorded_models(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["history", "--db", str(tmp_path / "h.db")])
     assert (result.exit_code, result.output) == (2, "error: give --model NAME; recorded models: none yet\n")
+
+
+def test_format_choices_are_the_renderers_formats() -> None:
+    from evalkit.cli._common import FORMATS
+    from evalkit.render import FORMATS as RENDERERS
+
+    assert FORMATS == list(RENDERERS)

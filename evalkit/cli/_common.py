@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES.items())
 """The exit-code table of `evalkit --help` and `evalkit matrix --help`, from evalkit.errors.EXIT_CODES."""
 
+FORMATS = ["terminal", "markdown", "csv", "json"]
+"""`report` and `compare` --format choices: evalkit.render.FORMATS's keys (not imported here: the CLI
+starts without the renderers)."""
+
 Decorator = Callable[[Any], Any]
 
 
@@ -42,6 +46,12 @@ def console(stderr: bool = False) -> Console:
     """A wide console even without a TTY (CI logs, cron mail), so tables do not fold into columns."""
     out = Console(stderr=stderr)
     return out if out.is_terminal else Console(stderr=stderr, width=200)
+
+
+def echo_output(text: str | None) -> None:
+    """A renderer's document on stdout as is (it ends in a newline); None: it printed itself."""
+    if text is not None:
+        click.echo(text, nl=False)
 
 
 def load(model: str | None, config_path: Path | None) -> tuple[MatrixConfig, Path]:

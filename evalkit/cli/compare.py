@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 
-from evalkit.cli._common import _Command, console, results_dir_option
-from evalkit.cli.report import FORMATS
+from evalkit.cli._common import FORMATS, _Command, console, echo_output, results_dir_option
 
 
 @click.command(cls=_Command)
@@ -35,13 +33,6 @@ def compare(run_a: str, run_b: str, fmt: str, results_dir: Path) -> None:
 
 def show_comparison(result: dict[str, Any], fmt: str) -> None:
     """Print a run comparison on stdout in one of FORMATS."""
-    from evalkit.render import report as render
+    from evalkit.render import render_compare
 
-    if fmt == "json":
-        click.echo(json.dumps(result, indent=2))
-    elif fmt == "csv":
-        click.echo(render.compare_csv(result), nl=False)
-    elif fmt == "markdown":
-        click.echo(render.compare_markdown(result), nl=False)
-    else:
-        render.compare_terminal(result, console())
+    echo_output(render_compare(result, fmt, console=console()))

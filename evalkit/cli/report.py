@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 
-from evalkit.cli._common import _Command, console, results_dir_option
-
-FORMATS = ["terminal", "markdown", "csv", "json"]
-
+from evalkit.cli._common import FORMATS, _Command, console, echo_output, results_dir_option
 
 @click.command(cls=_Command)
 @click.argument("run", default="latest")
@@ -40,13 +36,6 @@ def report(run: str, fmt: str, results_dir: Path) -> None:
 
 def show_run(summary: dict[str, Any], run_path: Path, fmt: str) -> None:
     """Print a run's summary on stdout in one of FORMATS (also `evalkit matrix`'s report)."""
-    from evalkit.render import report as render
+    from evalkit.render import render
 
-    if fmt == "json":
-        click.echo(json.dumps(summary, indent=2))
-    elif fmt == "csv":
-        click.echo(render.csv(summary), nl=False)
-    elif fmt == "markdown":
-        click.echo(render.markdown(summary, render.load_details(run_path, summary)), nl=False)
-    else:
-        render.terminal(summary, console(), render.load_details(run_path, summary))
+    echo_output(render(summary, fmt, run_path, console=console()))
