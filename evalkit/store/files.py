@@ -26,18 +26,22 @@ from typing import IO, Any
 
 from evalkit.errors import ConfigError
 
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+"""A whole run id (fullmatch: `$` would accept a trailing newline)."""
 
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write `text` to `path` so that no reader ever sees a partial file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # only left when the write failed
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -54,11 +58,14 @@ def jsonl_writer(path: Path) -> Iterator[IO[str]]:
     """A JSONL file that appears under its name only once it is complete."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        yield f
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # only left when the block or the write failed
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
@@ -86,13 +93,13 @@ def read_run_cells(run_path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]
 
 
 def check_run_id(run_id: str) -> str:
-    if not RUN_ID_PATTERN.match(run_id) or ".." in run_id:
+    if not RUN_ID_PATTERN.fullmatch(run_id) or ".." in run_id:
         raise ConfigError(f"run id {run_id!r}: use letters, digits, '-', '_' and '.' only (no '/' or '..')")
     return run_id
 
 
 def new_run_id(model: str) -> str:
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-.") or "run"
+    safe = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9_.-]+", "-", model)).strip("-.") or "run"
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{safe}"
 
 
@@ -142,9 +149,12 @@ def resolve_run(results_dir: Path, ref: str) -> Path:
         if not runs:
             raise ConfigError(f"{results_dir}: no runs yet")
         return max(runs, key=lambda p: (p.stat().st_mtime, p.parent.name)).parent
-    candidate = Path(ref)
-    if not (candidate / "run.json").is_file():
-        candidate = results_dir / check_run_id(ref)
-    if not (candidate / "run.json").is_file():
-        raise ConfigError(f"{ref}: not a run (no run.json in {candidate})")
-    return candidate
+    as_path = Path(ref)
+    if as_path.is_absolute() or len(as_path.parts) > 1:  # a path: only that folder
+        candidates = [as_path]
+    else:  # an id: the results folder first, so a same-named folder in the cwd never shadows it
+        candidates = [results_dir / check_run_id(ref), as_path]
+    for candidate in candidates:
+        if (candidate / "run.json").is_file():
+            return candidate
+    raise ConfigError(f"{ref}: not a run (no run.json in {candidates[0]})")
