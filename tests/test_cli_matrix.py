@@ -1,0 +1,50 @@
+"""`evalkit matrix` as a thin command: options become a MatrixRequest, the outcome is printed and is the exit code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from evalkit.cli import main
+from evalkit.run import api
+from evalkit.run.api import MatrixOutcome, MatrixRequest
+
+
+@pytest.fixture
+def requests(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[MatrixRequest]:
+    """run_matrix replaced by one that records its request and reports an interrupted run."""
+    seen: list[MatrixRequest] = []
+
+    def fake(request: MatrixRequest, progress: Any = None) -> MatrixOutcome:
+        seen.append(request)
+        return MatrixOutcome(tmp_path / "r7", {"exit_code": 0, "cells": []}, interrupted=True)
+
+    monkeypatch.setattr(api, "run_matrix", fake)
+    return seen
+
+
+def test_options_become_the_request(requests: list[MatrixRequest]) -> None:
+    CliRunner().invoke(main, ["matrix", "-m", "demo", "--only", "graph=full", "--limit", "5", "--no-lock",
+                              "--no-history", "--executor", "slurm", "--max-parallel", "2", "--json"])
+    (request,) = requests
+    assert (request.model, request.only, request.limit, request.executor, request.max_parallel) == (
+        "demo", ("graph=full",), 5, "slurm", 2)
+    assert not request.lock and not request.history and request.resume is None
+    assert request.results_dir == Path("results") and request.command_line[0] == "evalkit"
+
+
+def test_an_interrupted_run_says_how_to_resume_and_exits_130(requests: list[MatrixRequest]) -> None:
+    result = CliRunner().invoke(main, ["matrix", "--resume", "r7", "--json"])
+    assert result.exit_code == 130 and requests[0].resume == "r7"
+    assert result.stderr == "interrupted: finished cells kept; continue with: evalkit matrix --resume r7\n"
+    assert json.loads(result.stdout) == {"exit_code": 0, "cells": []}
+
+
+def test_dry_run_prints_the_plan_and_runs_nothing(requests: list[MatrixRequest]) -> None:
+    result = CliRunner().invoke(main, ["matrix", "-m", "demo", "--dry-run"])
+    assert result.exit_code == 0 and result.output.startswith("# ") and "argv:" in result.output
+    assert requests == []
