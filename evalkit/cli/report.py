@@ -9,6 +9,7 @@ import click
 
 from evalkit.cli._common import FORMATS, _Command, console, echo_output, results_dir_option
 
+
 @click.command(cls=_Command)
 @click.argument("run", default="latest")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal",
