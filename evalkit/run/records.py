@@ -48,6 +48,9 @@ class _Record(BaseModel):
         return self.model_dump(exclude_unset=True)
 
 
+_F = TypeVar("_F", bound="_File")
+
+
 class _File(_Record):
     """A whole file: versioned, loaded from and dumped to JSON."""
 
@@ -70,9 +73,6 @@ class _File(_Record):
             raise ConfigError(f"{path}: schema_version {record.schema_version} is newer than this evalkit's "
                               f"{SCHEMA_VERSION}; upgrade evalkit")
         return record
-
-
-_F = TypeVar("_F", bound=_File)
 
 
 class CellError(_Record):
