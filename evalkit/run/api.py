@@ -50,14 +50,14 @@ class MatrixRequest:
     run_id: str | None = None
     """The run folder's name; default: timestamp-config name."""
     resume: str | None = None
-    """A run id, path or "latest": continue that run (same config, its limit and only)."""
+    """A run id, path or `latest`: continue that run (same config, its limit and only)."""
     results_dir: Path = Path("results")
     cache_dir: Path = Path(".evalkit-cache")
     """Engine source checkouts (bare clones and worktrees)."""
     base_url: str | None = None
-    """Evaluate a running server: one cell "external", no engine started."""
+    """Evaluate a running server: one cell `external`, no engine started."""
     executor: str | None = None
-    """"local" | "slurm"; default: the config's executor.kind."""
+    """`local` (this machine) or `slurm` (one job per cell); default: the config's executor.kind."""
     max_parallel: int | None = None
     """Cells side by side (with declared devices); default: as many as the devices allow."""
     lock_file: Path = Path("/tmp/evalkit-devices.lock")
@@ -90,7 +90,11 @@ class MatrixOutcome:
 
 def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> MatrixOutcome:
     """Load and check the config, plan the cells, preflight the executor, take the lock, run,
-    then write summary.json, table.md and the history; raises ConfigError/SourceError/LockHeld/EvalError for bad input before anything is created."""
+    then write summary.json, table.md and the history.
+
+    Raises ConfigError, SourceError, LockHeld or EvalError for bad input, before anything is
+    created. `progress` hears every cell's states (default: nothing is shown); the caller closes it.
+    """
     from evalkit.store import history
 
     config, config_path, request = _resolve(request)
