@@ -3,6 +3,8 @@ suggested thresholds are a valid config section."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import yaml
@@ -76,3 +78,65 @@ def test_the_snippet_is_a_thresholds_section_evalkit_accepts() -> None:
     assert rules[("repetition.collapse_rate", "max")].value == pytest.approx(0.035)
     assert "3.0% of 1319 questions flip" in text
     assert suggested(accuracy, flex, 0.01)[0] == {"metric": "gsm8k.flexible", "min": 0.925}
+
+
+CALIBRATE_CONFIG = """\
+model: sim/calibrate
+engine:
+  profile: sim
+  args: ["--sim-startup-seconds", "0.1", "--sim-seed", "3"]
+axes:
+  graph:
+    full: {settings: {graph_mode: FULL}}
+    piecewise: {settings: {graph_mode: PIECEWISE}}
+evals:
+  gsm8k: {num_fewshot: 1, num_concurrent: 16}
+  repetition: {count: 4, max_tokens: 600}
+thresholds:
+  - {metric: gsm8k.flexible, max_drop_ab: 0.02, alpha: 0.05}
+timeouts: {startup: 60, stop_grace: 5}
+"""
+
+
+def test_calibrate_runs_the_cell_n_times_and_prints_a_snippet_measured_from_them(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from evalkit.cli import main
+    from evalkit.store import read_json, read_jsonl
+
+    config = tmp_path / "cal.yaml"
+    config.write_text(CALIBRATE_CONFIG, encoding="utf-8")
+    args = ["calibrate", "--config", str(config), "--cell", "full", "--repeats", "2", "--limit", "40",
+            "--run-id", "cal", "--results-dir", str(tmp_path / "results"), "--quiet"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "results" / "cal"
+    marks = [{r["id"]: r["flexible-extract.correct"] for r in read_jsonl(folder / f"repeat-{i}" / "full" / "gsm8k.samples.jsonl")}
+             for i in (1, 2)]
+    flips = sum(marks[0][q] != marks[1][q] for q in marks[0]) / len(marks[0])
+    saved = read_json(folder / "calibrate.json")
+    flexible = next(m for m in saved["metrics"] if m["metric"] == "gsm8k.flexible")
+    assert flexible["n"] == 40 and flexible["flip_rate"] == pytest.approx(flips)
+    assert flexible["alpha"] == 0.05  # the config's alpha for that metric
+    assert flexible["detectable_drop"] == detectable_drop(40, flips, 0.05)
+    assert flexible["detectable_drop_full"] == detectable_drop(1319, flips, 0.05)
+    snippet = yaml.safe_load(result.stdout if hasattr(result, "stdout") else result.output)
+    rules = parse_config({"model": "m", "engine": {"profile": "sim"}, **snippet}, "snippet").thresholds
+    assert {t.metric for t in rules} == {"gsm8k.strict", "gsm8k.flexible", "repetition.collapse_rate"}
+    first = (folder / "repeat-1" / "summary.json").stat().st_mtime_ns
+    again = CliRunner().invoke(main, args)  # the same folder: finished repeats are kept, not run again
+    assert again.exit_code == 0 and (folder / "repeat-1" / "summary.json").stat().st_mtime_ns == first
+
+
+def test_calibrate_refuses_a_cell_the_config_does_not_have(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from evalkit.cli import main
+
+    config = tmp_path / "cal.yaml"
+    config.write_text(CALIBRATE_CONFIG, encoding="utf-8")
+    result = CliRunner().invoke(main, ["calibrate", "--config", str(config), "--cell", "eager", "--repeats", "2",
+                                       "--results-dir", str(tmp_path / "results")])
+    assert result.exit_code == 2
+    assert "--cell eager: not a cell of" in result.output and "(cells: full, piecewise)" in result.output
+    assert not (tmp_path / "results").exists()

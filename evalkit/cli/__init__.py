@@ -7,10 +7,19 @@ evalkit.errors.EXIT_CODES, printed at the end of `evalkit --help` (and in README
 
 from __future__ import annotations
 
+import os
+
 import click
+
+# The command line owns the terminal: lm-eval's own progress bars (one per task build and per
+# request batch, on stderr, not switchable per call) would drown evalkit's progress lines. tqdm
+# reads TQDM_* when it is first imported, so this is set before anything imports it. A library
+# user calling evalkit.run_matrix keeps their own tqdm settings.
+os.environ.setdefault("TQDM_DISABLE", "1")
 
 from evalkit import __version__
 from evalkit.cli._common import EXIT_CODES_HELP
+from evalkit.cli.calibrate import calibrate
 from evalkit.cli.cell import cell
 from evalkit.cli.compare import compare
 from evalkit.cli.detect import detect
@@ -43,3 +52,4 @@ main.add_command(detect)
 main.add_command(report)
 main.add_command(compare)
 main.add_command(history)
+main.add_command(calibrate)

@@ -168,6 +168,8 @@ class Eval:
     metrics: ClassVar[tuple[MetricSpec, ...]]
     default_enabled: ClassVar[bool] = True
     """Runs when a config does not mention it (the built-ins); otherwise only when configured."""
+    size: ClassVar[int | None] = None
+    """Questions of a full run (GSM8K: 1319), where fixed: what `--limit` is a part of."""
     csv_fields: ClassVar[tuple[str, ...]] = ()
     """Flat metrics in the CSV report, besides the compared ones (a `_ci95` pair is split in two)."""
 

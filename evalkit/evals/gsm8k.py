@@ -309,6 +309,7 @@ class GSM8K(Eval):
 
     name = "gsm8k"
     title = "GSM8K"
+    size = GSM8K_TEST_SIZE
     settings = GSM8KSettings
     metrics = (
         MetricSpec("gsm8k.strict", "GSM8K strict", Comparison.PAIRED, mark_field="strict-match.correct",
