@@ -1,0 +1,82 @@
+"""Recall and false positives of the collapse detector per suite category, as a table.
+
+    python3 tests/data/detector/rates.py [--signals] [--stream] [--suites DIR] [--set NAME=VALUE ...]
+
+Judges every text of positives.jsonl and negatives.jsonl with ``analyze`` (the pieces given,
+as tests/test_detector_suites.py does) and prints, per category, how many were flagged.
+``--signals`` adds which rules fired on each flagged negative and missed positive;
+``--stream`` feeds every sample in seeded random chunks of 1-160 tokens (the suite test's
+schedule) and adds the healthy texts aborted while streaming and the early-abort savings.
+The detector is the one ``import evalkit`` finds: put another checkout first on PYTHONPATH
+to measure it on the same suites. ``--set`` overrides a DetectorSettings field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from evalkit.evals.detector import DetectorSettings, StreamingDetector, analyze
+from evalkit.evals.detector._text import piece_ids, split_pieces
+
+HERE = Path(__file__).resolve().parent
+
+
+def load(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n")[:-1]]  # texts hold U+2028
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suites", type=Path, default=HERE)
+    parser.add_argument("--signals", action="store_true")
+    parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE")
+    args = parser.parse_args()
+    settings = DetectorSettings(**dict(item.split("=", 1) for item in args.set))
+    rng = np.random.default_rng(1596)
+    saved: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for name in ("positives", "negatives"):
+        counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+        notes = []
+        for row in load(args.suites / f"{name}.jsonl"):
+            pieces = split_pieces(row["text"])
+            tokens = piece_ids(pieces)
+            a = analyze(tokens, finish_reason=row["finish_reason"], pieces=pieces, settings=settings)
+            c = counts[row["category"]]
+            c[0] += a.collapsed
+            c[1] += 1
+            if args.signals and a.collapsed == (name == "negatives"):
+                notes.append(f"    {row['id']:34s} {row['finish_reason']:6s} {len(tokens):5d} tokens {','.join(a.evidence.signals)}")
+            if args.stream:
+                d, i = StreamingDetector(settings), 0
+                while i < len(tokens) and not d.feed(tokens[i : i + (size := int(rng.integers(1, 161)))], pieces[i : i + size]):
+                    i += size
+                c[2] += d.aborted_at is not None
+                if args.signals and name == "negatives" and d.aborted_at is not None:
+                    notes.append(f"    {row['id']:34s} aborted at token {d.aborted_at}")
+                if name == "positives" and row["finish_reason"] == "length":
+                    onset = len(split_pieces(row["text"][: row["loop_start"]]))
+                    stop = d.aborted_at if d.aborted_at is not None else len(tokens)
+                    saved[row["category"]][0] += len(tokens) - stop
+                    saved[row["category"]][1] += len(tokens) - onset
+        label = "recall" if name == "positives" else "flagged"
+        print(f"{name}: {label} per category" + ("  (aborted while streaming)" if args.stream else ""))
+        for category, (hits, total, aborted) in counts.items():
+            print(f"  {category:22s} {hits:3d}/{total:<3d} {hits / total:6.1%}" + (f"  ({aborted})" if args.stream else ""))
+        hits, total = sum(c[0] for c in counts.values()), sum(c[1] for c in counts.values())
+        print(f"  {'all':22s} {hits:3d}/{total:<3d} {hits / total:6.1%}" + (f"  ({sum(c[2] for c in counts.values())})" if args.stream else ""))
+        print("\n".join(notes))
+    if args.stream:
+        print("early-abort savings (tokens after the abort / tokens after the onset, positives cut at max_tokens):")
+        for category, (kept, spent) in saved.items():
+            print(f"  {category:22s} {kept / spent:6.1%}")
+        print(f"  {'all':22s} {sum(k for k, _ in saved.values()) / sum(s for _, s in saved.values()):6.1%}")
+
+
+if __name__ == "__main__":
+    main()
