@@ -13,6 +13,7 @@ import numpy as np
 from . import _kernels as K
 from ._bounds import RuleBounds
 from ._settings import DEFAULT_SETTINGS, DetectorSettings
+from ._symbols import factorize
 from ._text import piece_ids, split_pieces
 
 Verdict = Literal["collapsed", "healthy"]
@@ -29,7 +30,12 @@ _UNIT_IDS = 64  # the repeated unit is shown up to this many tokens
 
 @dataclass(frozen=True)
 class Metrics:
-    """Numbers measured on every sample, collapsed or not (compare cells on these)."""
+    """Numbers measured on every sample, collapsed or not (compare cells on these).
+
+    Periods, tails and spans are found on the text with its runs merged (see ``_symbols``: a
+    run of a unit of at most ``run_unit`` tokens counts as one symbol) and given here in
+    tokens; rates are over symbols. For a text without runs the two are the same.
+    """
 
     n_tokens: int
     finish_reason: str | None
@@ -49,9 +55,10 @@ class Metrics:
     """Length of the highest CUSUM excursion anywhere in the text."""
     recurrent_span_rate: float
     recurring_ngram_rate: float
-    """Fraction of all n-grams that recurred within ``recurrence_lookback`` tokens."""
+    """Fraction of all n-grams (of symbols) that recurred within ``recurrence_lookback`` symbols."""
     longest_run: int
-    """Longest run of one token."""
+    """Tokens of the longest run of one unit of at most ``run_unit`` tokens repeated at least
+    ``run_copies`` times (0: none)."""
     seq_rep: float
     """seq-rep-n = 1 - distinct n-grams / n-grams, n = ``seq_rep_n`` (0.0 below n tokens)."""
     distinct_1: float
@@ -73,8 +80,8 @@ class Evidence:
     """Rules that fired: periodic_tail, near_periodic_tail, recurrent_tail, recurrent_span,
     token_run."""
     period: int
-    """Length of the repeated unit (for a loop without a fixed period: the most common
-    distance between recurring n-grams)."""
+    """Length of the repeated unit in tokens (for a loop without a fixed period: the most
+    common distance between recurring n-grams)."""
     onset: int | None
     """Token index where the loop starts."""
     loop_tokens: int
@@ -108,11 +115,14 @@ class Analysis:
 
 @dataclass(frozen=True)
 class Measure:
-    """What the rules look at; computed the same way on a whole text and on a stream's tail."""
+    """What the rules look at; computed the same way on a whole text and on a stream's tail.
+
+    Everything but ``run`` is counted in symbols (the text with its runs merged, see
+    ``_symbols``), ``run`` in tokens."""
 
     n: int
     x: np.ndarray
-    """The tokens mixed to uint64 (see ``_kernels.mix``)."""
+    """The symbols (uint64, well spread: tokens mixed by ``_kernels.mix``, or run hashes)."""
     tail_period: int
     tail_period_tokens: int
     near: tuple[tuple[int, int, int], ...]
@@ -123,18 +133,18 @@ class Measure:
     span_start: int
     span_end: int
     run: int
-    run_start: int
+    """Tokens of the longest run of a short unit (see ``Symbols.longest_run``)."""
     distance: np.ndarray
-    """Distance back to the previous occurrence of the n-gram ending at each token (0: none)."""
+    """Distance back to the previous occurrence of the n-gram ending at each symbol (0: none)."""
     recurring: np.ndarray
 
 
-def measure(tokens: np.ndarray, s: DetectorSettings) -> Measure:
-    """Rule inputs for ``tokens``. On a window of a longer text every quantity is a lower bound
-    of the whole text's value (less history can only hide repetition), which is what makes an
-    early abort imply the whole-text verdict."""
-    n = len(tokens)
-    x = K.mix(tokens)
+def measure(x: np.ndarray, s: DetectorSettings, run: int = 0) -> Measure:
+    """Rule inputs for the symbols ``x`` (a whole text's, or the last symbols of a stream) and
+    ``run``, the longest run among them. On the last symbols of a longer text every quantity
+    is a lower bound of the whole text's value (less history can only hide repetition), which
+    is what makes an early abort imply the whole-text verdict."""
+    n = len(x)
     rev = x[::-1]
     period, period_tokens = K.select_period(rev, K.periodic_coverage(rev, s.max_period), s.min_repeats)
 
@@ -160,7 +170,6 @@ def measure(tokens: np.ndarray, s: DetectorSettings) -> Measure:
     span_end = int(np.argmax(score))
     span_score = int(score[span_end])
     span_start = K.last_zero_before(score, span_end) if span_score > 0 else span_end
-    run, run_start = K.longest_run(x)
     return Measure(
         n=n,
         x=x,
@@ -173,7 +182,6 @@ def measure(tokens: np.ndarray, s: DetectorSettings) -> Measure:
         span_start=span_start,
         span_end=span_end,
         run=run,
-        run_start=run_start,
         distance=distance,
         recurring=recurring,
     )
@@ -212,8 +220,9 @@ def _dominant_distance(m: Measure, start: int, end: int) -> int:
     return int(np.argmax(np.bincount(d))) if d.size else 0
 
 
-def _loop_extent(m: Measure, signals: tuple[str, ...], s: DetectorSettings, near_loop_tokens: float) -> tuple[int, int, int]:
-    """(period, onset, end) of the loop the signals describe; the tail signals first."""
+def _loop_extent(m: Measure, signals: tuple[str, ...], s: DetectorSettings, near_loop_tokens: float) -> tuple[int, int, int] | None:
+    """(period, onset, end) in symbols of the loop the tail or span signals describe, the tail
+    signals first; None when only the run rule fired."""
     n = m.n
     onsets: list[tuple[int, int]] = []  # (onset, period) for each tail signal that fired
     if "periodic_tail" in signals:
@@ -230,7 +239,7 @@ def _loop_extent(m: Measure, signals: tuple[str, ...], s: DetectorSettings, near
     if "recurrent_span" in signals:
         end = m.span_end + 1
         return _dominant_distance(m, m.span_start, end), _back_to_first_copy(m, _excursion_start(m, m.span_end), s), end
-    return 1, m.run_start, m.run_start + m.run
+    return None
 
 
 _ONSET_RATE = 0.5
@@ -296,29 +305,41 @@ def analyze(
     if pieces is not None and len(pieces) != len(t):
         raise ValueError(f"{len(pieces)} pieces for {len(t)} tokens")
     s = settings
-    m = measure(t, s)
+    x = K.mix(t)
+    sym = factorize(x, s.run_unit, s.run_copies)
+    m = measure(sym.values, s, sym.longest_run)
     natural_end = finish_reason in NATURAL_FINISH_REASONS
     signals = fired_rules(m, s, natural_end=natural_end, scale=1.0)
     near_loop_tokens = s.min_near_loop_tokens * (s.natural_end_factor if natural_end else 1.0)
 
     n = len(t)
-    x = m.x
+    edge = np.zeros(m.n + 1, dtype=np.int64)  # edge[k]: token where symbol k starts
+    np.cumsum(sym.lengths, out=edge[1:])
+
+    def after(k: int) -> int:  # tokens from symbol k to the end of the text
+        return n - int(edge[k])
+
+    def width(k: int, count: int) -> int:  # tokens of ``count`` symbols from symbol k
+        return int(edge[min(m.n, k + count)] - edge[k])
+
     near_p, near_cov, near_matches = _near_best(m, near_loop_tokens)
-    tail_len = n - m.tail_start
+    tail_start = m.n - m.tail_period_tokens
+    near_start = m.n - near_cov
+    tail_len = m.n - m.tail_start
     span_len = m.span_end + 1 - m.span_start if m.span_score > 0 else 0
-    ngrams = max(0, n - s.recurrence_ngram + 1)
+    ngrams = max(0, m.n - s.recurrence_ngram + 1)
     ratio, basis = _compression(t, pieces)
     metrics = Metrics(
         n_tokens=n,
         finish_reason=finish_reason,
-        tail_period=m.tail_period,
-        tail_period_tokens=m.tail_period_tokens,
-        near_period=near_p,
-        near_period_tokens=near_cov,
+        tail_period=width(tail_start, m.tail_period) if m.tail_period else 0,
+        tail_period_tokens=after(tail_start) if m.tail_period else 0,
+        near_period=width(near_start, near_p) if near_cov else 0,
+        near_period_tokens=after(near_start) if near_cov else 0,
         near_period_match_rate=near_matches / (near_cov - near_p) if near_cov else 0.0,
-        recurrent_tail_tokens=tail_len,
+        recurrent_tail_tokens=after(m.tail_start) if tail_len else 0,
         recurrent_tail_rate=float(m.recurring[m.tail_start :].mean()) if tail_len else 0.0,
-        recurrent_span_tokens=span_len,
+        recurrent_span_tokens=width(m.span_start, span_len) if span_len else 0,
         recurrent_span_rate=float(m.recurring[m.span_start : m.span_end + 1].mean()) if span_len else 0.0,
         recurring_ngram_rate=int(np.count_nonzero(m.recurring)) / ngrams if ngrams else 0.0,
         longest_run=m.run,
@@ -330,14 +351,24 @@ def analyze(
     )
     if not signals:
         return Analysis(verdict="healthy", metrics=metrics, evidence=NO_EVIDENCE)
-    period, onset, end = _loop_extent(m, signals, s, near_loop_tokens)
-    unit = t[onset : onset + min(period, _UNIT_IDS)]
+    extent = _loop_extent(m, signals, s, near_loop_tokens)
+    if extent is None:  # only the run rule: the longest run, the open one if it is longest
+        runs = np.flatnonzero(sym.units)
+        k = int(runs[np.argmax(sym.lengths[runs])]) if runs.size else m.n
+        if k == m.n or sym.open_run[0] >= sym.lengths[k]:
+            period, onset, end = sym.open_run[1], int(edge[m.n]), n
+        else:
+            period, onset, end = int(sym.units[k]), int(edge[k]), int(edge[k + 1])
+    else:
+        unit, first, last = extent
+        period, onset, end = width(first, unit), int(edge[first]), n if last == m.n else int(edge[last])
+    unit_ids = t[onset : onset + min(period, _UNIT_IDS)]
     evidence = Evidence(
         signals=signals,
         period=period,
         onset=onset,
         loop_tokens=end - onset,
-        unit_ids=tuple(int(u) for u in unit),
+        unit_ids=tuple(int(u) for u in unit_ids),
         unit_text="".join(pieces[onset : onset + period])[:EXCERPT_CHARS] if pieces is not None else None,
         excerpt=_excerpt(t, pieces, onset),
     )
@@ -356,10 +387,12 @@ def is_collapsed(
     recurring n-grams), so a verdict costs a fraction of :func:`analyze`.
     """
     t = np.asarray(tokens, dtype=np.int64)
-    if not RuleBounds(settings, scale=1.0).may_fire(t, len(t)):
+    sym = factorize(K.mix(t), settings.run_unit, settings.run_copies)
+    if not RuleBounds(settings, scale=1.0).may_fire(sym.values, len(sym.values), 0, sym.longest_run):
         return False
     natural_end = finish_reason in NATURAL_FINISH_REASONS
-    return bool(fired_rules(measure(t, settings), settings, natural_end=natural_end, scale=1.0))
+    m = measure(sym.values, settings, sym.longest_run)
+    return bool(fired_rules(m, settings, natural_end=natural_end, scale=1.0))
 
 
 def analyze_text(

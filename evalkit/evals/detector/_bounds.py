@@ -1,7 +1,8 @@
 """Cheap upper bounds of the detector's rule inputs: where no rule can hold, skip measuring.
 
 Used by :class:`StreamingDetector` before each check of a stream and by :func:`is_collapsed`
-before measuring a whole text.
+before measuring a whole text. They read the symbols of ``_symbols`` (runs merged), as the
+tail rules do.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ._settings import DetectorSettings
 
 
 class RuleBounds:
-    """Upper bounds of what the verdict rules of a cut generation measure, token by token.
+    """Upper bounds of what the verdict rules of a cut generation measure, symbol by symbol.
 
     ``scale`` multiplies the token thresholds as :func:`fired_rules` does (the early-abort
     margin; 1.0 for the verdict itself). A natural end only raises thresholds, so the bounds
@@ -23,22 +24,27 @@ class RuleBounds:
 
     A check of the window (``measure``, ~150 us of numpy calls) costs the same for 64
     tokens as for 2,000, so checking a long healthy stream every 64 tokens costs more than
-    reading it. Every rule needs many recurring n-grams near the end of the text, and the
-    recurring flags of the new tokens are cheap to get, so before each check we ask whether
+    reading it. Every tail rule needs many recurring n-grams near the end of the text, and the
+    recurring flags of the new symbols are cheap to get, so before each check we ask whether
     any rule *could* hold, and skip the check when none can. The bounds use the flags over the
-    whole history (n-gram seen within ``recurrence_lookback`` tokens), which are >= the flags
+    whole history (n-gram seen within ``recurrence_lookback`` symbols), which are >= the flags
     inside any window, and every rule is treated as at least as weak as it is:
 
     * periodic tail with ``L - p >= min_loop_tokens``: the n-grams ending in its last
-      ``L - p - (ngram - 1)`` tokens recur at distance ``p`` -> that many last flags all set;
-    * near-periodic tail over ``L >= min_near_loop_tokens`` compared tokens with at most
+      ``L - p - (ngram - 1)`` symbols recur at distance ``p`` -> that many last flags all set;
+    * near-periodic tail over ``L >= min_near_loop_tokens`` compared symbols with at most
       ``(1 - min_match_rate) * L`` mismatches: each mismatch unsets at most ``ngram`` flags, so
       ``count(last L flags) >= (1 - ngram * (1 - rate)) * L - (ngram - 1)`` for some such L
       (a CUSUM of the flags gives the best L at once);
     * recurrent tail: the window's CUSUM is <= the CUSUM of the whole-history flags;
-    * recurrent span and token run anywhere in the window: one that did not hold at the
-      previous check point (its window held all older tokens, with more history) must end
-      among the new tokens, so the whole-history CUSUM or a run must reach the threshold there.
+    * recurrent span anywhere in the window: one that did not hold at the previous check point
+      (its window held all older symbols, with more history) must end among the symbols that
+      were not final then, so the whole-history CUSUM must reach the threshold there;
+    * run: one that did not reach ``max_run`` at the previous check point reaches into the
+      tokens received since, and the caller passes the longest such run.
+
+    A stream's last few symbols are not final yet (see ``_symbols``): the bounds keep the
+    final ones and count ``pending`` more whose flags are taken as set, which only raises them.
 
     So a rule that first holds at a check point always passes :meth:`may_fire` there: the
     streaming check aborts at the same token as without it, and a text for which it is False
@@ -55,60 +61,63 @@ class RuleBounds:
         self._near_tokens = math.ceil(s.min_near_loop_tokens * scale)
         recur_rate = round(s.recurrence_rate * 1000)
         self._rates = np.array([[recur_rate], [self._near_rate]], dtype=np.int64)
-        per_token = 1000 - recur_rate
-        self._tail_score = per_token * s.min_recurrent_tokens * scale
-        self._span_score = per_token * s.min_recurrent_span_tokens * scale
+        self._gain = 1000 - recur_rate
+        self._tail_score = self._gain * s.min_recurrent_tokens * scale
+        self._span_score = self._gain * s.min_recurrent_span_tokens * scale
         self._run = math.ceil(s.max_run * scale)
-        self._done = 0  # tokens whose flag is known
-        self._hashes = np.zeros(1024, dtype=np.uint64)  # n-gram hash by the n-gram's last token
+        self._done = 0  # final symbols whose flag is known
+        self._hashes = np.zeros(1024, dtype=np.uint64)  # n-gram hash by the n-gram's last symbol
         self._count = np.zeros(1025, dtype=np.int64)  # _count[i]: flags set among the first i
-        self._near = np.zeros(1024, dtype=np.int64)  # near-periodic-bound CUSUM at each token
-        self._recur = 0  # recurrence CUSUM (whole-history flags) at the last token
+        self._near = np.zeros(1024, dtype=np.int64)  # near-periodic-bound CUSUM at each symbol
+        self._recur = 0  # recurrence CUSUM (whole-history flags) at the last final symbol
 
-    def may_fire(self, tokens: np.ndarray, n: int) -> bool:
-        """Take tokens ``[done, n)`` into the bounds; False when no abort rule can hold at n."""
-        m, ng = self._done, self._ng
-        if n <= m:
-            return False  # no new token: no rule can start to hold
-        self._grow(n)
-        flags = np.zeros(n - m, dtype=bool)
-        first = max(m, ng - 1)  # the first n-gram ends at token ng - 1
-        if n > first:
-            self._hashes[first:n] = K.ngram_hashes(K.mix(tokens[first - ng + 1 : n]), ng)
-            start = max(ng - 1, first - self._lookback)
-            distance = K.previous_distance(self._hashes[start:n])[first - start :]
-            flags[first - m :] = (distance > 0) & (distance <= self._lookback)
-        self._count[m + 1 : n + 1] = self._count[m] + np.cumsum(flags)
-        # Both CUSUMs in one pass: row 0 the recurrence rule's, row 1 the near-periodic bound's.
-        start = np.array([[self._recur], [self._near[m - 1] if m else 0]], dtype=np.int64)
-        scores = _cusum_from(start, flags, self._rates)
-        self._recur = int(scores[0, -1])
-        self._near[m:n] = scores[1]
-        self._done = n
+    def may_fire(self, symbols: np.ndarray, final: int, pending: int, run: int) -> bool:
+        """Take the final symbols ``[done, final)`` of ``symbols`` into the bounds; False when no
+        abort rule can hold on a window that ends with them and ``pending`` symbols more, and
+        ``run`` (the longest run reaching into the tokens received since the last call) is short."""
+        m, n, ng = self._done, final, self._ng
+        if n > m:
+            self._grow(n)
+            flags = np.zeros(n - m, dtype=bool)
+            first = max(m, ng - 1)  # the first n-gram ends at symbol ng - 1
+            if n > first:
+                self._hashes[first:n] = K.ngram_hashes(symbols[first - ng + 1 : n], ng)
+                start = max(ng - 1, first - self._lookback)
+                distance = K.previous_distance(self._hashes[start:n])[first - start :]
+                flags[first - m :] = (distance > 0) & (distance <= self._lookback)
+            self._count[m + 1 : n + 1] = self._count[m] + np.cumsum(flags)
+            # Both CUSUMs in one pass: row 0 the recurrence rule's, row 1 the near-periodic bound's.
+            start_scores = np.array([[self._recur], [self._near[m - 1] if m else 0]], dtype=np.int64)
+            scores = _cusum_from(start_scores, flags, self._rates)
+            new_max = int(scores[0].max())
+            self._recur = int(scores[0, -1])
+            self._near[m:n] = scores[1]
+            self._done = n
+        else:
+            new_max = 0
+        end = self._recur + pending * self._gain  # the pending symbols taken as recurring
         return (
-            self._loop_flags <= 0
-            or (n >= self._loop_flags and self._count[n] - self._count[n - self._loop_flags] == self._loop_flags)
-            or self._near_possible(n)
-            or self._recur >= self._tail_score
-            or int(scores[0].max()) >= self._span_score
-            or self._run_possible(tokens, m, n)
+            run >= self._run
+            or self._loop_flags <= pending
+            or (n >= self._loop_flags - pending and self._count[n] - self._count[n - self._loop_flags + pending] == self._loop_flags - pending)
+            or self._near_possible(n, pending)
+            or end >= self._tail_score
+            or max(new_max, end) >= self._span_score
         )
 
-    def _run_possible(self, tokens: np.ndarray, m: int, n: int) -> bool:
-        """Whether a run of max_run equal tokens ends among the new tokens ``[m, n)``."""
-        if n < 2 or not (tokens[max(1, m) : n] == tokens[max(1, m) - 1 : n - 1]).any():
-            return False  # no token repeats its predecessor: no run reaches into the new tokens
-        return K.longest_run(tokens[max(0, m - self._run + 1) : n])[0] >= self._run
-
-    def _near_possible(self, n: int) -> bool:
-        """Whether the flags of some tail of >= near_tokens tokens reach the near-periodic bound."""
+    def _near_possible(self, n: int, pending: int) -> bool:
+        """Whether the flags of some tail of >= near_tokens symbols (the last ``pending`` of
+        them taken as set) reach the near-periodic bound."""
         if self._near_rate <= 0:
             return True  # the bound says nothing for such settings: always check
         length = self._near_tokens
-        if n <= length:
+        if length <= pending:
+            return True  # the tail would be pending symbols only: nothing to bound it with
+        if n + pending <= length:
             return False  # a near-periodic tail also needs its first unit before it
-        tail = 1000 * int(self._count[n] - self._count[n - length]) - self._near_rate * length
-        before = int(self._near[n - length - 1])  # best extension further back (>= 0)
+        known = length - pending  # final symbols among the last ``length``
+        tail = 1000 * (int(self._count[n] - self._count[n - known]) + pending) - self._near_rate * length
+        before = int(self._near[n - known - 1])  # best extension further back (>= 0)
         return tail + before >= -1000 * (self._ng - 1)
 
     def _grow(self, n: int) -> None:

@@ -181,16 +181,6 @@ def last_zero_before(score: np.ndarray, end: int) -> int:
     return int(zeros[-1]) + 1 if zeros.size else 0
 
 
-def longest_run(x: np.ndarray) -> tuple[int, int]:
-    """``(length, start)`` of the longest run of one repeated token; ``(0, 0)`` when empty."""
-    if len(x) == 0:
-        return 0, 0
-    bounds = np.concatenate(([0], np.flatnonzero(x[1:] != x[:-1]) + 1, [len(x)]))
-    lengths = np.diff(bounds)
-    i = int(np.argmax(lengths))
-    return int(lengths[i]), int(bounds[i])
-
-
 def count_distinct(values: np.ndarray) -> int:
     """Number of distinct values (a sort and a count of changes)."""
     if len(values) == 0:

@@ -1,11 +1,12 @@
 """Every threshold the collapse verdict uses, in one frozen model with documented defaults.
 
 The defaults were set on the suites in ``tests/data/detector`` (see ``make_suites.py``): they
-catch 439 of the 440 collapsed texts there and flag none of the 455 hard negatives, whose most
-loop-like prefix reaches about half of any threshold; and they hold on the same texts as ids
-of a 32k-vocabulary BPE tokenizer (``check_tokenizers.py``). A different engine or tokenizer
-may want other values, so every one of them is a field here; an evaluation records the
-settings it used next to its results.
+catch 439 of the 440 collapsed texts there and flag none of the 665 hard negatives (210 of
+them matrices, grids, bitmaps, hex dumps and CSV full of zeros), whose most loop-like prefix
+reaches about half of any threshold; and they catch all 440 as ids of a 32k-vocabulary BPE
+tokenizer (``check_tokenizers.py``), where only rows wider than max_run tokens are flagged. A
+different engine or tokenizer may want other values, so every one of them is a field here; an
+evaluation records the settings it used next to its results.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ class DetectorSettings(BaseModel):
 
     Token counts are counts of the sequence the detector is given: real token ids from the
     server, or the pieces of :func:`split_text` (about one piece per word or punctuation run).
+    The tail and recurrence rules count symbols, where a run of a short unit is one symbol
+    (see run_unit); for text without such runs, symbols are tokens.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -128,11 +131,37 @@ class DetectorSettings(BaseModel):
         ),
     )
     max_run: int = Field(
-        default=64,
+        default=96,
         ge=2,
         description=(
-            "A run of one token this long anywhere is a collapse. Tokenizers merge long runs "
-            "of spaces, dashes and newlines, so healthy text stays far below."
+            "A run of one unit of at most run_unit tokens (a token, '0, ', '0.0, ') this long "
+            "anywhere is a collapse. Tokenizers merge long runs of spaces, dashes and newlines, "
+            "so healthy prose stays far below. A row of a matrix, a bitmap or a CSV file holds "
+            "a run as long as the row, so this is also the widest such row that stays healthy "
+            "when no row ends before it (the first row of a 96-column identity matrix): a "
+            "larger value keeps wider rows healthy and aborts a one-token loop later."
+        ),
+    )
+    run_unit: int = Field(
+        default=6,
+        ge=1,
+        description=(
+            "Runs of a unit of at most this many tokens are merged into one symbol (the unit "
+            "and the run's length) before the periodic, near-periodic and recurrence rules "
+            "read the text, and their token counts are counted in such symbols: the zeros of a "
+            "sparse matrix row or a hex dump are one cell, so rows that differ in where their "
+            "cells start and end do not recur. 4 covers '0.0, ' and '0x00, '; a loop of a "
+            "unit this short is one growing run, judged by max_run."
+        ),
+    )
+    run_copies: int = Field(
+        default=3,
+        ge=2,
+        description=(
+            "A unit must occur this many times in a row to start a run. Three keeps a phrase "
+            "said twice ('over the hill, over the hill') as words, which a drifting loop's "
+            "recurrence needs; a streaming check waits run_unit * run_copies tokens before a "
+            "token's symbol is final."
         ),
     )
     natural_end_factor: float = Field(
@@ -148,7 +177,7 @@ class DetectorSettings(BaseModel):
         default=1536,
         ge=16,
         description=(
-            "Tokens at the end of the text the streaming check looks at (with "
+            "Symbols at the end of the text the streaming check looks at (with "
             "recurrence_lookback more before them), and where near-periodic candidates are "
             "taken from. Must hold min_repeats units of max_period."
         ),

@@ -6,20 +6,26 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from . import _kernels as K
 from ._analysis import Analysis, analyze, fired_rules, measure
 from ._bounds import RuleBounds
 from ._settings import DEFAULT_SETTINGS, DetectorSettings
+from ._symbols import factorize, run_hash
 from ._text import HELD_PIECES, piece_ids, split_pieces
 
 
 class StreamingDetector:
     """Feed tokens as they arrive; ``feed`` turns True once the sample is clearly collapsed.
 
-    Every ``check_every`` tokens the rules for a cut generation are evaluated on the last
-    ``tail_window + recurrence_lookback`` tokens only, so a call costs O(chunk) amortised plus
-    one bounded check per ``check_every`` tokens, however long the stream gets. ``finish``
-    runs the whole-text :func:`analyze` once. A server that streams text without token ids
-    is fed with :meth:`feed_text`.
+    Every ``check_every`` tokens the rules for a cut generation are evaluated on a window: the
+    last ``tail_window + recurrence_lookback + recurrence_ngram - 1`` symbols of the text
+    received so far (its runs merged, see ``_symbols``), read as a text that ends there, exactly
+    as :func:`analyze` reads it, and the runs among them. So a call costs O(chunk) amortised
+    plus one bounded check per ``check_every`` tokens, however long the stream gets. Symbols
+    are found incrementally: those no later token can change are kept, the last few (at most
+    ``run_unit * run_copies - 1`` tokens, or a run still going on) are found again at each
+    check. ``finish`` runs the whole-text :func:`analyze` once. A server that streams text
+    without token ids is fed with :meth:`feed_text`.
 
     Why the verdict after an abort is the verdict of the run to max_tokens:
 
@@ -29,15 +35,16 @@ class StreamingDetector:
        less history can only hide repetition (the CUSUM starts later and sees fewer recurring
        n-grams, a periodic tail cannot reach past the window). The near-periodic candidates
        are the same periods in both, because they are read from the last ``tail_window``
-       distances and the window keeps ``recurrence_lookback`` >= ``max_period`` tokens of
+       distances and the window keeps ``recurrence_lookback`` >= ``max_period`` symbols of
        history in front of them. For the exact period, the reported unit on the whole text
-       copies at least as many tokens as the window's (Fine and Wilf's theorem; needs
-       ``min_repeats`` >= 2). So ``analyze(tokens so far, finish_reason="aborted")`` is
-       collapsed, and it is what :meth:`finish` returns.
+       copies at least as many symbols as the window's (Fine and Wilf's theorem; needs
+       ``min_repeats`` >= 2). A run in the window is a run of the whole text, as long. So
+       ``analyze(tokens so far, finish_reason="aborted")`` is collapsed, and it is what
+       :meth:`finish` returns.
     3. If the generation goes on repeating its loop until max_tokens, the periodic, near-
-       periodic or recurrent tail only gets longer and every rule is monotone in that length,
-       so the full run is collapsed too. ``recurrent_span`` and ``token_run`` hold whatever
-       follows. The suites test this on every sample (tests/test_detector_suites.py).
+       periodic or recurrent tail or the run only gets longer and every rule is monotone in
+       that length, so the full run is collapsed too. ``recurrent_span`` and ``token_run`` hold
+       whatever follows. The suites test this on every sample (tests/test_detector_suites.py).
 
     Most checks are skipped without changing when a stream is aborted: :class:`RuleBounds`
     keeps upper bounds of the rule inputs up to date in O(new tokens) and runs the full check
@@ -54,6 +61,14 @@ class StreamingDetector:
         self._aborted_at: int | None = None
         self._window = settings.tail_window + settings.recurrence_lookback + settings.recurrence_ngram - 1
         self._bounds = RuleBounds(settings, scale=settings.abort_margin)
+        self._x = np.empty(1024, dtype=np.uint64)  # the tokens mixed (up to the last check)
+        self._values = np.empty(1024, dtype=np.uint64)  # final symbols
+        self._lengths = np.empty(1024, dtype=np.int64)
+        self._units = np.empty(1024, dtype=np.int64)
+        self._final = 0  # final symbols
+        self._resume = 0  # tokens they cover: where the factorisation resumes
+        self._open_unit = 0  # unit of a run going on from _resume whose start is final (0: none)
+        self._open_checked = 0  # tokens up to which that run is known to go on
 
     @property
     def n_tokens(self) -> int:
@@ -75,12 +90,63 @@ class StreamingDetector:
         self._append(np.asarray(token_ids, dtype=np.int64).ravel(), pieces)
         if self._n >= self._next_check:
             self._next_check = self._n + self._settings.check_every
-            if not self._bounds.may_fire(self._tokens, self._n):
-                return False
-            window = self._tokens[max(0, self._n - self._window) : self._n]
-            if fired_rules(measure(window, self._settings), self._settings, natural_end=False, scale=self._settings.abort_margin):
+            if self._check():
                 self._aborted_at = self._n
         return self._aborted_at is not None
+
+    def _check(self) -> bool:
+        """Whether the abort rules hold on the window of the text received so far."""
+        s, n = self._settings, self._n
+        self._x[self._resume if not self._open_unit else self._open_checked : n] = K.mix(
+            self._tokens[self._resume if not self._open_unit else self._open_checked : n])
+        x = self._x
+        run = 0  # the longest run reaching into the tokens since the last check
+        if self._open_unit:  # a run going on at the last check: does it still?
+            a, p, c = self._resume, self._open_unit, self._open_checked
+            same = x[c:n] == x[c - p : n - p]
+            if same.all():
+                self._open_checked = n
+                run = n - a
+            else:
+                b = c + int(np.argmin(same))
+                self._keep(run_hash(x, np.array([a]), np.array([p]), np.array([b - a]), s.run_unit), np.array([b - a]), np.array([p]))
+                self._resume, self._open_unit, run = b, 0, b - a
+        if self._open_unit:
+            pending_values = pending_lengths = pending_units = x[:0]
+            open_run = n - self._resume
+        else:
+            sym = factorize(x[self._resume : n], s.run_unit, s.run_copies)
+            f = sym.final
+            self._keep(sym.values[:f], sym.lengths[:f], sym.units[:f])
+            self._resume += sym.final_tokens
+            pending_values, pending_lengths, pending_units = sym.values[f:], sym.lengths[f:], sym.units[f:]
+            open_run = sym.open_run[0]
+            if open_run and f == len(sym.values):  # its start is final: follow it from here on
+                self._open_unit, self._open_checked = sym.open_run[1], n
+            run = max(run, sym.longest_run)
+        if not self._bounds.may_fire(self._values, self._final, len(pending_values), run):
+            return False
+        start = max(0, self._final + len(pending_values) - self._window)
+        values = np.concatenate((self._values[start : self._final], pending_values))
+        units = np.concatenate((self._units[start : self._final], pending_units))
+        lengths = np.concatenate((self._lengths[start : self._final], pending_lengths))
+        longest = max(int(lengths[units > 0].max()) if units.any() else 0, open_run)
+        return bool(fired_rules(measure(values, s, longest), s, natural_end=False, scale=s.abort_margin))
+
+    def _keep(self, values: np.ndarray, lengths: np.ndarray, units: np.ndarray) -> None:
+        """Append final symbols."""
+        end = self._final + len(values)
+        if end > len(self._values):
+            size = max(end, 2 * len(self._values))
+            for name in ("_values", "_lengths", "_units"):
+                old = getattr(self, name)
+                grown = np.empty(size, dtype=old.dtype)
+                grown[: self._final] = old[: self._final]
+                setattr(self, name, grown)
+        self._values[self._final : end] = values
+        self._lengths[self._final : end] = lengths
+        self._units[self._final : end] = units
+        self._final = end
 
     def feed_text(self, text: str) -> bool:
         """:meth:`feed` for a server that streams text but no token ids.
@@ -121,9 +187,13 @@ class StreamingDetector:
             raise ValueError("give pieces with every chunk or with none")
         end = self._n + len(ids)
         if end > len(self._tokens):
-            grown = np.empty(max(end, 2 * len(self._tokens)), dtype=np.int64)
+            size = max(end, 2 * len(self._tokens))
+            grown = np.empty(size, dtype=np.int64)
             grown[: self._n] = self._tokens[: self._n]
             self._tokens = grown
+            mixed = np.empty(size, dtype=np.uint64)
+            mixed[: self._n] = self._x[: self._n]
+            self._x = mixed
         self._tokens[self._n : end] = ids
         if pieces is not None and self._pieces is not None:
             self._pieces.extend(pieces)

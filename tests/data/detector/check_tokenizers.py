@@ -9,13 +9,17 @@ of healthy texts from the ids alone (no pieces).
 
     pip install tokenizers && python3 tests/data/detector/check_tokenizers.py [--vocab 2048 32000]
 
-Measured with the default settings (split_text gives 0.26-0.32 pieces per character):
-vocab 32000 (0.35-0.43 tokens per character): recall 440/440, false positives 0/455, healthy
-texts aborted while streaming 0/455. Vocab 2048 (0.44-0.54, finer than any production
-tokenizer; the tiny test model of REFERENCE.md uses one): recall 427/440 (counters whose number
-takes a varying number of tokens), false positives 1/455, and 15 healthy texts, mostly ASCII
-art, aborted while streaming: for tokenizers much finer than words, raise the token
-thresholds (min_loop_tokens, min_near_loop_tokens, min_recurrent_tokens) accordingly.
+Measured with the default settings (split_text gives 0.26-0.32 pieces per character): vocab
+32000 (0.35-0.51 tokens per character): recall 440/440; false positives 36/665 and 36 healthy
+texts aborted while streaming, every one a matrix, grid or dump whose rows are wider than
+max_run (96) tokens: this pre-tokenizer, like cl100k's and Llama 3's, makes the space before a
+number a token of its own, so ", 0" is three tokens and a 40-column row of zeros is 120
+(split_text keeps " 0" one piece); none of the 455 texts of the other categories. Vocab 2048
+(0.44-0.61, finer than any production tokenizer; the tiny test model of REFERENCE.md uses one):
+recall 427/440 (counters whose number takes a varying number of tokens), false positives 47/665
+and 48 aborted while streaming, again only rows wider than max_run. For such tokenizers raise
+max_run with the row widths you expect, and for tokenizers much finer than words the other
+token thresholds (min_loop_tokens, min_near_loop_tokens, min_recurrent_tokens) accordingly.
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
 """Generate the collapse detector's test suites: positives.jsonl and negatives.jsonl.
 
 Run from anywhere:  python3 tests/data/detector/make_suites.py   (--check: compare only)
-The output is a pure function of SEED, this file, material.py, the shipped GSM8K train split
-and the detector's split_text (it counts tokens), so the committed files can be regenerated
-and reviewed as a diff; a test checks that they are up to date.
+The output is a pure function of SEED, this file, material.py, layouts.py, the shipped GSM8K
+train split and the detector's split_text (it counts tokens), so the committed files can be
+regenerated and reviewed as a diff; a test checks that they are up to date. The 2-D layouts
+of layouts.py (matrices, zero-padded columns, grids and bitmaps, hex dumps, CSV of mostly
+zeros: long runs of one number token that are data) come last, from their own seeded stream,
+so adding them changed no earlier sample.
 
 Each line is ``{"id", "category", "text", "finish_reason", "note"}``; positives also carry
 ``loop_start``, the character offset where the collapse begins (the tests measure early-abort
@@ -37,6 +40,7 @@ ROOT = HERE.parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+import layouts as L
 import material as M
 
 from evalkit.evals.detector._text import split_pieces
@@ -555,10 +559,22 @@ NEGATIVES: dict[str, Callable[[random.Random], Blocks]] = {
 }
 CLOSERS = {"json_array": "\n]\n```\n", "code_repeated": "\n", "counting": "\n"}
 
+LAYOUT_NEGATIVES: dict[str, Callable[[random.Random], Blocks]] = {
+    "identity_matrix": lambda rng: L.matrix_blocks(rng, prose_blocks(rng), L.ONE_PER_ROW),
+    "sparse_matrix": lambda rng: L.matrix_blocks(rng, prose_blocks(rng), L.SPARSE),
+    "zero_padded": lambda rng: L.zero_padded_blocks(rng, prose_blocks(rng), M.NOUNS + M.ADJECTIVES),
+    "grid_bitmap": lambda rng: L.grid_blocks(rng, prose_blocks(rng)),
+    "hex_dump": lambda rng: L.hex_blocks(rng, prose_blocks(rng), GSM.sentence_pool(rng)),
+    "sparse_csv": lambda rng: L.sparse_csv_blocks(rng, prose_blocks(rng), M.NOUNS + M.PRODUCTS, lambda: person(rng)),
+}
+"""2-D numeric layouts (layouts.py): long runs of one number token that are data, not a loop.
+Drawn from their own seeded stream, after the other suites, so adding them left every earlier
+sample as it was."""
+
 
 def make_negative(rng: random.Random, category: str, index: int) -> dict[str, object]:
     target = log_uniform(rng, MIN_TOKENS, MAX_TOKENS)
-    blocks = take(NEGATIVES[category](rng), target)
+    blocks = take({**NEGATIVES, **LAYOUT_NEGATIVES}[category](rng), target)
     if rng.random() < 0.4:
         text, finish = cut_tokens("".join(blocks), target), "length"
     else:
@@ -762,6 +778,8 @@ def build() -> dict[str, list[dict[str, object]]]:
     rng = random.Random(SEED)
     negatives = [make_negative(rng, c, i) for c in NEGATIVES for i in range(N_NEGATIVE_PER_CATEGORY)]
     positives = [make_positive(rng, c, i) for c in POSITIVE_CATEGORIES for i in range(N_POSITIVE_PER_CATEGORY)]
+    layout_rng = random.Random(f"{SEED}-layouts")  # a str seed is hashed with SHA-512: the same in every process
+    negatives += [make_negative(layout_rng, c, i) for c in LAYOUT_NEGATIVES for i in range(N_NEGATIVE_PER_CATEGORY)]
     return {"negatives": negatives, "positives": positives}
 
 
