@@ -39,7 +39,9 @@ def test_marks_identical_to_lm_eval_cli_on_all_questions(tmp_path: Path, endpoin
     settings = GSM8KSettings(endpoint=endpoint, num_fewshot=3, num_concurrent=32)
     task_dir = tmp_path / "tasks"
     gsm8k.write_task_yaml(task_dir, settings)
-    with running_sim(tmp_path, "--enable-dp-attention", "-tp", "8", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off") as url:
+    # One server answers both passes: without run-to-run noise, so any difference is the client's.
+    with running_sim(tmp_path, "--enable-dp-attention", "-tp", "8", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off",
+                     "--sim-run-noise", "0") as url:
         ours = gsm8k.run_gsm8k(settings, url, "sim-model", task_dir, limit=None)
         theirs = lm_eval_cli(settings, url, task_dir, tmp_path / "lm_eval_out", limit=None)
     assert ours.metrics["n"] == 1319

@@ -81,7 +81,8 @@ axes:
 
 
 def test_repeats_give_a_noise_floor_and_a_delta_inside_it_is_not_a_regression(tmp_path: Path) -> None:
-    """The simulator's kernels are deterministic, so repeats agree: floor 0, the bug still counts."""
+    """Asking again flips a few answers (the simulator's run-to-run noise): a small floor, and the
+    bug's 7-point drop is far outside it."""
     config = tmp_path / "rep.yaml"
     config.write_text((ROOT / "configs" / "demo.yaml").read_text().replace(
         "    num_concurrent: 32", "    num_concurrent: 32\n    repeats: 2"))
@@ -89,7 +90,7 @@ def test_repeats_give_a_noise_floor_and_a_delta_inside_it_is_not_a_regression(tm
                    "--limit", "300", "--json", cwd=tmp_path)
     summary = json.loads(done.stdout)
     off = next(c for c in summary["cells"] if c["id"] == "dp8-piecewise-fixoff")
-    assert off["vs_ab"]["gsm8k.flexible"]["noise_floor"] == 0.0
+    assert 0 < off["vs_ab"]["gsm8k.flexible"]["noise_floor"] < 0.01
     assert any(f["check"] == "max_drop_ab" for f in off["flags"])
     record = json.loads((tmp_path / "results" / "rep" / "dp8-piecewise-fixoff" / "cell.json").read_text())
     assert record["metrics"]["gsm8k"]["repeats"]["n"] == 2

@@ -82,14 +82,19 @@ def test_gsm8k_accuracy_per_cell(cells: dict[str, Measured]) -> None:
     assert share(cells["dpa_piecewise_off"].right) == pytest.approx(0.87, abs=0.01)
 
 
-def test_healthy_cells_agree_and_differ_only_by_balanced_noise(cells: dict[str, Measured]) -> None:
+def test_healthy_cells_differ_by_a_few_balanced_flips(cells: dict[str, Measured]) -> None:
+    """Not batch-invariant, like real engines: another layout or graph mode flips 2-4.5% of the
+    answers, both ways, and no paired test tells two healthy cells apart."""
+    from evalkit.stats import paired_comparison
+
     base = cells["tp_full"].right
     for name in HEALTHY[1:]:
         other = cells[name].right
         only_base = sum(a and not b for a, b in zip(base, other, strict=True))
         only_other = sum(b and not a for a, b in zip(base, other, strict=True))
-        assert 0 < only_base + only_other <= 0.03 * len(base), name
-        assert only_base == only_other, name  # no paired test can tell two healthy cells apart
+        assert 0.02 * len(base) <= only_base + only_other <= 0.045 * len(base), name
+        assert only_base > 0 and only_other > 0, name
+        assert paired_comparison(other, base).p_value > 0.05, name
     buggy = cells["dpa_piecewise_off"].right
     fixed = cells["dpa_piecewise_on"].right
     lost = sum(f and not b for f, b in zip(fixed, buggy, strict=True))

@@ -118,8 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="share of long generations (max_tokens >= 512) that collapse in the buggy cell")
     sim.add_argument("--sim-natural-loop-rate", type=_share, default=0.01,
                      help="share of long generations that loop in every cell, as real models do")
-    sim.add_argument("--sim-noise", type=_share, default=0.01,
-                     help="share of GSM8K questions whose correctness flips per cell (balanced)")
+    sim.add_argument("--sim-noise", type=_share, default=0.008,
+                     help="per numerics path (parallel layout, graph mode): chance that a right GSM8K answer "
+                          "turns wrong, and the matching chance for wrong -> right (about 3%% of questions differ "
+                          "between two paths, balanced in expectation)")
+    sim.add_argument("--sim-run-noise", type=_share, default=0.003,
+                     help="the same per repeated ask of a question on one server (GSM8K repeats): run-to-run noise")
     sim.add_argument("--sim-fault", action="append", choices=FAULT_KINDS, default=[], metavar="KIND",
                      help="inject a fault (repeatable; kinds below)")
     sim.add_argument("--sim-fault-after", type=int, default=0, metavar="N",
@@ -175,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             collapse_rate=args.sim_collapse_rate,
             natural_loop_rate=args.sim_natural_loop_rate,
             noise=args.sim_noise,
+            run_noise=args.sim_run_noise,
         ),
         timing=Timing(
             startup_seconds=args.sim_startup_seconds,

@@ -51,6 +51,15 @@ class Cell:
         )
 
     @property
+    def numerics(self) -> str:
+        """What decides the cell's floating-point path, and so which greedy answers flip: the
+        parallel layout and the graph mode. The fix changes the collective only under PIECEWISE
+        (copy-in instead of registered buffers), so outside it fix-on and fix-off twins compute
+        the same numbers."""
+        fix = f",fix={int(self.fix)}" if self.graph_mode == "PIECEWISE" else ""
+        return f"tp={self.tp},dp={self.dp},dpa={int(self.dp_attention)},ep={int(self.expert_parallel)},mode={self.graph_mode}{fix}"
+
+    @property
     def key(self) -> str:
         """Stable text identity of the cell, used in per-(question, cell) decisions."""
         return (
@@ -68,7 +77,8 @@ class Behaviour:
     bug_accuracy: float = 0.87
     collapse_rate: float = 0.30
     natural_loop_rate: float = 0.01
-    noise: float = 0.01
+    noise: float = 0.008
+    run_noise: float = 0.003
 
 
 @dataclass(frozen=True)

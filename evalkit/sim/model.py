@@ -5,13 +5,17 @@ cell matters), so answers never depend on concurrency, request order or restarts
 
 GSM8K. Questions are ranked by a difficulty u(seed, question) shared by all cells, so healthy
 cells agree on which questions are hard, like one model served several ways: the easiest
-round(accuracy * 1319) are answered right. Per (question, cell), round(noise * 1319 / 2)
-right answers turn wrong and as many wrong answers turn right (the lowest hashes of each
-group): the run-to-run nondeterminism of real kernels, balanced so that every healthy cell
-has exactly the same accuracy and two healthy cells never differ in a paired test (their
-discordant pairs split evenly). The buggy cell further turns the lowest-hashed
-round((accuracy - bug_accuracy) * 1319) right answers wrong. Wrong answers are the reference
-solution with its final number changed; they are never collapsed.
+round(accuracy * 1319) are answered right. Real engines are not batch-invariant: another
+parallel layout or graph mode (the cell's numerics path) flips a few greedy answers both ways.
+So per (question, path) a right answer turns wrong with chance `noise`, and a wrong one right
+with chance noise * accuracy / (1 - accuracy): balanced in expectation, so healthy cells score
+around `accuracy` and two of them differ on ~3.8 x noise of the questions (about 3% by
+default), with healthy deltas of a few tenths of a point both ways and p-values far from any
+alpha. Asking the same question again on one server (GSM8K `repeats`) flips it the same way
+with chance `run_noise` per repeat: run-to-run noise, so repeats give a non-zero noise floor. A
+restarted server answers as the first time. The buggy cell further turns the lowest-hashed
+round((accuracy - bug_accuracy) * 1319) of its right answers wrong. Wrong answers are the
+reference solution with its final number changed; they are never collapsed.
 
 Other prompts get healthy prose (``evalkit.sim.prose``) that ends with EOS after 60-100% of
 ``max_tokens``. Long generations (max_tokens >= 512) may loop: in every cell a share
@@ -24,6 +28,7 @@ into one repeated token or a 2-8 token phrase. A loop runs to ``max_tokens``
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Literal
 
@@ -78,6 +83,9 @@ class SimulatedModel:
         self.cell = cell
         self.testset = testset
         self._correct = _correctness(behaviour, cell, len(testset.problems))
+        self._asked: dict[int, int] = {}
+        """Times each question was asked on this server: the k-th ask may flip (run noise)."""
+        self._lock = threading.Lock()
 
     def generate(self, prompt: Prompt, max_tokens: int, stop: tuple[str, ...]) -> Generation:
         """Generate up to ``max_tokens`` tokens, cut before the first stop string."""
@@ -93,13 +101,19 @@ class SimulatedModel:
             tokens, finish = tokens[:max_tokens], "length"
         return _apply_stop(tokens, finish, stop)
 
-    def is_correct(self, problem: Problem) -> bool:
-        """Whether this cell answers ``problem`` right (see the module docstring)."""
-        return self._correct[problem.index]
+    def is_correct(self, problem: Problem, ask: int = 1) -> bool:
+        """Whether this cell answers ``problem`` right the ``ask``-th time (module docstring)."""
+        correct = self._correct[problem.index]
+        if ask > 1 and _flips(self.behaviour, self.behaviour.run_noise, correct, "run-noise", problem.index,
+                              self.cell.key, ask):
+            return not correct
+        return correct
 
     def _answer(self, problem: Problem, chat: bool) -> str:
         seed = self.behaviour.seed
-        if self.is_correct(problem):
+        with self._lock:
+            ask = self._asked[problem.index] = self._asked.get(problem.index, 0) + 1
+        if self.is_correct(problem, ask):
             solution = problem.solution
         else:
             solution = wrong_solution(problem.solution, seed, problem.index, self.cell.key)
@@ -146,8 +160,16 @@ class SimulatedModel:
         return min(loops, key=lambda loop: loop.onset) if loops else None
 
 
+def _flips(behaviour: Behaviour, rate: float, correct: bool, *what: object) -> bool:
+    """Whether an answer flips, at `rate` for right answers and the balancing rate for wrong
+    ones (expected right -> wrong equals expected wrong -> right at the model's accuracy)."""
+    if not correct:
+        rate = min(1.0, rate * behaviour.accuracy / max(1e-9, 1 - behaviour.accuracy))
+    return unit(behaviour.seed, *what) < rate
+
+
 def _correctness(behaviour: Behaviour, cell: Cell, size: int) -> list[bool]:
-    """Right or wrong for every test question in ``cell``, with exact rates (module docstring)."""
+    """Right or wrong for every test question in ``cell``, the first time it is asked."""
     seed, key = behaviour.seed, cell.key
 
     def lowest(indices: list[int], count: int, *what: object) -> list[int]:
@@ -157,11 +179,8 @@ def _correctness(behaviour: Behaviour, cell: Cell, size: int) -> list[bool]:
     correct = [False] * size
     for index in by_difficulty[: round(behaviour.accuracy * size)]:
         correct[index] = True
-    right = [i for i in range(size) if correct[i]]
-    wrong = [i for i in range(size) if not correct[i]]
-    flips = min(round(behaviour.noise * size / 2), len(right), len(wrong))
-    for index in lowest(right, flips, "noise", key) + lowest(wrong, flips, "noise", key):
-        correct[index] = not correct[index]
+    correct = [not ok if _flips(behaviour, behaviour.noise, ok, "path-noise", i, cell.numerics) else ok
+               for i, ok in enumerate(correct)]
     if cell.buggy:
         broken = max(0, round((behaviour.accuracy - behaviour.bug_accuracy) * size))
         for index in lowest([i for i in range(size) if correct[i]], broken, "bug", key):
