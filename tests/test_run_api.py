@@ -100,7 +100,7 @@ def test_a_running_server_is_one_external_cell_and_nothing_is_started(tmp_path: 
 
 
 @pytest.mark.parametrize(("fields", "error", "words"), [
-    ({"base_url": "http://127.0.0.1:8000/v1"}, ConfigError, "give the server root"),
+    ({"base_url": "http://127.0.0.1:9/v1"}, ConfigError, "no answer from http://127.0.0.1:9/v1/models"),
     ({"base_url": "http://127.0.0.1:8000", "executor": "slurm"}, ConfigError, "use --executor local"),
     ({"only": ("graph=nosuch",)}, ConfigError, "nosuch is not a value of graph"),
     ({"run_id": "../evil"}, ConfigError, "run id '../evil'"),

@@ -24,7 +24,9 @@ from evalkit.cli.report import show_run
 @click.option("--resume", "resume_run", metavar="RUN", help="Finish an interrupted run (id, path or latest).")
 @results_dir_option
 @cache_dir_option()
-@click.option("--base-url", help="Evaluate an already running server at this root URL (one cell, nothing started).")
+@click.option("--base-url", help="Evaluate an already running server (one cell, nothing started): its root, "
+              "http://HOST:PORT/v1 or .../v1/completions.")
+@click.option("--served-name", help="With --base-url: the model name to request, when the server serves several.")
 @click.option("--executor", type=click.Choice(["local", "slurm"]), default=None,
               help="Where cells run: this machine, or one Slurm job per cell (default: the config's executor.kind).")
 @click.option("--max-parallel", type=click.IntRange(min=1), default=None,
@@ -41,7 +43,7 @@ from evalkit.cli.report import show_run
 @click.pass_context
 def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only: tuple[str, ...], limit: int | None,
            dry_run: bool, run_id: str | None, resume_run: str | None, results_dir: Path, cache_dir: Path,
-           base_url: str | None, executor: str | None, max_parallel: int | None, lock_file: Path, no_lock: bool,
+           base_url: str | None, served_name: str | None, executor: str | None, max_parallel: int | None, lock_file: Path, no_lock: bool,
            history_db: Path | None,
            no_history: bool, notify: str | None, as_json: bool, quiet: bool) -> None:
     """Run the matrix: start each cell's engine, run GSM8K and the collapse check, report.
@@ -53,7 +55,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
       evalkit matrix --model demo
       evalkit matrix --model deepseek-v4 --only parallel=dp8,graph=piecewise --limit 200
       evalkit matrix --resume latest                      # after Ctrl-C or a crash
-      evalkit matrix --config my.yaml --base-url http://127.0.0.1:8000   # a running server
+      evalkit matrix --config my.yaml --base-url http://127.0.0.1:8000/v1   # a running server
     """
     from evalkit.run.api import MatrixRequest, run_matrix
     from evalkit.run.progress import make_progress
@@ -63,7 +65,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
         return
     request = MatrixRequest(
         model=model, config_path=config_path, only=only, limit=limit, run_id=run_id, resume=resume_run,
-        results_dir=results_dir, cache_dir=cache_dir, base_url=base_url, executor=executor, max_parallel=max_parallel,
+        results_dir=results_dir, cache_dir=cache_dir, base_url=base_url, served_name=served_name, executor=executor, max_parallel=max_parallel,
         lock_file=lock_file, lock=not no_lock, history_db=history_db, history=not no_history,
         command_line=("evalkit", *sys.argv[1:]),
     )

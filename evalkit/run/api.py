@@ -17,12 +17,12 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from evalkit.config import MatrixConfig, find_config, load_config
 from evalkit.errors import EXIT_INTERRUPTED, ConfigError, Interrupted
 from evalkit.matrix import Cell, baseline_cell, expand, select
 from evalkit.run.cell import CellControl, CellJob, run_cell
+from evalkit.run.external import choose_served_name, normalise_base_url, served_models
 from evalkit.run.lock import DeviceLock
 from evalkit.run.matrix import PreparedRun, execute, prepare, prepare_sources, redacted_snapshot
 from evalkit.run.options import Progress, RunOptions, Silent
@@ -55,7 +55,10 @@ class MatrixRequest:
     cache_dir: Path = Path(".evalkit-cache")
     """Engine source checkouts (bare clones and worktrees)."""
     base_url: str | None = None
-    """Evaluate a running server: one cell `external`, no engine started."""
+    """Evaluate a running server: one cell `external`, no engine started. Its root, `.../v1` or
+    `.../v1/completions` (external.py); checked, with the name it serves, before anything starts."""
+    served_name: str | None = None
+    """With `base_url`: the model name to request, when the server lists several."""
     executor: str | None = None
     """`local` (this machine) or `slurm` (one job per cell); default: the config's executor.kind."""
     max_parallel: int | None = None
@@ -98,6 +101,7 @@ def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> Matr
     from evalkit.store import history
 
     config, config_path, request = _resolve(request)
+    config, request = _external_server(config, request, progress or Silent())
     config, cells = _plan(config, request)
     options = RunOptions(
         results_dir=request.results_dir, cache_dir=request.cache_dir,
@@ -149,10 +153,23 @@ def _plan(config: MatrixConfig, request: MatrixRequest) -> tuple[MatrixConfig, l
         every_cell = expand(config)
         baseline_cell(every_cell, config)  # a baseline that is not a cell is bad input, caught now
         return config, select(every_cell, request.only, config)
-    if urlparse(request.base_url).path.strip("/"):
-        raise ConfigError(f"--base-url {request.base_url}: give the server root (e.g. http://127.0.0.1:8000), not an endpoint")
     external = Cell(EXTERNAL_CELL, {}, config.engine.settings, (), {}, None)
     return config.model_copy(update={"axes": {}, "baseline": None, "ab": None, "exclude": []}), [external]
+
+
+def _external_server(config: MatrixConfig, request: MatrixRequest, progress: Progress) -> tuple[MatrixConfig, MatrixRequest]:
+    """A `base_url` request with the server's root and the name it really serves (external.py)."""
+    if request.base_url is None:
+        if request.served_name is not None:
+            raise ConfigError("--served-name goes with --base-url (an engine evalkit starts serves the config's name)")
+        return config, request
+    if (request.executor or config.executor.kind) != "local":
+        return config, request  # the executor refuses it with its own reason
+    root = normalise_base_url(request.base_url)
+    name, note = choose_served_name(root, config.served, request.served_name, served_models(root))
+    if note:
+        progress.update(EXTERNAL_CELL, "served model", note)
+    return config.model_copy(update={"served_name": name}), dataclasses.replace(request, base_url=root)
 
 
 def _device_lock(request: MatrixRequest, run: PreparedRun) -> AbstractContextManager[Any]:
