@@ -205,6 +205,15 @@ def test_closing_live_prints_the_final_table_once_and_twice_is_harmless(clock: C
     assert out.getvalue().count("evalkit matrix:") == 1
 
 
+def test_live_shows_nothing_until_a_cell_reports_nor_after_it_is_closed(clock: Clock) -> None:
+    """A run refused as bad input (no cell ever reports) leaves only its error line on the terminal."""
+    console, out = text_console()
+    live = LiveProgress(console, started=clock.now)
+    live.close()
+    live.update("tp8", "ok")  # a late report after the run ended starts no second table
+    assert out.getvalue() == ""
+
+
 def test_live_updates_from_many_threads_keep_every_cell(clock: Clock) -> None:
     live = LiveProgress(text_console()[0], started=clock.now)
 
@@ -245,7 +254,7 @@ def stderr_at_a_terminal(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def test_at_an_interactive_terminal_progress_is_the_live_table(monkeypatch: pytest.MonkeyPatch) -> None:
     with stderr_at_a_terminal(monkeypatch):
-        shown = make_progress(quiet=False, stderr=False)
+        shown = make_progress(quiet=False)
         shown.close()
     assert isinstance(shown, LiveProgress)
 
@@ -256,14 +265,14 @@ def test_under_ci_or_no_color_progress_is_plain_lines_even_at_a_terminal(
     with stderr_at_a_terminal(monkeypatch):
         for name, value in env.items():
             monkeypatch.setenv(name, value)
-        shown = make_progress(quiet=False, stderr=False)
+        shown = make_progress(quiet=False)
         shown.close()
     assert isinstance(shown, PlainProgress) and not shown.quiet
 
 
 def test_quiet_is_plain_and_silent_even_at_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     with stderr_at_a_terminal(monkeypatch):
-        shown = make_progress(quiet=True, stderr=False)
+        shown = make_progress(quiet=True)
     assert isinstance(shown, PlainProgress) and shown.quiet
 
 
@@ -273,7 +282,7 @@ def test_when_stderr_is_a_pipe_or_file_progress_is_plain_lines(tmp_path: Path, m
     with (tmp_path / "stderr.log").open("w") as log:
         saved, sys.stderr = sys.stderr, log
         try:
-            shown = make_progress(quiet=False, stderr=True)
+            shown = make_progress(quiet=False)
         finally:
             sys.stderr = saved
     assert isinstance(shown, PlainProgress) and not shown.quiet

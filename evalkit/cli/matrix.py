@@ -69,7 +69,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
         lock_file=lock_file, lock=not no_lock, history_db=history_db, history=not no_history,
         command_line=("evalkit", *sys.argv[1:]),
     )
-    progress = make_progress(quiet, stderr=as_json)
+    progress = make_progress(quiet)
     try:
         outcome = run_matrix(request, progress)
     finally:

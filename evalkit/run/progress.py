@@ -68,14 +68,15 @@ class LiveProgress:
     started: float = field(default_factory=time.monotonic)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _live: Live | None = None
-
-    def __post_init__(self) -> None:
-        # Live renders `self` (via __rich__) at its own 4 Hz: updates only change state, so a
-        # burst of 1,319 answers costs nothing.
-        self._live = Live(self, console=self.console, refresh_per_second=4, transient=False)
-        self._live.start()
+    _closed: bool = False
 
     def update(self, cell_id: str, state: str, detail: str = "") -> None:
+        if self._live is None and not self._closed:
+            # Started by the first cell, not when made: a run refused as bad input prints only its
+            # error line. Live renders `self` (via __rich__) at its own 4 Hz, so updates only change
+            # state and a burst of 1,319 answers costs nothing.
+            self._live = Live(self, console=self.console, refresh_per_second=4, transient=False)
+            self._live.start()
         with self._lock:
             view = self.cells.setdefault(cell_id, _CellView())
             if state == "starting" and view.started is None:
@@ -113,13 +114,15 @@ class LiveProgress:
         return table
 
     def close(self) -> None:
+        self._closed = True
         if self._live is not None:
             self._live.stop()
             self._live = None
 
 
-def make_progress(quiet: bool, stderr: bool) -> PlainProgress | LiveProgress:
-    """Live view only at an interactive terminal; plain lines under CI, NO_COLOR or a pipe."""
+def make_progress(quiet: bool) -> PlainProgress | LiveProgress:
+    """Progress on stderr (stdout stays for reports and --json): a live view only at an interactive
+    terminal; plain lines under CI, NO_COLOR or a pipe."""
     console = Console(stderr=True)
     plain = quiet or not console.is_terminal or os.environ.get("CI") or os.environ.get("NO_COLOR") or not sys.stderr.isatty()
     return PlainProgress(quiet) if plain else LiveProgress(console)
