@@ -247,7 +247,7 @@ def run_calibration(request: MatrixRequest, cell_id: str, repeats: int, alpha: f
                     name: str | None = None, progress: Progress | None = None) -> Calibration:
     """Run `cell_id` of the request's config `repeats` times (each its own engine start), then
     measure its noise; repeats already finished in the calibration folder are kept (resume)."""
-    from evalkit.config import find_config, load_config
+    from evalkit.config import resolve_config
     from evalkit.matrix import expand
     from evalkit.run.api import run_matrix
     from evalkit.store import read_json, write_json
@@ -255,10 +255,7 @@ def run_calibration(request: MatrixRequest, cell_id: str, repeats: int, alpha: f
 
     if repeats < 2:
         raise ConfigError(f"--repeats {repeats}: calibrating needs at least 2 runs of the cell")
-    if request.config_path is None and request.model is None:
-        raise ConfigError("give --model NAME (configs/NAME.yaml) or --config PATH")
-    config_path = request.config_path or find_config(request.model or "")
-    config = load_config(config_path)
+    config, config_path = resolve_config(request.model, request.config_path)
     cell = next((c for c in expand(config) if c.id == cell_id), None)
     if cell is None:
         raise ConfigError(f"--cell {cell_id}: not a cell of {config_path} (cells: {', '.join(c.id for c in expand(config))})")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 from rich.console import Console
 
-from evalkit.errors import EXIT_BAD_INPUT, EXIT_CODES, EXIT_INTERRUPTED, ConfigError, EvalkitError
+from evalkit.errors import EXIT_BAD_INPUT, EXIT_CODES, EXIT_INTERRUPTED, EvalkitError
 
 if TYPE_CHECKING:
     from evalkit.config import MatrixConfig
@@ -56,12 +56,9 @@ def echo_output(text: str | None) -> None:
 
 def load(model: str | None, config_path: Path | None) -> tuple[MatrixConfig, Path]:
     """The config named by --model or --config, and the file it came from."""
-    from evalkit.config import find_config, load_config
+    from evalkit.config import resolve_config
 
-    if config_path is None and model is None:
-        raise ConfigError("give --model NAME (configs/NAME.yaml) or --config PATH")
-    path = config_path or find_config(model or "")
-    return load_config(path), path
+    return resolve_config(model, config_path)
 
 
 def model_options(f: Any) -> Any:

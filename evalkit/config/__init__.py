@@ -1,7 +1,7 @@
 """Matrix configs: the typed schema (schema.py), the YAML loader (loader.py), `--model` lookup (lookup.py)."""
 
 from evalkit.config.loader import format_validation_error, load_config, parse_config
-from evalkit.config.lookup import available_configs, find_config
+from evalkit.config.lookup import available_configs, find_config, resolve_config
 from evalkit.config.schema import (
     ABAxis,
     AxisValue,
@@ -21,5 +21,5 @@ from evalkit.config.schema import (
 
 __all__ = [
     "ABAxis", "AxisValue", "Devices", "EngineConfig", "EngineSettings", "Evals", "Executor", "MatrixConfig", "SlurmSettings", "Source", "StrictModel", "Threshold", "Timeouts", "config_model",
-    "available_configs", "find_config", "format_validation_error", "load_config", "parse_config",
+    "available_configs", "find_config", "resolve_config", "format_validation_error", "load_config", "parse_config",
 ]

@@ -6,7 +6,8 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from evalkit.config.schema import CONFIG_NAME_PATTERN
+from evalkit.config.loader import load_config
+from evalkit.config.schema import CONFIG_NAME_PATTERN, MatrixConfig
 from evalkit.errors import ConfigError
 
 
@@ -31,3 +32,11 @@ def available_configs(search_dir: Path | None = None) -> list[Path]:
     if shipped.is_dir():
         found += sorted(Path(str(p)) for p in shipped.iterdir() if p.name.endswith(".yaml"))
     return found
+
+
+def resolve_config(model: str | None, config_path: Path | None) -> tuple[MatrixConfig, Path]:
+    """The config named by `--model NAME` or `--config PATH`, and the file it came from."""
+    if config_path is None and model is None:
+        raise ConfigError("give --model NAME (configs/NAME.yaml) or --config PATH")
+    path = config_path or find_config(model or "")
+    return load_config(path), path

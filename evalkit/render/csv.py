@@ -10,17 +10,13 @@ defused (text.csv_safe).
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval
 from evalkit.render.compare_table import flip_specs, flips
 from evalkit.render.table import AGAINST
 from evalkit.render.text import csv_safe, strip_userinfo
-
-if TYPE_CHECKING:
-    import pandas as pd
-
 
 def _compared(ev: Eval) -> list[str]:
     return [spec.name for spec in ev.metrics if spec.comparison is not Comparison.NONE]

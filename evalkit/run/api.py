@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalkit.config import MatrixConfig, find_config, load_config
+from evalkit.config import MatrixConfig, load_config, resolve_config
 from evalkit.errors import EXIT_INTERRUPTED, ConfigError, Interrupted
 from evalkit.matrix import Cell, baseline_cell, expand, select
 from evalkit.run.cell import CellControl, CellJob, run_cell
@@ -132,10 +132,8 @@ def _resolve(request: MatrixRequest) -> tuple[MatrixConfig, Path, MatrixRequest]
         if (value := getattr(request, name)) is not None and value < 1:
             raise ConfigError(f"{name} {value}: give 1 or more")
     if request.resume is None:
-        if request.config_path is None and request.model is None:
-            raise ConfigError("give --model NAME (configs/NAME.yaml) or --config PATH")
-        path = request.config_path or find_config(request.model or "")
-        return load_config(path), path, request
+        config, path = resolve_config(request.model, request.config_path)
+        return config, path, request
     run_path = resolve_run(request.results_dir, request.resume)
     previous = RunRecord.load(run_path / "run.json")
     path = request.config_path or Path(previous.config_path)
