@@ -608,6 +608,23 @@ def test_a_healthy_stream_is_rarely_checked_in_full(monkeypatch: pytest.MonkeyPa
     assert len(calls) < 0.1 * len(tokens) / 64
 
 
+def test_after_a_check_no_rule_could_pass_the_next_check_points_do_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RuleBounds.quiet: no rule can hold before ~75 more tokens of prose, so with 64-token
+    check points only every other one takes the new tokens in (aborts are unchanged: see the
+    exactness tests against the reference schedule)."""
+    from evalkit.evals.detector import _bounds
+
+    calls = []
+    original = _bounds.RuleBounds.may_fire
+    monkeypatch.setattr(_bounds.RuleBounds, "may_fire", lambda self, *a: calls.append(1) or original(self, *a))
+    tokens = np.asarray(split_text(gsm8k_text())[:16_384])
+    d = StreamingDetector()
+    for i in range(0, len(tokens), 16):
+        assert not d.feed(tokens[i : i + 16])
+    check_points = len(tokens) // 64
+    assert len(calls) <= 0.55 * check_points
+
+
 # --- look-alikes -----------------------------------------------------------------------------
 
 

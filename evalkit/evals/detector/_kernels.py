@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constants (golden ratio, FNV prime)
-_OFFSET = np.uint64(0xD6E8FEB86659FD93)
+MIX = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constants (golden ratio, FNV prime)
+OFFSET = np.uint64(0xD6E8FEB86659FD93)
 _BASE = np.uint64(0x100000001B3)
 _NGRAM_BASE = np.uint64(0xC2B2AE3D27D4EB4F)
 
@@ -23,7 +23,7 @@ _powers_cache = np.ones(1, dtype=np.uint64)
 
 def mix(tokens: np.ndarray) -> np.ndarray:
     """Token ids as uint64 values spread over the whole range (ids may be small or 63-bit)."""
-    return tokens.astype(np.uint64) * _MIX + _OFFSET
+    return tokens.astype(np.uint64) * MIX + OFFSET
 
 
 def _powers(count: int) -> np.ndarray:
@@ -160,6 +160,11 @@ def previous_distance(h: np.ndarray) -> np.ndarray:
     later = index[1:][same]
     d[later] = later - index[:-1][same]
     return d
+
+
+def ngram_powers(n: int) -> np.ndarray:
+    """``[B**(n-1), ..., B, 1]``: :func:`ngram_hashes` as a dot product with n consecutive tokens."""
+    return np.array([pow(int(_NGRAM_BASE), n - 1 - k, 1 << 64) for k in range(n)], dtype=np.uint64)
 
 
 def cusum(recurring: np.ndarray, rate: float) -> np.ndarray:

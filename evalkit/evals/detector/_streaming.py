@@ -48,7 +48,9 @@ class StreamingDetector:
 
     Most checks are skipped without changing when a stream is aborted: :class:`RuleBounds`
     keeps upper bounds of the rule inputs up to date in O(new tokens) and runs the full check
-    only where some rule could hold (on 16k tokens of GSM8K reasoning: none of 256 checks).
+    only where some rule could hold (on 16k tokens of GSM8K reasoning: none of 256 checks);
+    after a check no rule could pass, it also says how many tokens must arrive before one
+    could (about 75 in prose), and the check points before that do nothing at all.
     """
 
     def __init__(self, settings: DetectorSettings = DEFAULT_SETTINGS) -> None:
@@ -61,7 +63,8 @@ class StreamingDetector:
         self._aborted_at: int | None = None
         self._window = settings.tail_window + settings.recurrence_lookback + settings.recurrence_ngram - 1
         self._bounds = RuleBounds(settings, scale=settings.abort_margin)
-        self._x = np.empty(1024, dtype=np.uint64)  # the tokens mixed (up to the last check)
+        self._x = np.empty(1024, dtype=np.uint64)  # the tokens mixed, up to _mixed
+        self._mixed = 0
         self._values = np.empty(1024, dtype=np.uint64)  # final symbols
         self._lengths = np.empty(1024, dtype=np.int64)
         self._units = np.empty(1024, dtype=np.int64)
@@ -69,6 +72,7 @@ class StreamingDetector:
         self._resume = 0  # tokens they cover: where the factorisation resumes
         self._open_unit = 0  # unit of a run going on from _resume whose start is final (0: none)
         self._open_checked = 0  # tokens up to which that run is known to go on
+        self._quiet_until = 0  # no abort rule can hold before this many tokens (RuleBounds.quiet)
 
     @property
     def n_tokens(self) -> int:
@@ -97,9 +101,13 @@ class StreamingDetector:
     def _check(self) -> bool:
         """Whether the abort rules hold on the window of the text received so far."""
         s, n = self._settings, self._n
-        self._x[self._resume if not self._open_unit else self._open_checked : n] = K.mix(
-            self._tokens[self._resume if not self._open_unit else self._open_checked : n])
-        x = self._x
+        if n < self._quiet_until:
+            return False
+        x, done = self._x, self._mixed
+        if n > done:  # mix the new tokens in place, as _kernels.mix does
+            np.multiply(self._tokens[done:n].view(np.uint64), K.MIX, out=x[done:n])
+            x[done:n] += K.OFFSET
+            self._mixed = n
         run = 0  # the longest run reaching into the tokens since the last check
         if self._open_unit:  # a run going on at the last check: does it still?
             a, p, c = self._resume, self._open_unit, self._open_checked
@@ -125,6 +133,7 @@ class StreamingDetector:
                 self._open_unit, self._open_checked = sym.open_run[1], n
             run = max(run, sym.longest_run)
         if not self._bounds.may_fire(self._values, self._final, len(pending_values), run):
+            self._quiet_until = n + self._bounds.quiet(n - self._resume)
             return False
         start = max(0, self._final + len(pending_values) - self._window)
         values = np.concatenate((self._values[start : self._final], pending_values))

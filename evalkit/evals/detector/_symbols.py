@@ -55,18 +55,8 @@ class Symbols:
     """Leading symbols that no further token can change."""
     final_tokens: int
     """Tokens covered by those symbols: where a stream resumes the factorisation."""
-
-    @property
-    def longest_run(self) -> int:
-        """Tokens of the longest run, the open one included (0: no run)."""
-        closed = int(self.lengths[self.units > 0].max()) if self.units.any() else 0
-        return max(closed, self.open_run[0])
-
-
-def plain(x: np.ndarray) -> Symbols:
-    """Symbols of a text without runs (and nothing final)."""
-    n = len(x)
-    return Symbols(x, np.ones(n, dtype=np.int64), np.zeros(n, dtype=np.int64), (0, 0), 0, 0)
+    longest_run: int
+    """Tokens of the longest run, the open one included (0: no run)."""
 
 
 def run_hash(x: np.ndarray, starts: np.ndarray, units: np.ndarray, lengths: np.ndarray, unit: int) -> np.ndarray:
@@ -78,27 +68,53 @@ def run_hash(x: np.ndarray, starts: np.ndarray, units: np.ndarray, lengths: np.n
     return (h ^ (lengths.astype(np.uint64) * _RUN_MIX)) * _RUN_BASE + units.astype(np.uint64)
 
 
+_ONES = np.ones(4096, dtype=np.int64)
+_ZEROS = np.zeros(4096, dtype=np.int64)
+_ONES.flags.writeable = _ZEROS.flags.writeable = False  # shared: slices of them are read-only too
+
+
+def run_starts(x: np.ndarray, unit: int, copies: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """For each unit p <= ``unit`` whose run can start somewhere in ``x``: ``(starts, same)``,
+    ``starts[i]`` whether p occurs ``copies`` times in a row from token i, ``same[i]`` whether
+    ``x[i + p] == x[i]``. A run needs ``(copies - 1) * p`` matches in a row; most units stop at
+    a count of their matches (prose rarely repeats even a few tokens at a distance of six or
+    less), the others find windows of matches by doubling."""
+    found = {}
+    m = len(x)
+    for p in range(1, unit + 1):
+        need = (copies - 1) * p
+        if m - p < need:
+            break
+        same = x[p:] == x[:-p]
+        if np.count_nonzero(same) < need:
+            continue
+        window, have = same, 1  # window[i]: same[i : i + have] all True
+        while have < need:
+            step = min(have, need - have)
+            window = window[:-step] & window[step:]
+            have += step
+            if not np.count_nonzero(window):
+                break
+        else:
+            found[p] = (window, same)
+    return found
+
+
 def factorize(x: np.ndarray, unit: int, copies: int) -> Symbols:
     """Symbols of ``x`` (mixed tokens) read as a text that ends here (see the module docstring)."""
     m = len(x)
-    first_unit = np.zeros(m, dtype=np.int64)  # smallest unit whose run starts at i (0: none)
-    mismatches: dict[int, list[int]] = {}
-    for p in range(unit, 0, -1):
-        if m < copies * p:
-            continue
-        same = x[p:] == x[:-p]  # same[i]: x[i + p] == x[i]
-        need = (copies - 1) * p
-        count = np.zeros(len(same) + 1, dtype=np.int64)
-        np.cumsum(same, out=count[1:])
-        k = m - copies * p + 1
-        starts = count[need : need + k] - count[:k] == need
-        if starts.any():
-            first_unit[:k][starts] = p
-            mismatches[p] = np.flatnonzero(~same).tolist()
-    candidates = np.flatnonzero(first_unit)
-    if not candidates.size:
+    found = run_starts(x, unit, copies)
+    if not found:
         final = max(0, m - copies * unit + 1)
-        return Symbols(x, np.ones(m, dtype=np.int64), np.zeros(m, dtype=np.int64), (0, 0), final, final)
+        ones = _ONES[:m] if m <= len(_ONES) else np.ones(m, dtype=np.int64)
+        zeros = _ZEROS[:m] if m <= len(_ZEROS) else np.zeros(m, dtype=np.int64)
+        return Symbols(x, ones, zeros, (0, 0), final, final, 0)
+    first_unit = np.zeros(m, dtype=np.int64)  # smallest unit whose run starts at i (0: none)
+    for p in sorted(found, reverse=True):
+        starts = found[p][0]
+        first_unit[: len(starts)][starts] = p
+    candidates = np.flatnonzero(first_unit)
+    mismatches = {p: np.flatnonzero(~found[p][1]).tolist() for p in set(first_unit[candidates].tolist())}
 
     runs: list[tuple[int, int, int]] = []
     cand = candidates.tolist()
@@ -136,4 +152,4 @@ def factorize(x: np.ndarray, unit: int, copies: int) -> Symbols:
         final_tokens = int(position[final])
     else:
         final_tokens = int(starts_[-1]) if open_run[0] else m
-    return Symbols(values, lengths, units, open_run, final, final_tokens)
+    return Symbols(values, lengths, units, open_run, final, final_tokens, max(int(lengths[units > 0].max(initial=0)), open_run[0]))
