@@ -102,9 +102,9 @@ class RuleBounds:
             else:
                 flags = np.zeros(n - m, dtype=bool)
             count = self._count[m + 1 : n + 1]
-            np.cumsum(flags, out=count)
+            np.add.accumulate(flags, dtype=np.int64, out=count)
             if count[-1] != n - m:  # some new flag is not set: remember the last one
-                self._unset = n - 1 - int(np.argmin(flags[::-1]))
+                self._unset = n - 1 - int(flags[::-1].argmin())
             # Both CUSUMs from the running count, in one pass: 1000 * count - rate * steps from
             # the last values (row 0 the recurrence rule's, row 1 the near-periodic bound's).
             self._start[0, 0], self._start[1, 0] = self._recur, self._near[m - 1] if m else 0
@@ -133,7 +133,7 @@ class RuleBounds:
         end = self._steps[: len(hashes)] + first
         slots = (hashes >> np.uint64(64 - self._SLOT_BITS)).astype(np.intp)
         flags = self._seen[slots] >= end - self._lookback
-        order = np.argsort(slots, kind="stable")
+        order = slots.argsort(kind="stable")
         ordered = slots[order]
         again = ordered[1:] == ordered[:-1]
         later = order[1:][again]
