@@ -7,15 +7,17 @@ from typing import Any
 
 import click
 
-from evalkit.cli._common import FORMATS, _Command, console, echo_output, results_dir_option
+from evalkit.cli._common import FORMATS, _Command, console, results_dir_option
+from evalkit.cli.report import check_output, deliver, output_option
 
 
 @click.command(cls=_Command)
 @click.argument("run_a")
 @click.argument("run_b", default="latest")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
+@output_option
 @results_dir_option
-def compare(run_a: str, run_b: str, fmt: str, results_dir: Path) -> None:
+def compare(run_a: str, run_b: str, fmt: str, output: Path | None, results_dir: Path) -> None:
     """Compare two runs of the same matrix (e.g. before and after a PR), cell by cell.
 
     Per cell id found in both runs: B - A of GSM8K flexible and strict (McNemar exact test on
@@ -24,15 +26,17 @@ def compare(run_a: str, run_b: str, fmt: str, results_dir: Path) -> None:
     \b
     Example:
       evalkit compare 20261201-020000-demo latest --format markdown > pr-comment.md
+      evalkit compare 20261201-020000-demo latest --format html -o compare.html
     """
     from evalkit.comparison import compare_runs
     from evalkit.store import resolve_run
 
-    show_comparison(compare_runs(resolve_run(results_dir, run_a), resolve_run(results_dir, run_b)), fmt)
+    check_output(fmt, output)
+    show_comparison(compare_runs(resolve_run(results_dir, run_a), resolve_run(results_dir, run_b)), fmt, output)
 
 
-def show_comparison(result: dict[str, Any], fmt: str) -> None:
-    """Print a run comparison on stdout in one of FORMATS."""
+def show_comparison(result: dict[str, Any], fmt: str, output: Path | None = None) -> None:
+    """Print a run comparison on stdout in one of FORMATS, or write it to `output`."""
     from evalkit.render import render_compare
 
-    echo_output(render_compare(result, fmt, console=console()))
+    deliver(render_compare(result, fmt, console=console()), output)

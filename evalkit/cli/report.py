@@ -1,4 +1,4 @@
-"""`evalkit report`: a stored run as a table, markdown, CSV or JSON."""
+"""`evalkit report`: a stored run as a table, markdown, CSV, JSON or a self-contained HTML page."""
 
 from __future__ import annotations
 
@@ -10,13 +10,39 @@ import click
 from evalkit.cli._common import FORMATS, _Command, console, echo_output, results_dir_option
 
 
+def output_option(f: Any) -> Any:
+    """-o/--output FILE: write the document there and print its path (not for terminal)."""
+    return click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                        help="Write the document to FILE (and print its path) instead of stdout.")(f)
+
+
+def check_output(fmt: str, output: Path | None) -> None:
+    """-o needs a document: the terminal format prints itself."""
+    if output is not None and fmt == "terminal":
+        raise click.UsageError("-o/--output needs a document format: --format markdown, csv, json or html")
+
+
+def deliver(text: str | None, output: Path | None) -> None:
+    """A rendered document on stdout, or written whole to `output` (via a temporary file) with its path printed."""
+    if output is None or text is None:
+        echo_output(text)
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    partial = output.with_name(output.name + ".tmp")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(output)
+    click.echo(str(output))
+
+
 @click.command(cls=_Command)
 @click.argument("run", default="latest")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal",
-              show_default=True, help="markdown: for a PR comment; csv: one row per cell; json: summary.json.")
+              show_default=True, help="markdown: for a PR comment; csv: one row per cell; json: summary.json; "
+                                      "html: one self-contained page (use with -o).")
+@output_option
 @results_dir_option
-def report(run: str, fmt: str, results_dir: Path) -> None:
-    """Show a stored run (a run id, a path, or `latest`) as a table, markdown, CSV or JSON.
+def report(run: str, fmt: str, output: Path | None, results_dir: Path) -> None:
+    """Show a stored run (a run id, a path, or `latest`) as a table, markdown, CSV, JSON or HTML.
 
     The verdict is recomputed from the stored cells with the run's own config snapshot, so it
     equals the run's summary.json.
@@ -25,18 +51,22 @@ def report(run: str, fmt: str, results_dir: Path) -> None:
     Examples:
       evalkit report latest --format markdown > pr-comment.md
       evalkit report 20261203-111333-demo --format csv > cells.csv
+      evalkit report latest --format html -o report.html
     """
     from evalkit.config import parse_config
     from evalkit.store import read_json, resolve_run
     from evalkit.verdicts import summarize
 
+    check_output(fmt, output)
     run_path = resolve_run(results_dir, run)
     info = read_json(run_path / "run.json")
-    show_run(summary=summarize(run_path, parse_config(info["config"], run_path / "run.json")), run_path=run_path, fmt=fmt)
+    show_run(summary=summarize(run_path, parse_config(info["config"], run_path / "run.json")), run_path=run_path, fmt=fmt,
+             output=output)
 
 
-def show_run(summary: dict[str, Any], run_path: Path, fmt: str) -> None:
-    """Print a run's summary on stdout in one of FORMATS (also `evalkit matrix`'s report)."""
+def show_run(summary: dict[str, Any], run_path: Path, fmt: str, output: Path | None = None) -> None:
+    """Print a run's summary on stdout in one of FORMATS, or write it to `output` (also `evalkit
+    matrix`'s report)."""
     from evalkit.render import render
 
-    echo_output(render(summary, fmt, run_path, console=console()))
+    deliver(render(summary, fmt, run_path, console=console()), output)

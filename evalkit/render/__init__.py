@@ -31,7 +31,7 @@ from typing import Any
 
 from rich.console import Console, RenderableType
 
-from evalkit.render import csv, markdown, terminal
+from evalkit.render import csv, html, markdown, terminal
 from evalkit.render.details import Details, load_details
 
 Output = str | Sequence[RenderableType]
@@ -57,6 +57,7 @@ FORMATS: dict[str, Format] = {
     "markdown": Format(markdown.report, markdown.compare, reads_run=True),
     "csv": Format(lambda summary, details: csv.report(summary), csv.compare),
     "json": Format(lambda summary, details: _json(summary), _json),
+    "html": Format(html.report, html.compare, reads_run=True),
 }
 """Format name -> renderer; the CLI's `--format` choices, in this order (terminal first)."""
 

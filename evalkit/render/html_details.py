@@ -1,0 +1,182 @@
+"""The HTML report's per-cell drill-down: one `<details>` per cell (html.py lays out the page).
+
+Each holds the cell's status and error, engine source and SHA, timings, then per metric that asks
+for details (MetricSpec.details), in registry order:
+
+* "flips": the questions that flipped against the baseline and the twin (ids, searchable), and
+  for those that went wrong the eval's account of both sides (`Eval.describe_sample`): the
+  extracted answers, the target and this cell's response;
+* "events": a few of the samples where the event happened (the collapsed generations) with the
+  detector's evidence, the excerpt's onset wrapped in `<mark>`.
+
+Every text goes through `esc`/`esc_block`: control characters dropped, then `html.escape(quote=True)`.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from evalkit.evals import registry
+from evalkit.evals.base import Eval, MetricSpec
+from evalkit.render.details import Details
+from evalkit.render.table import AGAINST
+from evalkit.render.text import clean, clean_block, strip_userinfo, truncate
+
+MAX_SAMPLE_CHARS = 4_000
+"""Longest model text embedded per sample (a response, an excerpt, the end of a generation)."""
+MAX_FLIP_EXAMPLES = 10
+"""Flipped-to-wrong questions shown with their texts, per cell and reference."""
+MAX_EVENT_SAMPLES = 5
+"""Event samples (collapsed generations) shown with their evidence, per cell."""
+MAX_IDS = 500
+"""Question ids listed per cell, reference and direction."""
+TAIL_CHARS = 600
+"""Characters of a collapsed generation's end shown under its evidence."""
+EXCERPT_BEFORE = 50
+"""Characters the detector keeps before the onset in a text excerpt (detector._analysis)."""
+
+
+def esc(text: Any, limit: int = 1_000) -> str:
+    """One line of text, safe anywhere in HTML (text or a quoted attribute)."""
+    return html.escape(truncate(clean(text), limit), quote=True)
+
+
+def esc_block(text: Any, limit: int = MAX_SAMPLE_CHARS) -> str:
+    """Model text for inside `<pre>`: lines kept, capped, escaped."""
+    return html.escape(truncate(clean_block(text), limit), quote=True)
+
+
+def onset_split(sample: dict[str, Any]) -> tuple[str, str]:
+    """The detector's excerpt as (before the onset, from the onset on).
+
+    A token-id excerpt marks the onset with ` | `. A text excerpt keeps up to EXCERPT_BEFORE
+    characters before it, so the onset is there when the repeated unit starts there; else (a loop
+    that starts early) the first place where the unit starts and repeats."""
+    ev = sample.get("evidence") or {}
+    excerpt, unit = str(ev.get("excerpt") or ""), str(ev.get("unit_text") or "")
+    if not unit:
+        before, sep, after = excerpt.partition(" | ")
+        return (before, after) if sep else ("", excerpt)
+
+    def starts(i: int) -> bool:
+        rest = excerpt[i:]
+        return bool(rest) and (rest.startswith(unit) or unit.startswith(rest))
+
+    if len(excerpt) > EXCERPT_BEFORE and starts(EXCERPT_BEFORE):
+        return excerpt[:EXCERPT_BEFORE], excerpt[EXCERPT_BEFORE:]
+    for i in range(min(EXCERPT_BEFORE, len(excerpt))):
+        if starts(i) and (excerpt[i + len(unit):].startswith(unit) or i + len(unit) >= len(excerpt)):
+            return excerpt[:i], excerpt[i:]
+    return "", excerpt
+
+
+def marked_excerpt(sample: dict[str, Any]) -> str:
+    """`<pre>` with the excerpt, the first repeated unit (text, or `period` token ids) at the onset
+    wrapped in `<mark>`."""
+    before, after = onset_split(sample)
+    ev = sample.get("evidence") or {}
+    unit = str(ev.get("unit_text") or "")
+    if unit:
+        width = len(unit) if after.startswith(unit) else min(len(after), 40)
+    else:  # token ids: the first repeated unit is `period` ids
+        width = len(" ".join(after.split(" ")[: max(1, min(int(ev.get("period") or 1), 40))]))
+    return (f'<pre class="excerpt">{esc_block(before)}<mark class="onset">{esc_block(after[:width])}</mark>'
+            f"{esc_block(after[width:])}</pre>")
+
+
+def _id_items(ids: list[str]) -> str:
+    items = "".join(f'<li data-qid="{esc(i)}">{esc(i)}</li>' for i in ids[:MAX_IDS])
+    more = f"<li>… and {len(ids) - MAX_IDS} more</li>" if len(ids) > MAX_IDS else ""
+    return f'<ul class="ids">{items}{more}</ul>' if ids else "<p>-</p>"
+
+
+def _flip_example(ev: Eval, qid: str, cell_id: str, ref_id: str, answers: dict[str, dict[str, Any]]) -> str:
+    mine = answers.get(cell_id, {}).get(qid)
+    if mine is None:
+        return ""
+    theirs = answers.get(ref_id, {}).get(qid)
+    here = ev.describe_sample(mine)
+    there = ev.describe_sample(theirs)["answer"] if theirs is not None else "?"
+    return (f'<div class="flip" data-qid="{esc(qid)}"><p><b>{esc(qid)}</b>: target <code>{esc(here["target"] or "", 80)}'
+            f"</code>; this cell extracted <code>{esc(here['answer'])}</code>, {esc(ref_id)} <code>{esc(there)}</code> "
+            f"(finish {esc(here['finish'] or '?')})</p><pre>{esc_block(here['text'] or '')}</pre></div>")
+
+
+def _flips(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details) -> str:
+    answers = details.samples.get(ev.name, {})
+    parts = []
+    for against, word in AGAINST:
+        delta = (cell.get(against) or {}).get(spec.name) or {}
+        wrong, right = delta.get("flipped_to_wrong") or [], delta.get("flipped_to_right") or []
+        if not (wrong or right):
+            continue
+        ref = cell[against]["reference"]
+        examples = "".join(_flip_example(ev, q, cell["id"], ref, answers) for q in wrong[:MAX_FLIP_EXAMPLES])
+        parts.append(f'<div class="flips" data-against="{esc(word)}"><h4>{esc(spec.label)} vs {esc(word)} {esc(ref)}</h4>'
+                     f"<p>Right there, wrong here ({len(wrong)}):</p>{_id_items(wrong)}"
+                     f"<p>Wrong there, right here ({len(right)}):</p>{_id_items(right)}{examples}</div>")
+    return "".join(parts)
+
+
+def _evidence(sample: dict[str, Any]) -> str:
+    ev, sm = sample.get("evidence") or {}, sample.get("metrics") or {}
+    facts = [f"signals {', '.join(ev.get('signals') or []) or '-'}", f"period {ev.get('period')}",
+             f"onset token {ev.get('onset')}", f"{ev.get('loop_tokens')} tokens looped",
+             f"{sm.get('n_tokens')} tokens", f"finish {sm.get('finish_reason')}"]
+    out = [f'<div class="event"><p><b>{esc(sample.get("id", "?"))}</b> ({esc(sample.get("kind") or "-")}): '
+           f"{esc('; '.join(facts))}</p><p>Around the onset (marked):</p>{marked_excerpt(sample)}"]
+    if ev.get("unit_text"):
+        out.append(f"<p>Repeated unit:</p><pre>{esc_block(ev['unit_text'])}</pre>")
+    if sample.get("text"):
+        out.append(f"<p>End of the generated text:</p><pre>…{esc_block(str(sample['text'])[-TAIL_CHARS:])}</pre>")
+    return "".join(out) + "</div>"
+
+
+def _events(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, run_id: str) -> str:
+    samples = details.events.get(spec.name, {}).get(cell["id"]) or []
+    m = cell["metrics"]
+    if not samples and not m.get(spec.count_metric or ""):
+        return ""
+    words = spec.event_words or f"samples {spec.event_field}"
+    rest = len(samples) - MAX_EVENT_SAMPLES
+    where = f"{run_id}/{cell['id']}/{ev.samples_file}"
+    return (f'<div class="events"><h4>{esc(m.get(spec.count_metric or ""))} of {esc(m.get(spec.n_metric or ""))} '
+            f"{esc(words)}</h4>{''.join(_evidence(s) for s in samples[:MAX_EVENT_SAMPLES])}"
+            f"<p>{'And ' + str(rest) + ' more; all' if rest > 0 else 'All'} samples: <code>{esc(where)}</code> "
+            "in the results folder.</p></div>")
+
+
+def _facts(cell: dict[str, Any]) -> str:
+    rows = [("status", cell["status"])]
+    if cell.get("error"):
+        rows.append(("error", cell["error"]))
+    src = cell.get("source") or {}
+    if src:
+        rows.append(("engine source", f"{strip_userinfo(src.get('repo') or '')} @ {src.get('ref') or '?'} → "
+                                      f"{src.get('sha') or '?'}"))
+    timings = cell.get("timings") or {}
+    if timings:
+        rows.append(("timings", ", ".join(f"{k} {v}" for k, v in timings.items())))
+    body = "".join(f"<tr><th>{esc(k)}</th><td>{esc_block(v, 2_000) if k == 'error' else esc(v)}</td></tr>"
+                   for k, v in rows)
+    return f'<table class="facts">{body}</table>'
+
+
+def cell_sections(summary: dict[str, Any], details: Details, attrs: dict[str, str]) -> str:
+    """One `<details>` per cell, in run order, open where a failing threshold broke; `attrs[cell
+    id]` are its filter attributes."""
+    out = []
+    for cell in summary["cells"]:
+        blocks = []
+        for ev, spec in ((ev, spec) for ev in registry.evals() for spec in ev.metrics):
+            if spec.details == "flips":
+                blocks.append(_flips(spec, ev, cell, details))
+            elif spec.details == "events":
+                blocks.append(_events(spec, ev, cell, details, summary["run_id"]))
+        failed = any(f["action"] == "fail" for f in cell.get("flags", []))
+        flagged = ' <span class="mark">✗</span>' if failed else ""
+        out.append(f'<details class="cell" id="cell-{esc(cell["id"])}" {attrs[cell["id"]]}{" open" if failed else ""}>'
+                   f"<summary><b>{esc(cell['id'])}</b> · {esc(cell['status'])}{flagged}</summary>"
+                   f"{_facts(cell)}{''.join(blocks)}</details>")
+    return "\n".join(out)

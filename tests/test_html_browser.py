@@ -1,0 +1,131 @@
+"""The HTML report of a real demo run, loaded from disk by headless Chromium (Debian's `chromium`).
+
+One small run of `evalkit matrix` on the simulator (the baseline pair tp8-full and the bug's
+pair dp8-piecewise, 40 questions, 8 long generations of at most 1,024 tokens), with a `<script>`
+planted in a flipped answer of the failing cell after the run. Chromium dumps the DOM after the
+page's own script ran (`--dump-dom`) and takes a screenshot under tmp_path (its path is printed).
+Skipped, saying so, where /usr/bin/chromium is absent (`apt-get install chromium`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalkit.store import read_json, read_jsonl, write_jsonl
+from tests.test_render_html import Page
+from tests.test_report_cli import demo_config
+
+CHROMIUM = Path("/usr/bin/chromium")
+ROOT = Path(__file__).resolve().parents[1]
+PLANTED = ("<script>document.title='pwned';document.body.insertAdjacentHTML('beforeend','<p id=pwned></p>')"
+           "</script><img src=x onerror=\"document.title='pwned'\"><p id=\"pwned\">")
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="SKIP browser test: /usr/bin/chromium is absent "
+                                "(apt-get install -y chromium)")
+
+
+def evalkit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The CLI in its own process, importing this checkout."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-c", "import sys; from evalkit.cli import main; sys.exit(main())", *args],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def chromium(url: str, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                           "--disable-component-update", "--disable-sync", "--no-first-run",
+                           f"--user-data-dir={profile}", *extra, url],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The demo run with a planted script, its HTML report, and the DOM Chromium dumped."""
+    tmp = tmp_path_factory.mktemp("html-browser")
+    done = evalkit("matrix", "--config", str(demo_config(tmp, "demo-html", 0, repetition=True)), "--limit", "40",
+                   "--only", "parallel=tp8,graph=full", "--only", "parallel=dp8,graph=piecewise",
+                   "--run-id", "html-run", "--results-dir", str(tmp / "results"), "-q", cwd=tmp)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    run_path = tmp / "results" / "html-run"
+    summary = read_json(run_path / "summary.json")
+    failing = [c for c in summary["cells"] if any(f["action"] == "fail" for f in c["flags"])]
+    assert failing, "the demo's bug cell should break a threshold"
+    cell = failing[0]
+    flipped = cell["vs_ab"]["gsm8k.flexible"]["flipped_to_wrong"]
+    samples = run_path / cell["id"] / "gsm8k.samples.jsonl"
+    rows = list(read_jsonl(samples))
+    for row in rows:
+        if row["id"] == flipped[0]:
+            row["response"] = PLANTED + row["response"]
+    write_jsonl(samples, rows)  # text only: the numbers and summary.json stay as they were
+
+    report = tmp / "report.html"
+    done = evalkit("report", str(run_path), "--format", "html", "-o", str(report), cwd=tmp)
+    assert (done.returncode, done.stdout) == (0, f"{report}\n"), done.stderr[-3000:]
+    url = report.as_uri() + f"#cell={cell['id']}"
+    started = time.monotonic()
+    dumped = chromium(url, tmp / "profile", "--dump-dom")
+    load_s = time.monotonic() - started
+    assert dumped.returncode == 0 and "</html>" in dumped.stdout, dumped.stderr[-3000:]
+    shot = tmp / "report.png"
+    chromium(url, tmp / "profile", f"--screenshot={shot}", "--window-size=1400,2000")
+    print(f"\nHTML report {report} ({report.stat().st_size:,} bytes); Chromium load + dump {load_s:.2f} s; "
+          f"screenshot {shot}")
+    return {"summary": summary, "cell": cell, "flipped": flipped, "dom": dumped.stdout, "shot": shot,
+            "html": report.read_text(encoding="utf-8")}
+
+
+def _pivot_cells(dom: Page, index: int) -> dict[tuple[str, str], str]:
+    rows = [t["rows"] for t in dom.tables if t["class"] == "pivot"][index]
+    header = [text for text, _ in rows[0]]
+    return {(row[0][0], header[i]): text for row in rows[1:] for i, (text, _) in enumerate(row) if i}
+
+
+def test_the_pivots_show_summary_json_numbers(page: dict[str, Any]) -> None:
+    dom, summary = Page(page["dom"]), page["summary"]
+    ab = summary["ab"]["axis"]
+    gsm8k, collapse = _pivot_cells(dom, 0), _pivot_cells(dom, 1)
+    for cell in summary["cells"]:
+        key = (" · ".join(v for a, v in cell["axes"].items() if a != ab), cell["axes"][ab])
+        m = cell["metrics"]
+        assert gsm8k[key].startswith(f"{m['gsm8k.flexible']:.3f} ("), (key, gsm8k[key])
+        assert collapse[key] == f"{m['repetition.collapse_rate']:.3f} ({m['repetition.collapsed']}/{m['repetition.n']})"
+
+
+def test_the_failing_cells_drill_down_has_its_flips_and_the_onset_marked(page: dict[str, Any]) -> None:
+    dom, cell = page["dom"], page["cell"]
+    block = dom[dom.index(f'id="cell-{cell["id"]}"'):]
+    block = block[: block.index("</details>")]
+    for against in ("vs_baseline", "vs_ab"):
+        delta = cell[against]["gsm8k.flexible"]
+        for qid in delta["flipped_to_wrong"] + delta["flipped_to_right"]:
+            assert f'data-qid="{qid}"' in block
+    assert page["flipped"] and f'<div class="flip" data-qid="{page["flipped"][0]}">' in block
+    if cell["metrics"]["repetition.collapsed"]:
+        assert re.search(r'<mark class="onset">[^<]+</mark>', block)
+
+
+def test_the_planted_script_did_not_run_and_the_pages_own_did(page: dict[str, Any]) -> None:
+    dom = Page(page["dom"])
+    assert "&lt;script&gt;document.title='pwned'" in page["dom"] or "&lt;script&gt;document.title=&#x27;pwned" in page["dom"]
+    titles = re.findall(r"<title>(.*?)</title>", page["dom"], flags=re.S)
+    assert titles and "pwned" not in titles[0]
+    assert not [a for _, a in dom.elements if a.get("id") == "pwned"]
+    assert not [tag for tag, a in dom.elements if tag == "img"]
+    assert 'data-filters="ready"' in page["dom"]  # the CSP let the page's own script run (hash matched)
+    rows = {a["data-cell"]: "hidden" in a for tag, a in dom.elements if tag == "tr" and "data-cell" in a}
+    assert rows[page["cell"]["id"]] is False and all(hidden for cid, hidden in rows.items() if cid != page["cell"]["id"])
+
+
+def test_no_network_reference_and_a_screenshot(page: dict[str, Any]) -> None:
+    assert not [(tag, k) for tag, a in Page(page["html"]).elements for k in a if k in ("src", "href", "srcset", "action")]
+    assert "url(" not in page["html"]
+    assert page["shot"].is_file() and page["shot"].stat().st_size > 10_000
