@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Nightly evalkit run: the matrix, a markdown report to paste or mail, an optional notification,
-# and evalkit's own exit code so cron, CI or a wrapper can tell what happened.
+# Nightly evalkit run: the matrix, a markdown report to paste or mail and a self-contained HTML
+# report to open or attach, an optional notification, and evalkit's own exit code so cron, CI or
+# a wrapper can tell what happened.
 #
 #   MODEL=deepseek-v4 NOTIFY='mail -s "evalkit: $EVALKIT_VERDICT" team@example.com < "$EVALKIT_REPORT"' \
 #     examples/nightly.sh --limit 200
@@ -9,8 +10,11 @@
 #   MODEL         config name for `evalkit matrix --model` (default: demo, the simulated engine)
 #   RESULTS_DIR   where runs are stored (default: results)
 #   REPORT        markdown output path (default: RESULTS_DIR/RUN_ID.md)
+#   HTML_REPORT   HTML output path (default: REPORT with .html for .md; `none`: no HTML report).
+#                 Best effort: a failed HTML report is logged and changes nothing else.
 #   NOTIFY        a shell command run after the report is written; it sees EVALKIT_EXIT_CODE,
-#                 EVALKIT_VERDICT, EVALKIT_RUN_ID, EVALKIT_REPORT and EVALKIT_RESULTS in its
+#                 EVALKIT_VERDICT, EVALKIT_RUN_ID, EVALKIT_REPORT, EVALKIT_HTML_REPORT (the HTML
+#                 file, or /dev/null) and EVALKIT_RESULTS in its
 #                 environment. A failing NOTIFY is reported on stderr and never changes the exit code.
 #   NOTIFY_ON     `failure` (default: only when the exit code is not 0) or `always`
 #   EVALKIT       the evalkit command (default: evalkit)
@@ -30,6 +34,7 @@ EVALKIT="${EVALKIT:-evalkit}"
 # An explicit run id, not `latest`: another run finishing meanwhile cannot swap the report.
 RUN_ID="nightly-$(date -u +%Y%m%d-%H%M%S)-${MODEL//[^A-Za-z0-9_.-]/-}"
 REPORT="${REPORT:-$RESULTS_DIR/$RUN_ID.md}"
+HTML_REPORT="${HTML_REPORT:-${REPORT%.md}.html}"
 
 verdict() {
     case "$1" in
@@ -93,12 +98,24 @@ else
     report_written=0
     log "could not write the report for $RUN_ID"
 fi
+html_written=0
+if [ "$report_written" -eq 1 ] && [ "$HTML_REPORT" != none ]; then
+    rm -f "$HTML_REPORT"
+    if "$EVALKIT" report "$RUN_ID" --results-dir "$RESULTS_DIR" --format html -o "$HTML_REPORT" > /dev/null \
+            && [ -s "$HTML_REPORT" ]; then
+        html_written=1
+        log "html report: $HTML_REPORT"
+    else
+        log "could not write the HTML report for $RUN_ID (the exit code stays $code)"
+    fi
+fi
 log "exit $code ($(verdict "$code"))"
 
 if [ -n "$NOTIFY" ] && { [ "$NOTIFY_ON" = always ] || [ "$code" -ne 0 ]; }; then
     export EVALKIT_EXIT_CODE="$code" EVALKIT_VERDICT="$(verdict "$code")" EVALKIT_RUN_ID="$RUN_ID" \
         EVALKIT_RESULTS="$RESULTS_DIR/$RUN_ID"
     if [ "$report_written" -eq 1 ]; then export EVALKIT_REPORT="$REPORT"; else export EVALKIT_REPORT=/dev/null; fi
+    if [ "$html_written" -eq 1 ]; then export EVALKIT_HTML_REPORT="$HTML_REPORT"; else export EVALKIT_HTML_REPORT=/dev/null; fi
     if ! sh -c "$NOTIFY"; then
         log "NOTIFY failed (the exit code stays $code)"
     fi
