@@ -93,7 +93,7 @@ class EngineProcess:
             log.flush()
             self._started_at = time.monotonic()
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "evalkit.engine._deathsig", *self.argv],
+                [sys.executable, "-m", "evalkit.engine._deathsig", str(os.getpid()), *self.argv],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
