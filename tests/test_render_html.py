@@ -140,7 +140,7 @@ def test_no_network_reference_and_a_csp_with_the_scripts_own_hash(run: tuple[Pat
     assert "url(" not in text and "@import" not in text and "<link" not in text
     csp = [a["content"] for tag, a in page.elements if tag == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
     digest = base64.b64encode(hashlib.sha256(page.scripts[0].encode()).digest()).decode()
-    assert csp == [f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{digest}'; img-src data:; "
+    assert csp == [f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{digest}'; "
                    "base-uri 'none'; form-action 'none'"]
     assert text.index("Content-Security-Policy") < text.index("<script>")
 

@@ -93,7 +93,7 @@ def script_hash(script: str = SCRIPT) -> str:
 
 def page(heading: str, body: str) -> str:
     """The whole document: CSP first in <head>, inline CSS, the body, the one script at the end."""
-    csp = (f"default-src 'none'; style-src 'unsafe-inline'; script-src '{script_hash()}'; img-src data:; "
+    csp = (f"default-src 'none'; style-src 'unsafe-inline'; script-src '{script_hash()}'; "
            "base-uri 'none'; form-action 'none'")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
             f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
