@@ -1,5 +1,6 @@
 """The demo matrix, as the README runs it: exactly the DP-attention + PIECEWISE + fix-off cell is
-flagged, for accuracy (McNemar) and collapse (Fisher), and no other cell across five sim seeds."""
+flagged, for accuracy (McNemar) and collapse (Fisher), and no other cell, end to end for three
+sim seeds (tests/test_sim_noise.py checks the same verdicts on the model itself for 20 seeds)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def test_the_readme_demo_flags_only_the_buggy_cell(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+@pytest.mark.parametrize("seed", [1, 3])
 def test_other_seeds_flag_only_the_buggy_cell(tmp_path: Path, seed: int) -> None:
     # 700 questions and two cells at a time (16 declared devices, 8 per cell) keep the suite
     # fast; the 7-point drop still has McNemar p < 1e-8 there.
