@@ -21,6 +21,11 @@ from evalkit.matrix import twin_axes
 from evalkit.stats import fisher_collapse, paired_comparison
 from evalkit.store import read_jsonl, read_run_cells
 
+SUMMARY_SCHEMA_VERSION = 1
+"""summary.json's version: a field is renamed or removed only with a new version and a migration
+note in README.md (scripts and cron jobs read these files)."""
+
+
 def question_order(qid: str) -> tuple[int, str]:
     """Sort key of question ids ("test-12" after "test-9"); ids without a number go first."""
     tail = qid.rsplit("-", 1)[-1]
@@ -214,6 +219,7 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
     else:
         code = EXIT_OK
     return {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
         "run_id": run["run_id"],
         "model": run["model"],
         "engine": run["engine"],
