@@ -1,7 +1,7 @@
 """evalkit's exception tree and exit codes: the one place both are written down.
 
 Expected failures are raised as one of these, so the CLI can print one clean line and exit with
-the code of the class, and the runner can turn an engine's failure into that cell's error instead
+the code of the class, and the cell lifecycle (run/cell.py) can turn an engine's failure into that cell's error instead
 of a crash of the whole matrix. Low-level errors are re-raised as the most specific class `from`
 the cause::
 
@@ -11,7 +11,7 @@ the cause::
     ├── LockHeld                 another run holds the device lock                      exit 4
     ├── EngineError              one cell's engine did not serve (that cell's error)
     │   ├── EngineExited         the process ended before it was ready (exit code, log tail)
-    │   │   └── PortInUse        ... because its port was taken (the runner retries another)
+    │   │   └── PortInUse        ... because its port was taken (run/cell.py retries another)
     │   ├── StartupTimeout       not ready within the startup timeout
     │   └── EngineFault          a fatal line in its log (e.g. "Memory access fault")
     ├── EvalError                an eval could not produce a score (that cell's error; exit 2
@@ -95,7 +95,7 @@ class EvalError(EvalkitError):
     """An eval could not produce a trustworthy score for the cell."""
 
     log_tail: str = ""
-    """The engine log's last lines, attached by the runner when the engine is still alive."""
+    """The engine log's last lines, attached by run/cell.py when the engine is still alive."""
 
 
 class StreamBroken(EvalkitError):

@@ -1,6 +1,6 @@
 """Cell -> the exact engine launch: argv, environment, source tree, health endpoint.
 
-`evalkit plan` prints these without starting anything; the runner launches exactly the same
+`evalkit plan` prints these without starting anything; run/cell.py launches exactly the same
 thing with a real port, so what a reviewer reads in the plan is what ran.
 """
 

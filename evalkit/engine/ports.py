@@ -3,7 +3,7 @@
 Cells start side by side in threads, and an engine binds its port only some time after evalkit
 picks it; in that window the OS would happily offer the same free port to the next cell. The
 `PortBook` remembers what this process has already handed out so that two cells never race for one
-port. (Another process can still take a port first: the runner retries on `PortInUse`.)
+port. (Another process can still take a port first: run/cell.py retries on `PortInUse`.)
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The eval protocol: what an eval declares, so the runner, store, verdicts, report and history
+"""The eval protocol: what an eval declares, so the cell lifecycle, store, verdicts, report and history
 work for any eval without an edit.
 
 An eval is one module holding one `Eval` object, registered in `evalkit.evals.registry`. It

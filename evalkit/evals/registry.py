@@ -1,7 +1,7 @@
 """The one place evals are registered: built-ins (GSM8K, the collapse check) and any other.
 
 Everything generic asks here: the config schema (each eval's settings under its name), the
-threshold check (known metric names), the runner (which evals a cell runs, in order), verdicts,
+threshold check (known metric names), the cell lifecycle (which evals a cell runs, in order), verdicts,
 the report and the history (each metric's comparison kind and columns). Registration order is
 run order: an eval sees the results of those before it (the collapse check scans GSM8K's answers).
 

@@ -2,7 +2,7 @@
 
 A run folder answers "what happened in this run"; the history answers "since when is this cell
 worse". It is a cache of the run folders, never the source of truth: `import_run` rebuilds any
-run's rows from its folder, and writing the same cell twice replaces it (upsert), so the runner's
+run's rows from its folder, and writing the same cell twice replaces it (upsert), so the run's
 per-cell hook and a later backfill agree.
 
 The schema upgrades itself when the store is opened, the simonw/llm way: each migration is a
@@ -363,7 +363,7 @@ def by_cell(points: Iterable[Point]) -> dict[str, list[Point]]:
 
 def cell_recorder(db_path: Path, results_dir: Path, run_id: str,
                   warn: Callable[[str], None] | None = None) -> Callable[[dict[str, Any]], None]:
-    """The runner's `on_cell_done` hook: record each finished cell as it finishes.
+    """The executors' `on_cell_done` hook: record each finished cell as it finishes.
 
     A history that cannot be written is a warning, never a failed matrix: the run folder
     holds everything, and `evalkit history --import RUN` can backfill it later.
