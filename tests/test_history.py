@@ -29,7 +29,8 @@ RUN_COLUMNS = ["run_id", "model", "config_name", "engine", "simulated", "status"
                "run_path", "recorded_at"]
 CELL_COLUMNS = ["run_id", "cell_id", "axes", "status", "error", "source_repo", "source_ref", "source_sha",
                 "effective_mode", "started_at", "finished_at", "total_s", "timings", "gsm8k_strict",
-                "gsm8k_flexible", "gsm8k_n", "collapse_rate", "collapse_n", "collapsed", "metrics", "recorded_at"]
+                "gsm8k_flexible", "gsm8k_n", "collapse_rate", "collapse_n", "collapsed", "metrics", "recorded_at",
+                "setups"]
 CELL_METRIC_COLUMNS = ["run_id", "cell_id", "name", "value"]
 
 
@@ -102,7 +103,8 @@ def words_eval() -> Iterator[Words]:
 def test_schema_after_migrations(tmp_path: Path) -> None:
     with History(tmp_path / "h.db") as store:
         db = store.db
-        assert [name for (name,) in db.execute("SELECT name FROM _migrations")] == ["m001_initial", "m002_cell_metrics"]
+        assert [name for (name,) in db.execute("SELECT name FROM _migrations")] == ["m001_initial", "m002_cell_metrics",
+                                                                                  "m003_cell_setups"]
         assert columns(db, "runs") == RUN_COLUMNS
         assert columns(db, "cells") == CELL_COLUMNS
         assert columns(db, "cell_metrics") == CELL_METRIC_COLUMNS
@@ -267,7 +269,8 @@ def test_opening_an_m001_database_adds_cell_metrics_from_its_metrics_json(tmp_pa
         applied = [name for (name,) in store.db.execute("SELECT name FROM _migrations ORDER BY rowid")]
         rows = sorted(store.db.execute("SELECT cell_id, name, value FROM cell_metrics"))
         points = {p.cell_id: p.metrics for p in store.trend("m")}
-    assert applied == ["m001_initial", "m002_cell_metrics"]
+    assert applied == ["m001_initial", "m002_cell_metrics",
+                                                                                  "m003_cell_setups"]
     assert rows == [("ok", "gsm8k.flexible", 0.9), ("ok", "gsm8k.n", 20.0), ("ok", "repetition.collapsed", 1.0),
                     ("ok", "x.flag", 1.0)]
     assert points == {"ok": {"gsm8k.flexible": 0.9, "gsm8k.n": 20, "repetition.collapsed": 1, "x.flag": 1},
@@ -335,3 +338,20 @@ def test_trend_plot_draws_a_new_eval_s_panel(history: History, words_eval: Words
     out = tmp_path / "trend.png"
     plot(history.trend("demo"), out, "t")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_trend_says_where_the_eval_setup_changed_instead_of_a_delta(history: History) -> None:
+    """Night 2 ran GSM8K 3-shot, night 3 5-shot: its change is not a regression, it is not comparable."""
+    from evalkit.evals.base import fingerprint
+
+    for day, right, shots in ((1, 19, 3), (2, 18, 3), (3, 12, 5)):
+        info = run_info(f"night-{day}", f"2026-12-0{day}T02:00:00+00:00")
+        parallel, fix = "tp8", "fixon"
+        cell = cell_record("tp8-fixon", {"parallel": parallel, "fix": fix}, CellSpec(right=right))
+        cell["metrics"]["gsm8k"]["setup"] = fingerprint({"num_fewshot": shots, "endpoint": "completions"})
+        history.record_cell(info, cell)
+    points = history.trend("sim/deepseek-v4")
+    assert [p.setups["gsm8k"]["fields"]["num_fewshot"] for p in points] == [3, 3, 5]
+    text = rendered(trend_table(points, "t", None), width=200)
+    assert "-5.0" in text  # night 2 against night 1: the same setup, a real delta
+    assert "setup: num_fewshot" in text and "-30.0" not in text  # night 3: not compared

@@ -28,7 +28,7 @@ from typing import Any
 
 from evalkit.errors import ConfigError
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.evals.base import Comparison, MetricSpec, setup_differences
 from evalkit.render.text import term_text
 from evalkit.store.history import Point, by_cell
 
@@ -105,13 +105,22 @@ def _utc_minute(point: Point) -> str:
 
 
 def _rows(series: list[Point], spec: MetricSpec | None) -> list[tuple[Point, str]]:
-    """Each point with the change of `spec` since the cell's previous run that measured it."""
-    out, previous = [], None
+    """Each point with the change of `spec` since the cell's previous run that measured it, or,
+    where the eval's setup changed between the two (another n-shot, endpoint, lm-eval version),
+    `setup: <fields>` instead: a delta between unlike scores is not a trend."""
+    out, previous, previous_setup = [], None, None
     scale = 100 if spec is not None and spec.comparison in SHARES else 1
+    eval_name = spec.name.split(".", 1)[0] if spec is not None else ""
     for p in series:
         value = p.metrics.get(spec.name) if spec is not None else None
-        change = "-" if value is None or previous is None else f"{(value - previous) * scale:+.1f}"
-        previous = value if value is not None else previous
+        setup = p.setups.get(eval_name)
+        differs = setup_differences(previous_setup, setup) if value is not None and previous is not None else []
+        if differs:
+            change = f"setup: {', '.join(differs)}"
+        else:
+            change = "-" if value is None or previous is None else f"{(value - previous) * scale:+.1f}"
+        if value is not None:
+            previous, previous_setup = value, setup
         out.append((p, change))
     return out
 

@@ -40,6 +40,7 @@ from evalkit.errors import ConfigError
 from evalkit.redact import redact_argv
 from evalkit.render.text import strip_userinfo
 from evalkit.store import read_json
+from evalkit.evals.base import SETUP_KEY
 from evalkit.verdicts import flat_metrics
 
 DB_NAME = "history.db"
@@ -139,6 +140,14 @@ def m002_cell_metrics(db: sqlite3.Connection) -> None:
     db.executemany("INSERT INTO cell_metrics (run_id, cell_id, name, value) VALUES (?, ?, ?, ?)", rows)
 
 
+@migration
+def m003_cell_setups(db: sqlite3.Connection) -> None:
+    """Each cell's eval setup fingerprints ({eval: hash}), so a trend can say where the setup
+    changed instead of showing a delta between unlike scores. Backfilled as NULL: cells recorded
+    before fingerprints existed compare as before."""
+    db.execute("ALTER TABLE cells ADD COLUMN setups TEXT")
+
+
 def migrate(db: sqlite3.Connection, migrations: Iterable[Migration] = MIGRATIONS) -> list[str]:
     """Apply the migrations not yet recorded, each in its own transaction; returns their names."""
     db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
@@ -177,6 +186,8 @@ class Point:
     metrics: dict[str, float] = field(default_factory=dict, hash=False)
     """The cell's numeric flat metrics by dotted name (`gsm8k.flexible`, `repetition.n`, ...);
     a metric the cell did not report (a failed cell, an eval that did not run) is absent."""
+    setups: dict[str, Any] = field(default_factory=dict, hash=False)
+    """Each eval's setup fingerprint ({"hash", "fields"}) as the cell recorded it ({} before m003)."""
 
     @property
     def when(self) -> datetime | None:
@@ -227,6 +238,8 @@ def _cell_row(run_id: str, record: dict[str, Any], metrics: dict[str, Any]) -> d
         "finished_at": record.get("finished_at"), "total_s": timings.get("total_s"), "timings": json.dumps(timings),
         **{column: metrics.get(name) for column, name in LEGACY_COLUMNS.items()},
         "metrics": json.dumps(metrics, allow_nan=False, default=str), "recorded_at": _now(),
+        "setups": json.dumps({name: raw[SETUP_KEY] for name, raw in (record.get("metrics") or {}).items()
+                              if isinstance(raw, dict) and raw.get(SETUP_KEY)}, default=str),
     }
 
 
@@ -334,15 +347,16 @@ class History:
             params |= {f"c{i}": c for i, c in enumerate(cells)}
         # One row per (cell, metric), a cell's rows adjacent: the order key is unique per cell.
         sql = f"""
-            SELECT c.run_id, c.cell_id, r.started_at, r.model, r.engine, c.status, c.source_sha, m.name, m.value
+            SELECT c.run_id, c.cell_id, r.started_at, r.model, r.engine, c.status, c.source_sha, c.setups,
+                   m.name, m.value
             FROM runs r JOIN cells c ON c.run_id = r.run_id
                  LEFT JOIN cell_metrics m ON m.run_id = c.run_id AND m.cell_id = c.cell_id
             WHERE {' AND '.join(where)}
             ORDER BY r.started_at, r.run_id, c.rowid, m.name"""
         points: list[Point] = []
-        for *head, name, value in self.db.execute(sql, params):
+        for *head, setups, name, value in self.db.execute(sql, params):
             if not points or (points[-1].run_id, points[-1].cell_id) != (head[0], head[1]):
-                points.append(Point(*head))
+                points.append(Point(*head, setups=json.loads(setups) if setups else {}))
             if name is not None:
                 points[-1].metrics[name] = value
         return points
