@@ -27,10 +27,10 @@ def run(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
 
 
 def test_the_formats_are_the_cli_choices_terminal_first() -> None:
-    assert list(FORMATS) == ["terminal", "markdown", "csv", "json"]
+    assert list(FORMATS) == ["terminal", "markdown", "csv", "json", "html"]
 
 
-@pytest.mark.parametrize("fmt", ["markdown", "csv", "json"])
+@pytest.mark.parametrize("fmt", ["markdown", "csv", "json", "html"])
 def test_a_text_format_returns_its_document_ending_in_a_newline(run: tuple[Path, dict], fmt: str) -> None:
     run_path, summary = run
     text = render(summary, fmt, run_path)
@@ -66,4 +66,4 @@ def test_without_the_run_folder_the_markdown_leaves_out_run_facts_and_examples(r
 
 def test_an_unknown_format_is_a_key_error(run: tuple[Path, dict]) -> None:
     with pytest.raises(KeyError):
-        render(run[1], "html")
+        render(run[1], "pdf")

@@ -59,10 +59,11 @@ def test_exit_code_is_evalkit_s_and_the_report_is_written(env: dict[str, str], c
     Path(env["RESULTS_DIR"]).mkdir()
     done = run(env, "--limit", "5", FAKE_EXIT=str(code))
     assert done.returncode == code, done.stderr
-    matrix, report = calls(env)
+    matrix, report, html = calls(env)
     run_id = matrix.split("--run-id ")[1].split(" ")[0]
     assert matrix == f"matrix --model demo --run-id {run_id} --results-dir {env['RESULTS_DIR']} --quiet --limit 5"
     assert report == f"report {run_id} --results-dir {env['RESULTS_DIR']} --format markdown"
+    assert html == f"report {run_id} --results-dir {env['RESULTS_DIR']} --format html -o {env['RESULTS_DIR']}/{run_id}.html"
     (md,) = reports(env)
     assert md.read_text() == f"### evalkit report for {run_id}\n"
 

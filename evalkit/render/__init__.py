@@ -15,7 +15,7 @@ The layers, each in its module:
   legend read from the eval registry (a new eval's metrics appear with no edit here);
 * details.py: what the summary leaves out (flipped questions' answers, event samples), read
   from the run folder;
-* terminal.py, markdown.py (+ markdown_details.py), csv.py: the renderers.
+* terminal.py, markdown.py (+ markdown_details.py), csv.py, html.py (+ html_details.py): the renderers.
 
 A new format is one module with `report(summary, details)` and `compare(result)` and one entry
 in FORMATS.
