@@ -80,7 +80,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     print(f"\nHTML report {report} ({report.stat().st_size:,} bytes); Chromium load + dump {load_s:.2f} s; "
           f"screenshot {shot}")
     return {"summary": summary, "cell": cell, "flipped": flipped, "dom": dumped.stdout, "shot": shot,
-            "html": report.read_text(encoding="utf-8")}
+            "html": report.read_text(encoding="utf-8"), "report": report, "tmp": tmp}
 
 
 def _pivot_cells(dom: Page, index: int) -> dict[tuple[str, str], str]:
@@ -129,3 +129,34 @@ def test_no_network_reference_and_a_screenshot(page: dict[str, Any]) -> None:
     assert not [(tag, k) for tag, a in Page(page["html"]).elements for k in a if k in ("src", "href", "srcset", "action")]
     assert "url(" not in page["html"]
     assert page["shot"].is_file() and page["shot"].stat().st_size > 10_000
+
+
+def test_a_reader_filters_clicks_into_the_flagged_cell_and_searches_a_question(page: dict[str, Any]) -> None:
+    """Driven like a person would (Playwright on the same Chromium): the status filter keeps the
+    flagged cell, its drill-down opens on a click, the question search keeps only that flip, and
+    nothing planted ever ran."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    cell_id, qid = page["cell"]["id"], page["flipped"][0]
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu",
+                                                                          "--disable-background-networking"])
+        try:
+            view = browser.new_page(viewport={"width": 1400, "height": 1000})
+            view.goto(page["report"].as_uri())
+            view.select_option("#filter-status", "flagged")
+            shown = view.locator("tr[data-cell]:not([hidden])").evaluate_all("rows => rows.map(r => r.dataset.cell)")
+            assert shown == [c["id"] for c in page["summary"]["cells"] if any(f["action"] == "fail" for f in c["flags"])]
+            details = view.locator(f"details#cell-{cell_id}")
+            details.locator("summary").click()  # failing cells open by default: the click closes it ...
+            assert details.evaluate("d => d.open") is False
+            details.locator("summary").click()  # ... and opens it again
+            assert details.evaluate("d => d.open") is True
+            view.fill("#filter-qid", qid)
+            visible = details.locator("div.flip:not([hidden])").evaluate_all("els => els.map(e => e.dataset.qid)")
+            assert visible and set(visible) == {qid}
+            assert "&lt;script&gt;" in details.inner_html() and view.title() != "pwned"
+            assert view.locator("#pwned").count() == 0
+            view.screenshot(path=str(page["tmp"] / "clicked.png"), full_page=False)
+            print(f"\nscreenshot after the clicks: {page['tmp'] / 'clicked.png'}")
+        finally:
+            browser.close()

@@ -215,3 +215,21 @@ def test_cli_report_and_compare_write_the_file_and_print_its_path(run: tuple[Pat
     assert result.exit_code == 0 and md.read_text() == render(summary, "markdown", run_path)
     result = CliRunner().invoke(main, ["report", str(run_path), "-o", str(tmp_path / "t.txt")])
     assert result.exit_code == 2 and "needs a document format" in result.output
+
+
+def test_drill_down_shows_the_engine_argv_env_and_log_tail_escaped(run: tuple[Path, dict]) -> None:
+    from evalkit.render import render
+    from evalkit.store import read_json, write_json
+
+    run_path, summary = run
+    cell_id = summary["cells"][0]["id"]
+    record = read_json(run_path / cell_id / "cell.json")
+    record["launch"] = {"argv": ["python3", "-m", "evalkit.sim", "--api-key", "***", "--note", "<b>x</b>"],
+                        "env": {"HF_TOKEN": "***", "ATOM_MOE_GU_ITLV": "1"}, "host": "127.0.0.1", "port": 1}
+    write_json(run_path / cell_id / "cell.json", record)
+    (run_path / cell_id / "engine.log").write_text("".join(f"line {i}\n" for i in range(40)) + "<script>bad()</script>\n")
+    page = render(summary, "html", run_path) or ""
+    assert "python3 -m evalkit.sim --api-key &#x27;***&#x27; --note &#x27;&lt;b&gt;x&lt;/b&gt;&#x27;" in page
+    assert "HF_TOKEN=&#x27;***&#x27; ATOM_MOE_GU_ITLV=1" in page
+    assert "line 39" in page and "line 20\n" not in page  # the last 20 lines only
+    assert "&lt;script&gt;bad()&lt;/script&gt;" in page and "<script>bad()" not in page

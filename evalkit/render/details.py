@@ -14,6 +14,7 @@ Missing files are simply absent: a report of a hand-made or half-finished run st
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,10 @@ class Details:
     """eval name -> cell id -> sample id -> that cell's row, for flipped questions only."""
     events: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
     """metric name -> cell id -> the samples where its event happened."""
+    engines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """cell id -> how its engine ran: `launch` (argv and env as cell.json stores them, secrets
+    redacted), `effective_mode`, and `log_tail` (the error's, else the end of engine.log, whose
+    secret values were scrubbed when the cell ended)."""
 
 
 def flipped_to_wrong(cell: dict[str, Any], metric: str) -> set[str]:
@@ -65,7 +70,22 @@ def load_details(run_path: Path, summary: dict[str, Any]) -> Details:
                 event = spec.event_field
                 details.events.setdefault(spec.name, {})[cell["id"]] = _read(
                     run_path / cell["id"] / ev.samples_file, lambda row: bool(row.get(event)))
+    for cell in summary["cells"]:
+        details.engines[cell["id"]] = _engine(run_path / cell["id"])
     for (eval_name, samples_file, cell_id), ids in wanted.items():
         rows = _read(run_path / cell_id / samples_file, lambda row: row.get("id") in ids)
         details.samples.setdefault(eval_name, {})[cell_id] = {row["id"]: row for row in rows}
     return details
+
+
+LOG_TAIL_LINES = 20
+
+
+def _engine(cell_dir: Path) -> dict[str, Any]:
+    record = read_json(cell_dir / "cell.json") if (cell_dir / "cell.json").is_file() else {}
+    tail = (record.get("error") or {}).get("log_tail") or ""
+    log = cell_dir / "engine.log"
+    if not tail and log.is_file():
+        with log.open(encoding="utf-8", errors="replace") as f:
+            tail = "".join(deque(f, maxlen=LOG_TAIL_LINES))
+    return {"launch": record.get("launch"), "effective_mode": record.get("effective_mode"), "log_tail": tail}

@@ -15,6 +15,7 @@ Every text goes through `esc`/`esc_block`: control characters dropped, then `htm
 from __future__ import annotations
 
 import html
+import shlex
 from typing import Any
 
 from evalkit.evals import registry
@@ -147,7 +148,7 @@ def _events(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, 
             "in the results folder.</p></div>")
 
 
-def _facts(cell: dict[str, Any]) -> str:
+def _facts(cell: dict[str, Any], engine: dict[str, Any]) -> str:
     rows = [("status", cell["status"])]
     if cell.get("error"):
         rows.append(("error", cell["error"]))
@@ -155,10 +156,22 @@ def _facts(cell: dict[str, Any]) -> str:
     if src:
         rows.append(("engine source", f"{strip_userinfo(src.get('repo') or '')} @ {src.get('ref') or '?'} → "
                                       f"{src.get('sha') or '?'}"))
+    launch = engine.get("launch") or {}
+    if launch.get("argv"):
+        rows.append(("engine argv", shlex.join(str(a) for a in launch["argv"])))
+    if launch.get("env"):
+        rows.append(("engine env", " ".join(f"{k}={shlex.quote(str(v))}" for k, v in launch["env"].items())))
+    if launch.get("base_url"):
+        rows.append(("server", f"{launch['base_url']} ({launch.get('note') or 'external'})"))
+    if engine.get("effective_mode"):
+        rows.append(("effective mode", engine["effective_mode"]))
     timings = cell.get("timings") or {}
     if timings:
         rows.append(("timings", ", ".join(f"{k} {v}" for k, v in timings.items())))
-    body = "".join(f"<tr><th>{esc(k)}</th><td>{esc_block(v, 2_000) if k == 'error' else esc(v)}</td></tr>"
+    if engine.get("log_tail"):
+        rows.append(("engine log (end)", engine["log_tail"]))
+    blocks = ("error", "engine argv", "engine log (end)")
+    body = "".join(f"<tr><th>{esc(k)}</th><td>{esc_block(v, 4_000) if k in blocks else esc(v)}</td></tr>"
                    for k, v in rows)
     return f'<table class="facts">{body}</table>'
 
@@ -178,5 +191,5 @@ def cell_sections(summary: dict[str, Any], details: Details, attrs: dict[str, st
         flagged = ' <span class="mark">✗</span>' if failed else ""
         out.append(f'<details class="cell" id="cell-{esc(cell["id"])}" {attrs[cell["id"]]}{" open" if failed else ""}>'
                    f"<summary><b>{esc(cell['id'])}</b> · {esc(cell['status'])}{flagged}</summary>"
-                   f"{_facts(cell)}{''.join(blocks)}</details>")
+                   f"{_facts(cell, details.engines.get(cell['id'], {}))}{''.join(blocks)}</details>")
     return "\n".join(out)
