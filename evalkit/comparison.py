@@ -14,40 +14,18 @@ from typing import Any
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec, setup_differences
 from evalkit.redact import redact_argv
-from evalkit.stats import fisher_collapse, paired_comparison
 from evalkit.store import read_run_cells
-from evalkit.verdicts import flat_metrics, marks, question_order, refused, setup_of
+from evalkit.verdicts import delta, flat_metrics, refused, setup_of
 
 
-def _paired(a_dir: Path, b_dir: Path, spec: MetricSpec) -> dict[str, Any] | None:
-    """B - A on the questions both answered (McNemar); None when they share none."""
-    a, b = marks(a_dir, spec), marks(b_dir, spec)
-    shared = sorted(set(a) & set(b), key=question_order)
-    if not shared:
-        return None
-    p = paired_comparison([b[i] for i in shared], [a[i] for i in shared], ids=shared)
-    return {"diff": p.diff, "p_value": p.p_value, "ci95": [p.low, p.high], "n": p.n,
-            "flipped_to_wrong": list(p.b_only_ids), "flipped_to_right": list(p.a_only_ids)}
-
-
-def _count_delta(spec: MetricSpec, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
-    """B - A of a count metric (Fisher exact; two-sided, since a change may go either way)."""
-    ka, na = a.get(spec.count_metric or ""), a.get(spec.n_metric or "")
-    kb, nb = b.get(spec.count_metric or ""), b.get(spec.n_metric or "")
-    if not na or not nb or ka is None or kb is None:
-        return None
-    f = fisher_collapse(kb, nb, ka, na)
-    return {"diff": f.diff, "p_value": f.p_two_sided, "p_greater": f.p_greater}
-
-
-def _delta(spec: MetricSpec, a_dir: Path, b_dir: Path, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
-    if spec.comparison is Comparison.PAIRED:
-        return _paired(a_dir, b_dir, spec)
+def _b_minus_a(spec: MetricSpec, a_dir: Path, b_dir: Path, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
+    """B - A of one metric (verdicts.delta); counts take the two-sided p, as a change may go either way."""
+    found = delta(spec, b_dir, a_dir, b, a)
+    if found is None or spec.comparison is Comparison.CONTINUOUS:
+        return found
     if spec.comparison is Comparison.COUNT:
-        return _count_delta(spec, a, b)
-    if spec.comparison is Comparison.CONTINUOUS and a.get(spec.name) is not None and b.get(spec.name) is not None:
-        return {"diff": b[spec.name] - a[spec.name], "p_value": None}
-    return None
+        return {"diff": found["diff"], "p_value": found["p_two_sided"], "p_greater": found["p_greater"]}
+    return {k: v for k, v in found.items() if not k.startswith("right_only")}
 
 
 def _run_meta(run: dict[str, Any], cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -86,6 +64,6 @@ def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
                         continue
                     both = spec.name in row["a"] and spec.name in row["b"]
                     row[spec.name] = (refused(differs) if differs and both
-                                      else _delta(spec, a_path / cell_id, b_path / cell_id, row["a"], row["b"]))
+                                      else _b_minus_a(spec, a_path / cell_id, b_path / cell_id, row["a"], row["b"]))
         out.append(row)
     return {"a": _run_meta(run_a, cells_a), "b": _run_meta(run_b, cells_b), "cells": out}

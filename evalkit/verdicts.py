@@ -67,22 +67,27 @@ def flat_metrics(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def compare(cell: dict[str, Any], ref: dict[str, Any], run_path: Path) -> dict[str, Any]:
+def compare(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, flats: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Deltas of `cell` against `ref` (cell - ref), per compared metric: paired metrics on the
     shared questions (McNemar), counts with Fisher (one-sided, a rise), continuous values as a
-    plain difference."""
+    plain difference. `flats`: each cell's flat metrics by id, computed once per summary."""
     result: dict[str, Any] = {"reference": ref["id"]}
     cell_dir, ref_dir = run_path / cell["id"], run_path / ref["id"]
-    flat_cell, flat_ref = flat_metrics(cell), flat_metrics(ref)
+    flat_cell, flat_ref = flats[cell["id"]], flats[ref["id"]]
     for ev in registry.evals():
         differs = setup_differences(setup_of(cell, ev.name), setup_of(ref, ev.name))
         for spec in ev.metrics:
             if differs and spec.comparison is not Comparison.NONE and spec.name in flat_cell and spec.name in flat_ref:
                 result[spec.name] = refused(differs)
                 continue
-            delta = _delta(spec, cell, ref, cell_dir, ref_dir, flat_cell, flat_ref)
-            if delta is not None:
-                result[spec.name] = delta | ev.extra_delta(spec, cell_dir, ref_dir)
+            found = delta(spec, cell_dir, ref_dir, flat_cell, flat_ref)
+            if found is None:
+                continue
+            if spec.comparison is Comparison.COUNT:  # a gate asks about a rise: the one-sided p
+                found = {"diff": found["diff"], "p_value": found["p_greater"], "p_two_sided": found["p_two_sided"]}
+            elif spec.comparison is Comparison.PAIRED:
+                found["noise_floor"] = _noise_floor(spec, cell, ref)
+            result[spec.name] = found | ev.extra_delta(spec, cell_dir, ref_dir)
     return result
 
 
@@ -96,34 +101,45 @@ def refused(differs: list[str]) -> dict[str, Any]:
     return {"diff": None, "p_value": None, "setup_differs": differs}
 
 
-def _delta(spec: MetricSpec, cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_dir: Path,
-           flat_cell: dict[str, Any], flat_ref: dict[str, Any]) -> dict[str, Any] | None:
+def delta(spec: MetricSpec, this_dir: Path, ref_dir: Path, this: dict[str, Any],
+          ref: dict[str, Any]) -> dict[str, Any] | None:
+    """`this` minus `ref` for one metric, by its comparison kind; None when there is nothing to
+    compare. The one computation behind the summary's deltas and the run comparison (each picks
+    its p-value: a gate asks whether a count rose, a before/after comparison either way).
+
+    PAIRED: McNemar on the questions both answered, with the flipped ids; COUNT: Fisher (both
+    p-values); CONTINUOUS: the difference. `this`/`ref` are the two cells' flat metrics.
+    """
     if spec.comparison is Comparison.PAIRED:
-        a, b = marks(cell_dir, spec), marks(ref_dir, spec)
+        a, b = marks(this_dir, spec), marks(ref_dir, spec)
         shared = sorted(set(a) & set(b), key=question_order)
         if not shared:
             return None
         p = paired_comparison([a[i] for i in shared], [b[i] for i in shared], ids=shared)
-        eval_name = spec.name.split(".", 1)[0]
-        floors = [f for c in (cell, ref) if spec.noise_floor and (raw := (c["metrics"].get(eval_name) or {}))
-                  and (f := spec.noise_floor(raw)) is not None]
         return {"diff": p.diff, "p_value": p.p_value, "ci95": [p.low, p.high], "n": p.n,
-                "noise_floor": max(floors) if floors else None,
                 "right_only_in_cell": p.a_only, "right_only_in_reference": p.b_only,
                 "flipped_to_wrong": list(p.b_only_ids), "flipped_to_right": list(p.a_only_ids)}
     if spec.comparison is Comparison.COUNT:
-        k, n, k_ref, n_ref = (flat_cell.get(spec.count_metric or ""), flat_cell.get(spec.n_metric or ""),
-                              flat_ref.get(spec.count_metric or ""), flat_ref.get(spec.n_metric or ""))
+        k, n, k_ref, n_ref = (this.get(spec.count_metric or ""), this.get(spec.n_metric or ""),
+                              ref.get(spec.count_metric or ""), ref.get(spec.n_metric or ""))
         if not n or not n_ref or k is None or k_ref is None:
             return None
         f = fisher_collapse(k, n, k_ref, n_ref)
-        return {"diff": f.diff, "p_value": f.p_greater, "p_two_sided": f.p_two_sided}
+        return {"diff": f.diff, "p_greater": f.p_greater, "p_two_sided": f.p_two_sided}
     if spec.comparison is Comparison.CONTINUOUS:
-        value, ref_value = flat_cell.get(spec.name), flat_ref.get(spec.name)
+        value, ref_value = this.get(spec.name), ref.get(spec.name)
         if value is None or ref_value is None:
             return None
         return {"diff": value - ref_value, "p_value": None}
     return None
+
+
+def _noise_floor(spec: MetricSpec, cell: dict[str, Any], ref: dict[str, Any]) -> float | None:
+    """The larger repeat swing of the two cells (`evals.<eval>.repeats`), None without repeats."""
+    ev = registry.eval_of(spec.name)
+    floors = [f for c in (cell, ref) if spec.noise_floor and ev and (raw := (c["metrics"].get(ev.name) or {}))
+              and (f := spec.noise_floor(raw)) is not None]
+    return max(floors) if floors else None
 
 
 _TEST_NAMES = {Comparison.PAIRED: "McNemar", Comparison.COUNT: "Fisher"}
@@ -188,18 +204,19 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
     run, cells = read_run_cells(run_path)
     baseline = next((c for c in cells if config.baseline and c.get("axes") == config.baseline), None)
     rows = []
+    flats = {cell["id"]: flat_metrics(cell) for cell in cells}
     for cell in cells:
         row: dict[str, Any] = {"id": cell["id"], "axes": cell.get("axes", {}), "status": cell["status"]}
         if cell.get("error"):
             row["error"] = cell["error"]["message"]
-        row["metrics"] = flat_metrics(cell)
+        row["metrics"] = flats[cell["id"]]
         ok = cell["status"] == "ok"
         if ok and baseline and baseline["status"] == "ok" and baseline["id"] != cell["id"]:
-            row["vs_baseline"] = compare(cell, baseline, run_path)
+            row["vs_baseline"] = compare(cell, baseline, run_path, flats)
         wanted = twin_axes(cell.get("axes", {}), config) if ok else None
         twin = next((c for c in cells if c.get("axes") == wanted), None) if wanted else None
         if twin and twin["status"] == "ok":
-            row["vs_ab"] = compare(cell, twin, run_path)
+            row["vs_ab"] = compare(cell, twin, run_path, flats)
         row["flags"] = [f for t in config.thresholds if ok and (f := _check(t, row, row["metrics"]))]
         row["setup"] = {ev.name: setup["hash"] for ev in registry.evals() if (setup := setup_of(cell, ev.name))}
         row["effective_mode"] = cell.get("effective_mode")

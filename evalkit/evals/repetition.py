@@ -250,12 +250,12 @@ def scan_texts(texts: list[str], finish_reasons: list[str | None], settings: Rep
     return {"n": len(texts), "collapsed": len(flagged), "collapsed_ids": flagged[:50]}
 
 
-def new_collapses(cell_dir: Path, ref_dir: Path, limit: int = 50) -> list[dict[str, Any]]:
+def new_collapses(cell_dir: Path, ref_dir: Path, samples_file: str, limit: int = 50) -> list[dict[str, Any]]:
     """Prompts collapsed in the cell but not in the reference, with the first token where the
     two greedy outputs diverge: what the reference did instead, and how early the cell left it."""
 
     def rows(d: Path, keep: Any) -> dict[str, dict[str, Any]]:
-        path = d / "repetition.samples.jsonl"  # streamed: only the rows needed are kept
+        path = d / samples_file  # streamed: only the rows needed are kept
         return {row["id"]: row for row in read_jsonl(path) if keep(row)} if path.is_file() else {}
 
     cell = rows(cell_dir, lambda row: bool(row.get("collapsed")))
@@ -319,7 +319,7 @@ class Repetition(Eval):
         return out
 
     def extra_delta(self, metric: MetricSpec, cell_dir: Path, ref_dir: Path) -> dict[str, Any]:
-        return {"new_collapses": new_collapses(cell_dir, ref_dir)}
+        return {"new_collapses": new_collapses(cell_dir, ref_dir, self.samples_file)}
 
 
 EVAL = registry.register(Repetition())

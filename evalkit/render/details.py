@@ -41,12 +41,34 @@ class Details:
     secret values were scrubbed when the cell ended)."""
 
 
+@dataclass(frozen=True)
+class Flips:
+    """The questions of one paired metric that flipped between a cell and one of its references."""
+
+    word: str
+    """"baseline" or "twin"."""
+    reference: str
+    """The reference cell's id."""
+    wrong: list[str]
+    """Right there, wrong here."""
+    right: list[str]
+    """Wrong there, right here."""
+
+
+def cell_flips(cell: dict[str, Any], metric: str) -> list[Flips]:
+    """Against the baseline, then the twin: where any question of `metric` flipped."""
+    out = []
+    for against, word in AGAINST:
+        delta = (cell.get(against) or {}).get(metric) or {}
+        wrong, right = delta.get("flipped_to_wrong") or [], delta.get("flipped_to_right") or []
+        if wrong or right:
+            out.append(Flips(word, cell[against]["reference"], wrong, right))
+    return out
+
+
 def flipped_to_wrong(cell: dict[str, Any], metric: str) -> set[str]:
     """Question ids right in either reference of `cell` and wrong in it (the examples shown)."""
-    ids: set[str] = set()
-    for against, _ in AGAINST:
-        ids.update(((cell.get(against) or {}).get(metric) or {}).get("flipped_to_wrong", []))
-    return ids
+    return {qid for flips in cell_flips(cell, metric) for qid in flips.wrong}
 
 
 def _read(path: Path, keep: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:

@@ -20,8 +20,7 @@ from typing import Any
 
 from evalkit.evals import registry
 from evalkit.evals.base import Eval, MetricSpec
-from evalkit.render.details import Details
-from evalkit.render.table import AGAINST
+from evalkit.render.details import Details, cell_flips
 from evalkit.render.text import clean, clean_block, strip_userinfo, truncate
 
 MAX_SAMPLE_CHARS = 4_000
@@ -107,16 +106,11 @@ def _flip_example(ev: Eval, qid: str, cell_id: str, ref_id: str, answers: dict[s
 def _flips(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details) -> str:
     answers = details.samples.get(ev.name, {})
     parts = []
-    for against, word in AGAINST:
-        delta = (cell.get(against) or {}).get(spec.name) or {}
-        wrong, right = delta.get("flipped_to_wrong") or [], delta.get("flipped_to_right") or []
-        if not (wrong or right):
-            continue
-        ref = cell[against]["reference"]
-        examples = "".join(_flip_example(ev, q, cell["id"], ref, answers) for q in wrong[:MAX_FLIP_EXAMPLES])
-        parts.append(f'<div class="flips" data-against="{esc(word)}"><h4>{esc(spec.label)} vs {esc(word)} {esc(ref)}</h4>'
-                     f"<p>Right there, wrong here ({len(wrong)}):</p>{_id_items(wrong)}"
-                     f"<p>Wrong there, right here ({len(right)}):</p>{_id_items(right)}{examples}</div>")
+    for f in cell_flips(cell, spec.name):
+        examples = "".join(_flip_example(ev, q, cell["id"], f.reference, answers) for q in f.wrong[:MAX_FLIP_EXAMPLES])
+        parts.append(f'<div class="flips" data-against="{esc(f.word)}"><h4>{esc(spec.label)} vs {esc(f.word)} '
+                     f"{esc(f.reference)}</h4><p>Right there, wrong here ({len(f.wrong)}):</p>{_id_items(f.wrong)}"
+                     f"<p>Wrong there, right here ({len(f.right)}):</p>{_id_items(f.right)}{examples}</div>")
     return "".join(parts)
 
 

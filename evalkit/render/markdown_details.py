@@ -17,8 +17,7 @@ from typing import Any
 
 from evalkit.evals import registry
 from evalkit.evals.base import Eval, MetricSpec
-from evalkit.render.details import Details
-from evalkit.render.table import AGAINST
+from evalkit.render.details import Details, cell_flips
 from evalkit.render.text import clean, html_pre, html_text, md_cell, md_code, truncate
 
 MAX_IDS_LISTED = 40
@@ -64,12 +63,8 @@ def _flips(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, b
     """One <details> block for a cell with questions of `spec` flipped against a reference."""
     answers = details.samples.get(ev.name, {})
     parts, counts, shown = [], [], set()
-    for against, word in AGAINST:
-        delta = (cell.get(against) or {}).get(spec.name) or {}
-        wrong, right = delta.get("flipped_to_wrong") or [], delta.get("flipped_to_right") or []
-        if not (wrong or right):
-            continue
-        ref = cell[against]["reference"]
+    for f in cell_flips(cell, spec.name):
+        word, ref, wrong, right = f.word, f.reference, f.wrong, f.right
         counts.append(f"{len(wrong)} to wrong, {len(right)} to right vs {word}")
         parts += [(f"**vs {word} {md_cell(ref)}**: right there, wrong here ({len(wrong)}): {id_list(wrong) or '-'}; "
                    f"wrong there, right here ({len(right)}): {id_list(right) or '-'}"), ""]
