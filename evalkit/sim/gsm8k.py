@@ -87,6 +87,23 @@ class TestSet:
         return best
 
 
+def in_style(solution: str, prompt: str) -> str:
+    """The solution ending the way the prompt's worked examples end, as a few-shot model imitates
+    them: GSM8K's ``#### N``, or ``The answer is N.`` when the examples end so and never with
+    ``####`` (lm-eval's chain-of-thought prompts, gsm8k_cot and its kin)."""
+    if "The answer is" not in prompt or "####" in prompt:
+        return solution
+    body, answer = solution.rsplit("####", 1)
+    return f"{body.rstrip()} The answer is {answer.strip()}."
+
+
+def question_marker(prompt: str) -> str:
+    """How the prompt introduces a question (``Question:`` or ``Q:``): a base model goes on to
+    write the next question the same way, where lm-eval's stop strings cut it."""
+    text = _normalise(prompt)
+    return max(_MARKERS, key=lambda m: text.rfind(m[0] + " "))[0]
+
+
 def final_answer(solution: str) -> str:
     """The number after ``####``, as written (it may contain thousands separators)."""
     return solution.rsplit("####", 1)[1].strip()
