@@ -172,6 +172,17 @@ def test_the_report_and_compare_of_a_stored_run_know_the_task_metrics(run: tuple
     assert row[FLEXIBLE]["diff"] == 0 and row[FLEXIBLE]["n"] == LIMIT  # known again from the stored cells
 
 
+def test_the_history_of_a_stored_run_knows_the_task_metrics(run: tuple[Path, Any], tmp_path: Path) -> None:
+    run_path, _ = run
+    results, db = str(run_path.parent), str(tmp_path / "history.db")
+    assert run_cli("history", "--import", "tasks", "--db", db, "--results-dir", results).exit_code == 0
+    parse_config({"model": "m", "engine": {"profile": "sim"}}, "other.yaml")  # a config without lm_eval
+    shown = run_cli("history", "--model", "sim/toy", "--db", db, "--results-dir", results)
+    assert shown.exit_code == 0, shown.output
+    header = next(line for line in shown.output.splitlines() if "cell" in line and "status" in line)
+    assert "gsm8k_cot.exact_match.strict-match" in header and "aime24.exact_match" in header
+
+
 def test_a_task_without_local_data_fails_before_any_engine_starts(tmp_path: Path) -> None:
     config = write_config(tmp_path)
     config.write_text(config.read_text(encoding="utf-8").replace(", data_files: {train: %s}" % (tmp_path / "aime.jsonl"),
