@@ -167,7 +167,7 @@ def setup_fields(info: TaskInfo, task: Mapping[str, Any], raw: Mapping[str, Any]
     return {
         "task": info.name, "task_version": raw.get("version"), "task_yaml": files_hash(info.files),
         "num_fewshot": raw.get("num_fewshot"), "generation_kwargs": task["generation_kwargs"],
-        "data": data_hash([Path(p) for p in data.values()] if data else [Path(task.get("dataset_path") or info.yaml)]),
+        "data": data_hash([Path(p) for p in data.values()] if data else [Path(task.get("dataset_path") or info.dataset_path or "")]),
         "endpoint": settings.endpoint, "seed": settings.seed, "lm_eval_version": raw.get("lm_eval_version"),
         "evalkit_version": evalkit.__version__,
     }
