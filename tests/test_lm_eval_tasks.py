@@ -165,6 +165,8 @@ def test_the_report_and_compare_of_a_stored_run_know_the_task_metrics(run: tuple
     markdown = run_cli("report", "tasks", "--format", "markdown", "--results-dir", results).output
     assert "| gsm8k\\_cot exact\\_match.strict-match |" in markdown
     assert "Δ gsm8k\\_cot exact\\_match.strict-match vs baseline" in markdown
+    csv = run_cli("report", "tasks", "--format", "csv", "--results-dir", results).output.splitlines()[0].split(",")
+    assert {STRICT, f"{STRICT}_stderr", "lm_eval.aime24.n", f"vs_baseline.{FLEXIBLE}.p_value"} <= set(csv)
     parse_config({"model": "m", "engine": {"profile": "sim"}}, "other.yaml")  # a config without lm_eval
     assert registry.metric(STRICT) is None
     compared = json.loads(run_cli("compare", "tasks", "tasks", "--format", "json", "--results-dir", results).output)
@@ -235,4 +237,6 @@ def test_preflight_names_the_field_of_bad_local_data(tmp_path: Path) -> None:
         ev.check(config.evals.lm_eval)
     with pytest.raises(EvalError, match=r"task 'arc_easy' is multiple_choice: evalkit runs generate_until tasks"):
         ev.check(config_with({"tasks": [{"name": "arc_easy", "dataset_path": str(tmp_path)}]}).evals.lm_eval)
+    with pytest.raises(EvalError, match=r"'gsm8k_cot_self_consistency' samples 64 answers per question"):
+        ev.check(config_with({"tasks": ["gsm8k_cot_self_consistency"]}).evals.lm_eval)
     ev.check(config_with({"tasks": ["gsm8k_cot_zeroshot", "gsm8k_cot_llama"]}).evals.lm_eval)  # shipped data

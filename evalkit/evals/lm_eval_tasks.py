@@ -151,6 +151,9 @@ def task_yaml(settings: LmEvalSettings, i: int, entry: TaskEntry, info: TaskInfo
     if info.output_type != "generate_until" or "class" in info.config:
         raise EvalError(f"lm_eval: task {info.name!r} is {info.config.get('class') or info.output_type}: evalkit runs "
                         "generate_until tasks (scored from text; loglikelihood needs the server's tokenizer)")
+    if int(info.config.get("repeats") or 1) > 1:
+        raise EvalError(f"lm_eval: task {info.name!r} samples {info.config['repeats']} answers per question (repeats): "
+                        "evalkit scores one greedy answer per question")
     shots = _shots(settings, entry, info)
     gen = info.generation_kwargs | {"do_sample": False, "temperature": 0.0,
                                     "max_gen_toks": _max_gen_toks(settings, entry, info)}
@@ -203,27 +206,36 @@ class LmEvalTasks(Eval):
     default_enabled = False
 
     def __init__(self) -> None:
-        self._known: dict[str, MetricSpec] = {}
+        self._known: dict[str, tuple[str, MetricSpec]] = {}
+        """Metric name -> (task, spec), as `resolve_metrics` last set them."""
         self._lock = threading.Lock()
 
     @property  # type: ignore[override]
     def metrics(self) -> tuple[MetricSpec, ...]:
         with self._lock:
-            return tuple(self._known.values())
+            return tuple(spec for _, spec in self._known.values())
+
+    @property  # type: ignore[override]
+    def csv_fields(self) -> tuple[str, ...]:
+        """Each score with its stderr, then each task's question count."""
+        with self._lock:
+            known = list(self._known.items())
+        return (*[n for name, _ in known for n in (name, f"{name}_stderr")],
+                *dict.fromkeys(f"lm_eval.{task}.n" for _, (task, _) in known))
 
     def resolve_metrics(self, settings: Any | None = None, raw: Mapping[str, Any] | None = None) -> None:
         """A config's section replaces the known metrics (None: none); a stored cell adds its own
         (its marks decide which are paired)."""
         if raw is not None:
-            found = [s for task, r in (raw.get("tasks") or {}).items()
+            found = {s.name: (task, s) for task, r in (raw.get("tasks") or {}).items()
                      for s in specs(task, [(k, bool(r["paired"].get(k)), r["higher_is_better"].get(k, True))
-                                           for k in r["scores"]])]
+                                           for k in r["scores"]])}
             with self._lock:
-                self._known |= {s.name: s for s in found}
+                self._known |= found
             return
-        found = [] if settings is None else [s for _, _, info in planned(settings) for s in _specs_of(info)]
+        tasks = [] if settings is None else [info for _, _, info in planned(settings)]
         with self._lock:
-            self._known = {s.name: s for s in found}
+            self._known = {s.name: (info.name, s) for info in tasks for s in _specs_of(info)}
 
     def check(self, settings: LmEvalSettings) -> None:
         for i, entry, info in planned(settings):

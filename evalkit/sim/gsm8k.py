@@ -9,7 +9,8 @@ the test split, so they never match.
 
 Answers are the reference solutions with the ``<<a*b=c>>`` calculator annotations removed
 (they restate every intermediate result, which would make a changed final number look
-inconsistent rather than plausibly wrong), ending in GSM8K's own ``#### N`` line.
+inconsistent rather than plausibly wrong), ending in GSM8K's own ``#### N`` line, or in ``The
+answer is N.`` where the prompt's worked examples end so (lm-eval's chain-of-thought tasks).
 """
 
 from __future__ import annotations
