@@ -172,7 +172,9 @@ def setup_fields(info: TaskInfo, task: Mapping[str, Any], raw: Mapping[str, Any]
         "num_fewshot": raw.get("num_fewshot"), "generation_kwargs": task["generation_kwargs"],
         "data": data_hash([Path(p) for p in data.values()] if data else [Path(task.get("dataset_path") or info.dataset_path or "")]),
         "endpoint": settings.endpoint, "seed": settings.seed, "lm_eval_version": raw.get("lm_eval_version"),
-        "evalkit_version": evalkit.__version__,
+        "chat_template": ("the server's own (lm-eval apply_chat_template, few-shot as multi-turn)"
+                          if settings.endpoint == "chat" else None),
+        "tokenizer": "the server's (text requests, tokenized_requests false)", "evalkit_version": evalkit.__version__,
     }
 
 
