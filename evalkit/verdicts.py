@@ -39,10 +39,11 @@ def marks(cell_dir: Path, spec: MetricSpec) -> dict[str, bool]:
         return {}
     fields = tuple(m.mark_field for m in ev.metrics if m.mark_field)
     column = fields.index(spec.mark_field)
-    return {qid: row[column] for qid, row in _marks_file(cell_dir / ev.samples_file, fields).items()}
+    return {qid: row[column] for qid, row in _marks_file(cell_dir / ev.samples_file, fields).items()
+            if row[column] is not None}
 
 
-def _marks_file(path: Path, fields: tuple[str, ...]) -> dict[str, tuple[bool, ...]]:
+def _marks_file(path: Path, fields: tuple[str, ...]) -> dict[str, tuple[bool | None, ...]]:
     """Every paired metric's marks of a samples file ({} when absent), read once per state of the
     file: each cell is compared with the baseline and with its twin, and the baseline with all."""
     try:
@@ -53,8 +54,9 @@ def _marks_file(path: Path, fields: tuple[str, ...]) -> dict[str, tuple[bool, ..
 
 
 @functools.lru_cache(maxsize=64)
-def _read_marks(path: Path, mtime_ns: int, size: int, fields: tuple[str, ...]) -> dict[str, tuple[bool, ...]]:
-    return {row["id"]: tuple(bool(row[f]) for f in fields) for row in read_jsonl(path)}
+def _read_marks(path: Path, mtime_ns: int, size: int, fields: tuple[str, ...]) -> dict[str, tuple[bool | None, ...]]:
+    """None where a row lacks a field: a question of another task in the same file (lm_eval)."""
+    return {row["id"]: tuple(None if row.get(f) is None else bool(row[f]) for f in fields) for row in read_jsonl(path)}
 
 
 def flat_metrics(record: dict[str, Any]) -> dict[str, Any]:

@@ -55,7 +55,24 @@ def history(model: str | None, cells: tuple[str, ...], since: str | None, last: 
     if not points:
         raise ConfigError(f"history: no recorded cells for model {model!r}"
                           + (f", cells {', '.join(cells)}" if cells else "") + (f" since {since}" if since else ""))
+    _learn_metrics(points, results_dir)
     _show_trend(points, f"evalkit history: {model}" + (f" since {since}" if since else ""), last or None, plot_path)
+
+
+def _learn_metrics(points: list[Point], results_dir: Path) -> None:
+    """Metrics that depend on a run's config (one per lm-eval task) are known from its stored
+    cells (`Eval.resolve_metrics`): one cell.json per distinct set of eval setups, while its
+    run folder exists (the history itself keeps numbers, not what they mean)."""
+    from evalkit.store import read_json
+    from evalkit.verdicts import flat_metrics
+
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    for point in points:
+        setups = tuple(sorted((name, str((setup or {}).get("hash"))) for name, setup in point.setups.items()))
+        cell = results_dir / point.run_id / point.cell_id / "cell.json"
+        if setups not in seen and cell.is_file():
+            seen.add(setups)
+            flat_metrics(read_json(cell))
 
 
 def _show_trend(points: list[Point], title: str, last: int | None, plot_path: Path | None) -> None:

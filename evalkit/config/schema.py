@@ -99,6 +99,15 @@ class Evals(StrictModel):
     with no edit to this file, and a misspelt section is still an unknown key.
     """
 
+    @model_validator(mode="after")
+    def _resolve_metrics(self) -> Evals:
+        """Evals whose metrics depend on their section learn them here, before `thresholds`
+        (validated after `evals`) name them."""
+        from evalkit.evals import registry
+
+        registry.resolve(self)
+        return self
+
 
 CHECKS = ("min", "max", "max_drop_vs_baseline", "max_drop_ab", "max_rise_vs_baseline", "max_rise_ab")
 

@@ -9,7 +9,8 @@ declares:
 * `settings`: a pydantic model of its config section (`EvalSettings` subclass: `enabled` and the
   rest), so a misspelt key is an error naming the file and field;
 * `metrics`: `MetricSpec`s, each with its comparison kind (paired 0/1 per question, a count of
-  events, a continuous value) and what the report shows of it;
+  events, a continuous value) and what the report shows of it; an eval whose metrics depend on
+  its config (one per lm-eval task) makes `metrics` a property set by `resolve_metrics`;
 * `run(ctx, settings) -> EvalResult`: score one running server;
 * `flat(raw) -> {name: value}`: the headline metrics of one cell under their dotted names (the
   summary.json contract).
@@ -172,6 +173,13 @@ class Eval:
     """Questions of a full run (GSM8K: 1319), where fixed: what `--limit` is a part of."""
     csv_fields: ClassVar[tuple[str, ...]] = ()
     """Flat metrics in the CSV report, besides the compared ones (a `_ci95` pair is split in two)."""
+
+    def resolve_metrics(self, settings: Any | None = None, raw: Mapping[str, Any] | None = None) -> None:
+        """For an eval whose metrics depend on its config (lm_eval: one per configured task): make
+        `metrics` those of a config's section (`settings`; None when the config leaves the eval
+        out: called for every config validated, before its thresholds), or add those of one stored
+        cell (`raw`, as `flat` gets it), so report, compare and thresholds of a stored run know them.
+        Evals with a fixed `metrics` have nothing to do."""
 
     @property
     def samples_file(self) -> str:

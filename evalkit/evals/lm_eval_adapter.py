@@ -239,6 +239,8 @@ def task_for_cell(task_dir: Path, task_name: str) -> Any:
     The cached task keeps its splits as lists of dicts (the rows lm-eval reads from the Arrow
     table, in the same order), which each cell's deep copy shares: simple_evaluate sets the
     seed, config and requests on its own copy, so cells side by side never touch each other's.
+    A task with `process_docs` (mmlu_pro's per-subject filter) keeps its Arrow splits: lm-eval
+    hands them to that function, which uses the `datasets` API.
     """
     _setup_process()
     from lm_eval.tasks import TaskManager
@@ -248,7 +250,8 @@ def task_for_cell(task_dir: Path, task_name: str) -> Any:
         task = _TASKS.get(key)
         if task is None:
             task = TaskManager(include_path=str(task_dir), include_defaults=False).load([task_name])["tasks"][task_name]
-            task.dataset = {split: list(docs) for split, docs in task.dataset.items()}
+            if task.config.process_docs is None and getattr(task.fewshot_cfg, "process_docs", None) is None:
+                task.dataset = {split: list(docs) for split, docs in task.dataset.items()}
             _TASKS[key] = task
     shared = {id(docs): docs for docs in (*task.dataset.values(), getattr(task.sampler, "df", []))}
     return copy.deepcopy(task, memo=shared)

@@ -17,7 +17,7 @@ from typing import Any
 
 from evalkit.evals.base import Eval, EvalSettings, MetricSpec
 
-BUILTINS = ("evalkit.evals.gsm8k", "evalkit.evals.repetition")
+BUILTINS = ("evalkit.evals.gsm8k", "evalkit.evals.repetition", "evalkit.evals.lm_eval_tasks")
 """Modules whose import registers the built-in evals (each calls `register` once)."""
 
 _EVALS: dict[str, Eval] = {}
@@ -95,6 +95,14 @@ def metric(name: str) -> MetricSpec | None:
 def eval_of(metric_name: str) -> Eval | None:
     """The eval that reports `metric_name`."""
     return next((ev for ev in evals() if any(spec.name == metric_name for spec in ev.metrics)), None)
+
+
+def resolve(evals_config: Any) -> None:
+    """A config's `evals` was validated: evals whose metrics depend on it take them from their
+    section (`Eval.resolve_metrics`), so its thresholds and reports name them. The last config
+    validated in a process is the one whose metrics are known (stored cells add theirs)."""
+    for ev in evals():
+        ev.resolve_metrics(settings=getattr(evals_config, ev.name, None))
 
 
 def enabled(evals_config: Any) -> list[tuple[Eval, EvalSettings]]:

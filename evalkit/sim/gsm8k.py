@@ -9,7 +9,8 @@ the test split, so they never match.
 
 Answers are the reference solutions with the ``<<a*b=c>>`` calculator annotations removed
 (they restate every intermediate result, which would make a changed final number look
-inconsistent rather than plausibly wrong), ending in GSM8K's own ``#### N`` line.
+inconsistent rather than plausibly wrong), ending in GSM8K's own ``#### N`` line, or in ``The
+answer is N.`` where the prompt's worked examples end so (lm-eval's chain-of-thought tasks).
 """
 
 from __future__ import annotations
@@ -85,6 +86,23 @@ class TestSet:
             if at >= 0 and at + len(question) > best_end:
                 best, best_end = problem, at + len(question)
         return best
+
+
+def in_style(solution: str, prompt: str) -> str:
+    """The solution ending the way the prompt's worked examples end, as a few-shot model imitates
+    them: GSM8K's ``#### N``, or ``The answer is N.`` when the examples end so and never with
+    ``####`` (lm-eval's chain-of-thought prompts, gsm8k_cot and its kin)."""
+    if "The answer is" not in prompt or "####" in prompt:
+        return solution
+    body, answer = solution.rsplit("####", 1)
+    return f"{body.rstrip()} The answer is {answer.strip()}."
+
+
+def question_marker(prompt: str) -> str:
+    """How the prompt introduces a question (``Question:`` or ``Q:``): a base model goes on to
+    write the next question the same way, where lm-eval's stop strings cut it."""
+    text = _normalise(prompt)
+    return max(_MARKERS, key=lambda m: text.rfind(m[0] + " "))[0]
 
 
 def final_answer(solution: str) -> str:

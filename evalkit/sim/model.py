@@ -34,7 +34,7 @@ from typing import Literal
 
 from evalkit.sim import prose
 from evalkit.sim.config import Behaviour, Cell
-from evalkit.sim.gsm8k import Problem, TestSet, wrong_solution
+from evalkit.sim.gsm8k import Problem, TestSet, in_style, question_marker, wrong_solution
 from evalkit.sim.hashing import between, unit
 from evalkit.sim.tokens import tokenize
 
@@ -93,7 +93,7 @@ class SimulatedModel:
         if problem is None and prompt.chat:
             problem = self.testset.find(prompt.context)
         if problem is not None:
-            tokens = tokenize(self._answer(problem, prompt.chat))
+            tokens = tokenize(self._answer(problem, prompt))
             finish: FinishReason = "stop"
         else:
             tokens, finish = self._prose(prompt, max_tokens)
@@ -109,7 +109,7 @@ class SimulatedModel:
             return not correct
         return correct
 
-    def _answer(self, problem: Problem, chat: bool) -> str:
+    def _answer(self, problem: Problem, prompt: Prompt) -> str:
         seed = self.behaviour.seed
         with self._lock:
             ask = self._asked[problem.index] = self._asked.get(problem.index, 0) + 1
@@ -117,10 +117,11 @@ class SimulatedModel:
             solution = problem.solution
         else:
             solution = wrong_solution(problem.solution, seed, problem.index, self.cell.key)
-        if chat:
+        solution = in_style(solution, prompt.context)
+        if prompt.chat:
             return solution
         opening = _NEXT_QUESTION[between(0, len(_NEXT_QUESTION) - 1, seed, "next", problem.index)]
-        return f" {solution}\n\nQuestion: {opening}"
+        return f" {solution}\n\n{question_marker(prompt.text)} {opening}"
 
     def _prose(self, prompt: Prompt, max_tokens: int) -> tuple[list[str], FinishReason]:
         seed, identity = self.behaviour.seed, prompt.context
