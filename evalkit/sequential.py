@@ -1,0 +1,364 @@
+"""When to stop a bisect step: a sequential test, step vs the good end, after every batch.
+
+A bisect step runs one commit's cell on GSM8K questions and long generations in a fixed seeded
+order, in batches; after each batch `StepTest.judge` says bad / good / undecided, so a commit
+that plainly has the bug (or plainly has not) stops after a small share of the questions.
+
+Contract (what evalkit/bisect/ uses)::
+
+    PairedCounts(n, lost, gained)      # step vs good end on the n questions both answered so far
+    Count(k, n)                        # k collapsed long generations out of n
+    test = StepTest.from_ends(paired_bad=PairedCounts | None,        # bad end vs good end
+                              collapses_good=Count | None, collapses_bad=Count | None,
+                              alpha=0.01, beta=None)                 # beta None -> alpha
+    test.judge(paired: PairedCounts | None, collapses: Count | None, *, exhausted: bool)
+        -> Judgement(verdict "bad" | "good" | "undecided", reason, statistics)
+    batch_schedule(questions, generations) -> ((q1, g1), (q2, g2), ...)   # cumulative looks
+    simulate(test, lost=, gained=, collapse=, looks=, trials=, seed=) -> Simulation
+
+Counts are cumulative (everything the step has answered so far), so `judge` is stateless: the
+likelihood ratios below depend on the data only through these counts.
+
+Why these tests. Both are Wald's sequential probability ratio test (Wald 1945, "Sequential
+tests of statistical hypotheses", Ann. Math. Statist. 16:117-186) read as test martingales: a
+likelihood ratio of "behaves like the bad end" (H1) to "behaves like the good end" (H0) is a
+nonnegative martingale with mean 1 under H0, so by Ville's inequality (Ville 1939; Howard,
+Ramdas, McAuliffe & Sekhon 2021, "Time-uniform, nonparametric, nonasymptotic confidence
+sequences", Ann. Statist. 49(2), section 2) P_H0(the ratio EVER reaches 1/a) <= a. That holds
+over any number of looks at any batch sizes, and stopping early is free: the false-alarm rate is
+anytime-valid, which a fixed-sample McNemar/Fisher repeated after every batch is not.
+
+- GSM8K (paired; McNemar's idea made sequential). Only discordant questions carry evidence. If
+  the step behaves like the good end, a discordant question is a loss or a gain with chance 1/2
+  whatever the (unknown) flip rate, so the ratio over discordant pairs of q (the bad end's loss
+  share, shrunk to a one-sided 90% lower bound) to 1/2 is a martingale under H0 with no nuisance
+  parameter; bad when it reaches 1/alpha_gsm8k. Deciding GOOD needs a second ratio: with a
+  deterministic engine a good step has no discordant questions at all, so the first ratio would
+  never move. The good side compares the per-question loss rate: lambda1 (the bad end's, a 90%
+  lower bound) vs lambda0 (the flip rate, estimated by the bad end's gains, which are noise);
+  good when lambda0/lambda1's ratio reaches 1/beta. Ville under H1 bounds the miss rate by beta
+  for any step losing at least lambda1 of its questions, whatever lambda0 was.
+- Collapses (a rate vs a rate, Fisher's question made sequential). The good end's true rate is
+  uncertain (often 0 of 64), so H0 takes a conservative null: u = the one-sided (1 - delta)
+  Clopper-Pearson upper bound of the good end's rate. The ratio of v (the bad end's rate, 90%
+  lower bound) to u is a supermartingale for any step rate <= u; bad at 1/(alpha_c - delta).
+  Overall P(false alarm) <= delta (u too low) + (alpha_c - delta) (Ville). The good side uses
+  the good end's smoothed rate (k+1/2)/(n+1) as its null and v as H1: miss rate <= beta.
+
+Combining (Bonferroni): alpha is split evenly over the INFORMATIVE evals (those where the ends
+differ: the bad end's lower bound beats the good end's null), and the collapse share is split
+half delta, half SPRT. A step is bad when ANY informative eval crosses its bad boundary (false
+alarm <= sum of the shares = alpha); good when EVERY informative eval crosses its good
+boundary (miss <= beta: each one alone already bounds it). An eval the ends do not separate
+(e.g. a bad end that collapses but answers GSM8K as well as the good end) is not used; ends
+with no informative eval raise ValueError (there is nothing to bisect on).
+
+A single collapse when the good end had none: it multiplies the collapse ratio by v/u (2.8 at
+the demo's 0/64 vs 21/64, alpha 0.01) and the Bayes factor of the two ends' smoothed rates by
+~43, "very strong" on Jeffreys' scale; the anytime guarantee counts only the former, since 0/64
+cannot rule out a good-end rate of a few percent (healthy models loop now and then).
+
+`exhausted=True` (no questions or generations left) always returns good or bad: when no
+boundary was crossed, the verdict is the likelier hypothesis, the sign of the summed log
+likelihood ratio of the two point hypotheses (loss rate lambda1 vs lambda0, collapse rate v vs
+the smoothed good rate). Those verdicts are NOT at alpha; the reason says so, and
+`statistics["decided_by"]` is "exhausted". At the demo effect on the full 1319 questions and 64
+generations that fallback is almost never reached (see tests/test_sequential.py for the rates).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from scipy.stats import beta as beta_dist
+
+from evalkit.stats import wilson_interval
+
+__all__ = ["PairedCounts", "Count", "Judgement", "StepTest", "batch_schedule", "Simulation", "simulate"]
+
+Verdict = Literal["bad", "good", "undecided"]
+
+ALTERNATIVE_LEVEL = 0.90
+"""One-sided confidence of the lower bounds that shrink the bad end's effect into H1: a commit
+with the bug but a slightly smaller effect than the bad end showed (run-to-run noise) is still
+covered by the miss-rate bound, at the price of a few more questions per step."""
+
+
+@dataclass(frozen=True)
+class PairedCounts:
+    """A step (or the bad end) vs the good end on the `n` GSM8K questions both answered:
+    `lost` = right at the good end and wrong here, `gained` = wrong there and right here."""
+
+    n: int
+    lost: int
+    gained: int
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.lost and 0 <= self.gained and self.lost + self.gained <= self.n):
+            raise ValueError(f"paired: need 0 <= lost, gained and lost + gained <= n, got {self}")
+
+
+@dataclass(frozen=True)
+class Count:
+    """`k` events (collapsed long generations) out of `n`."""
+
+    k: int
+    n: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.k <= self.n:
+            raise ValueError(f"collapses: need 0 <= k <= n, got {self.k}/{self.n}")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The verdict after one look, a one-line reason for the report, and per eval the
+    statistics behind it (log likelihood ratios, boundaries, anytime p-value bounds)."""
+
+    verdict: Verdict
+    reason: str
+    statistics: dict[str, Any]
+
+
+def _log(x: float | np.ndarray) -> Any:
+    return np.log(np.maximum(x, 1e-300))
+
+
+@dataclass(frozen=True)
+class _PairedTest:
+    q: float           # H1: a discordant question is a loss with chance q (H0: 1/2)
+    lambda1: float     # H1: a question is lost with chance >= lambda1
+    lambda0: float     # H0 point estimate of the loss (flip) rate, for the good side
+    alpha: float
+
+    def llr_bad(self, lost: Any, gained: Any) -> Any:
+        """log of the conditional ratio over discordant pairs: martingale under H0."""
+        return lost * math.log(2 * self.q) + gained * math.log(2 * (1 - self.q))
+
+    def llr_h1(self, n: Any, lost: Any) -> Any:
+        """log of lambda1 vs lambda0 on the per-question loss indicator (good side: minus it)."""
+        return (lost * math.log(self.lambda1 / self.lambda0)
+                + (n - lost) * math.log((1 - self.lambda1) / (1 - self.lambda0)))
+
+
+@dataclass(frozen=True)
+class _CountTest:
+    u: float           # conservative H0 rate (upper bound of the good end's)
+    v: float           # H1 rate (lower bound of the bad end's)
+    r0: float          # H0 point estimate (smoothed good-end rate), for the good side
+    alpha: float       # the SPRT's share; delta (spent on u) is extra
+    delta: float
+
+    def llr_bad(self, n: Any, k: Any) -> Any:
+        return k * math.log(self.v / self.u) + (n - k) * _log((1 - self.v) / (1 - self.u))
+
+    def llr_h1(self, n: Any, k: Any) -> Any:
+        return k * math.log(self.v / self.r0) + (n - k) * math.log((1 - self.v) / (1 - self.r0))
+
+
+def _check_level(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and 0.0 < value < 1.0):
+        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
+
+
+def _paired_test(bad: PairedCounts, alpha: float) -> _PairedTest | None:
+    """None when the bad end does not lose clearly more questions than it gains."""
+    confidence = 2 * ALTERNATIVE_LEVEL - 1  # two-sided interval whose low end is one-sided 90%
+    disc = bad.lost + bad.gained
+    q = wilson_interval(bad.lost, disc, confidence)[0] if disc else 0.0
+    lambda1 = wilson_interval(bad.lost, bad.n, confidence)[0] if bad.n else 0.0
+    lambda0 = (bad.gained + 0.5) / (bad.n + 1)
+    if q <= 0.5 or lambda1 <= lambda0:
+        return None
+    return _PairedTest(q=min(q, 0.99), lambda1=lambda1, lambda0=lambda0, alpha=alpha)
+
+
+def _count_test(good: Count, bad: Count, alpha: float) -> _CountTest | None:
+    """None when the bad end's rate does not clearly exceed the good end's upper bound."""
+    delta = alpha / 2
+    u = 1.0 if good.k == good.n else float(beta_dist.ppf(1 - delta, good.k + 1, good.n - good.k))
+    v = 0.0 if bad.k == 0 else float(beta_dist.ppf(1 - ALTERNATIVE_LEVEL, bad.k, bad.n - bad.k + 1))
+    if v <= u:
+        return None
+    r0 = (good.k + 0.5) / (good.n + 1)
+    return _CountTest(u=u, v=min(v, 0.99), r0=r0, alpha=alpha - delta, delta=delta)
+
+
+@dataclass(frozen=True)
+class StepTest:
+    """The sequential test for every middle step of one bisect, built once from the two ends.
+
+    `paired` / `collapses` are None when that eval is absent at an end or does not separate
+    the ends (see the module docstring); at least one is set."""
+
+    alpha: float
+    beta: float
+    paired: _PairedTest | None
+    collapses: _CountTest | None
+
+    @classmethod
+    def from_ends(cls, *, paired_bad: PairedCounts | None, collapses_good: Count | None,
+                  collapses_bad: Count | None, alpha: float, beta: float | None = None) -> StepTest:
+        """Build H1 from the bad end and H0 from the good end. `beta` (the miss rate: calling a
+        bad commit good) defaults to alpha, since either error sends the bisect the wrong way.
+        Raises ValueError naming the field when an input is invalid or no eval separates the
+        ends."""
+        _check_level("alpha", alpha)
+        beta = alpha if beta is None else beta
+        _check_level("beta", beta)
+        good, bad = collapses_good, collapses_bad
+        has_paired = paired_bad is not None and paired_bad.n > 0
+        has_counts = good is not None and bad is not None and good.n > 0 and bad.n > 0
+        share = alpha / max(1, int(has_paired) + int(has_counts))
+        paired = _paired_test(paired_bad, share) if paired_bad and has_paired else None
+        counts = _count_test(good, bad, share) if good and bad and has_counts else None
+        # when only one eval separates the ends it gets the whole alpha
+        if paired is None and good and bad and has_counts:
+            counts = _count_test(good, bad, alpha)
+        elif counts is None and paired is not None and paired_bad:
+            paired = _paired_test(paired_bad, alpha)
+        if paired is None and counts is None:
+            raise ValueError("ends: the bad end shows neither a GSM8K loss nor a collapse rise "
+                             "over the good end that a step could be tested against")
+        return cls(alpha, beta, paired, counts)
+
+    def judge(self, paired: PairedCounts | None, collapses: Count | None, *,
+              exhausted: bool) -> Judgement:
+        """Verdict on everything the step answered so far (cumulative counts; None = no data
+        yet for that eval). Never "undecided" when `exhausted`; raises ValueError when
+        exhausted with no data at all (the step answered nothing: untestable, not a verdict)."""
+        p = paired or PairedCounts(0, 0, 0)
+        c = collapses or Count(0, 0)
+        if exhausted and not (self.paired and p.n) and not (self.collapses and c.n):
+            raise ValueError("judge: exhausted before any question or generation was answered")
+        code, fallback, stats = self._decide(np.array(p.n), np.array(p.lost), np.array(p.gained),
+                                             np.array(c.n), np.array(c.k), exhausted)
+        verdict: Verdict = {1: "bad", -1: "good", 0: "undecided"}[int(code)]
+        statistics: dict[str, Any] = {
+            "decided_by": None if verdict == "undecided" else "exhausted" if bool(fallback) else "boundary"}
+        if self.paired:
+            t = self.paired
+            statistics["gsm8k"] = {
+                "n": p.n, "lost": p.lost, "gained": p.gained, "alpha": t.alpha,
+                "log_lr_bad": float(stats["paired_bad"]), "bad_at": -math.log(t.alpha),
+                "log_lr_good": -float(stats["paired_h1"]), "good_at": -math.log(self.beta),
+                "p_bound": min(1.0, math.exp(-float(stats["paired_bad"]))),
+                "loss_share_h1": t.q, "loss_rate_h1": t.lambda1, "loss_rate_h0": t.lambda0}
+        if self.collapses:
+            t2 = self.collapses
+            statistics["collapses"] = {
+                "n": c.n, "k": c.k, "alpha": t2.alpha + t2.delta,
+                "log_lr_bad": float(stats["count_bad"]), "bad_at": -math.log(t2.alpha),
+                "log_lr_good": -float(stats["count_h1"]), "good_at": -math.log(self.beta),
+                "p_bound": min(1.0, t2.delta + math.exp(-float(stats["count_bad"]))),
+                "rate_h1": t2.v, "rate_h0_bound": t2.u, "rate_h0": t2.r0}
+        return Judgement(verdict, _reason(verdict, bool(fallback), p, c, statistics), statistics)
+
+    def _decide(self, n: np.ndarray, lost: np.ndarray, gained: np.ndarray, m: np.ndarray,
+                k: np.ndarray, exhausted: bool) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        """Vectorised verdicts (1 bad, -1 good, 0 undecided), whether the exhausted fallback
+        gave them, and the log likelihood ratios: one code path for `judge` and `simulate`."""
+        bad = np.zeros(np.shape(n), dtype=bool)
+        good = np.ones(np.shape(n), dtype=bool)
+        total = np.zeros(np.shape(n))
+        good_at = -math.log(self.beta)
+        stats: dict[str, Any] = {}
+        if self.paired:
+            stats["paired_bad"] = self.paired.llr_bad(lost, gained)
+            stats["paired_h1"] = self.paired.llr_h1(n, lost)
+            bad |= stats["paired_bad"] >= -math.log(self.paired.alpha)
+            good &= -stats["paired_h1"] >= good_at
+            total = total + stats["paired_h1"]
+        if self.collapses:
+            stats["count_bad"] = self.collapses.llr_bad(m, k)
+            stats["count_h1"] = self.collapses.llr_h1(m, k)
+            bad |= stats["count_bad"] >= -math.log(self.collapses.alpha)
+            good &= -stats["count_h1"] >= good_at
+            total = total + stats["count_h1"]
+        code = np.where(bad, 1, np.where(good, -1, 0))
+        fallback = (code == 0) & exhausted
+        code = np.where(fallback, np.where(total > 0, 1, -1), code)
+        return code, fallback, stats
+
+
+def _reason(verdict: Verdict, fallback: bool, p: PairedCounts, c: Count, stats: dict[str, Any]) -> str:
+    """One line for the report: the counts and the evidence that decided (or would)."""
+    parts = []
+    if "gsm8k" in stats:
+        g = stats["gsm8k"]
+        parts.append(f"GSM8K lost {p.lost} / gained {p.gained} of {p.n} "
+                     f"(LR {math.exp(min(700, g['log_lr_bad'])):.3g} vs {math.exp(g['bad_at']):.3g} for bad)")
+    if "collapses" in stats:
+        s = stats["collapses"]
+        parts.append(f"collapses {c.k}/{c.n} (LR {math.exp(min(700, s['log_lr_bad'])):.3g} vs "
+                     f"{math.exp(s['bad_at']):.3g} for bad)")
+    evidence = "; ".join(parts)
+    if fallback:
+        return f"{verdict} (all answered, no boundary crossed: the likelier end, not at alpha): {evidence}"
+    return f"{verdict}: {evidence}"
+
+
+def batch_schedule(questions: int, generations: int, *, first_questions: int = 32,
+                   first_generations: int = 8, growth: float = 1.5) -> tuple[tuple[int, int], ...]:
+    """Cumulative (questions, generations) after each batch: batches grow by `growth`, so the
+    number of looks is logarithmic in the pool, while early looks stop plain cases early. The
+    last look is the whole pool (judge it with exhausted=True)."""
+    for name, value in (("questions", questions), ("generations", generations),
+                        ("first_questions", first_questions), ("first_generations", first_generations)):
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value}")
+    if growth < 1:
+        raise ValueError(f"growth must be >= 1, got {growth}")
+    looks: list[tuple[int, int]] = []
+    size_q, size_g = float(max(1, first_questions)), float(max(1, first_generations))
+    while not looks or looks[-1] != (questions, generations):
+        look = (min(questions, round(size_q)), min(generations, round(size_g)))
+        if not looks or look != looks[-1]:
+            looks.append(look)
+        size_q, size_g = size_q * growth + (growth == 1) * first_questions, size_g * growth + (growth == 1) * first_generations
+    return tuple(looks)
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """Monte Carlo operating characteristics of a StepTest at one truth."""
+
+    trials: int
+    bad: float                  # share of trials judged bad
+    good: float                 # share judged good
+    exhausted: float            # share decided only by the exhausted fallback
+    mean_questions: float       # questions used until the verdict
+    mean_generations: float
+
+
+def simulate(test: StepTest, *, lost: float, gained: float, collapse: float,
+             looks: Sequence[tuple[int, int]], trials: int = 10_000, seed: int = 0) -> Simulation:
+    """Run `trials` steps whose questions are lost / gained with these per-question chances
+    and whose generations collapse with chance `collapse`, judged at `looks` (the last one
+    exhausted). Vectorised over trials (numpy): iid draws per batch are multinomial counts,
+    so 10,000 trials cost milliseconds."""
+    if not looks:
+        raise ValueError("looks must not be empty")
+    rng = np.random.default_rng(seed)
+    same = 1.0 - lost - gained
+    verdict = np.zeros(trials, dtype=int)
+    used_q = np.zeros(trials)
+    used_g = np.zeros(trials)
+    by_fallback = np.zeros(trials, dtype=bool)
+    n = lo = ga = m = k = np.zeros(trials, dtype=np.int64)
+    previous = (0, 0)
+    for index, (q, g) in enumerate(looks):
+        draws = rng.multinomial(q - previous[0], [lost, gained, same], size=trials)
+        n, lo, ga = n + q - previous[0], lo + draws[:, 0], ga + draws[:, 1]
+        m, k = m + g - previous[1], k + rng.binomial(g - previous[1], collapse, size=trials)
+        previous = (q, g)
+        code, fallback, _ = test._decide(n, lo, ga, m, k, exhausted=index == len(looks) - 1)
+        fresh = (verdict == 0) & (code != 0)
+        verdict[fresh], used_q[fresh], used_g[fresh] = code[fresh], q, g
+        by_fallback |= fresh & fallback
+    return Simulation(trials, float(np.mean(verdict == 1)), float(np.mean(verdict == -1)),
+                      float(np.mean(by_fallback)), float(used_q.mean()), float(used_g.mean()))
