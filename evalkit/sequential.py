@@ -74,6 +74,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+from scipy.special import betainc, betaln
 from scipy.stats import beta as beta_dist
 
 from evalkit.stats import wilson_interval
@@ -124,40 +125,51 @@ class Judgement:
     statistics: dict[str, Any]
 
 
-def _log(x: float | np.ndarray) -> Any:
-    return np.log(np.maximum(x, 1e-300))
+def _log_e_below(n: Any, k: Any, top: float) -> Any:
+    """log of the mixture likelihood ratio for "the rate is below `top`" against "it is `top`
+    or more": the likelihood of k events in n, averaged over a uniform prior on [0, top), over
+    the likelihood at `top`. For every rate r < top the ratio L(r)/L(top) is a supermartingale
+    whenever the true rate is >= top, so the mixture is too (Robbins 1970's mixture SPRT;
+    Howard et al. 2021): no need to know the good end's flip or collapse rate in advance, the
+    prior adapts to it. Closed form through the regularised incomplete beta function."""
+    a, b = np.asarray(k) + 1.0, np.asarray(n) - np.asarray(k) + 1.0
+    with np.errstate(divide="ignore"):
+        log_mix = betaln(a, b) + np.log(betainc(a, b, top)) - math.log(top)
+    log_top = (a - 1) * math.log(top) + (b - 1) * math.log1p(-top)
+    return np.maximum(log_mix - log_top, -700.0)
 
 
 @dataclass(frozen=True)
 class _PairedTest:
-    q: float           # H1: a discordant question is a loss with chance q (H0: 1/2)
-    lambda1: float     # H1: a question is lost with chance >= lambda1
-    lambda0: float     # H0 point estimate of the loss (flip) rate, for the good side
+    """GSM8K: bad side on discordant pairs (loss share q vs 1/2), good side on the loss rate
+    (a mixture below lambda1 vs lambda1)."""
+
+    q: float
+    lambda1: float
     alpha: float
 
-    def llr_bad(self, lost: Any, gained: Any) -> Any:
-        """log of the conditional ratio over discordant pairs: martingale under H0."""
+    def log_bad(self, n: Any, lost: Any, gained: Any) -> Any:
         return lost * math.log(2 * self.q) + gained * math.log(2 * (1 - self.q))
 
-    def llr_h1(self, n: Any, lost: Any) -> Any:
-        """log of lambda1 vs lambda0 on the per-question loss indicator (good side: minus it)."""
-        return (lost * math.log(self.lambda1 / self.lambda0)
-                + (n - lost) * math.log((1 - self.lambda1) / (1 - self.lambda0)))
+    def log_good(self, n: Any, lost: Any, gained: Any) -> Any:
+        return _log_e_below(n, lost, self.lambda1)
 
 
 @dataclass(frozen=True)
 class _CountTest:
-    u: float           # conservative H0 rate (upper bound of the good end's)
-    v: float           # H1 rate (lower bound of the bad end's)
-    r0: float          # H0 point estimate (smoothed good-end rate), for the good side
-    alpha: float       # the SPRT's share; delta (spent on u) is extra
+    """Collapses: bad side v vs the conservative null u, good side a mixture below v vs v.
+    `alpha` is the SPRT's share; `delta`, spent on u being an upper bound, comes on top."""
+
+    u: float
+    v: float
+    alpha: float
     delta: float
 
-    def llr_bad(self, n: Any, k: Any) -> Any:
-        return k * math.log(self.v / self.u) + (n - k) * _log((1 - self.v) / (1 - self.u))
+    def log_bad(self, n: Any, k: Any) -> Any:
+        return k * math.log(self.v / self.u) + (n - k) * math.log((1 - self.v) / (1 - self.u))
 
-    def llr_h1(self, n: Any, k: Any) -> Any:
-        return k * math.log(self.v / self.r0) + (n - k) * math.log((1 - self.v) / (1 - self.r0))
+    def log_good(self, n: Any, k: Any) -> Any:
+        return _log_e_below(n, k, self.v)
 
 
 def _check_level(name: str, value: float) -> None:
@@ -167,14 +179,13 @@ def _check_level(name: str, value: float) -> None:
 
 def _paired_test(bad: PairedCounts, alpha: float) -> _PairedTest | None:
     """None when the bad end does not lose clearly more questions than it gains."""
-    confidence = 2 * ALTERNATIVE_LEVEL - 1  # two-sided interval whose low end is one-sided 90%
+    confidence = 2 * ALTERNATIVE_LEVEL - 1  # the two-sided interval whose low end is one-sided
     disc = bad.lost + bad.gained
     q = wilson_interval(bad.lost, disc, confidence)[0] if disc else 0.0
     lambda1 = wilson_interval(bad.lost, bad.n, confidence)[0] if bad.n else 0.0
-    lambda0 = (bad.gained + 0.5) / (bad.n + 1)
-    if q <= 0.5 or lambda1 <= lambda0:
+    if q <= 0.5 or lambda1 <= 0.0:
         return None
-    return _PairedTest(q=min(q, 0.99), lambda1=lambda1, lambda0=lambda0, alpha=alpha)
+    return _PairedTest(q=min(q, 0.99), lambda1=lambda1, alpha=alpha)
 
 
 def _count_test(good: Count, bad: Count, alpha: float) -> _CountTest | None:
@@ -182,10 +193,10 @@ def _count_test(good: Count, bad: Count, alpha: float) -> _CountTest | None:
     delta = alpha / 2
     u = 1.0 if good.k == good.n else float(beta_dist.ppf(1 - delta, good.k + 1, good.n - good.k))
     v = 0.0 if bad.k == 0 else float(beta_dist.ppf(1 - ALTERNATIVE_LEVEL, bad.k, bad.n - bad.k + 1))
+    v = min(v, 0.99)
     if v <= u:
         return None
-    r0 = (good.k + 0.5) / (good.n + 1)
-    return _CountTest(u=u, v=min(v, 0.99), r0=r0, alpha=alpha - delta, delta=delta)
+    return _CountTest(u=u, v=v, alpha=alpha - delta, delta=delta)
 
 
 @dataclass(frozen=True)
@@ -235,91 +246,98 @@ class StepTest:
         c = collapses or Count(0, 0)
         if exhausted and not (self.paired and p.n) and not (self.collapses and c.n):
             raise ValueError("judge: exhausted before any question or generation was answered")
-        code, fallback, stats = self._decide(np.array(p.n), np.array(p.lost), np.array(p.gained),
-                                             np.array(c.n), np.array(c.k), exhausted)
+        code, fallback, logs = self._decide(np.array(p.n), np.array(p.lost), np.array(p.gained),
+                                            np.array(c.n), np.array(c.k), exhausted)
         verdict: Verdict = {1: "bad", -1: "good", 0: "undecided"}[int(code)]
         statistics: dict[str, Any] = {
             "decided_by": None if verdict == "undecided" else "exhausted" if bool(fallback) else "boundary"}
+        good_at = -math.log(self.beta)
         if self.paired:
-            t = self.paired
+            bad_log, good_log = float(logs["gsm8k"][0]), float(logs["gsm8k"][1])
             statistics["gsm8k"] = {
-                "n": p.n, "lost": p.lost, "gained": p.gained, "alpha": t.alpha,
-                "log_lr_bad": float(stats["paired_bad"]), "bad_at": -math.log(t.alpha),
-                "log_lr_good": -float(stats["paired_h1"]), "good_at": -math.log(self.beta),
-                "p_bound": min(1.0, math.exp(-float(stats["paired_bad"]))),
-                "loss_share_h1": t.q, "loss_rate_h1": t.lambda1, "loss_rate_h0": t.lambda0}
+                "n": p.n, "lost": p.lost, "gained": p.gained, "alpha": self.paired.alpha,
+                "log_lr_bad": bad_log, "bad_at": -math.log(self.paired.alpha),
+                "log_lr_good": good_log, "good_at": good_at,
+                "p_bound": min(1.0, math.exp(-bad_log)),
+                "loss_share_h1": self.paired.q, "loss_rate_h1": self.paired.lambda1}
         if self.collapses:
-            t2 = self.collapses
+            t = self.collapses
+            bad_log, good_log = float(logs["collapses"][0]), float(logs["collapses"][1])
             statistics["collapses"] = {
-                "n": c.n, "k": c.k, "alpha": t2.alpha + t2.delta,
-                "log_lr_bad": float(stats["count_bad"]), "bad_at": -math.log(t2.alpha),
-                "log_lr_good": -float(stats["count_h1"]), "good_at": -math.log(self.beta),
-                "p_bound": min(1.0, t2.delta + math.exp(-float(stats["count_bad"]))),
-                "rate_h1": t2.v, "rate_h0_bound": t2.u, "rate_h0": t2.r0}
-        return Judgement(verdict, _reason(verdict, bool(fallback), p, c, statistics), statistics)
+                "n": c.n, "k": c.k, "alpha": t.alpha + t.delta,
+                "log_lr_bad": bad_log, "bad_at": -math.log(t.alpha),
+                "log_lr_good": good_log, "good_at": good_at,
+                "p_bound": min(1.0, t.delta + math.exp(-bad_log)),
+                "rate_h1": t.v, "rate_h0_bound": t.u}
+        return Judgement(verdict, _reason(verdict, bool(fallback), statistics), statistics)
 
     def _decide(self, n: np.ndarray, lost: np.ndarray, gained: np.ndarray, m: np.ndarray,
                 k: np.ndarray, exhausted: bool) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         """Vectorised verdicts (1 bad, -1 good, 0 undecided), whether the exhausted fallback
-        gave them, and the log likelihood ratios: one code path for `judge` and `simulate`."""
+        gave them, and per eval (log LR bad, log LR good): one code path for `judge` and
+        `simulate`, so the simulation tests exactly what bisect runs."""
+        logs: dict[str, Any] = {}
         bad = np.zeros(np.shape(n), dtype=bool)
         good = np.ones(np.shape(n), dtype=bool)
-        total = np.zeros(np.shape(n))
-        good_at = -math.log(self.beta)
-        stats: dict[str, Any] = {}
+        score = np.zeros(np.shape(n))
         if self.paired:
-            stats["paired_bad"] = self.paired.llr_bad(lost, gained)
-            stats["paired_h1"] = self.paired.llr_h1(n, lost)
-            bad |= stats["paired_bad"] >= -math.log(self.paired.alpha)
-            good &= -stats["paired_h1"] >= good_at
-            total = total + stats["paired_h1"]
+            logs["gsm8k"] = (self.paired.log_bad(n, lost, gained), self.paired.log_good(n, lost, gained))
+            bad |= logs["gsm8k"][0] >= -math.log(self.paired.alpha)
         if self.collapses:
-            stats["count_bad"] = self.collapses.llr_bad(m, k)
-            stats["count_h1"] = self.collapses.llr_h1(m, k)
-            bad |= stats["count_bad"] >= -math.log(self.collapses.alpha)
-            good &= -stats["count_h1"] >= good_at
-            total = total + stats["count_h1"]
+            logs["collapses"] = (self.collapses.log_bad(m, k), self.collapses.log_good(m, k))
+            bad |= logs["collapses"][0] >= -math.log(self.collapses.alpha)
+        for log_bad, log_good in logs.values():
+            good &= log_good >= -math.log(self.beta)
+            score = score + log_bad - log_good
         code = np.where(bad, 1, np.where(good, -1, 0))
         fallback = (code == 0) & exhausted
-        code = np.where(fallback, np.where(total > 0, 1, -1), code)
-        return code, fallback, stats
+        # the likelier end: the evidence against "like the good end" vs against "like the bad end"
+        code = np.where(fallback, np.where(score > 0, 1, -1), code)
+        return code, fallback, logs
 
 
-def _reason(verdict: Verdict, fallback: bool, p: PairedCounts, c: Count, stats: dict[str, Any]) -> str:
+def _reason(verdict: Verdict, fallback: bool, stats: dict[str, Any]) -> str:
     """One line for the report: the counts and the evidence that decided (or would)."""
     parts = []
-    if "gsm8k" in stats:
-        g = stats["gsm8k"]
-        parts.append(f"GSM8K lost {p.lost} / gained {p.gained} of {p.n} "
-                     f"(LR {math.exp(min(700, g['log_lr_bad'])):.3g} vs {math.exp(g['bad_at']):.3g} for bad)")
-    if "collapses" in stats:
-        s = stats["collapses"]
-        parts.append(f"collapses {c.k}/{c.n} (LR {math.exp(min(700, s['log_lr_bad'])):.3g} vs "
-                     f"{math.exp(s['bad_at']):.3g} for bad)")
+    for name, s in (("GSM8K", stats.get("gsm8k")), ("collapses", stats.get("collapses"))):
+        if s is None:
+            continue
+        counts = (f"lost {s['lost']} / gained {s['gained']} of {s['n']}" if "lost" in s
+                  else f"{s['k']}/{s['n']} collapsed")
+        parts.append(f"{name} {counts} (LR bad {_e(s['log_lr_bad'])} of {_e(s['bad_at'])}, "
+                     f"good {_e(s['log_lr_good'])} of {_e(s['good_at'])})")
     evidence = "; ".join(parts)
     if fallback:
-        return f"{verdict} (all answered, no boundary crossed: the likelier end, not at alpha): {evidence}"
+        return f"{verdict}, the likelier end (all answered, no boundary crossed: not at alpha): {evidence}"
     return f"{verdict}: {evidence}"
+
+
+def _e(log_value: float) -> str:
+    return f"{math.exp(min(700.0, log_value)):.3g}"
 
 
 def batch_schedule(questions: int, generations: int, *, first_questions: int = 32,
                    first_generations: int = 8, growth: float = 1.5) -> tuple[tuple[int, int], ...]:
-    """Cumulative (questions, generations) after each batch: batches grow by `growth`, so the
-    number of looks is logarithmic in the pool, while early looks stop plain cases early. The
-    last look is the whole pool (judge it with exhausted=True)."""
-    for name, value in (("questions", questions), ("generations", generations),
-                        ("first_questions", first_questions), ("first_generations", first_generations)):
+    """Cumulative (questions, generations) after each batch, the last being the whole pool
+    (judge it with exhausted=True). The j-th batch holds first * growth**j of each: small first
+    batches stop plain cases early, growing ones keep the number of looks (engine round trips)
+    logarithmic in the pool; growth=1 gives fixed batches. The test is valid at any schedule;
+    this one is what the simulations (and the step runner) use."""
+    for name, value in (("questions", questions), ("generations", generations)):
         if value < 0:
             raise ValueError(f"{name} must be >= 0, got {value}")
+    for name, value in (("first_questions", first_questions), ("first_generations", first_generations)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
     if growth < 1:
         raise ValueError(f"growth must be >= 1, got {growth}")
     looks: list[tuple[int, int]] = []
-    size_q, size_g = float(max(1, first_questions)), float(max(1, first_generations))
+    q = g = 0.0
+    batch_q, batch_g = float(first_questions), float(first_generations)
     while not looks or looks[-1] != (questions, generations):
-        look = (min(questions, round(size_q)), min(generations, round(size_g)))
-        if not looks or look != looks[-1]:
-            looks.append(look)
-        size_q, size_g = size_q * growth + (growth == 1) * first_questions, size_g * growth + (growth == 1) * first_generations
+        q, g = q + batch_q, g + batch_g
+        looks.append((min(questions, round(q)), min(generations, round(g))))
+        batch_q, batch_g = batch_q * growth, batch_g * growth
     return tuple(looks)
 
 
