@@ -17,60 +17,68 @@ Contract (what evalkit/bisect/ uses)::
     simulate(test, lost=, gained=, collapse=, looks=, trials=, seed=) -> Simulation
 
 Counts are cumulative (everything the step has answered so far), so `judge` is stateless: the
-likelihood ratios below depend on the data only through these counts.
+likelihood ratios below depend on the data only through these counts. `Judgement.statistics`
+holds per eval ("gsm8k", "collapses") the counts, `log_lr_bad` / `bad_at` (its log boundary),
+`log_lr_good` / `good_at`, `p_bound` (an anytime-valid p-value: 1/LR, plus delta for
+collapses) and the hypotheses' rates, and `decided_by`: "boundary", "exhausted" or None.
 
-Why these tests. Both are Wald's sequential probability ratio test (Wald 1945, "Sequential
-tests of statistical hypotheses", Ann. Math. Statist. 16:117-186) read as test martingales: a
-likelihood ratio of "behaves like the bad end" (H1) to "behaves like the good end" (H0) is a
-nonnegative martingale with mean 1 under H0, so by Ville's inequality (Ville 1939; Howard,
-Ramdas, McAuliffe & Sekhon 2021, "Time-uniform, nonparametric, nonasymptotic confidence
-sequences", Ann. Statist. 49(2), section 2) P_H0(the ratio EVER reaches 1/a) <= a. That holds
-over any number of looks at any batch sizes, and stopping early is free: the false-alarm rate is
-anytime-valid, which a fixed-sample McNemar/Fisher repeated after every batch is not.
+Why these tests. Each side is a Wald sequential probability ratio test (Wald 1945, "Sequential
+tests of statistical hypotheses", Ann. Math. Statist. 16:117-186) read as a test martingale: a
+likelihood ratio against a hypothesis is a nonnegative (super)martingale with mean <= 1 under
+it, so by Ville's inequality (Ville 1939; Howard, Ramdas, McAuliffe & Sekhon 2021,
+"Time-uniform, nonparametric, nonasymptotic confidence sequences", Ann. Statist. 49(2),
+section 2) P(the ratio EVER reaches 1/a) <= a. That holds over any number of looks at any batch
+sizes, and stopping early is free: the false-alarm rate is anytime-valid, which a fixed-sample
+McNemar or Fisher test repeated after every batch is not (the tests show it reaching > 2 alpha).
 
-- GSM8K (paired; McNemar's idea made sequential). Only discordant questions carry evidence. If
-  the step behaves like the good end, a discordant question is a loss or a gain with chance 1/2
-  whatever the (unknown) flip rate, so the ratio over discordant pairs of q (the bad end's loss
-  share, shrunk to a one-sided 90% lower bound) to 1/2 is a martingale under H0 with no nuisance
-  parameter; bad when it reaches 1/alpha_gsm8k. Deciding GOOD needs a second ratio: with a
-  deterministic engine a good step has no discordant questions at all, so the first ratio would
-  never move. The good side compares the per-question loss rate: lambda1 (the bad end's, a 90%
-  lower bound) vs lambda0 (the flip rate, estimated by the bad end's gains, which are noise);
-  good when lambda0/lambda1's ratio reaches 1/beta. Ville under H1 bounds the miss rate by beta
-  for any step losing at least lambda1 of its questions, whatever lambda0 was.
-- Collapses (a rate vs a rate, Fisher's question made sequential). The good end's true rate is
-  uncertain (often 0 of 64), so H0 takes a conservative null: u = the one-sided (1 - delta)
-  Clopper-Pearson upper bound of the good end's rate. The ratio of v (the bad end's rate, 90%
-  lower bound) to u is a supermartingale for any step rate <= u; bad at 1/(alpha_c - delta).
-  Overall P(false alarm) <= delta (u too low) + (alpha_c - delta) (Ville). The good side uses
-  the good end's smoothed rate (k+1/2)/(n+1) as its null and v as H1: miss rate <= beta.
+- GSM8K (McNemar's idea made sequential). Only discordant questions carry evidence. If the step
+  behaves like the good end, a discordant question is a loss or a gain with chance 1/2 whatever
+  the (unknown) flip rate between two healthy runs, so the ratio over discordant pairs of q (the
+  bad end's loss share, at its one-sided 90% lower bound) to 1/2 is a martingale under H0 with
+  no nuisance parameter: bad when it reaches 1/alpha_gsm8k. Deciding GOOD needs another ratio:
+  a deterministic engine answers a healthy commit exactly like the good end, with no discordant
+  question to move the first one. So the good side tests the per-question loss rate: H1 "at
+  least lambda1" (the bad end's, 90% lower bound) against a uniform mixture of rates below it
+  (`_log_e_below`): good at 1/beta, and P_H1(ever) <= beta for any step losing >= lambda1, with
+  no flip rate to guess. (Questions come in a seeded random order from a finite pool, i.e.
+  without replacement; that concentrates counts more than the iid model assumes, Hoeffding
+  1963, so few losses early leave more for later.)
+- Collapses (Fisher's question made sequential). The good end's rate is uncertain (often 0 of
+  64), so H0 takes a conservative null rate u: the one-sided (1 - delta) Clopper-Pearson upper
+  bound of the good end's count. The ratio of v (the bad end's rate, 90% lower bound) to u is a
+  supermartingale for any step rate <= u: bad at 1/(alpha_c - delta), so P(false alarm) <=
+  delta (u was too low) + (alpha_c - delta) (Ville); the tests draw the good end's count too.
+  Good side: rate >= v against the mixture below v, at 1/beta, as for GSM8K.
 
-Combining (Bonferroni): alpha is split evenly over the INFORMATIVE evals (those where the ends
-differ: the bad end's lower bound beats the good end's null), and the collapse share is split
-half delta, half SPRT. A step is bad when ANY informative eval crosses its bad boundary (false
-alarm <= sum of the shares = alpha); good when EVERY informative eval crosses its good
-boundary (miss <= beta: each one alone already bounds it). An eval the ends do not separate
-(e.g. a bad end that collapses but answers GSM8K as well as the good end) is not used; ends
-with no informative eval raise ValueError (there is nothing to bisect on).
+Combining (Bonferroni): alpha is split evenly over the INFORMATIVE evals (where the ends differ:
+the bad end's lower bound beats the good end's null; an eval that does not separate the ends,
+e.g. a bad end that collapses but answers GSM8K like the good end, is not used, and the other
+gets all of alpha); the collapse share is half delta, half SPRT. A step is bad when ANY
+informative eval crosses its bad boundary (false alarm <= the sum of the shares = alpha; bad
+wins a tie), good when EVERY one crosses its good boundary (miss <= beta, each alone bounds it;
+an eval with no data yet blocks "good"). Ends with no informative eval raise ValueError.
+The guarantee is per step: a bisect of ~log2(commits) steps errs somewhere with chance at
+most steps x (alpha + beta) (union bound); pass a smaller alpha for a per-bisect bound.
 
-A single collapse when the good end had none: it multiplies the collapse ratio by v/u (2.8 at
-the demo's 0/64 vs 21/64, alpha 0.01) and the Bayes factor of the two ends' smoothed rates by
-~43, "very strong" on Jeffreys' scale; the anytime guarantee counts only the former, since 0/64
-cannot rule out a good-end rate of a few percent (healthy models loop now and then).
+A single collapse when the good end had none multiplies the collapse ratio by v/u: 2.8 at the
+demo (21/64 vs 0/64, alpha 0.01), so 7 of the first 8 generations (or 9 of 20) decide alone.
+With point estimates instead ((k+1/2)/(n+1) for both ends) it would be a Bayes factor of 43,
+"very strong" on Jeffreys' scale; the guarantee cannot count it so, because 0/64 does not rule
+out a good-end loop rate of a few percent (healthy models loop now and then).
 
 `exhausted=True` (no questions or generations left) always returns good or bad: when no
-boundary was crossed, the verdict is the likelier hypothesis, the sign of the summed log
-likelihood ratio of the two point hypotheses (loss rate lambda1 vs lambda0, collapse rate v vs
-the smoothed good rate). Those verdicts are NOT at alpha; the reason says so, and
-`statistics["decided_by"]` is "exhausted". At the demo effect on the full 1319 questions and 64
-generations that fallback is almost never reached (see tests/test_sequential.py for the rates).
+boundary was crossed, bad if the summed log evidence against "like the good end" exceeds the
+summed log evidence against "like the bad end" (the likelier end), else good. Those verdicts
+are NOT at alpha; the reason says so and `decided_by` is "exhausted". In the simulations the
+fallback added no false alarm beyond alpha; at the demo effect on the full 1319 questions and
+64 generations it is (almost) never reached. Measured costs: tests/test_sequential.py.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -89,6 +97,12 @@ with the bug but a slightly smaller effect than the bad end showed (run-to-run n
 covered by the miss-rate bound, at the price of a few more questions per step."""
 
 
+def _check_integers(what: str, **fields: Any) -> None:
+    for name, value in fields.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"{what}: {name} must be an integer, got {value!r}")
+
+
 @dataclass(frozen=True)
 class PairedCounts:
     """A step (or the bad end) vs the good end on the `n` GSM8K questions both answered:
@@ -99,6 +113,7 @@ class PairedCounts:
     gained: int
 
     def __post_init__(self) -> None:
+        _check_integers("paired", n=self.n, lost=self.lost, gained=self.gained)
         if not (0 <= self.lost and 0 <= self.gained and self.lost + self.gained <= self.n):
             raise ValueError(f"paired: need 0 <= lost, gained and lost + gained <= n, got {self}")
 
@@ -111,6 +126,7 @@ class Count:
     n: int
 
     def __post_init__(self) -> None:
+        _check_integers("collapses", k=self.k, n=self.n)
         if not 0 <= self.k <= self.n:
             raise ValueError(f"collapses: need 0 <= k <= n, got {self.k}/{self.n}")
 
@@ -221,17 +237,19 @@ class StepTest:
         _check_level("alpha", alpha)
         beta = alpha if beta is None else beta
         _check_level("beta", beta)
-        good, bad = collapses_good, collapses_bad
-        has_paired = paired_bad is not None and paired_bad.n > 0
-        has_counts = good is not None and bad is not None and good.n > 0 and bad.n > 0
-        share = alpha / max(1, int(has_paired) + int(has_counts))
-        paired = _paired_test(paired_bad, share) if paired_bad and has_paired else None
-        counts = _count_test(good, bad, share) if good and bad and has_counts else None
+        if paired_bad is not None and paired_bad.n == 0:
+            paired_bad = None
+        ends = None
+        if collapses_good is not None and collapses_bad is not None and collapses_good.n and collapses_bad.n:
+            ends = (collapses_good, collapses_bad)
+        share = alpha / max(1, (paired_bad is not None) + (ends is not None))
+        paired = _paired_test(paired_bad, share) if paired_bad is not None else None
+        counts = _count_test(*ends, share) if ends else None
         # when only one eval separates the ends it gets the whole alpha
-        if paired is None and good and bad and has_counts:
-            counts = _count_test(good, bad, alpha)
-        elif counts is None and paired is not None and paired_bad:
-            paired = _paired_test(paired_bad, alpha)
+        if paired is None and ends:
+            counts = _count_test(*ends, alpha)
+        elif counts is None and paired is not None:
+            paired = replace(paired, alpha=alpha)
         if paired is None and counts is None:
             raise ValueError("ends: the bad end shows neither a GSM8K loss nor a collapse rise "
                              "over the good end that a step could be tested against")

@@ -61,7 +61,7 @@ def test_a_step_like_the_good_end_is_called_bad_at_most_alpha_of_the_time(alpha,
 
 
 @pytest.mark.parametrize("looks", [
-    batch_schedule(1319, 64, first_questions=8, first_generations=2, growth=1.0),   # 165 looks
+    batch_schedule(1319, 64, first_questions=16, first_generations=4, growth=1.0),  # 83 looks
     batch_schedule(1319, 64, first_questions=32, first_generations=8, growth=2.0),  # 6 looks
 ])
 def test_the_false_alarm_bound_holds_at_any_batch_schedule(looks):
@@ -172,7 +172,9 @@ def test_an_eval_that_does_not_separate_the_ends_is_left_out_and_the_other_gets_
 @pytest.mark.parametrize("build,field", [
     (lambda: PairedCounts(10, 8, 5), "paired"),
     (lambda: PairedCounts(10, -1, 0), "paired"),
+    (lambda: PairedCounts(10.5, 1, 0), "paired"),
     (lambda: Count(5, 3), "collapses"),
+    (lambda: Count(True, 3), "collapses"),
     (lambda: demo_test(alpha=0.0), "alpha"),
     (lambda: StepTest.from_ends(paired_bad=DEMO_BAD, collapses_good=None, collapses_bad=None,
                                 alpha=ALPHA, beta=1.5), "beta"),
