@@ -20,7 +20,8 @@ Counts are cumulative (everything the step has answered so far), so `judge` is s
 likelihood ratios below depend on the data only through these counts. `Judgement.statistics`
 holds per eval ("gsm8k", "collapses") the counts, `log_lr_bad` / `bad_at` (its log boundary),
 `log_lr_good` / `good_at`, `p_bound` (an anytime-valid p-value: 1/LR, plus delta for
-collapses) and the hypotheses' rates, and `decided_by`: "boundary", "exhausted" or None.
+collapses) and the hypotheses' rates; "joint" the product's (with both evals); and
+`decided_by`: "boundary", "exhausted" or None.
 
 Why these tests. Each side is a Wald sequential probability ratio test (Wald 1945, "Sequential
 tests of statistical hypotheses", Ann. Math. Statist. 16:117-186) read as a test martingale: a
@@ -38,33 +39,36 @@ McNemar or Fisher test repeated after every batch is not (the tests show it reac
   no nuisance parameter: bad when it reaches 1/alpha_gsm8k. Deciding GOOD needs another ratio:
   a deterministic engine answers a healthy commit exactly like the good end, with no discordant
   question to move the first one. So the good side tests the per-question loss rate: H1 "at
-  least lambda1" (the bad end's, 90% lower bound) against a uniform mixture of rates below it
-  (`_log_e_below`): good at 1/beta, and P_H1(ever) <= beta for any step losing >= lambda1, with
-  no flip rate to guess. (Questions come in a seeded random order from a finite pool, i.e.
+  least lambda1" (the bad end's, 90% lower bound) against a mixture of rates below it (half
+  at the flip rate the ends show, half uniform: `_log_e_below`): good at 1/beta, and P_H1(ever) <= beta for any step losing >= lambda1,
+  whatever the flip rate. (Questions come in a seeded random order from a finite pool, i.e.
   without replacement; that concentrates counts more than the iid model assumes, Hoeffding
   1963, so few losses early leave more for later.)
 - Collapses (Fisher's question made sequential). The good end's rate is uncertain (often 0 of
   64), so H0 takes a conservative null rate u: the one-sided (1 - delta) Clopper-Pearson upper
   bound of the good end's count. The ratio of v (the bad end's rate, 90% lower bound) to u is a
-  supermartingale for any step rate <= u: bad at 1/(alpha_c - delta), so P(false alarm) <=
-  delta (u was too low) + (alpha_c - delta) (Ville); the tests draw the good end's count too.
+  supermartingale for any step rate <= u, so P(false alarm) <= delta (u was too low) + the
+  SPRT's share (Ville); the tests draw the good end's count too.
   Good side: rate >= v against the mixture below v, at 1/beta, as for GSM8K.
 
-Combining (Bonferroni): alpha is split evenly over the INFORMATIVE evals (where the ends differ:
-the bad end's lower bound beats the good end's null; an eval that does not separate the ends,
-e.g. a bad end that collapses but answers GSM8K like the good end, is not used, and the other
-gets all of alpha); the collapse share is half delta, half SPRT. A step is bad when ANY
-informative eval crosses its bad boundary (false alarm <= the sum of the shares = alpha; bad
-wins a tie), good when EVERY one crosses its good boundary (miss <= beta, each alone bounds it;
-an eval with no data yet blocks "good"). Ends with no informative eval raise ValueError.
-The guarantee is per step: a bisect of ~log2(commits) steps errs somewhere with chance at
-most steps x (alpha + beta) (union bound); pass a smaller alpha for a per-bisect bound.
+Combining. Bad: the two bad-side ratios multiply into one test martingale under H0 (the
+questions and the generations are separate, independent samples; Vovk & Wang 2021, "E-values:
+calibration, combination and applications", Ann. Statist. 49(3)), so weak evidence in both adds
+up; each eval alone can also decide, for a bug that shows in one eval only. Alpha is split
+(Bonferroni): delta = alpha/4 for the collapse null's upper bound, then half of the rest to the
+product and a quarter to each eval alone; with one informative eval (the ends separate only on
+one: e.g. a bad end that collapses but answers GSM8K like the good end, or no repetition eval)
+it gets all of alpha but delta = alpha/2. Bad when ANY of these crosses: false alarm <= their
+sum = alpha. Good: when EVERY informative eval crosses its good boundary (miss <= beta: each
+alone bounds it; an eval with no data yet blocks "good"). Ends with no informative eval raise
+ValueError. The guarantee is per step: a bisect of ~log2(commits) steps errs somewhere with
+chance at most steps x (alpha + beta) (union bound); pass a smaller alpha for a per-bisect one.
 
 A single collapse when the good end had none multiplies the collapse ratio by v/u: 2.8 at the
-demo (21/64 vs 0/64, alpha 0.01), so 7 of the first 8 generations (or 9 of 20) decide alone.
-With point estimates instead ((k+1/2)/(n+1) for both ends) it would be a Bayes factor of 43,
-"very strong" on Jeffreys' scale; the guarantee cannot count it so, because 0/64 does not rule
-out a good-end loop rate of a few percent (healthy models loop now and then).
+demo (21/64 vs 0/64, alpha 0.01); with GSM8K showing nothing, 6 of the first 8 generations (or 8
+of 20) decide bad. With point estimates instead ((k+1/2)/(n+1) for both ends) it would be a
+Bayes factor of 43, "very strong" on Jeffreys' scale; the guarantee cannot count it so, because
+0/64 does not rule out a good-end loop rate of a few percent (healthy models loop now and then).
 
 `exhausted=True` (no questions or generations left) always returns good or bad: when no
 boundary was crossed, bad if the summed log evidence against "like the good end" exceeds the
@@ -141,43 +145,54 @@ class Judgement:
     statistics: dict[str, Any]
 
 
-def _log_e_below(n: Any, k: Any, top: float) -> Any:
-    """log of the mixture likelihood ratio for "the rate is below `top`" against "it is `top`
-    or more": the likelihood of k events in n, averaged over a uniform prior on [0, top), over
-    the likelihood at `top`. For every rate r < top the ratio L(r)/L(top) is a supermartingale
-    whenever the true rate is >= top, so the mixture is too (Robbins 1970's mixture SPRT;
-    Howard et al. 2021): no need to know the good end's flip or collapse rate in advance, the
-    prior adapts to it. Closed form through the regularised incomplete beta function."""
-    a, b = np.asarray(k) + 1.0, np.asarray(n) - np.asarray(k) + 1.0
+def _log_e_below(n: Any, k: Any, top: float, expected: float) -> Any:
+    """log of a mixture likelihood ratio for "the rate is below `top`" against "it is `top` or
+    more": the likelihood of k events in n averaged over a prior on rates below `top`, over
+    the likelihood at `top`. For every rate r < top, L(r)/L(top) is a supermartingale whenever
+    the true rate is >= top, so any such mixture is too (Robbins 1970's mixture SPRT; Howard et
+    al. 2021). The prior: half a point mass at `expected` (the rate the good end predicts, fixed
+    before the step: fast when the engine is as deterministic as the ends suggest), half uniform
+    on [0, top) (no rate to guess when it is not). Closed form: regularised incomplete beta."""
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
     with np.errstate(divide="ignore"):
-        log_mix = betaln(a, b) + np.log(betainc(a, b, top)) - math.log(top)
-    log_top = (a - 1) * math.log(top) + (b - 1) * math.log1p(-top)
-    return np.maximum(log_mix - log_top, -700.0)
+        uniform = betaln(k + 1, n - k + 1) + np.log(betainc(k + 1, n - k + 1, top)) - math.log(top)
+        log_top = k * math.log(top) + (n - k) * math.log1p(-top)
+        if expected >= top:
+            mixture = uniform
+        else:
+            hits = k * math.log(expected) if expected > 0 else np.where(k > 0, -np.inf, 0.0)
+            point = hits + (n - k) * math.log1p(-expected)
+            mixture = np.logaddexp(uniform, point) - math.log(2)
+    return np.maximum(mixture - log_top, -700.0)
 
 
 @dataclass(frozen=True)
 class _PairedTest:
     """GSM8K: bad side on discordant pairs (loss share q vs 1/2), good side on the loss rate
-    (a mixture below lambda1 vs lambda1)."""
+    (rates below lambda1 vs lambda1; lambda0 = the bad end's gain rate, the flips' expected
+    rate). `alpha` is this eval's own share."""
 
     q: float
     lambda1: float
+    lambda0: float
     alpha: float
 
     def log_bad(self, n: Any, lost: Any, gained: Any) -> Any:
         return lost * math.log(2 * self.q) + gained * math.log(2 * (1 - self.q))
 
     def log_good(self, n: Any, lost: Any, gained: Any) -> Any:
-        return _log_e_below(n, lost, self.lambda1)
+        return _log_e_below(n, lost, self.lambda1, self.lambda0)
 
 
 @dataclass(frozen=True)
 class _CountTest:
-    """Collapses: bad side v vs the conservative null u, good side a mixture below v vs v.
-    `alpha` is the SPRT's share; `delta`, spent on u being an upper bound, comes on top."""
+    """Collapses: bad side v vs the conservative null u, good side rates below v vs v (r0 =
+    the good end's observed rate). `alpha` is this eval's own share; `delta`, spent on u being
+    an upper bound, is apart."""
 
     u: float
     v: float
+    r0: float
     alpha: float
     delta: float
 
@@ -185,7 +200,7 @@ class _CountTest:
         return k * math.log(self.v / self.u) + (n - k) * math.log((1 - self.v) / (1 - self.u))
 
     def log_good(self, n: Any, k: Any) -> Any:
-        return _log_e_below(n, k, self.v)
+        return _log_e_below(n, k, self.v, self.r0)
 
 
 def _check_level(name: str, value: float) -> None:
@@ -193,7 +208,7 @@ def _check_level(name: str, value: float) -> None:
         raise ValueError(f"{name} must be in (0, 1), got {value!r}")
 
 
-def _paired_test(bad: PairedCounts, alpha: float) -> _PairedTest | None:
+def _paired_test(bad: PairedCounts) -> _PairedTest | None:
     """None when the bad end does not lose clearly more questions than it gains."""
     confidence = 2 * ALTERNATIVE_LEVEL - 1  # the two-sided interval whose low end is one-sided
     disc = bad.lost + bad.gained
@@ -201,18 +216,17 @@ def _paired_test(bad: PairedCounts, alpha: float) -> _PairedTest | None:
     lambda1 = wilson_interval(bad.lost, bad.n, confidence)[0] if bad.n else 0.0
     if q <= 0.5 or lambda1 <= 0.0:
         return None
-    return _PairedTest(q=min(q, 0.99), lambda1=lambda1, alpha=alpha)
+    return _PairedTest(q=min(q, 0.99), lambda1=lambda1, lambda0=bad.gained / bad.n, alpha=1.0)
 
 
-def _count_test(good: Count, bad: Count, alpha: float) -> _CountTest | None:
+def _count_test(good: Count, bad: Count, delta: float) -> _CountTest | None:
     """None when the bad end's rate does not clearly exceed the good end's upper bound."""
-    delta = alpha / 2
     u = 1.0 if good.k == good.n else float(beta_dist.ppf(1 - delta, good.k + 1, good.n - good.k))
     v = 0.0 if bad.k == 0 else float(beta_dist.ppf(1 - ALTERNATIVE_LEVEL, bad.k, bad.n - bad.k + 1))
     v = min(v, 0.99)
     if v <= u:
         return None
-    return _CountTest(u=u, v=v, alpha=alpha - delta, delta=delta)
+    return _CountTest(u=u, v=v, r0=good.k / good.n, alpha=1.0, delta=delta)
 
 
 @dataclass(frozen=True)
@@ -220,40 +234,37 @@ class StepTest:
     """The sequential test for every middle step of one bisect, built once from the two ends.
 
     `paired` / `collapses` are None when that eval is absent at an end or does not separate
-    the ends (see the module docstring); at least one is set."""
+    the ends (see the module docstring); at least one is set. `joint_alpha` is the share of
+    the product of both bad-side ratios (None with one eval)."""
 
     alpha: float
     beta: float
     paired: _PairedTest | None
     collapses: _CountTest | None
+    joint_alpha: float | None
 
     @classmethod
     def from_ends(cls, *, paired_bad: PairedCounts | None, collapses_good: Count | None,
                   collapses_bad: Count | None, alpha: float, beta: float | None = None) -> StepTest:
-        """Build H1 from the bad end and H0 from the good end. `beta` (the miss rate: calling a
-        bad commit good) defaults to alpha, since either error sends the bisect the wrong way.
-        Raises ValueError naming the field when an input is invalid or no eval separates the
-        ends."""
+        """Build H1 from the bad end and H0 from the good end, and split alpha (module
+        docstring). `beta` (the miss rate: calling a bad commit good) defaults to alpha, since
+        either error sends the bisect the wrong way. Raises ValueError naming the field when an
+        input is invalid or no eval separates the ends."""
         _check_level("alpha", alpha)
         beta = alpha if beta is None else beta
         _check_level("beta", beta)
-        if paired_bad is not None and paired_bad.n == 0:
-            paired_bad = None
-        ends = None
+        paired = _paired_test(paired_bad) if paired_bad is not None and paired_bad.n else None
+        counts = None
         if collapses_good is not None and collapses_bad is not None and collapses_good.n and collapses_bad.n:
-            ends = (collapses_good, collapses_bad)
-        share = alpha / max(1, (paired_bad is not None) + (ends is not None))
-        paired = _paired_test(paired_bad, share) if paired_bad is not None else None
-        counts = _count_test(*ends, share) if ends else None
-        # when only one eval separates the ends it gets the whole alpha
-        if paired is None and ends:
-            counts = _count_test(*ends, alpha)
-        elif counts is None and paired is not None:
-            paired = replace(paired, alpha=alpha)
+            counts = _count_test(collapses_good, collapses_bad, alpha / (4 if paired else 2))
         if paired is None and counts is None:
             raise ValueError("ends: the bad end shows neither a GSM8K loss nor a collapse rise "
                              "over the good end that a step could be tested against")
-        return cls(alpha, beta, paired, counts)
+        rest = alpha - (counts.delta if counts else 0.0)
+        joint = rest / 2 if paired and counts else None
+        alone = rest / 4 if joint else rest
+        return cls(alpha, beta, paired and replace(paired, alpha=alone),
+                   counts and replace(counts, alpha=alone), joint)
 
     def judge(self, paired: PairedCounts | None, collapses: Count | None, *,
               exhausted: bool) -> Judgement:
@@ -271,22 +282,27 @@ class StepTest:
             "decided_by": None if verdict == "undecided" else "exhausted" if bool(fallback) else "boundary"}
         good_at = -math.log(self.beta)
         if self.paired:
-            bad_log, good_log = float(logs["gsm8k"][0]), float(logs["gsm8k"][1])
+            t = self.paired
+            bad_log, good_log = (float(x) for x in logs["gsm8k"])
             statistics["gsm8k"] = {
-                "n": p.n, "lost": p.lost, "gained": p.gained, "alpha": self.paired.alpha,
-                "log_lr_bad": bad_log, "bad_at": -math.log(self.paired.alpha),
-                "log_lr_good": good_log, "good_at": good_at,
-                "p_bound": min(1.0, math.exp(-bad_log)),
-                "loss_share_h1": self.paired.q, "loss_rate_h1": self.paired.lambda1}
-        if self.collapses:
-            t = self.collapses
-            bad_log, good_log = float(logs["collapses"][0]), float(logs["collapses"][1])
-            statistics["collapses"] = {
-                "n": c.n, "k": c.k, "alpha": t.alpha + t.delta,
+                "n": p.n, "lost": p.lost, "gained": p.gained, "alpha": t.alpha,
                 "log_lr_bad": bad_log, "bad_at": -math.log(t.alpha),
+                "log_lr_good": good_log, "good_at": good_at, "p_bound": min(1.0, math.exp(-bad_log)),
+                "loss_share_h1": t.q, "loss_rate_h1": t.lambda1, "loss_rate_h0": t.lambda0}
+        if self.collapses:
+            c_t = self.collapses
+            bad_log, good_log = (float(x) for x in logs["collapses"])
+            statistics["collapses"] = {
+                "n": c.n, "k": c.k, "alpha": c_t.alpha,
+                "log_lr_bad": bad_log, "bad_at": -math.log(c_t.alpha),
                 "log_lr_good": good_log, "good_at": good_at,
-                "p_bound": min(1.0, t.delta + math.exp(-bad_log)),
-                "rate_h1": t.v, "rate_h0_bound": t.u}
+                "p_bound": min(1.0, c_t.delta + math.exp(-bad_log)),
+                "rate_h1": c_t.v, "rate_h0_bound": c_t.u, "rate_h0": c_t.r0, "delta": c_t.delta}
+        if self.joint_alpha:
+            joint_log = float(logs["gsm8k"][0] + logs["collapses"][0])
+            statistics["joint"] = {"alpha": self.joint_alpha, "log_lr_bad": joint_log,
+                                   "bad_at": -math.log(self.joint_alpha),
+                                   "p_bound": min(1.0, self.collapses.delta + math.exp(-joint_log))}  # type: ignore[union-attr]
         return Judgement(verdict, _reason(verdict, bool(fallback), statistics), statistics)
 
     def _decide(self, n: np.ndarray, lost: np.ndarray, gained: np.ndarray, m: np.ndarray,
@@ -296,20 +312,22 @@ class StepTest:
         `simulate`, so the simulation tests exactly what bisect runs."""
         logs: dict[str, Any] = {}
         bad = np.zeros(np.shape(n), dtype=bool)
-        good = np.ones(np.shape(n), dtype=bool)
-        score = np.zeros(np.shape(n))
         if self.paired:
             logs["gsm8k"] = (self.paired.log_bad(n, lost, gained), self.paired.log_good(n, lost, gained))
             bad |= logs["gsm8k"][0] >= -math.log(self.paired.alpha)
         if self.collapses:
             logs["collapses"] = (self.collapses.log_bad(m, k), self.collapses.log_good(m, k))
             bad |= logs["collapses"][0] >= -math.log(self.collapses.alpha)
-        for log_bad, log_good in logs.values():
-            good &= log_good >= -math.log(self.beta)
-            score = score + log_bad - log_good
+        log_bad = sum(bad_log for bad_log, _ in logs.values())
+        if self.joint_alpha:
+            bad |= log_bad >= -math.log(self.joint_alpha)
+        good = np.ones(np.shape(n), dtype=bool)
+        for _, good_log in logs.values():
+            good &= good_log >= -math.log(self.beta)
         code = np.where(bad, 1, np.where(good, -1, 0))
         fallback = (code == 0) & exhausted
         # the likelier end: the evidence against "like the good end" vs against "like the bad end"
+        score = log_bad - sum(good_log for _, good_log in logs.values())
         code = np.where(fallback, np.where(score > 0, 1, -1), code)
         return code, fallback, logs
 
@@ -324,6 +342,8 @@ def _reason(verdict: Verdict, fallback: bool, stats: dict[str, Any]) -> str:
                   else f"{s['k']}/{s['n']} collapsed")
         parts.append(f"{name} {counts} (LR bad {_e(s['log_lr_bad'])} of {_e(s['bad_at'])}, "
                      f"good {_e(s['log_lr_good'])} of {_e(s['good_at'])})")
+    if "joint" in stats:
+        parts.append(f"both (LR bad {_e(stats['joint']['log_lr_bad'])} of {_e(stats['joint']['bad_at'])})")
     evidence = "; ".join(parts)
     if fallback:
         return f"{verdict}, the likelier end (all answered, no boundary crossed: not at alpha): {evidence}"

@@ -6,9 +6,9 @@ At alpha = beta = 0.01 and `batch_schedule(1319, 64)` (batches of 32 questions /
 growing x1.5: looks at 32, 80, 152, 260, ... questions), 10,000 simulated steps each
 (`simulate`, seed 0) measured:
 
-    step like the bad end:            bad 100%, 143 questions (11% of 1319), 36 generations
-    step like the good end, no flips: good 100%, 152 questions (12%), 38 generations
-    good end, 2% flips each way, 3% collapses: good 99.85%, 343 questions, 61 generations
+    step like the bad end:            bad 100%, 100 questions (7.6% of 1319), 25 generations
+    step like the good end, no flips: good 100%, 80 questions (6.1%), 20 generations
+    good end, 2% flips each way, 3% collapses: good 99.93%, 368 questions, 57 generations
 
 (a step on the simulator replays the end it resembles exactly: the "no flips" rows).
 False alarms stay far below alpha because Ville's inequality is conservative at batch looks.
@@ -61,7 +61,7 @@ def test_a_step_like_the_good_end_is_called_bad_at_most_alpha_of_the_time(alpha,
 
 
 @pytest.mark.parametrize("looks", [
-    batch_schedule(1319, 64, first_questions=16, first_generations=4, growth=1.0),  # 83 looks
+    batch_schedule(1319, 64, first_questions=32, first_generations=8, growth=1.0),  # 42 looks
     batch_schedule(1319, 64, first_questions=32, first_generations=8, growth=2.0),  # 6 looks
 ])
 def test_the_false_alarm_bound_holds_at_any_batch_schedule(looks):
@@ -84,7 +84,7 @@ def test_a_step_like_the_bad_end_is_called_good_at_most_beta_of_the_time_and_ear
                    trials=TRIALS)
     assert sim.good <= ALPHA  # beta defaults to alpha
     assert sim.bad + sim.good == 1.0
-    assert sim.mean_questions < 0.15 * 1319
+    assert sim.mean_questions < 0.1 * 1319
 
 
 def test_the_miss_bound_covers_a_step_with_a_smaller_effect_than_the_bad_end_showed():
@@ -102,19 +102,21 @@ def test_a_good_step_on_a_deterministic_engine_is_called_good_without_any_discor
     good end: no discordant pairs, no collapses; the loss-rate side must still decide."""
     sim = simulate(demo_test(), lost=0.0, gained=0.0, collapse=0.0, looks=LOOKS, trials=TRIALS)
     assert sim.good == 1.0 and sim.exhausted == 0.0
-    assert sim.mean_questions < 0.15 * 1319
+    assert sim.mean_questions < 0.1 * 1319
 
 
 def test_a_single_collapse_after_a_good_end_with_none_multiplies_the_evidence_by_v_over_u():
     """How strong one collapse is when the good end had 0/64: the collapse ratio grows by v/u
     = 2.8, v = 0.25 the bad end's 21/64 at its 90% lower bound, u = 0.089 the good end's 0/64
     at its (1 - alpha/4) upper bound (0/64 cannot exclude a healthy loop rate of a few
-    percent). Alone the collapses decide bad at 7 of the first 8 generations or 9 of 20."""
+    percent). With GSM8K showing nothing either way, the collapses decide bad at 6 of the first
+    8 generations or 8 of 20."""
     test = demo_test()
     one = test.judge(None, Count(1, 1), exhausted=False).statistics["collapses"]
     assert math.exp(one["log_lr_bad"]) == pytest.approx(2.8, abs=0.05)
-    assert [test.judge(None, Count(k, 8), exhausted=False).verdict for k in (6, 7)] == ["undecided", "bad"]
-    assert [test.judge(None, Count(k, 20), exhausted=False).verdict for k in (8, 9)] == ["undecided", "bad"]
+    clean = PairedCounts(80, 0, 0)
+    assert [test.judge(clean, Count(k, 8), exhausted=False).verdict for k in (5, 6)] == ["undecided", "bad"]
+    assert [test.judge(clean, Count(k, 20), exhausted=False).verdict for k in (7, 8)] == ["undecided", "bad"]
 
 
 def test_either_eval_alone_can_call_a_step_bad_but_good_needs_both():
@@ -125,6 +127,15 @@ def test_either_eval_alone_can_call_a_step_bad_but_good_needs_both():
     assert test.judge(PairedCounts(152, 0, 0), Count(0, 8), exhausted=False).verdict == "undecided"
     assert test.judge(PairedCounts(152, 0, 0), None, exhausted=False).verdict == "undecided"
     assert test.judge(PairedCounts(152, 0, 0), Count(0, 38), exhausted=False).verdict == "good"
+
+
+def test_weak_evidence_in_both_evals_adds_up_to_bad():
+    test = demo_test()
+    judgement = test.judge(PairedCounts(80, 6, 0), Count(7, 20), exhausted=False)
+    stats = judgement.statistics
+    assert stats["gsm8k"]["log_lr_bad"] < stats["gsm8k"]["bad_at"]
+    assert stats["collapses"]["log_lr_bad"] < stats["collapses"]["bad_at"]
+    assert judgement.verdict == "bad" and stats["joint"]["log_lr_bad"] >= stats["joint"]["bad_at"]
 
 
 def test_exhausted_always_decides_and_says_it_was_not_at_alpha():
@@ -161,6 +172,7 @@ def test_an_eval_that_does_not_separate_the_ends_is_left_out_and_the_other_gets_
                                         collapses_bad=Count(21, 64), alpha=ALPHA)
     assert collapses_only.paired is None and collapses_only.collapses is not None
     assert collapses_only.collapses.alpha + collapses_only.collapses.delta == ALPHA
+    assert collapses_only.joint_alpha is None
     assert collapses_only.judge(PairedCounts(100, 0, 9), Count(0, 38), exhausted=False).verdict == "good"
     gsm8k_only = StepTest.from_ends(paired_bad=DEMO_BAD, collapses_good=None, collapses_bad=None, alpha=ALPHA)
     assert gsm8k_only.collapses is None and gsm8k_only.paired is not None and gsm8k_only.paired.alpha == ALPHA
