@@ -397,8 +397,11 @@ def simulate(test: StepTest, *, lost: float, gained: float, collapse: float,
     and whose generations collapse with chance `collapse`, judged at `looks` (the last one
     exhausted). Vectorised over trials (numpy): iid draws per batch are multinomial counts,
     so 10,000 trials cost milliseconds."""
-    if not looks:
-        raise ValueError("looks must not be empty")
+    for name, value in (("lost", lost), ("gained", gained), ("collapse", collapse), ("lost + gained", lost + gained)):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must be a probability in [0, 1], got {value}")
+    if not looks or any(b[0] < a[0] or b[1] < a[1] for a, b in zip(looks, looks[1:])):
+        raise ValueError(f"looks must be a non-empty, non-decreasing list of cumulative counts, got {looks}")
     rng = np.random.default_rng(seed)
     same = 1.0 - lost - gained
     verdict = np.zeros(trials, dtype=int)

@@ -192,6 +192,8 @@ def test_an_eval_that_does_not_separate_the_ends_is_left_out_and_the_other_gets_
                                 alpha=ALPHA, beta=1.5), "beta"),
     (lambda: StepTest.from_ends(paired_bad=PairedCounts(1319, 6, 7), collapses_good=Count(3, 64),
                                 collapses_bad=Count(4, 64), alpha=ALPHA), "ends"),
+    (lambda: simulate(demo_test(), lost=0.7, gained=0.4, collapse=0.0, looks=LOOKS), "lost \\+ gained"),
+    (lambda: simulate(demo_test(), lost=0.0, gained=0.0, collapse=0.0, looks=()), "looks"),
     (lambda: batch_schedule(-1, 64), "questions"),
     (lambda: batch_schedule(100, 64, first_generations=0), "first_generations"),
     (lambda: batch_schedule(100, 64, growth=0.5), "growth"),
