@@ -285,7 +285,7 @@ class StepTest:
             t = self.paired
             bad_log, good_log = (float(x) for x in logs["gsm8k"])
             statistics["gsm8k"] = {
-                "n": p.n, "lost": p.lost, "gained": p.gained, "alpha": t.alpha,
+                "n": int(p.n), "lost": int(p.lost), "gained": int(p.gained), "alpha": t.alpha,
                 "log_lr_bad": bad_log, "bad_at": -math.log(t.alpha),
                 "log_lr_good": good_log, "good_at": good_at, "p_bound": min(1.0, math.exp(-bad_log)),
                 "loss_share_h1": t.q, "loss_rate_h1": t.lambda1, "loss_rate_h0": t.lambda0}
@@ -293,7 +293,7 @@ class StepTest:
             c_t = self.collapses
             bad_log, good_log = (float(x) for x in logs["collapses"])
             statistics["collapses"] = {
-                "n": c.n, "k": c.k, "alpha": c_t.alpha,
+                "n": int(c.n), "k": int(c.k), "alpha": c_t.alpha,
                 "log_lr_bad": bad_log, "bad_at": -math.log(c_t.alpha),
                 "log_lr_good": good_log, "good_at": good_at,
                 "p_bound": min(1.0, c_t.delta + math.exp(-bad_log)),

@@ -149,6 +149,8 @@ def test_exhausted_always_decides_and_says_it_was_not_at_alpha():
                                exhausted=True)
         assert judgement.verdict in ("good", "bad")
         json.dumps(judgement.statistics, allow_nan=False)
+    numpy_counts = test.judge(PairedCounts(*np.array([64, 3, 0])), Count(*np.array([2, 16])), exhausted=True)
+    json.dumps(numpy_counts.statistics, allow_nan=False)
     fallback = test.judge(PairedCounts(64, 3, 0), Count(2, 16), exhausted=True)
     assert fallback.verdict == "bad" and fallback.statistics["decided_by"] == "exhausted"
     assert "not at alpha" in fallback.reason
