@@ -10,7 +10,7 @@ growing x1.5: looks at 32, 80, 152, 260, ... questions), 10,000 simulated steps 
     step like the good end, no flips: good 100%, 80 questions (6.1%), 20 generations
     good end, 2% flips each way, 3% collapses: good 99.93%, 368 questions, 57 generations
 
-(a step on the simulator replays the end it resembles exactly: the "no flips" rows).
+(on the simulator a healthy commit answers exactly like the good end: the "no flips" row).
 False alarms stay far below alpha because Ville's inequality is conservative at batch looks.
 """
 
