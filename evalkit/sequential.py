@@ -13,6 +13,7 @@ Contract (what evalkit/bisect/ uses)::
                               alpha=0.01, beta=None)                 # beta None -> alpha
     test.judge(paired: PairedCounts | None, collapses: Count | None, *, exhausted: bool)
         -> Judgement(verdict "bad" | "good" | "undecided", reason, statistics)
+        # exhausted=True never gives "undecided"; with no data at all it raises ValueError
     batch_schedule(questions, generations) -> ((q1, g1), (q2, g2), ...)   # cumulative looks
     simulate(test, lost=, gained=, collapse=, looks=, trials=, seed=) -> Simulation
 
