@@ -108,6 +108,9 @@ class BisectRecord(_File):
     """When the range could not be split: the SHAs the first bad commit can be, oldest first."""
     message: str = ""
     """The conclusion in one line."""
+    excerpt: dict[str, Any] | None = None
+    """One long generation that collapsed at the first bad commit (or the bad end) but not at
+    the good end: {sha, id, onset, text}."""
     engine_starts: int = 0
     """Engines started by this bisect (ends and steps, every resume included)."""
     command: list[str] = []

@@ -27,36 +27,60 @@ FORMATS = ("terminal", "markdown", "json")
 VERDICT_MARK = {"good": "good", "bad": "BAD", "untestable": "untestable"}
 
 
-def first_bad_evidence(record: dict[str, Any]) -> dict[str, Any]:
-    """The evidence for the first bad commit: its step's, or the ends' when it is the bad end."""
-    first = record.get("first_bad")
-    step = next((s for s in record.get("steps", []) if s["sha"] == first), None)
-    if step is not None:
-        return step.get("evidence") or {}
-    return (record.get("ends") or {}).get("evidence") or {}
+def first_bad_step(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The step that tested the first bad commit (None when it is the bad end, run in full)."""
+    return next((s for s in record.get("steps", []) if s["sha"] == record.get("first_bad")), None)
 
 
 def _deltas(evidence: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(metric, delta, p-value) for each metric delta in an evidence dict (verdicts.delta shape)."""
     rows = []
     for metric, d in evidence.items():
-        if not isinstance(d, dict) or "diff" not in d or d.get("diff") is None:
+        if not isinstance(d, dict) or d.get("diff") is None:
             continue
         p = d.get("p_value", d.get("p_greater"))
-        diff = d["diff"]
-        points = f"{diff * 100:+.1f} points" if abs(diff) <= 1 else f"{diff:+.3g}"
-        rows.append((metric, points, p_text(p) if p is not None else "-"))
+        rows.append((metric, f"{d['diff'] * 100:+.1f} points", p_text(p) if p is not None else "-"))
     return rows
 
 
-def excerpt(evidence: dict[str, Any]) -> str | None:
-    """One collapsed long generation of the evidence, when it holds one."""
-    for key in ("excerpt", "collapsed_excerpt"):
-        if isinstance(evidence.get(key), str) and evidence[key]:
-            return evidence[key]
-        if isinstance(evidence.get(key), dict) and evidence[key].get("text"):
-            return str(evidence[key]["text"])
-    return None
+def _sequential(step: dict[str, Any]) -> str:
+    """The deciding look of a step's sequential test, in one line."""
+    stats = (step.get("evidence") or {}).get("sequential") or {}
+    parts = []
+    for name, s in stats.items():
+        if isinstance(s, dict) and "p_bound" in s:
+            counts = f"lost {s['lost']}, gained {s['gained']} of {s['n']}" if "lost" in s else \
+                f"{s.get('k', '?')} of {s.get('n', '?')} collapsed"
+            parts.append(f"{name}: {counts}, anytime-valid p <= {p_text(s['p_bound'])}")
+    how = stats.get("decided_by") or "undecided"
+    return f"sequential test ({how}, alpha {record_alpha(step)}): " + "; ".join(parts) if parts else ""
+
+
+def record_alpha(step: dict[str, Any]) -> str:
+    stats = (step.get("evidence") or {}).get("sequential") or {}
+    alphas = [s["alpha"] for s in stats.values() if isinstance(s, dict) and "alpha" in s]
+    return ", ".join(f"{a:g}" for a in alphas) or "?"
+
+
+def _evidence_tables(record: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]], str]]:
+    """(title, rows, note) per evidence table: the first bad commit's step, then the full ends."""
+    out = []
+    step = first_bad_step(record) if record["status"] == "found" else None
+    if step is not None:
+        out.append((f"The first bad commit vs the good end ({step['questions']} questions, "
+                    f"{step['generations']} long generations)", _deltas((step.get("evidence") or {}).get("vs_good") or {}),
+                    _sequential(step)))
+    ends = record.get("ends") or {}
+    if ends.get("evidence"):
+        bad = (record.get("bad") or {}).get("sha", "?")[:12]
+        out.append((f"The bad end {bad} vs the good end (full cells)", _deltas(ends["evidence"]), clean(ends.get("reason", ""))))
+    return out
+
+
+def excerpt(record: dict[str, Any]) -> str | None:
+    """One collapsed long generation (bisect.json `excerpt`), when there is one."""
+    found = record.get("excerpt") or {}
+    return found.get("text") or None
 
 
 def headline(record: dict[str, Any]) -> str:
@@ -87,15 +111,15 @@ def terminal(record: dict[str, Any]) -> Sequence[RenderableType]:
                                       f"{len(record['commits'])} commits of {record['repo']}", style="bold")]
     style = {"found": "red bold", "untestable": "yellow", "ends_not_as_claimed": "yellow"}.get(record["status"])
     out.append(Text(headline(record), style=style or ""))
-    evidence = first_bad_evidence(record) if record["status"] == "found" else (record.get("ends") or {}).get("evidence") or {}
-    if rows := _deltas(evidence):
-        table = Table(title="evidence vs the good end")
+    for title, rows, note in _evidence_tables(record):
+        out.append(Text(clean(title) + ":"))
+        table = Table()
         for h in ("metric", "delta", "p-value"):
             table.add_column(h)
         for row in rows:
             table.add_row(*map(term_text, row))
-        out.append(table)
-    if text := excerpt(evidence):
+        out += [table, Text(clean(note))] if note else [table]
+    if text := excerpt(record):
         out.append(Text("collapsed excerpt: " + clean(truncate(text, 300))))
     if record.get("untestable"):
         out.append(Text("could be any of: " + " ".join(s[:12] for s in record["untestable"])))
@@ -114,19 +138,17 @@ def markdown(record: dict[str, Any]) -> str:
     if record["status"] == "found":
         c = next(c for c in record["commits"] if c["sha"] == record["first_bad"])
         lines += [f"**First bad commit:** {md_code(c['sha'])} {md_cell(c['subject'])} (authored {md_cell(c['author_date'])})", ""]
-        evidence = first_bad_evidence(record)
     else:
         lines += [f"**{md_cell(headline(record))}**", ""]
-        evidence = (record.get("ends") or {}).get("evidence") or {}
     good, bad = record.get("good") or {}, record.get("bad") or {}
     lines += [f"Range: good {md_code(good.get('sha', '?')[:12])} .. bad {md_code(bad.get('sha', '?')[:12])} of "
               f"{md_code(record['repo'])}, {len(record['commits'])} commits "
               f"({'first-parent' if record.get('first_parent', True) else 'all parents'}); "
               f"{len(record.get('steps', []))} steps, {record.get('engine_starts', 0)} engine starts.", ""]
-    if rows := _deltas(evidence):
-        lines += ["Evidence against the good end:", "", *md_table(("metric", "delta", "p-value"),
-                                                                   ([md_cell(x) for x in r] for r in rows)), ""]
-    if text := excerpt(evidence):
+    for title, rows, note in _evidence_tables(record):
+        lines += [f"{md_cell(title)}:", "", *md_table(("metric", "delta", "p-value"), ([md_cell(x) for x in r] for r in rows)), ""]
+        lines += [md_cell(note), ""] if note else []
+    if text := excerpt(record):
         lines += ["<details><summary>One collapsed long generation</summary>", "",
                   md_fence(truncate(text, MAX_EXCERPT_CHARS)), "", "</details>", ""]
     if record.get("untestable"):
