@@ -76,7 +76,7 @@ thresholds:
   - {{metric: gsm8k.flexible, max_drop_ab: 0.02, alpha: 0.01}}
   - {{metric: gsm8k.flexible, max_drop_vs_baseline: 0.02, alpha: 0.01}}
   - {{metric: repetition.collapse_rate, max_rise_vs_baseline: 0.05, alpha: 0.01}}
-timeouts: {{startup: 60, stop_grace: 5}}
+timeouts: {{startup: 60, stop_grace: 2}}
 """)
     config = load_config(path)
     store = RunStore(root / "results", "bisect-t")
@@ -176,6 +176,18 @@ def test_a_commit_whose_engine_does_not_start_is_untestable(world: World) -> Non
     assert outcome.reason.endswith("this commit does not build")  # the engine log says why
     assert outcome.questions == outcome.generations == 0
     assert json.loads((world.store.cell_dir("step-broken") / "cell.json").read_text())["status"] == "error"
+
+
+@pytest.mark.parametrize(("fault", "words"), [("crash-after", "exited"), ("fatal-log", "Memory access fault")])
+def test_an_engine_that_fails_mid_step_is_untestable(world: World, fault: str, words: str) -> None:
+    """The engine serves the first batch, then crashes or prints ATOM's fatal GPU line."""
+    job = world.job(f"step-{fault}", world.shas[1])
+    job = dataclasses.replace(job, cell=dataclasses.replace(
+        job.cell, args=(*job.cell.args, "--sim-fault", fault, "--sim-fault-after", "40")))
+    outcome = run_step(job, CellControl(threading.Event()), world.store.cell_dir("good"), world.ends, seed=0)
+    assert outcome.verdict == "untestable" and words in outcome.reason and "\n" not in outcome.reason, outcome.reason
+    assert outcome.questions > 0  # it failed after answering some: what it answered is kept in its folder
+    assert len(list(read_jsonl(world.store.cell_dir(f"step-{fault}") / "gsm8k.samples.jsonl"))) == outcome.questions
 
 
 def test_a_stopped_step_raises_interrupted_and_writes_nothing_finished(world: World) -> None:

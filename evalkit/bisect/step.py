@@ -266,8 +266,11 @@ def run_step(job: CellJob, control: CellControl, good_dir: Path, ends: Ends, *, 
 
 
 def _untestable_reason(record: CellRecord) -> str:
-    """The cell's error in one line, with the engine log's last line when it says more (a
+    """The cell's error in one line; for an engine that exited, with its log's last line (a
     commit that does not build says why there: "cannot import ...")."""
+    error = record.error
     message = record.message or "the step decided nothing"
-    tail = [line.strip() for line in ((record.error.log_tail if record.error else None) or "").splitlines() if line.strip()]
+    if error is None or error.exit_code is None:
+        return message
+    tail = [line.strip() for line in (error.log_tail or "").splitlines() if line.strip()]
     return f"{message}: {tail[-1]}" if tail and tail[-1] not in message else message
