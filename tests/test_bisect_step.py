@@ -12,7 +12,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +24,7 @@ from evalkit.config import MatrixConfig, Source, load_config
 from evalkit.engine.sources import checkout
 from evalkit.errors import Interrupted
 from evalkit.evals import registry
+from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec
 from evalkit.evals.gsm8k import GSM8K_TEST_SIZE
 from evalkit.matrix import expand
 from evalkit.run.cell import CellControl, CellJob, run_cell
@@ -41,6 +44,8 @@ class World:
     cache: Path
     repo: Path
     ends: Ends
+    text: str
+    """The config file's text."""
 
     def job(self, name: str, sha: str) -> CellJob:
         cell = dataclasses.replace(expand(self.config)[0], id=name)
@@ -58,7 +63,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     repo, _ = make_repo(root)
     shas = add_branch(repo, "line", 8, first_bad=FIRST_BAD, broken=frozenset({BROKEN}))
     path = root / "bisect.yaml"
-    path.write_text(f"""
+    text = f"""
 model: sim/bisect-step
 served_name: bisect-step
 engine:
@@ -77,13 +82,14 @@ thresholds:
   - {{metric: gsm8k.flexible, max_drop_vs_baseline: 0.02, alpha: 0.01}}
   - {{metric: repetition.collapse_rate, max_rise_vs_baseline: 0.05, alpha: 0.01}}
 timeouts: {{startup: 60, stop_grace: 2}}
-""")
+"""
+    path.write_text(text)
     config = load_config(path)
     store = RunStore(root / "results", "bisect-t")
     store.create()
     for ev, settings in registry.enabled(config.evals):
         ev.prepare(store.path, settings)
-    world = World(config, store, shas, root / "cache", repo, ends=None)  # type: ignore[arg-type]
+    world = World(config, store, shas, root / "cache", repo, ends=None, text=text)  # type: ignore[arg-type]
     for name, sha in (("good", shas[0]), ("bad", shas[-1])):
         assert run_cell(world.job(name, sha), CellControl(threading.Event())).status == "ok"
     world.ends = judge_ends(config, store.cell_dir("good"), store.cell_dir("bad"), alpha=0.01)
@@ -188,6 +194,35 @@ def test_an_engine_that_fails_mid_step_is_untestable(world: World, fault: str, w
     assert outcome.verdict == "untestable" and words in outcome.reason and "\n" not in outcome.reason, outcome.reason
     assert outcome.questions > 0  # it failed after answering some: what it answered is kept in its folder
     assert len(list(read_jsonl(world.store.cell_dir(f"step-{fault}") / "gsm8k.samples.jsonl"))) == outcome.questions
+
+
+class Whole(Eval):
+    """An eval that can only run all of its samples (no `subsets`)."""
+
+    name = "whole"
+    settings = EvalSettings
+    default_enabled = False
+    metrics = (MetricSpec("whole.n", "samples", Comparison.CONTINUOUS),)
+
+    def run(self, ctx: EvalContext, settings: EvalSettings) -> EvalResult:
+        return EvalResult({"n": 0}, [])
+
+    def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        return {"whole.n": raw["n"]}
+
+
+def test_an_eval_that_cannot_run_a_subset_is_skipped_with_a_note(world: World, tmp_path: Path) -> None:
+    registry.register(Whole())
+    try:
+        path = tmp_path / "whole.yaml"
+        path.write_text(world.text.replace("evals:\n", "evals:\n  whole: {enabled: true}\n"))
+        job = dataclasses.replace(world.job("step-whole", world.shas[1]), config=load_config(path))
+        outcome = run_step(job, CellControl(threading.Event()), world.store.cell_dir("good"), world.ends, seed=0)
+    finally:
+        registry.unregister("whole")
+    assert outcome.verdict == "good", outcome.reason
+    assert outcome.evidence["notes"] == ["whole: not run (cannot run a subset of its samples)"]
+    assert set(outcome.record.metrics) == {"gsm8k", "repetition"}
 
 
 def test_a_stopped_step_raises_interrupted_and_writes_nothing_finished(world: World) -> None:
