@@ -42,7 +42,7 @@ from evalkit.run.matrix import redacted_snapshot
 from evalkit.run.options import Progress, Silent
 from evalkit.run.records import CellRecord, now
 from evalkit.run.scheduler import device_need
-from evalkit.run.signals import interrupts_raise
+from evalkit.run.signals import interrupts_raise, signals_held
 from evalkit.store import RunStore, check_run_id, new_run_id, read_jsonl, resolve_run
 
 DEFAULT_ALPHA = 0.01
@@ -229,7 +229,8 @@ def _device_lock(request: BisectRequest, run: _Bisect) -> AbstractContextManager
 
 def _job(run: _Bisect, sha: str, folder: str) -> CellJob:
     """A CellJob for the bisected cell at one commit, its results in the bisect folder's `folder`."""
-    source = checkout(Source(repo=run.record.repo, ref=sha), run.cache_dir)
+    with signals_held():  # a Ctrl-C that killed `git worktree add` would leave a half tree, reused later
+        source = checkout(Source(repo=run.record.repo, ref=sha), run.cache_dir)
     cell = dataclasses.replace(run.cell, id=folder, source=Source(repo=run.record.repo, ref=sha))
     devices = tuple(range(device_need(cell.settings))) if run.config.devices else None
     return CellJob(run.config, cell, run.store, run.progress, limit=run.record.limit, source=source, devices=devices)
