@@ -162,6 +162,10 @@ def test_a_subset_gets_the_full_runs_prompts_answers_and_marks(world: World, goo
     subset = list(read_jsonl(world.store.cell_dir("step-good") / "gsm8k.samples.jsonl"))
     assert len(subset) == good_step.questions and len({row["doc_id"] for row in subset}) == len(subset)
     assert [{f: row[f] for f in fields} for row in subset] == [{f: full[row["id"]][f] for f in fields} for row in subset]
+    # the batches' metrics combined: what one run over those questions reports
+    metrics = good_step.record.metrics["gsm8k"]
+    assert metrics["flexible"] == pytest.approx(sum(full[r["id"]]["flexible-extract.correct"] for r in subset) / len(subset))
+    assert metrics["n"] == sum(metrics["parts"]) == len(subset) and len(metrics["parts"]) > 1
 
 
 def test_every_step_asks_a_prefix_of_one_seeded_order(world: World, bad_step: StepOutcome,
