@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from evalkit.bisect.ends import Ends, judge_ends
@@ -235,3 +236,27 @@ def test_a_stopped_step_raises_interrupted_and_writes_nothing_finished(world: Wo
     with pytest.raises(Interrupted):
         world.step("step-stopped", world.shas[1], control)
     assert not (world.store.cell_dir("step-stopped") / "cell.json").exists()
+
+
+class StopAfterFirstLook:
+    """What Ctrl-C does during a step (the driver's signal handling): the stop is set, the engine
+    stopped, here as soon as the step reports its first look."""
+
+    def __init__(self, control: CellControl) -> None:
+        self.control = control
+
+    def update(self, cell_id: str, state: str, detail: str = "") -> None:
+        if state == "step" and detail.startswith("look 1"):
+            self.control.stop.set()
+            if self.control.engine is not None:
+                self.control.engine.stop()
+
+
+def test_a_step_stopped_half_way_raises_interrupted_and_leaves_no_engine(world: World) -> None:
+    control = CellControl(threading.Event())
+    job = dataclasses.replace(world.job("step-halfway", world.shas[1]), progress=StopAfterFirstLook(control))
+    with pytest.raises(Interrupted):
+        run_step(job, control, world.store.cell_dir("good"), world.ends, seed=0)
+    assert not (world.store.cell_dir("step-halfway") / "cell.json").exists()
+    assert control.engine is not None and not psutil.pid_exists(control.engine.pid)
+
