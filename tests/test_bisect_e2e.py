@@ -200,3 +200,25 @@ def test_ctrl_c_keeps_finished_steps_and_resume_runs_only_the_rest(world: World)
     for folder, mtime in kept.items():
         assert (world.results / "bisect-interrupt" / folder / "cell.json").stat().st_mtime_ns == mtime
     assert not sim_processes()
+
+
+def test_sigkill_leaves_bisect_json_whole_no_engine_behind_and_resume_finishes(world: World) -> None:
+    shas = add_branch(world.repo, "killed", 8, first_bad=5)
+    proc = subprocess.Popen(world.argv("--good", world.good, "--bad", "killed", "--bisect-id", "killed"), cwd=world.root,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    path = world.results / "bisect-killed" / "bisect.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (path.is_file() and json.loads(path.read_text())["steps"]):
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait(timeout=30)
+    record = json.loads(path.read_text())  # whole: written by rename, never in place
+    assert record["status"] == "running" and record["steps"]
+    deadline = time.monotonic() + 15
+    while sim_processes() and time.monotonic() < deadline:  # the engine dies with its parent
+        time.sleep(0.1)
+    assert not sim_processes()
+    done = world.bisect("--resume", "killed", "--json", good_run=False)
+    assert done.returncode == 0, done.stderr
+    resumed = json.loads(done.stdout)
+    assert resumed["first_bad"] == shas[5] and resumed["steps"][:len(record["steps"])] == record["steps"]
