@@ -87,9 +87,9 @@ def main() -> None:
             record = outcome.record
             assert record.first_bad == shas[k], (seed, k, record.message)
             bad = usage(outcome.folder / record.bad.cell_dir) if record.bad else (0, 0, 0)
-            print(f"seed {seed}: k={k}, found {record.first_bad[:12]} (exact), {record.engine_starts} engine starts "
-                  f"(bad end + {len(record.steps)} steps; ceil(log2 {args.commits}) + 1 = "
-                  f"{math.ceil(math.log2(args.commits)) + 1}), {wall:.0f} s; bad end {bad[0]} q, {bad[2]} tokens")
+            print(f"seed {seed}: k={k}, found {record.first_bad[:12]} (exact) in {wall:.0f} s; {record.engine_starts} "
+                  f"engine starts: the bad end ({bad[0]} questions, {bad[2]} tokens) + {len(record.steps)} steps "
+                  f"(at most ceil(log2 {args.commits}) + 1 = {math.ceil(math.log2(args.commits)) + 1} allowed)")
             for s in record.steps:
                 steps.append((s.questions, s.generations, s.generation_tokens, s.wall_s))
                 print(f"    {s.sha[:12]} {s.verdict:<4} {s.questions:>4} questions {s.generations:>3} generations "

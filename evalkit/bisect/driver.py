@@ -48,6 +48,8 @@ from evalkit.store import RunStore, check_run_id, new_run_id, read_jsonl, resolv
 DEFAULT_ALPHA = 0.01
 """Each step's false-alarm rate when no threshold of the config sets `alpha`."""
 
+FINAL = ("found", "ends_not_as_claimed", "untestable")
+"""Statuses of a bisect that is over: `--resume` only reports it."""
 EXIT_OF_STATUS = {"found": EXIT_OK, "ends_not_as_claimed": EXIT_ENDS_NOT_AS_CLAIMED,
                   "untestable": EXIT_ONLY_UNTESTABLE, "interrupted": EXIT_INTERRUPTED}
 
@@ -117,11 +119,16 @@ def run_bisect(request: BisectRequest, progress: Progress | None = None) -> Bise
     # would be relative to the engine's own working directory.
     request = dataclasses.replace(request, cache_dir=request.cache_dir.resolve())
     run = _resume(request, progress) if request.resume else _start(request, progress)
+    if run.record.status in FINAL:
+        return BisectOutcome(run.folder, run.record)  # resuming a finished bisect: its report, nothing run
     with _device_lock(request, run), interrupts_raise():
-        for ev, settings in registry.enabled(run.config.evals):
-            ev.prepare(run.folder, settings)  # what a run's evals share (lm-eval's task files)
+        if not request.resume:
+            run.store.create()  # only now: bad input and a held lock leave nothing behind
         control = CellControl(threading.Event(), run.config.timeouts.cell)
         try:
+            run.save()
+            for ev, settings in registry.enabled(run.config.evals):
+                ev.prepare(run.folder, settings)  # what a run's evals share (lm-eval's task files)
             _search(run, control)
         except (KeyboardInterrupt, Interrupted):
             control.stop.set()
@@ -151,7 +158,8 @@ def _start(request: BisectRequest, progress: Progress) -> _Bisect:
         ev.check(settings)  # an eval that cannot run (missing data) is bad input, now
     bisect_id = check_run_id(request.bisect_id or new_run_id(cell.id))
     store = RunStore(request.results_dir, FOLDER_PREFIX + bisect_id)
-    store.create()
+    if store.path.exists():
+        raise ConfigError(f"{store.path}: bisect folder exists already (use --resume {bisect_id})")
     record = BisectRecord(
         bisect_id=bisect_id, status="running", config_path=str(config_path.resolve()), config=redacted_snapshot(config),
         cell=cell.id, axis=axis, repo=cell.source.repo, good_ref=request.good or "", bad_ref=request.bad or "",
@@ -162,9 +170,7 @@ def _start(request: BisectRequest, progress: Progress) -> _Bisect:
         record.good = EndRecord(**CommitInfo.of(commits.good).model_dump(), cell_dir=str(good_dir.resolve()), status="ok")
     else:
         record.good = EndRecord(**CommitInfo.of(commits.good).model_dump(), cell_dir=f"good-{commits.good.short}")
-    run = _Bisect(config, cell, record, store, progress, request.cache_dir, request.seed)
-    run.save()
-    return run
+    return _Bisect(config, cell, record, store, progress, request.cache_dir, request.seed)
 
 
 def _resume(request: BisectRequest, progress: Progress) -> _Bisect:
@@ -174,10 +180,9 @@ def _resume(request: BisectRequest, progress: Progress) -> _Bisect:
     if redacted_snapshot(config) != record.config:
         raise ConfigError(f"{record.config_path}: changed since bisect {record.bisect_id} started; start a new bisect")
     cell, _ = _cell_and_axis(config, record.cell, record.axis)
-    if record.status in ("found", "ends_not_as_claimed", "untestable"):
-        progress.update(record.cell, "done", f"bisect {record.bisect_id} finished already ({record.status})")
-    record.resumed_at = [*record.resumed_at, now()]
-    record.status = "running" if record.status == "interrupted" else record.status
+    if record.status not in FINAL:
+        record.resumed_at = [*record.resumed_at, now()]
+        record.status = "running"
     return _Bisect(config, cell, record, RunStore(folder.parent, folder.name), progress, request.cache_dir, record.seed)
 
 
@@ -255,8 +260,6 @@ def _run_end(run: _Bisect, end: EndRecord, control: CellControl) -> Path:
 
 def _search(run: _Bisect, control: CellControl) -> None:
     record = run.record
-    if record.status != "running":
-        return  # a finished bisect resumed: nothing to do
     assert record.good is not None
     good_dir = _run_end(run, record.good, control)
     if record.good.status != "ok":
