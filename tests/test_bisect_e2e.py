@@ -174,51 +174,48 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_starts(world: World, a
     assert set(world.results.iterdir()) == before
 
 
-def test_ctrl_c_keeps_finished_steps_and_resume_runs_only_the_rest(world: World) -> None:
+def wait_for_steps(world: World, bisect_id: str, count: int) -> None:
+    path = world.results / f"bisect-{bisect_id}" / "bisect.json"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not (path.is_file() and len(json.loads(path.read_text())["steps"]) >= count):
+        time.sleep(0.02)
+
+
+def test_sigkill_and_ctrl_c_keep_finished_steps_and_resume_runs_only_the_rest(world: World) -> None:
+    """One bisect, stopped twice: SIGKILL after its first step (bisect.json stays whole, the engine
+    dies with evalkit), Ctrl-C after the next (exit 130), then resumed to the end; no finished
+    step is ever run again."""
     shas = add_branch(world.repo, "interrupt", 16, first_bad=11)
-    argv = world.argv("--good", world.good, "--bad", "interrupt", "--bisect-id", "interrupt")
-    proc = subprocess.Popen(argv, cwd=world.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    path = world.results / "bisect-interrupt" / "bisect.json"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (path.is_file() and json.loads(path.read_text())["steps"]):
-        time.sleep(0.05)
+    popen = {"cwd": world.root, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    proc = subprocess.Popen(world.argv("--good", world.good, "--bad", "interrupt", "--bisect-id", "interrupt"), **popen)
+    wait_for_steps(world, "interrupt", 1)
+    proc.kill()
+    proc.communicate(timeout=30)
+    killed = world.record("interrupt")  # whole: written by rename, never in place
+    assert killed["status"] == "running" and killed["steps"]
+    deadline = time.monotonic() + 15
+    while sim_processes() and time.monotonic() < deadline:  # the engine dies with its parent
+        time.sleep(0.1)
+    assert not sim_processes()
+
+    proc = subprocess.Popen(world.argv("--resume", "interrupt", good_run=False), **popen)
+    wait_for_steps(world, "interrupt", len(killed["steps"]) + 1)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "--resume interrupt" in stderr
     assert not sim_processes()
     interrupted = world.record("interrupt")
-    assert interrupted["status"] == "interrupted" and len(interrupted["steps"]) >= 1
+    assert interrupted["status"] == "interrupted" and interrupted["steps"][:len(killed["steps"])] == killed["steps"]
     kept = {s["cell_dir"]: (world.results / "bisect-interrupt" / s["cell_dir"] / "cell.json").stat().st_mtime_ns
             for s in interrupted["steps"]}
 
     done = world.bisect("--resume", "interrupt", "--json", good_run=False)
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)
-    assert record["first_bad"] == shas[11] and record["resumed_at"]
+    assert record["first_bad"] == shas[11] and len(record["resumed_at"]) == 2
     assert record["steps"][:len(interrupted["steps"])] == interrupted["steps"]  # reused, not re-run
     for folder, mtime in kept.items():
         assert (world.results / "bisect-interrupt" / folder / "cell.json").stat().st_mtime_ns == mtime
+    assert record["engine_starts"] >= 1 + len(record["steps"])  # the bad end and every step, over all three runs
     assert not sim_processes()
-
-
-def test_sigkill_leaves_bisect_json_whole_no_engine_behind_and_resume_finishes(world: World) -> None:
-    shas = add_branch(world.repo, "killed", 8, first_bad=5)
-    proc = subprocess.Popen(world.argv("--good", world.good, "--bad", "killed", "--bisect-id", "killed"), cwd=world.root,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    path = world.results / "bisect-killed" / "bisect.json"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (path.is_file() and json.loads(path.read_text())["steps"]):
-        time.sleep(0.02)
-    proc.kill()
-    proc.wait(timeout=30)
-    record = json.loads(path.read_text())  # whole: written by rename, never in place
-    assert record["status"] == "running" and record["steps"]
-    deadline = time.monotonic() + 15
-    while sim_processes() and time.monotonic() < deadline:  # the engine dies with its parent
-        time.sleep(0.1)
-    assert not sim_processes()
-    done = world.bisect("--resume", "killed", "--json", good_run=False)
-    assert done.returncode == 0, done.stderr
-    resumed = json.loads(done.stdout)
-    assert resumed["first_bad"] == shas[5] and resumed["steps"][:len(record["steps"])] == record["steps"]
