@@ -72,3 +72,32 @@ def test_bad_refs_are_one_line_errors_naming_the_option(merged: tuple[Path, dict
         commit_range(str(repo), "main", s["m1"], tmp_path / "cache")
     with pytest.raises(ConfigError, match="same commit"):
         commit_range(str(repo), "main", s["m2"], tmp_path / "cache")
+
+
+def test_the_axis_that_gives_the_commits_must_be_named_when_several_carry_a_source(tmp_path: Path) -> None:
+    from evalkit.bisect.driver import BisectRequest, run_bisect
+
+    repo, root = make_repo(tmp_path)
+    config = tmp_path / "two.yaml"
+    config.write_text(f"""
+model: m
+engine: {{profile: sim}}
+axes:
+  engine: {{pinned: {{source: {{repo: "{repo}", ref: main}}}}, stock: {{args: ["--sim-fix", "on"]}}}}
+  kernels: {{dev: {{source: {{repo: "{repo}", ref: main}}}}, off: {{args: ["--sim-seed", "1"]}}}}
+exclude: [{{engine: pinned, kernels: dev}}]
+""")
+
+    def bisect(cell: str, axis: str | None = None) -> None:
+        run_bisect(BisectRequest(config_path=config, cell=cell, good=root, bad="main", axis=axis,
+                                 results_dir=tmp_path / "results", cache_dir=tmp_path / "cache"))
+
+    with pytest.raises(ConfigError, match="^--axis: axes engine, kernels all carry a source; name the one to bisect$"):
+        bisect("pinned-off")
+    with pytest.raises(ConfigError, match="^--cell stock-off: its engine value stock has no source to bisect$"):
+        bisect("stock-off", axis="engine")
+    with pytest.raises(ConfigError, match="^--axis gpu: not an axis"):
+        bisect("pinned-off", axis="gpu")
+    with pytest.raises(ConfigError, match="same commit"):  # the axis is accepted: on to the commits
+        bisect("pinned-off", axis="engine")
+    assert not (tmp_path / "results").exists()
