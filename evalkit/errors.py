@@ -22,6 +22,10 @@ the cause::
     └── Interrupted              SIGINT/SIGTERM: the run stops, finished cells are kept  exit 130
 
 Every class carries a message that already names the file, field or cell it is about.
+
+`evalkit bisect` raises the same classes for bad input (an unknown ref or good not an ancestor
+of bad is a SourceError/ConfigError, exit 2) and the same Interrupted; its other outcomes are
+results written to bisect.json, not errors, with the codes of BISECT_EXIT_CODES.
 """
 
 from __future__ import annotations
@@ -42,6 +46,21 @@ EXIT_CODES: dict[int, str] = {
     EXIT_INTERRUPTED: "interrupted (Ctrl-C / SIGTERM); finished cells kept",
 }
 """The exit codes of `evalkit matrix` and `evalkit report` (the CLI's --help prints this table)."""
+
+EXIT_ENDS_NOT_AS_CLAIMED = 1
+"""bisect: the bad end is not bad against the good end (or an end did not run)."""
+EXIT_ONLY_UNTESTABLE = 3
+"""bisect: every commit left between the last good and the first bad one is untestable."""
+
+BISECT_EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "the first bad commit was found",
+    EXIT_ENDS_NOT_AS_CLAIMED: "the ends are not as claimed (the bad end is not bad vs the good end, or an end did not run)",
+    EXIT_BAD_INPUT: "bad input (config, cell, unknown ref, good not an ancestor of bad); nothing started",
+    EXIT_ONLY_UNTESTABLE: "only untestable commits left: the first bad commit is one of a reported range",
+    EXIT_LOCKED: "another run holds the device lock",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C / SIGTERM); finished steps kept, --resume continues",
+}
+"""The exit codes of `evalkit bisect` (its --help prints this table)."""
 
 
 class EvalkitError(Exception):

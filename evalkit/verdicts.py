@@ -73,9 +73,14 @@ def compare(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, flats: di
     """Deltas of `cell` against `ref` (cell - ref), per compared metric: paired metrics on the
     shared questions (McNemar), counts with Fisher (one-sided, a rise), continuous values as a
     plain difference. `flats`: each cell's flat metrics by id, computed once per summary."""
+    return compare_at(cell, ref, run_path / cell["id"], run_path / ref["id"], flats[cell["id"]], flats[ref["id"]])
+
+
+def compare_at(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_dir: Path,
+               flat_cell: dict[str, Any], flat_ref: dict[str, Any]) -> dict[str, Any]:
+    """`compare` for two cell folders anywhere (a bisect compares one cell at two commits, the
+    good end possibly from another run): the records, their folders and their flat metrics."""
     result: dict[str, Any] = {"reference": ref["id"]}
-    cell_dir, ref_dir = run_path / cell["id"], run_path / ref["id"]
-    flat_cell, flat_ref = flats[cell["id"]], flats[ref["id"]]
     for ev in registry.evals():
         differs = setup_differences(setup_of(cell, ev.name), setup_of(ref, ev.name))
         for spec in ev.metrics:
@@ -147,7 +152,16 @@ def _noise_floor(spec: MetricSpec, cell: dict[str, Any], ref: dict[str, Any]) ->
 _TEST_NAMES = {Comparison.PAIRED: "McNemar", Comparison.COUNT: "Fisher"}
 
 
-def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any] | None:
+def check_threshold(threshold: Threshold, row: dict[str, Any], metrics: dict[str, Any],
+                    reference_word: str | None = None) -> dict[str, Any] | None:
+    """One threshold on one summary-shaped row (`id`, and `vs_baseline` / `vs_ab` from `compare`):
+    its flag, or None. `reference_word` names the reference in the message (default: "baseline"
+    or "fix-on twin"; a bisect says "good end")."""
+    return _check(threshold, row, metrics, reference_word)
+
+
+def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any],
+           reference_word: str | None = None) -> dict[str, Any] | None:
     """The broken-threshold flag for one cell, or None if the rule holds (or does not apply)."""
     check, limit, metric = threshold.check, threshold.value, threshold.metric
     spec = registry.metric(metric)
@@ -178,7 +192,7 @@ def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any]) 
     if threshold.alpha is not None and not (p is not None and p < threshold.alpha):
         return None
     ref_id = cell[against]["reference"]
-    ref_word = "baseline" if against == "vs_baseline" else "fix-on twin"
+    ref_word = reference_word or ("baseline" if against == "vs_baseline" else "fix-on twin")
     value = metrics.get(metric)
     change_words = (f"{delta['diff']:+.3f}" if spec is not None and spec.comparison is Comparison.CONTINUOUS
                     else f"{delta['diff'] * 100:+.1f} points")  # shares move in points; other numbers as they are

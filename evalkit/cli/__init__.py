@@ -19,6 +19,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 
 from evalkit import __version__
 from evalkit.cli._common import EXIT_CODES_HELP
+from evalkit.cli.bisect import bisect
 from evalkit.cli.calibrate import calibrate
 from evalkit.cli.cell import cell
 from evalkit.cli.compare import compare
@@ -53,3 +54,4 @@ main.add_command(report)
 main.add_command(compare)
 main.add_command(history)
 main.add_command(calibrate)
+main.add_command(bisect)

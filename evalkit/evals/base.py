@@ -13,7 +13,10 @@ declares:
   its config (one per lm-eval task) makes `metrics` a property set by `resolve_metrics`;
 * `run(ctx, settings) -> EvalResult`: score one running server;
 * `flat(raw) -> {name: value}`: the headline metrics of one cell under their dotted names (the
-  summary.json contract).
+  summary.json contract);
+* `subsets` (optional): it runs just the samples named in `EvalContext.only` and `combine`s the
+  results of several such runs into one. A bisect step runs an eval in batches this way and stops
+  as soon as its verdict is decided; an eval without it is skipped by a step, with a note.
 
 The simple-evals shape (an eval fits on a screen) with inspect_ai's separation of the dataset,
 the solver and the scorer left to each eval: GSM8K delegates all three to lm-eval.
@@ -117,6 +120,10 @@ class EvalContext:
     """Report progress to the live view: (state, detail), e.g. ("gsm8k", "120/1319")."""
     earlier: Mapping[str, EvalResult] = field(default_factory=dict)
     """Results of the evals that ran before this one on the same server, by eval name."""
+    only: tuple[str, ...] | None = None
+    """Run just these samples: their `id`s as the eval's samples file holds them (GSM8K
+    ``test-12``, a prompt id of the repetition set); None: all of them (up to `limit`). Only
+    an eval with `subsets` is given it; an id it does not know is an EvalError."""
 
 
 @dataclass
@@ -173,6 +180,9 @@ class Eval:
     """Questions of a full run (GSM8K: 1319), where fixed: what `--limit` is a part of."""
     csv_fields: ClassVar[tuple[str, ...]] = ()
     """Flat metrics in the CSV report, besides the compared ones (a `_ci95` pair is split in two)."""
+    subsets: ClassVar[bool] = False
+    """`run` honours `EvalContext.only` and `combine` merges such runs: a bisect step can run it
+    in batches. False: a step skips it (and says so)."""
 
     def resolve_metrics(self, settings: Any | None = None, raw: Mapping[str, Any] | None = None) -> None:
         """For an eval whose metrics depend on its config (lm_eval: one per configured task): make
@@ -197,6 +207,11 @@ class Eval:
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """Headline metrics under dotted names, from `EvalResult.metrics` as stored."""
         raise NotImplementedError
+
+    def combine(self, parts: list[EvalResult]) -> EvalResult:
+        """With `subsets`: the runs of disjoint subsets (in run order) as one result, its metrics
+        what one run over all their samples would report (so `flat` and the report read it)."""
+        raise NotImplementedError(f"{self.name} does not run subsets")
 
     def extra_delta(self, metric: MetricSpec, cell_dir: Path, ref_dir: Path) -> dict[str, Any]:
         """More facts for the comparison of `metric` between two cells (e.g. new collapses)."""

@@ -17,7 +17,7 @@ import functools
 import hashlib
 import importlib.util
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -162,17 +162,34 @@ def check_endpoint(settings: GSM8KSettings, base_url: str, served_name: str) -> 
                         f"with HTTP {r.status_code}: {r.text[:200]}")
 
 
+def doc_ids(ids: Sequence[str]) -> list[int]:
+    """Sample ids (``test-12``) -> lm-eval document indices; an id of another form is an EvalError."""
+    out = []
+    for qid in ids:
+        head, _, tail = qid.partition("-")
+        if head != "test" or not tail.isdigit():
+            raise EvalError(f"gsm8k: {qid!r} is not a GSM8K test question id (test-N)")
+        out.append(int(tail))
+    return out
+
+
 def run_gsm8k(
     settings: GSM8KSettings, base_url: str, served_name: str, task_dir: Path, limit: int | None,
     log_path: Path | None = None, progress: Callable[[int, int], None] | None = None,
+    only: Sequence[str] | None = None,
 ) -> EvalResult:
-    """Score GSM8K on a running server; per-question records keep both filters' marks."""
+    """Score GSM8K on a running server; per-question records keep both filters' marks.
+
+    `only`: just these questions (ids ``test-N``), through lm-eval's `samples=` and with the
+    prompts a full run asks them with, so their marks pair with a full run's.
+    """
     check_endpoint(settings, base_url, served_name)
-    total = min(n for n in (limit, settings.limit, GSM8K_TEST_SIZE) if n)
+    docs = doc_ids(only) if only is not None else None
+    total = len(set(docs)) if docs is not None else min(n for n in (limit, settings.limit, GSM8K_TEST_SIZE) if n)
     out, meta = evaluate(
         task_dir, TASK_NAME, endpoint=settings.endpoint, model_args=model_args(settings, base_url, served_name),
-        limit=limit or settings.limit, seed=settings.seed, log_path=log_path, label="gsm8k",
-        on_answer=(lambda done: progress(done, total)) if progress else None,
+        limit=None if docs is not None else limit or settings.limit, seed=settings.seed, log_path=log_path,
+        label="gsm8k", on_answer=(lambda done: progress(done, total)) if progress else None, samples=docs,
     )
     result = _collect(out, meta)
     result.metrics["endpoint"] = settings.endpoint
@@ -246,16 +263,12 @@ def _collect(out: dict[str, Any], meta: ResponseMeta) -> EvalResult:
         row[f"{name}.extracted"] = s["filtered_resps"][0]
         row[f"{name}.correct"] = bool(s["exact_match"])
     samples = [by_doc[k] for k in sorted(by_doc)]
-    n = len(samples)
     metrics: dict[str, Any] = {
         "strict": float(scores["exact_match,strict-match"]),
         "strict_stderr": scores["exact_match_stderr,strict-match"],
         "flexible": float(scores["exact_match,flexible-extract"]),
         "flexible_stderr": scores["exact_match_stderr,flexible-extract"],
-        "n": n,
-        "cut_by_max_gen_toks": sum(1 for r in samples if r.get("finish_reason") == "length"),
-        "empty_responses": sum(1 for r in samples if not str(r["response"]).strip()),
-        "retries": sum(max(0, r.get("attempts", 1) - 1) for r in samples),
+        **_counts(samples),
         "lm_eval_version": lm_eval_version(),
         "task_version": out.get("versions", {}).get(TASK_NAME),
         "num_fewshot": out.get("n-shot", {}).get(TASK_NAME),
@@ -264,6 +277,31 @@ def _collect(out: dict[str, Any], meta: ResponseMeta) -> EvalResult:
         value = metrics[key]
         metrics[key] = None if isinstance(value, str) or value != value else float(value)  # "N/A"/nan at n < 2
     return EvalResult(metrics, samples, texts=[(str(r["response"]), r.get("finish_reason")) for r in samples])
+
+
+def _counts(samples: list[dict[str, Any]]) -> dict[str, int]:
+    """What a cell's GSM8K metrics count over its questions' records."""
+    return {"n": len(samples),
+            "cut_by_max_gen_toks": sum(1 for r in samples if r.get("finish_reason") == "length"),
+            "empty_responses": sum(1 for r in samples if not str(r["response"]).strip()),
+            "retries": sum(max(0, r.get("attempts", 1) - 1) for r in samples)}
+
+
+def combine(parts: list[EvalResult]) -> EvalResult:
+    """GSM8K runs on disjoint question subsets as one run over all of them: lm-eval's own
+    aggregation of exact_match (the mean, with its stderr `mean_stderr`) over every question's
+    mark, the counts over every record, the setup and versions of the first part."""
+    from lm_eval.api.metrics import mean, mean_stderr
+
+    samples = sorted((row for part in parts for row in part.samples), key=lambda row: row["doc_id"])
+    metrics = {**parts[0].metrics, **_counts(samples)}
+    metrics.pop("requests_s", None)  # a phase of one part, not of the whole
+    for short, name in SHORT.items():
+        marks = [float(row[f"{name}.correct"]) for row in samples]
+        metrics[short] = mean(marks)
+        metrics[f"{short}_stderr"] = float(mean_stderr(marks)) if len(marks) > 1 else None
+    metrics["parts"] = [part.metrics["n"] for part in parts]
+    return EvalResult(metrics, samples, texts=[text for part in parts for text in part.texts])
 
 
 def _repeat(settings: GSM8KSettings, ctx: EvalContext, task_dir: Path, first: EvalResult) -> dict[str, Any]:
@@ -310,6 +348,7 @@ class GSM8K(Eval):
     name = "gsm8k"
     title = "GSM8K"
     size = GSM8K_TEST_SIZE
+    subsets = True
     settings = GSM8KSettings
     metrics = (
         MetricSpec("gsm8k.strict", "GSM8K strict", Comparison.PAIRED, mark_field="strict-match.correct",
@@ -330,10 +369,13 @@ class GSM8K(Eval):
     def run(self, ctx: EvalContext, settings: GSM8KSettings) -> EvalResult:
         task_dir = ctx.run_dir / TASK_DIR
         result = run_gsm8k(settings, ctx.base_url, ctx.served_name, task_dir, ctx.limit, ctx.cell_dir / "gsm8k.log",
-                           progress=lambda i, n: ctx.status("gsm8k", f"{i}/{n}"))
-        if settings.repeats > 1:
+                           progress=lambda i, n: ctx.status("gsm8k", f"{i}/{n}"), only=ctx.only)
+        if settings.repeats > 1 and ctx.only is None:  # a subset is a step's batch: no noise floor of its own
             result.metrics["repeats"] = _repeat(settings, ctx, task_dir, result)
         return result
+
+    def combine(self, parts: list[EvalResult]) -> EvalResult:
+        return combine(parts)
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         from evalkit.stats import proportion

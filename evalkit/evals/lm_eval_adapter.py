@@ -8,7 +8,9 @@ What this module adds to `lm_eval.evaluator.simple_evaluate`, for every task:
   `max_gen_toks` and hidden retries are what silently changes scores);
 * a Task built once per process and deep-copied per cell (`task_for_cell`);
 * lm-eval's log sent to the cell's own log file, one file per thread (cells run side by side);
-* lm-eval's Jinja templates compiled once (`compile_template`).
+* lm-eval's Jinja templates compiled once (`compile_template`);
+* a subset of the documents (`samples`, lm-eval's own `simple_evaluate(samples=...)`) asked
+  with the very prompts a full run asks them with (`_pin_fewshot`).
 
 Importing this module changes nothing: no environment variable, no lm-eval global. The first
 `evaluate` call sets up the process once (`_setup_process`): offline Hugging Face flags before
@@ -26,7 +28,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -257,11 +259,45 @@ def task_for_cell(task_dir: Path, task_name: str) -> Any:
     return copy.deepcopy(task, memo=shared)
 
 
+def _pin_fewshot(task: Any) -> None:
+    """Give each document of a subset run the few-shot examples a full run gives it.
+
+    lm-eval's default sampler draws every document's examples from one generator seeded once
+    per run, in document order, so under `samples=` the 3rd document asked gets the examples of
+    the full run's 3rd document, whatever its id: another prompt, another answer, and marks no
+    longer paired with a full run's. The first context built replays the draws of a full run
+    (the task's own `fewshot_context` over every document, from the freshly seeded generator)
+    and keeps the generator's state before each; each document's context is then built from
+    its own state. The prompts are byte-identical to a full run's (the test checks the hashes).
+    """
+    original = task.fewshot_context
+    docs = task.eval_docs
+    position = {id(doc): i for i, doc in enumerate(docs)}
+    states: list[Any] = []
+
+    def fewshot_context(doc: Any, *args: Any, **kwargs: Any) -> Any:
+        rnd = task.sampler.rnd
+        if not states:
+            for other in docs:
+                states.append(rnd.getstate())
+                original(other, *args, **kwargs)
+        if id(doc) not in position:
+            raise EvalError(f"{task.config.task}: a document outside the task's own list was asked (lm-eval changed?)")
+        rnd.setstate(states[position[id(doc)]])
+        return original(doc, *args, **kwargs)
+
+    task.fewshot_context = fewshot_context
+
+
 def evaluate(
     task_dir: Path, task_name: str, *, endpoint: str, model_args: dict[str, Any], limit: int | None, seed: int,
     log_path: Path | None = None, on_answer: Callable[[int], None] | None = None, label: str | None = None,
+    samples: Sequence[int] | None = None,
 ) -> tuple[dict[str, Any], ResponseMeta]:
     """Run one lm-eval task against a server; lm-eval's output dict and the response metadata.
+
+    `samples`: just these documents (indices into the test split; lm-eval's `samples=`, which
+    excludes `limit`), asked with the prompts a full run asks them with.
 
     Any lm-eval failure becomes an EvalError (lm-eval raises bare exceptions: RetryError,
     ClientError, ...), so a bad server is that cell's error, not a crash of the matrix; `label`
@@ -271,6 +307,17 @@ def evaluate(
     import lm_eval.evaluator
     from lm_eval.tasks import TaskManager
 
+    task = task_for_cell(task_dir, task_name)
+    subset = None
+    if samples is not None:
+        size = len(task.eval_docs)
+        if not samples or (bad := [i for i in samples if not 0 <= i < size]):
+            raise EvalError(f"{label or task_name}: no document {bad[0] if samples else 'asked'} "
+                            f"(the test split has {size})")
+        if task.config.num_fewshot:
+            _pin_fewshot(task)
+        # Sorted: lm-eval maps the k-th document it iterates (in split order) to samples[k].
+        limit, subset = None, {task_name: sorted(set(samples))}
     meta = ResponseMeta(on_answer=on_answer)
     token = _META.set(meta)
     try:
@@ -278,8 +325,9 @@ def evaluate(
             out = lm_eval.evaluator.simple_evaluate(
                 model=BACKENDS[endpoint],
                 model_args=model_args,
-                tasks=[task_for_cell(task_dir, task_name)],
+                tasks=[task],
                 limit=limit,
+                samples=subset,
                 task_manager=TaskManager(include_path=str(task_dir), include_defaults=False),
                 log_samples=True,
                 apply_chat_template=endpoint == "chat",

@@ -16,8 +16,7 @@ import asyncio
 import dataclasses
 import json
 import random
-from collections.abc import AsyncIterator, Callable
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -174,12 +173,22 @@ async def _generate(
     raise AssertionError("unreachable")
 
 
+def select_prompts(prompts: Sequence[Prompt], only: Sequence[str] | None) -> list[Prompt]:
+    """The prompts with these ids, in the order given (all when None); an unknown id is an EvalError."""
+    if only is None:
+        return list(prompts)
+    by_id = {item.id: item for item in prompts}
+    if missing := [pid for pid in only if pid not in by_id]:
+        raise EvalError(f"repetition: prompt {missing[0]!r} is not in the prompt set")
+    return [by_id[pid] for pid in dict.fromkeys(only)]
+
+
 async def _run_all(
     settings: RepetitionSettings, base_url: str, served_name: str, token_ids: bool,
-    progress: Callable[[int, int], None] | None,
+    progress: Callable[[int, int], None] | None, only: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     prompt_set = load_prompt_set(settings.prompt_set)
-    items = list(prompt_set.prompts[: settings.count])
+    items = select_prompts(prompt_set.prompts[: settings.count], only)
     semaphore = asyncio.Semaphore(settings.concurrency)
     done = 0
     limits = httpx.Limits(max_connections=settings.concurrency, max_keepalive_connections=settings.concurrency)
@@ -199,25 +208,37 @@ async def _run_all(
 
 def run_repetition(
     settings: RepetitionSettings, base_url: str, served_name: str, token_ids: bool,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None, only: Sequence[str] | None = None,
 ) -> EvalResult:
-    """Generate the prompt set on a running server and judge every sample."""
+    """Generate the prompt set (or just the prompts `only` names) on a running server and judge
+    every sample."""
     prompt_set = load_prompt_set(settings.prompt_set)
-    samples = asyncio.run(_run_all(settings, base_url, served_name, token_ids, progress))
-    n = len(samples)
-    collapsed = sum(1 for s in samples if s["collapsed"])
+    samples = asyncio.run(_run_all(settings, base_url, served_name, token_ids, progress, only))
     metrics = {
-        "collapse_rate": collapsed / n if n else None,
-        "collapsed": collapsed,
-        "n": n,
+        **_counts(samples),
         "prompt_set": prompt_set.id,
         "prompt_set_version": prompt_set.version,
         "max_tokens": settings.max_tokens,
         "token_source": "token_ids" if token_ids else "text_split",
-        "aborted_early": sum(1 for s in samples if s.get("finish_reason") == "aborted"),
-        "hit_max_tokens": sum(1 for s in samples if s.get("finish_reason") == "length"),
     }
     metrics[SETUP_KEY] = fingerprint(setup_fields(settings, prompt_set.version, token_ids))
+    return EvalResult(metrics, samples)
+
+
+def _counts(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the collapse metrics count over the samples."""
+    n = len(samples)
+    collapsed = sum(1 for s in samples if s["collapsed"])
+    return {"collapse_rate": collapsed / n if n else None, "collapsed": collapsed, "n": n,
+            "aborted_early": sum(1 for s in samples if s.get("finish_reason") == "aborted"),
+            "hit_max_tokens": sum(1 for s in samples if s.get("finish_reason") == "length")}
+
+
+def combine(parts: list[EvalResult]) -> EvalResult:
+    """Runs on disjoint prompt subsets as one run over all their prompts (the setup of the first)."""
+    samples = [row for part in parts for row in part.samples]
+    metrics = {key: value for key, value in parts[0].metrics.items() if not key.endswith("_responses")}  # one part's scan
+    metrics |= {**_counts(samples), "parts": [part.metrics["n"] for part in parts]}
     return EvalResult(metrics, samples)
 
 
@@ -287,6 +308,7 @@ class Repetition(Eval):
 
     name = "repetition"
     title = "long-generation collapse"
+    subsets = True
     settings = RepetitionSettings
     metrics = (
         MetricSpec("repetition.collapse_rate", "collapse rate", Comparison.COUNT, higher_is_better=False,
@@ -298,15 +320,18 @@ class Repetition(Eval):
     csv_fields = ("repetition.collapse_rate", "repetition.collapsed", "repetition.n", "repetition.collapse_rate_ci95")
 
     def run(self, ctx: EvalContext, settings: RepetitionSettings) -> EvalResult:
-        if ctx.limit is not None:
+        if ctx.limit is not None and ctx.only is None:
             settings = settings.model_copy(update={"count": min(settings.count or ctx.limit, ctx.limit)})
         result = run_repetition(settings, ctx.base_url, ctx.served_name, ctx.token_ids,
-                                progress=lambda i, n: ctx.status("repetition", f"{i}/{n}"))
+                                progress=lambda i, n: ctx.status("repetition", f"{i}/{n}"), only=ctx.only)
         for name, earlier in ctx.earlier.items():  # free extra evidence: every answer generated so far
             if earlier.texts:
                 texts, reasons = zip(*earlier.texts)
                 result.metrics[f"{name}_responses"] = scan_texts(list(texts), list(reasons), settings)
         return result
+
+    def combine(self, parts: list[EvalResult]) -> EvalResult:
+        return combine(parts)
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         from evalkit.stats import proportion

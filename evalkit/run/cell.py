@@ -13,6 +13,7 @@ import os
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,8 +95,17 @@ class CellControl:
             self._timer.cancel()
 
 
-def run_cell(job: CellJob, control: CellControl) -> CellRecord:
-    """Run one cell end to end and return its record (also written as cell.json when finished)."""
+EvalsBody = Callable[["CellJob", str, CellRecord, bool], None]
+"""What runs against the ready server: (job, base_url, record, token_ids); it fills the record's
+metrics and timings and writes the samples. `_run_evals` for a matrix cell; a bisect step runs its
+batches (evalkit/bisect/step.py) through the same lifecycle."""
+
+
+def run_cell(job: CellJob, control: CellControl, body: EvalsBody | None = None) -> CellRecord:
+    """Run one cell end to end and return its record (also written as cell.json when finished).
+
+    `body` runs against the ready server (default: every enabled eval, `_run_evals`)."""
+    body = body or _run_evals
     job.cell_dir.mkdir(parents=True, exist_ok=True)
     secrets = secret_values({**os.environ, **job.cell.env}, job.config.secret_env)
     source = job.source
@@ -109,9 +119,9 @@ def run_cell(job: CellJob, control: CellControl) -> CellRecord:
     try:
         if job.base_url:
             record.launch = {"base_url": job.base_url, "note": EXTERNAL_NOTE}
-            _run_evals(job, job.base_url, record, token_ids=False)
+            body(job, job.base_url, record, False)
         else:
-            _run_with_engine(job, record, control)
+            _run_with_engine(job, record, control, body)
         record.status = "ok"
     except Exception as e:  # noqa: BLE001 - any failure is this cell's error; the matrix goes on
         expected = isinstance(e, (EngineError, EvalError))
@@ -138,7 +148,7 @@ def _error_of(e: Exception, expected: bool, secrets: list[str], control: CellCon
                      log_tail=scrub(getattr(e, "log_tail", ""), secrets))
 
 
-def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl) -> None:
+def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, body: EvalsBody) -> None:
     """Start the engine (another port if one is lost to a race), run the evals, stop it."""
     config, timings = job.config, record.timings
     log_path = job.cell_dir / "engine.log"
@@ -159,7 +169,7 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl) -> 
                 record.effective_mode = engine.effective_mode()
                 job.update("ready", f"in {ready.warmup_s:.1f} s")
                 try:
-                    _run_evals(job, launch.base_url, record, token_ids=launch.profile.supports_token_ids)
+                    body(job, launch.base_url, record, launch.profile.supports_token_ids)
                 except EvalError as e:
                     engine.check_alive()  # an engine that died or hung mid-eval is the real reason
                     e.log_tail = engine.log_tail()

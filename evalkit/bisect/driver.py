@@ -1,0 +1,336 @@
+"""`run_bisect(BisectRequest(...))`: which commit of the engine's source broke one cell.
+
+The flow, each part in its own module: the config and the cell (config/, matrix.py), the commits
+of good..bad from the cell's source repo (commits.py), the good end then the bad end as full
+cells (`run_cell`, the matrix's own lifecycle), the bad end judged against the good end
+(`judge_ends`: the config's thresholds, McNemar and Fisher); if it is not bad the bisect stops
+(exit 1). Then the binary search (search.py) runs one step per probed commit (`run_step`: one
+engine start, questions and long generations in batches until the sequential test decides) and
+rewrites bisect.json after each (records.py). A commit whose engine does not start or crashes is
+untestable and the search moves to a neighbour.
+
+Ctrl-C or SIGTERM stops the running engine (the `with engine` of the cell lifecycle), keeps every
+finished step and marks the bisect `interrupted`; `BisectRequest(resume=ID)` continues it and
+never runs a finished step again. Bad input raises before any engine starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalkit.bisect import search
+from evalkit.bisect.commits import CommitRange, commit_range
+from evalkit.bisect.ends import Ends, judge_ends
+from evalkit.bisect.records import FOLDER_PREFIX, BisectRecord, CommitInfo, EndRecord, StepRecord, folder_of, load
+from evalkit.bisect.step import run_step
+from evalkit.config import MatrixConfig, Source, load_config, resolve_config
+from evalkit.engine.sources import checkout
+from evalkit.evals import registry
+from evalkit.errors import (EXIT_BAD_INPUT, EXIT_ENDS_NOT_AS_CLAIMED, EXIT_INTERRUPTED, EXIT_OK, EXIT_ONLY_UNTESTABLE,
+                            ConfigError, Interrupted)
+from evalkit.matrix import Cell, expand
+from evalkit.profiles import get_profile
+from evalkit.run.cell import CellControl, CellJob, run_cell
+from evalkit.run.lock import DeviceLock
+from evalkit.run.matrix import redacted_snapshot
+from evalkit.run.options import Progress, Silent
+from evalkit.run.records import CellRecord, now
+from evalkit.run.scheduler import device_need
+from evalkit.run.signals import interrupts_raise, signals_held
+from evalkit.store import RunStore, check_run_id, new_run_id, read_jsonl, resolve_run
+
+DEFAULT_ALPHA = 0.01
+"""Each step's false-alarm rate when no threshold of the config sets `alpha`."""
+
+FINAL = ("found", "ends_not_as_claimed", "untestable")
+"""Statuses of a bisect that is over: `--resume` only reports it."""
+EXIT_OF_STATUS = {"found": EXIT_OK, "ends_not_as_claimed": EXIT_ENDS_NOT_AS_CLAIMED,
+                  "untestable": EXIT_ONLY_UNTESTABLE, "interrupted": EXIT_INTERRUPTED}
+
+
+@dataclass(frozen=True)
+class BisectRequest:
+    """What to bisect: a config's cell, two refs of its engine source, and where results go."""
+
+    model: str | None = None
+    config_path: Path | None = None
+    cell: str | None = None
+    good: str | None = None
+    bad: str | None = None
+    axis: str | None = None
+    """The axis whose value's `source` gives the repo, when more than one axis carries one."""
+    good_run: str | None = None
+    """A run (id or path) whose folder for `cell` ran at the good commit: the good end, not run again."""
+    all_parents: bool = False
+    """Follow merged branches too (default: the first-parent line)."""
+    limit: int | None = None
+    resume: str | None = None
+    """A bisect id (or its folder): continue it, finished steps reused."""
+    bisect_id: str | None = None
+    results_dir: Path = Path("results")
+    cache_dir: Path = Path(".evalkit-cache")
+    seed: int = 0
+    lock_file: Path = Path("/tmp/evalkit-devices.lock")
+    lock: bool = True
+    command_line: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BisectOutcome:
+    folder: Path
+    record: BisectRecord
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OF_STATUS.get(self.record.status, EXIT_BAD_INPUT)
+
+
+@dataclass
+class _Bisect:
+    """A bisect under way: its config, cell, record and folder."""
+
+    config: MatrixConfig
+    cell: Cell
+    record: BisectRecord
+    store: RunStore
+    progress: Progress
+    cache_dir: Path
+    seed: int
+
+    @property
+    def folder(self) -> Path:
+        return self.store.path
+
+    def save(self) -> None:
+        self.record.write(self.folder)
+
+
+def run_bisect(request: BisectRequest, progress: Progress | None = None) -> BisectOutcome:
+    """Bisect; the outcome's record is what bisect.json holds. Raises ConfigError / SourceError /
+    LockHeld for bad input before any engine starts."""
+    progress = progress or Silent()
+    # Absolute: git creates a relative worktree path under the repo, and the engine's PYTHONPATH
+    # would be relative to the engine's own working directory.
+    request = dataclasses.replace(request, cache_dir=request.cache_dir.resolve())
+    run = _resume(request, progress) if request.resume else _start(request, progress)
+    if run.record.status in FINAL:
+        return BisectOutcome(run.folder, run.record)  # resuming a finished bisect: its report, nothing run
+    with _device_lock(request, run), interrupts_raise():
+        if not request.resume:
+            run.store.create()  # only now: bad input and a held lock leave nothing behind
+        control = CellControl(threading.Event(), run.config.timeouts.cell)
+        try:
+            run.save()
+            for ev, settings in registry.enabled(run.config.evals):
+                ev.prepare(run.folder, settings)  # what a run's evals share (lm-eval's task files)
+            _search(run, control)
+        except (KeyboardInterrupt, Interrupted):
+            control.stop.set()
+            if control.engine is not None:
+                control.engine.stop()
+            run.record.status = "interrupted"
+            run.record.message = f"interrupted: finished steps kept; continue with --resume {run.record.bisect_id}"
+        finally:
+            run.record.finished_at = now()
+            run.save()
+    return BisectOutcome(run.folder, run.record)
+
+
+def _start(request: BisectRequest, progress: Progress) -> _Bisect:
+    for name in ("cell", "good", "bad"):
+        if not getattr(request, name):
+            raise ConfigError(f"--{name} is required (or --resume BISECT_ID)")
+    if request.limit is not None and request.limit < 1:
+        raise ConfigError(f"--limit {request.limit}: give 1 or more")
+    config, config_path = resolve_config(request.model, request.config_path)
+    cell, axis = _cell_and_axis(config, request.cell or "", request.axis)
+    assert cell.source is not None  # _cell_and_axis refuses a cell without one
+    commits = commit_range(cell.source.repo, request.good or "", request.bad or "", request.cache_dir,
+                           first_parent=not request.all_parents)
+    good_dir = _good_run_dir(request, cell, commits) if request.good_run else None
+    for ev, settings in registry.enabled(config.evals):
+        ev.check(settings)  # an eval that cannot run (missing data) is bad input, now
+    bisect_id = check_run_id(request.bisect_id or new_run_id(cell.id))
+    store = RunStore(request.results_dir, FOLDER_PREFIX + bisect_id)
+    if store.path.exists():
+        raise ConfigError(f"{store.path}: bisect folder exists already (use --resume {bisect_id})")
+    record = BisectRecord(
+        bisect_id=bisect_id, status="running", config_path=str(config_path.resolve()), config=redacted_snapshot(config),
+        cell=cell.id, axis=axis, repo=cell.source.repo, good_ref=request.good or "", bad_ref=request.bad or "",
+        first_parent=commits.first_parent, limit=request.limit, seed=request.seed, alpha=_alpha(config),
+        commits=[CommitInfo.of(c) for c in commits.commits], command=list(request.command_line), started_at=now(),
+    )
+    if good_dir is not None:
+        record.good = EndRecord(**CommitInfo.of(commits.good).model_dump(), cell_dir=str(good_dir.resolve()), status="ok")
+    else:
+        record.good = EndRecord(**CommitInfo.of(commits.good).model_dump(), cell_dir=f"good-{commits.good.short}")
+    return _Bisect(config, cell, record, store, progress, request.cache_dir, request.seed)
+
+
+def _resume(request: BisectRequest, progress: Progress) -> _Bisect:
+    folder = folder_of(request.results_dir, request.resume or "")
+    record = load(folder)
+    config = load_config(Path(record.config_path))
+    if redacted_snapshot(config) != record.config:
+        raise ConfigError(f"{record.config_path}: changed since bisect {record.bisect_id} started; start a new bisect")
+    cell, _ = _cell_and_axis(config, record.cell, record.axis)
+    if record.status not in FINAL:
+        record.resumed_at = [*record.resumed_at, now()]
+        record.status = "running"
+    return _Bisect(config, cell, record, RunStore(folder.parent, folder.name), progress, request.cache_dir, record.seed)
+
+
+def _cell_and_axis(config: MatrixConfig, cell_id: str, axis: str | None) -> tuple[Cell, str | None]:
+    """The matrix cell and the axis whose value's source gives its commits (None: engine.source)."""
+    cells = {c.id: c for c in expand(config)}
+    if cell_id not in cells:
+        raise ConfigError(f"--cell {cell_id}: not a cell of the matrix (cells: {', '.join(cells)})")
+    cell = cells[cell_id]
+    with_source = [a for a, values in config.axes.items() if any(v.source for v in values.values())]
+    if axis is not None and axis not in config.axes:
+        raise ConfigError(f"--axis {axis}: not an axis (axes: {', '.join(config.axes)})")
+    if axis is None and len(with_source) > 1:
+        raise ConfigError(f"--axis: axes {', '.join(with_source)} all carry a source; name the one to bisect")
+    axis = axis or (with_source[0] if with_source else None)
+    if axis is not None and config.axes[axis][cell.axes[axis]].source is None:
+        raise ConfigError(f"--cell {cell_id}: its {axis} value {cell.axes[axis]} has no source to bisect")
+    if cell.source is None:
+        raise ConfigError(f"--cell {cell_id}: no engine source (set source.repo on an axis value or engine.source)")
+    return cell, axis
+
+
+def _good_run_dir(request: BisectRequest, cell: Cell, commits: CommitRange) -> Path:
+    """`--good-run RUN`: its cell folder, which must have run this cell at the good commit."""
+    folder = resolve_run(request.results_dir, request.good_run or "") / cell.id
+    path = folder / "cell.json"
+    if not path.is_file():
+        raise ConfigError(f"--good-run {request.good_run}: no cell {cell.id} in {folder.parent}")
+    done = CellRecord.load(path)
+    if done.status != "ok":
+        raise ConfigError(f"--good-run {request.good_run}: cell {cell.id} did not finish ok ({done.status})")
+    if done.source is None or done.source.sha != commits.good.sha:
+        ran = done.source.sha[:12] if done.source else "no source"
+        raise ConfigError(f"--good-run {request.good_run}: cell {cell.id} ran {ran}, not --good {commits.good.short}")
+    return folder
+
+
+def _alpha(config: MatrixConfig) -> float:
+    """The strictest alpha of the config's thresholds: a step is as careful as the matrix's gates."""
+    alphas = [t.alpha for t in config.thresholds if t.alpha is not None]
+    return min(alphas) if alphas else DEFAULT_ALPHA
+
+
+def _device_lock(request: BisectRequest, run: _Bisect) -> AbstractContextManager[Any]:
+    if request.lock and (run.config.devices is not None or get_profile(run.config.engine.profile).uses_devices):
+        return DeviceLock(request.lock_file, FOLDER_PREFIX + run.record.bisect_id)
+    return nullcontext()
+
+
+def _job(run: _Bisect, sha: str, folder: str) -> CellJob:
+    """A CellJob for the bisected cell at one commit, its results in the bisect folder's `folder`."""
+    with signals_held():  # a Ctrl-C that killed `git worktree add` would leave a half tree, reused later
+        source = checkout(Source(repo=run.record.repo, ref=sha), run.cache_dir)
+    cell = dataclasses.replace(run.cell, id=folder, source=Source(repo=run.record.repo, ref=sha))
+    devices = tuple(range(device_need(cell.settings))) if run.config.devices else None
+    return CellJob(run.config, cell, run.store, run.progress, limit=run.record.limit, source=source, devices=devices)
+
+
+def _run_end(run: _Bisect, end: EndRecord, control: CellControl) -> Path:
+    """Run one end as a full cell, unless a finished cell.json is there already (a resume)."""
+    folder = Path(end.cell_dir) if Path(end.cell_dir).is_absolute() else run.folder / end.cell_dir
+    done = folder / "cell.json"
+    if not done.is_file():
+        started = time.monotonic()
+        record = run_cell(_job(run, end.sha, folder.name), control)
+        run.record.engine_starts += 1
+        end.wall_s = round(time.monotonic() - started, 3)
+        if record.status not in ("ok", "error"):  # interrupted: run_cell wrote nothing
+            raise Interrupted("bisect interrupted")
+    record = CellRecord.load(done)
+    end.status, end.message = record.status, record.message
+    run.save()
+    return folder
+
+
+def _search(run: _Bisect, control: CellControl) -> None:
+    record = run.record
+    assert record.good is not None
+    good_dir = _run_end(run, record.good, control)
+    if record.good.status != "ok":
+        _finish(run, "ends_not_as_claimed", f"the good end {record.good.sha[:12]} did not run: {record.good.message}")
+        return
+    bad_commit = record.commits[-1]
+    record.bad = record.bad or EndRecord(**bad_commit.model_dump(), cell_dir=f"bad-{bad_commit.sha[:12]}")
+    bad_dir = _run_end(run, record.bad, control)
+    ends = judge_ends(run.config, good_dir, bad_dir, record.alpha)
+    record.ends = ends.to_dict()
+    if not ends.bad:
+        _finish(run, "ends_not_as_claimed", f"ends not as claimed: {ends.reason}")
+        return
+    run.save()
+    n = len(record.commits)
+    while (index := search.next_probe(n, record.verdicts())) is not None:
+        record.steps.append(_step(run, index, good_dir, ends, control))
+        run.save()
+    _conclude(run)
+
+
+def _step(run: _Bisect, index: int, good_dir: Path, ends: Ends, control: CellControl) -> StepRecord:
+    commit = run.record.commits[index]
+    job = _job(run, commit.sha, f"step-{commit.sha[:12]}")
+    run.progress.update(job.cell.id, "step", f"{commit.subject[:60]} ({len(run.record.steps) + 1} of at most "
+                                             f"{search.max_steps(len(run.record.commits))} without skips)")
+    run.record.engine_starts += 1
+    outcome = run_step(job, control, good_dir, ends, seed=run.seed)
+    if control.stop.is_set():
+        raise Interrupted("bisect interrupted")
+    return StepRecord(**commit.model_dump(), index=index, verdict=outcome.verdict, reason=outcome.reason,
+                      questions=outcome.questions, generations=outcome.generations,
+                      generation_tokens=outcome.generation_tokens, evidence=outcome.evidence,
+                      wall_s=round(outcome.wall_s, 3), cell_dir=job.cell.id)
+
+
+def _conclude(run: _Bisect) -> None:
+    record = run.record
+    result = search.conclude(len(record.commits), record.verdicts())
+    if result.status == "found":
+        first = record.commits[result.hi]
+        record.first_bad = first.sha
+        record.excerpt = _excerpt(run)
+        _finish(run, "found", f"first bad commit {first.sha[:12]} {first.subject}")
+        return
+    record.untestable = [c.sha for c in record.commits[result.lo:result.hi + 1]]
+    _finish(run, "untestable", f"only untestable commits left: the first bad commit is one of "
+                               f"{len(record.untestable)} ({record.untestable[0][:12]}..{record.untestable[-1][:12]})")
+
+
+def _excerpt(run: _Bisect) -> dict[str, Any] | None:
+    """One collapse for the report: the first bad step's own, else the bad end's first new one."""
+    record = run.record
+    step = next((s for s in record.steps if s.sha == record.first_bad), None)
+    if step is not None and isinstance(found := step.evidence.get("excerpt"), dict):
+        return {"sha": step.sha, "id": found.get("id"), "onset": found.get("onset"), "text": found.get("excerpt")}
+    metric = (record.ends or {}).get("count_metric")
+    new = (((record.ends or {}).get("evidence") or {}).get(metric) or {}).get("new_collapses") or []
+    ev = registry.eval_of(metric) if metric else None
+    if not new or ev is None or record.bad is None:
+        return None
+    path = run.folder / record.bad.cell_dir / ev.samples_file
+    row = next((r for r in read_jsonl(path) if r.get("id") == new[0]["id"]), None) if path.is_file() else None
+    if row is None:
+        return None
+    evidence = row.get("evidence") or {}
+    return {"sha": record.bad.sha, "id": row["id"], "onset": evidence.get("onset"),
+            "text": evidence.get("excerpt") or str(row.get("text", ""))[:200]}
+
+
+def _finish(run: _Bisect, status: str, message: str) -> None:
+    run.record.status = status  # type: ignore[assignment]
+    run.record.message = message
+    run.progress.update(run.record.cell, status, message)

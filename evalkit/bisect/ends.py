@@ -1,0 +1,157 @@
+"""The two ends of a bisect, judged the way the matrix judges a cell against its baseline.
+
+Both ends are full cells (run/cell.py) of the same matrix cell at two commits. The bad end is
+compared with the good end by verdicts.py itself (`compare_at`: McNemar on the questions both
+answered, Fisher on collapses) and the config's thresholds are checked with the good end as the
+reference: `max_drop_*` / `max_rise_*` (the `_vs_baseline` and the `_ab` forms alike: in a bisect
+the one reference is the good end), and `min` / `max` on each end's own value. The ends are as
+claimed when the bad end breaks a failing threshold, the good end breaks no `min`/`max` itself,
+both ran the same eval setup, and the bad end's effect is one a step can be tested against: it
+becomes the alternative hypothesis of every step's sequential test (evalkit/sequential.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.config import MatrixConfig, Threshold
+from evalkit.evals import registry
+from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.sequential import Count, PairedCounts, StepTest
+from evalkit.store import read_json
+from evalkit.verdicts import check_threshold, compare_at, flat_metrics
+
+REFERENCE_WORD = "good end"
+"""How threshold messages name the reference ("... vs good end <sha> 0.940, -7.0 points")."""
+OWN_VALUE = ("min", "max")
+
+
+@dataclass(frozen=True)
+class Ends:
+    """The bad end judged against the good end, and the test every middle step gets."""
+
+    bad: bool
+    """The ends are as claimed: the bad end breaks a failing threshold vs the good end (config
+    thresholds + paired statistics), the good end passes its own `min`/`max`, and `test` exists."""
+    reason: str
+    """One line: what the bad end broke, or why the ends are not as claimed."""
+    flags: list[dict[str, Any]]
+    """The thresholds the bad end breaks (verdicts' flag dicts, warnings included)."""
+    good_flags: list[dict[str, Any]]
+    """The `min`/`max` thresholds the good end breaks itself."""
+    evidence: dict[str, Any]
+    """The bad end vs the good end per metric (`verdicts.compare_at`'s shape: diff, p_value, the
+    flipped question ids, new collapses), `reference` the good end's label."""
+    test: StepTest | None
+    """The sequential test of the steps; None when the ends give no effect to test against."""
+    paired_metric: str | None = None
+    """The PAIRED metric the steps are paired on (GSM8K flexible in the shipped configs)."""
+    count_metric: str | None = None
+    """The COUNT metric whose events the steps count (the collapse rate)."""
+    alpha: float = 0.01
+    labels: dict[str, str] = field(default_factory=dict)
+    """`good` / `bad`: how messages name the two ends ("good end 1a2b3c4d5e")."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """What bisect.json keeps of the ends (the test is rebuilt from the cell folders)."""
+        return {"bad": self.bad, "reason": self.reason, "flags": self.flags, "good_flags": self.good_flags,
+                "evidence": self.evidence, "paired_metric": self.paired_metric, "count_metric": self.count_metric,
+                "alpha": self.alpha}
+
+
+def step_metrics(config: MatrixConfig) -> tuple[MetricSpec | None, MetricSpec | None]:
+    """The PAIRED and the COUNT metric a step is judged on: the first of each kind that the
+    config's thresholds name, else the eval's headline one (its `delta_label`), from enabled evals
+    that can run a subset (a step runs nothing else)."""
+    usable = [spec for ev, _ in registry.enabled(config.evals) if ev.subsets for spec in ev.metrics]
+    named = [spec for t in config.thresholds for spec in usable if spec.name == t.metric]
+    headline = [spec for spec in usable if spec.delta_label]
+
+    def first(kind: Comparison) -> MetricSpec | None:
+        return next((spec for spec in (*named, *headline, *usable) if spec.comparison is kind), None)
+
+    return first(Comparison.PAIRED), first(Comparison.COUNT)
+
+
+def paired_counts(delta: dict[str, Any] | None) -> PairedCounts | None:
+    """A PAIRED delta (`verdicts.delta`) as the sequential test's counts: lost = right only in the
+    reference, gained = right only in the cell."""
+    if not delta or delta.get("n") is None:
+        return None
+    return PairedCounts(n=delta["n"], lost=delta["right_only_in_reference"], gained=delta["right_only_in_cell"])
+
+
+def event_count(spec: MetricSpec | None, flat: dict[str, Any]) -> Count | None:
+    """A COUNT metric's k of n from a cell's flat metrics (None when the eval did not run)."""
+    if spec is None:
+        return None
+    k, n = flat.get(spec.count_metric or ""), flat.get(spec.n_metric or "")
+    return Count(k=int(k), n=int(n)) if k is not None and n else None
+
+
+def label(record: dict[str, Any], name: str) -> str:
+    """`good end 1a2b3c4d5e`: what the cell is in the bisect and its commit, as messages name it."""
+    sha = (record.get("source") or {}).get("sha")
+    return f"{name} {sha[:10]}" if sha else name
+
+
+def as_reference_checks(thresholds: list[Threshold]) -> list[Threshold]:
+    """The config's thresholds with the good end as the one reference: an `_ab` check becomes
+    its `_vs_baseline` twin, and a rule given both ways is checked once."""
+    out: list[Threshold] = []
+    for t in thresholds:
+        if t.check.endswith("_ab"):
+            fields = t.model_dump(exclude_none=True, exclude={t.check})
+            t = Threshold(**fields, **{t.check.removesuffix("_ab") + "_vs_baseline": t.value})
+        if t not in out:
+            out.append(t)
+    return out
+
+
+def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float) -> Ends:
+    """Judge the bad end's cell folder against the good end's; never raises for ends that are
+    not as claimed (that is `Ends.bad` False with its reason)."""
+    good, bad = read_json(good_dir / "cell.json"), read_json(bad_dir / "cell.json")
+    labels = {"good": label(good, "good end"), "bad": label(bad, "bad end")}
+    paired_spec, count_spec = step_metrics(config)
+    base = {"flags": [], "good_flags": [], "evidence": {}, "test": None, "alpha": alpha, "labels": labels,
+            "paired_metric": paired_spec.name if paired_spec else None,
+            "count_metric": count_spec.name if count_spec else None}
+    for record, name in ((good, "good"), (bad, "bad")):
+        if record.get("status") != "ok":
+            message = (record.get("error") or {}).get("message") or record.get("status")
+            return Ends(bad=False, reason=f"the {name} end did not run: {message}", **base)
+    flat_good, flat_bad = flat_metrics(good), flat_metrics(bad)
+    # the reference named by its commit: threshold messages read "vs good end <sha> 0.940"
+    reference = labels["good"].removeprefix(REFERENCE_WORD).strip() or "?"
+    evidence = compare_at({**bad, "id": labels["bad"]}, {**good, "id": reference}, bad_dir, good_dir,
+                          flat_bad, flat_good)
+    base["evidence"] = evidence
+    if differs := sorted({f for d in evidence.values() if isinstance(d, dict) for f in d.get("setup_differs") or []}):
+        return Ends(bad=False, reason=f"the ends ran different eval setups ({', '.join(differs)}): not comparable",
+                    **base)
+    row = {"id": labels["bad"], "vs_baseline": evidence}
+    checks = as_reference_checks(list(config.thresholds))
+    flags = [f for t in checks if (f := check_threshold(t, row, flat_bad, REFERENCE_WORD))]
+    good_flags = [f for t in checks if t.check in OWN_VALUE
+                  and (f := check_threshold(t, {"id": labels["good"]}, flat_good)) and f["action"] == "fail"]
+    base |= {"flags": flags, "good_flags": good_flags}
+    try:
+        test = StepTest.from_ends(paired_bad=paired_counts(evidence.get(paired_spec.name) if paired_spec else None),
+                                  collapses_good=event_count(count_spec, flat_good),
+                                  collapses_bad=event_count(count_spec, flat_bad), alpha=alpha)
+    except ValueError as e:
+        test, untestable = None, str(e)
+    base["test"] = test
+    failing = sorted((f for f in flags if f["action"] == "fail"), key=lambda f: f["check"] in OWN_VALUE)  # deltas first
+    if good_flags:
+        reason = f"the good end is not good: {good_flags[0]['message']}"
+    elif not failing:
+        reason = f"the bad end breaks no failing threshold vs the {labels['good']}"
+    elif test is None:
+        reason = f"{failing[0]['message']}, but {untestable}"
+    else:
+        reason = failing[0]["message"] + (f" (and {len(failing) - 1} more)" if len(failing) > 1 else "")
+    return Ends(bad=not good_flags and bool(failing) and test is not None, reason=reason, **base)

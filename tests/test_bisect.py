@@ -1,0 +1,103 @@
+"""The commits a bisect searches, from a real throwaway git repo (no engine started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evalkit.bisect.commits import commit_range
+from evalkit.errors import ConfigError, SourceError
+from tests.bisect_repo import add_branch, git, make_repo
+
+
+@pytest.fixture
+def merged(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """main: root - m1 - merge(feature) - m2; feature (from m1): f1 - f2."""
+    repo, root = make_repo(tmp_path)
+    shas = {"root": root}
+    for name in ("m1",):
+        (repo / name).write_text(name)
+        git(repo, "add", ".")
+        git(repo, "commit", "-qm", f"{name} subject")
+        shas[name] = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "-b", "feature")
+    for name in ("f1", "f2"):
+        (repo / name).write_text(name)
+        git(repo, "add", ".")
+        git(repo, "commit", "-qm", f"{name} subject")
+        shas[name] = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+    shas["merge"] = git(repo, "rev-parse", "HEAD")
+    (repo / "m2").write_text("m2")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "m2 subject")
+    shas["m2"] = git(repo, "rev-parse", "HEAD")
+    return repo, shas
+
+
+def test_the_range_is_oldest_first_with_the_bad_end_last_and_the_good_end_apart(tmp_path: Path) -> None:
+    repo, _ = make_repo(tmp_path)
+    shas = add_branch(repo, "topic", 6, first_bad=3)
+    r = commit_range(str(repo), shas[1][:8], "topic", tmp_path / "cache")
+    assert [c.sha for c in r.commits] == shas[2:] and r.good.sha == shas[1] and r.bad.sha == shas[-1]
+    assert r.commits[1].subject == "change 3: drop the ca_comm copy-in"
+    assert r.commits[1].author_date == "2026-01-01T00:00:03+00:00"
+
+
+def test_first_parent_by_default_skips_the_merged_branch_and_all_parents_follows_it(merged: tuple[Path, dict[str, str]],
+                                                                                     tmp_path: Path) -> None:
+    repo, s = merged
+    mainline = commit_range(str(repo), s["m1"], "main", tmp_path / "cache")
+    assert [c.sha for c in mainline.commits] == [s["merge"], s["m2"]]
+    every = commit_range(str(repo), s["m1"], "main", tmp_path / "cache", first_parent=False)
+    assert [c.sha for c in every.commits] == [s["f1"], s["f2"], s["merge"], s["m2"]]
+
+
+def test_a_good_end_only_reached_through_a_merge_needs_all_parents(merged: tuple[Path, dict[str, str]],
+                                                                   tmp_path: Path) -> None:
+    repo, s = merged
+    with pytest.raises(ConfigError, match="not on the first-parent line of --bad main; pass --all-parents"):
+        commit_range(str(repo), s["f1"], "main", tmp_path / "cache")
+    assert [c.sha for c in commit_range(str(repo), s["f1"], "main", tmp_path / "cache", first_parent=False).commits] \
+        == [s["f2"], s["merge"], s["m2"]]
+
+
+def test_bad_refs_are_one_line_errors_naming_the_option(merged: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    repo, s = merged
+    with pytest.raises(SourceError, match=f"^--good nope: not a commit of {repo}$"):
+        commit_range(str(repo), "nope", "main", tmp_path / "cache")
+    with pytest.raises(ConfigError, match=rf"^--good main \(\w{{12}}\) is not an ancestor of --bad {s['m1']} "):
+        commit_range(str(repo), "main", s["m1"], tmp_path / "cache")
+    with pytest.raises(ConfigError, match="same commit"):
+        commit_range(str(repo), "main", s["m2"], tmp_path / "cache")
+
+
+def test_the_axis_that_gives_the_commits_must_be_named_when_several_carry_a_source(tmp_path: Path) -> None:
+    from evalkit.bisect.driver import BisectRequest, run_bisect
+
+    repo, root = make_repo(tmp_path)
+    config = tmp_path / "two.yaml"
+    config.write_text(f"""
+model: m
+engine: {{profile: sim}}
+axes:
+  engine: {{pinned: {{source: {{repo: "{repo}", ref: main}}}}, stock: {{args: ["--sim-fix", "on"]}}}}
+  kernels: {{dev: {{source: {{repo: "{repo}", ref: main}}}}, off: {{args: ["--sim-seed", "1"]}}}}
+exclude: [{{engine: pinned, kernels: dev}}]
+""")
+
+    def bisect(cell: str, axis: str | None = None) -> None:
+        run_bisect(BisectRequest(config_path=config, cell=cell, good=root, bad="main", axis=axis,
+                                 results_dir=tmp_path / "results", cache_dir=tmp_path / "cache"))
+
+    with pytest.raises(ConfigError, match="^--axis: axes engine, kernels all carry a source; name the one to bisect$"):
+        bisect("pinned-off")
+    with pytest.raises(ConfigError, match="^--cell stock-off: its engine value stock has no source to bisect$"):
+        bisect("stock-off", axis="engine")
+    with pytest.raises(ConfigError, match="^--axis gpu: not an axis"):
+        bisect("pinned-off", axis="gpu")
+    with pytest.raises(ConfigError, match="same commit"):  # the axis is accepted: on to the commits
+        bisect("pinned-off", axis="engine")
+    assert not (tmp_path / "results").exists()

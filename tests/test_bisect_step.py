@@ -1,0 +1,262 @@
+"""A bisect step on the real simulator: one engine start, batches until the sequential test decides.
+
+The engine repo is the throwaway one of tests/bisect_repo.py: the simulator reads the fix from
+`simfix.py` on the engine's PYTHONPATH, so a commit without it has the DP-attention + PIECEWISE
+bug and a broken commit does not start. The two ends run once per module as full cells (all
+1319 GSM8K questions, 64 long generations at 1024 tokens: a few seconds on the simulator) and
+every step is judged against them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from evalkit.bisect.ends import Ends, judge_ends
+from evalkit.bisect.step import StepOutcome, run_step, seeded_order
+from evalkit.config import MatrixConfig, Source, load_config
+from evalkit.engine.sources import checkout
+from evalkit.errors import Interrupted
+from evalkit.evals import registry
+from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec
+from evalkit.evals.gsm8k import GSM8K_TEST_SIZE
+from evalkit.matrix import expand
+from evalkit.run.cell import CellControl, CellJob, run_cell
+from evalkit.run.options import Silent
+from evalkit.store import RunStore, read_jsonl
+from tests.bisect_repo import add_branch, make_repo
+
+FIRST_BAD, BROKEN = 4, 3
+GENERATIONS = 64
+
+
+@dataclasses.dataclass
+class World:
+    config: MatrixConfig
+    store: RunStore
+    shas: list[str]
+    cache: Path
+    repo: Path
+    ends: Ends
+    text: str
+    """The config file's text."""
+
+    def job(self, name: str, sha: str) -> CellJob:
+        cell = dataclasses.replace(expand(self.config)[0], id=name)
+        source = checkout(Source(repo=str(self.repo), ref=sha), self.cache)
+        return CellJob(self.config, cell, self.store, Silent(), source=source)
+
+    def step(self, name: str, sha: str, control: CellControl | None = None, seed: int = 0) -> StepOutcome:
+        return run_step(self.job(name, sha), control or CellControl(threading.Event()), self.store.cell_dir("good"),
+                        self.ends, seed=seed)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    root = tmp_path_factory.mktemp("bisect-step")
+    repo, _ = make_repo(root)
+    shas = add_branch(repo, "line", 8, first_bad=FIRST_BAD, broken=frozenset({BROKEN}))
+    path = root / "bisect.yaml"
+    text = f"""
+model: sim/bisect-step
+served_name: bisect-step
+engine:
+  profile: sim
+  args: ["--sim-fix-module", "simfix", "--sim-startup-seconds", "0", "--sim-seed", "0"]
+  settings: {{tensor_parallel: 8, dp_attention: true, graph_mode: PIECEWISE}}
+axes:
+  src:
+    head: {{source: {{repo: "{repo}", ref: "main"}}}}
+evals:
+  gsm8k: {{num_fewshot: 3, num_concurrent: 32}}
+  repetition: {{count: {GENERATIONS}, max_tokens: 1024, concurrency: 16}}
+thresholds:
+  - {{metric: gsm8k.flexible, min: 0.90}}
+  - {{metric: gsm8k.flexible, max_drop_ab: 0.02, alpha: 0.01}}
+  - {{metric: gsm8k.flexible, max_drop_vs_baseline: 0.02, alpha: 0.01}}
+  - {{metric: repetition.collapse_rate, max_rise_vs_baseline: 0.05, alpha: 0.01}}
+timeouts: {{startup: 60, stop_grace: 2}}
+"""
+    path.write_text(text)
+    config = load_config(path)
+    store = RunStore(root / "results", "bisect-t")
+    store.create()
+    for ev, settings in registry.enabled(config.evals):
+        ev.prepare(store.path, settings)
+    world = World(config, store, shas, root / "cache", repo, ends=None, text=text)  # type: ignore[arg-type]
+    for name, sha in (("good", shas[0]), ("bad", shas[-1])):
+        assert run_cell(world.job(name, sha), CellControl(threading.Event())).status == "ok"
+    world.ends = judge_ends(config, store.cell_dir("good"), store.cell_dir("bad"), alpha=0.01)
+    return world
+
+
+def test_the_ends_are_judged_like_a_cell_against_its_baseline(world: World) -> None:
+    ends = world.ends
+    assert ends.bad and ends.test is not None
+    assert ends.reason.startswith(f"bad end {world.shas[-1][:10]}: GSM8K flexible")
+    assert f"vs good end {world.shas[0][:10]}" in ends.reason and "McNemar p" in ends.reason
+    checks = sorted(f["check"] for f in ends.flags)
+    assert checks == ["max_drop_vs_baseline", "max_rise_vs_baseline", "min"]  # the _ab twin counted once
+    assert ends.evidence["gsm8k.flexible"]["n"] == GSM8K_TEST_SIZE
+    assert ends.evidence["repetition.collapse_rate"]["p_value"] < 1e-4
+    assert (ends.paired_metric, ends.count_metric) == ("gsm8k.flexible", "repetition.collapse_rate")
+
+
+def test_a_good_end_against_itself_is_not_a_bisect(world: World) -> None:
+    good = world.store.cell_dir("good")
+    ends = judge_ends(world.config, good, good, alpha=0.01)
+    assert not ends.bad and ends.test is None
+    assert ends.reason == f"the bad end breaks no failing threshold vs the good end {world.shas[0][:10]}"
+
+
+@pytest.fixture(scope="module")
+def bad_step(world: World) -> StepOutcome:
+    return world.step("step-bad", world.shas[FIRST_BAD + 1])
+
+
+@pytest.fixture(scope="module")
+def good_step(world: World) -> StepOutcome:
+    return world.step("step-good", world.shas[FIRST_BAD - 2])
+
+
+def ids(folder: Path) -> list[str]:
+    return [row["id"] for row in read_jsonl(folder / "gsm8k.samples.jsonl")]
+
+
+def test_a_step_with_the_bug_is_bad_after_a_small_share_of_the_questions(world: World, bad_step: StepOutcome) -> None:
+    assert bad_step.verdict == "bad", bad_step.reason
+    assert bad_step.evidence["sequential"]["decided_by"] == "boundary"  # at alpha, not the exhausted fallback
+    assert 0 < bad_step.questions <= GSM8K_TEST_SIZE // 4 and 0 < bad_step.generations < GENERATIONS
+    vs_good = bad_step.evidence["vs_good"]
+    assert vs_good["gsm8k.flexible"]["diff"] < 0 and vs_good["gsm8k.flexible"]["n"] == bad_step.questions
+    assert vs_good["repetition.collapse_rate"]["diff"] > 0
+    excerpt = bad_step.evidence["excerpt"]
+    assert excerpt["id"] in {c["id"] for c in vs_good["repetition.collapse_rate"]["new_collapses"]}
+    # the step's folder reads like a run's cell: cell.json, its metrics and the samples asked
+    folder = world.store.cell_dir("step-bad")
+    record = json.loads((folder / "cell.json").read_text())
+    assert record["status"] == "ok" and record["source"]["sha"] == world.shas[FIRST_BAD + 1]
+    assert record["metrics"]["gsm8k"]["n"] == bad_step.questions == len(ids(folder))
+    assert record["metrics"]["repetition"]["n"] == bad_step.generations
+    assert record["step"]["verdict"] == "bad" and record["step"]["generation_tokens"] == bad_step.generation_tokens > 0
+
+
+def test_a_healthy_step_is_good(good_step: StepOutcome) -> None:
+    assert good_step.verdict == "good", good_step.reason
+    assert good_step.evidence["sequential"]["decided_by"] == "boundary"
+    assert 0 < good_step.questions <= GSM8K_TEST_SIZE // 4 and good_step.evidence["excerpt"] is None
+
+
+def test_a_subset_gets_the_full_runs_prompts_answers_and_marks(world: World, good_step: StepOutcome) -> None:
+    """lm-eval's samples= run of a subset: the same prompts (few-shot examples included), answers,
+    extractions and marks as the good end's full run gave the same questions."""
+    fields = ("prompt_hash", "target", "response", "strict-match.extracted", "strict-match.correct",
+              "flexible-extract.extracted", "flexible-extract.correct")
+    full = {row["id"]: row for row in read_jsonl(world.store.cell_dir("good") / "gsm8k.samples.jsonl")}
+    subset = list(read_jsonl(world.store.cell_dir("step-good") / "gsm8k.samples.jsonl"))
+    assert len(subset) == good_step.questions and len({row["doc_id"] for row in subset}) == len(subset)
+    assert [{f: row[f] for f in fields} for row in subset] == [{f: full[row["id"]][f] for f in fields} for row in subset]
+    # the batches' metrics combined: what one run over those questions reports
+    metrics = good_step.record.metrics["gsm8k"]
+    assert metrics["flexible"] == pytest.approx(sum(full[r["id"]]["flexible-extract.correct"] for r in subset) / len(subset))
+    assert metrics["n"] == sum(metrics["parts"]) == len(subset) and len(metrics["parts"]) > 1
+
+
+def test_every_step_asks_a_prefix_of_one_seeded_order(world: World, bad_step: StepOutcome,
+                                                      good_step: StepOutcome) -> None:
+    pool = ids(world.store.cell_dir("good"))
+    order = seeded_order(pool, 0, "gsm8k")
+    for name in ("step-bad", "step-good"):
+        asked = ids(world.store.cell_dir(name))
+        assert set(asked) == set(order[: len(asked)])
+    assert sorted(order) == sorted(pool) and order[:32] != pool[:32]
+    assert seeded_order(pool, 1, "gsm8k")[:32] != order[:32]
+
+
+def test_a_commit_whose_engine_does_not_start_is_untestable(world: World) -> None:
+    outcome = world.step("step-broken", world.shas[BROKEN])
+    assert outcome.verdict == "untestable"
+    assert "\n" not in outcome.reason and outcome.reason.startswith("engine exited with code 2"), outcome.reason
+    assert outcome.reason.endswith("this commit does not build")  # the engine log says why
+    assert outcome.questions == outcome.generations == 0
+    assert json.loads((world.store.cell_dir("step-broken") / "cell.json").read_text())["status"] == "error"
+
+
+@pytest.mark.parametrize(("fault", "words"), [("crash-after", "exited"), ("fatal-log", "Memory access fault")])
+def test_an_engine_that_fails_mid_step_is_untestable(world: World, fault: str, words: str) -> None:
+    """The engine serves the first batch, then crashes or prints ATOM's fatal GPU line."""
+    job = world.job(f"step-{fault}", world.shas[1])
+    job = dataclasses.replace(job, cell=dataclasses.replace(
+        job.cell, args=(*job.cell.args, "--sim-fault", fault, "--sim-fault-after", "40")))
+    outcome = run_step(job, CellControl(threading.Event()), world.store.cell_dir("good"), world.ends, seed=0)
+    assert outcome.verdict == "untestable" and words in outcome.reason and "\n" not in outcome.reason, outcome.reason
+    assert outcome.questions > 0  # it failed after answering some: what it answered is kept in its folder
+    assert len(list(read_jsonl(world.store.cell_dir(f"step-{fault}") / "gsm8k.samples.jsonl"))) == outcome.questions
+
+
+class Whole(Eval):
+    """An eval that can only run all of its samples (no `subsets`)."""
+
+    name = "whole"
+    settings = EvalSettings
+    default_enabled = False
+    metrics = (MetricSpec("whole.n", "samples", Comparison.CONTINUOUS),)
+
+    def run(self, ctx: EvalContext, settings: EvalSettings) -> EvalResult:
+        return EvalResult({"n": 0}, [])
+
+    def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        return {"whole.n": raw["n"]}
+
+
+def test_an_eval_that_cannot_run_a_subset_is_skipped_with_a_note(world: World, tmp_path: Path) -> None:
+    registry.register(Whole())
+    try:
+        path = tmp_path / "whole.yaml"
+        path.write_text(world.text.replace("evals:\n", "evals:\n  whole: {enabled: true}\n"))
+        job = dataclasses.replace(world.job("step-whole", world.shas[1]), config=load_config(path))
+        outcome = run_step(job, CellControl(threading.Event()), world.store.cell_dir("good"), world.ends, seed=0)
+    finally:
+        registry.unregister("whole")
+    assert outcome.verdict == "good", outcome.reason
+    assert outcome.evidence["notes"] == ["whole: not run (cannot run a subset of its samples)"]
+    assert set(outcome.record.metrics) == {"gsm8k", "repetition"}
+
+
+def test_a_stopped_step_raises_interrupted_and_writes_nothing_finished(world: World) -> None:
+    control = CellControl(threading.Event())
+    control.stop.set()  # Ctrl-C before the engine is ready
+    with pytest.raises(Interrupted):
+        world.step("step-stopped", world.shas[1], control)
+    assert not (world.store.cell_dir("step-stopped") / "cell.json").exists()
+
+
+class StopAfterFirstLook:
+    """What Ctrl-C does during a step (the driver's signal handling): the stop is set, the engine
+    stopped, here as soon as the step reports its first look."""
+
+    def __init__(self, control: CellControl) -> None:
+        self.control = control
+
+    def update(self, cell_id: str, state: str, detail: str = "") -> None:
+        if state == "step" and detail.startswith("look 1"):
+            self.control.stop.set()
+            if self.control.engine is not None:
+                self.control.engine.stop()
+
+
+def test_a_step_stopped_half_way_raises_interrupted_and_leaves_no_engine(world: World) -> None:
+    control = CellControl(threading.Event())
+    job = dataclasses.replace(world.job("step-halfway", world.shas[1]), progress=StopAfterFirstLook(control))
+    with pytest.raises(Interrupted):
+        run_step(job, control, world.store.cell_dir("good"), world.ends, seed=0)
+    assert not (world.store.cell_dir("step-halfway") / "cell.json").exists()
+    assert control.engine is not None and not psutil.pid_exists(control.engine.pid)
+
