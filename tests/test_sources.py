@@ -51,3 +51,22 @@ def test_bad_ref_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_plan_does_not_clone_remote_repos(tmp_path: Path) -> None:
     assert peek_sha(Source(repo="https://example.invalid/engine.git", ref="abc"), tmp_path) is None
+
+
+def test_relative_cache_dir_puts_worktrees_under_it_not_in_the_engine_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, before, _ = make_engine_repo(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    got = checkout(Source(repo=str(repo), ref=before), Path("cache"))
+    assert got.worktree == tmp_path / "cache" / "worktrees" / before
+    assert got.worktree.is_absolute() and (got.worktree / "simfix.py").is_file()
+    assert not (repo / "cache").exists()
+
+
+def test_a_checkout_killed_half_way_is_made_again_not_reused(tmp_path: Path) -> None:
+    repo, before, _ = make_engine_repo(tmp_path)
+    cache = tmp_path / "cache"
+    first = checkout(Source(repo=str(repo), ref=before), cache)
+    (first.worktree / "simfix.py").unlink()  # what a SIGKILL during `git worktree add` leaves:
+    first.worktree.with_name(f"{before}.ready").unlink()  # files missing, no ready marker
+    again = checkout(Source(repo=str(repo), ref=before), cache)
+    assert (again.worktree / "simfix.py").read_text() == "FORCE_UNREG_COPY_IN = False\n"

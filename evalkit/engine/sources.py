@@ -8,6 +8,7 @@ PYTHONPATH, and records the resolved SHA, so a result always names the code that
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,11 +76,23 @@ def peek_sha(source: Source, cache: Path) -> str | None:
 
 
 def checkout(source: Source, cache: Path) -> ResolvedSource:
-    """A worktree of `source` at its resolved commit, created once and reused."""
+    """A worktree of `source` at its resolved commit, created once and reused.
+
+    The cache is made absolute first: git runs in the repository, so a relative path would put
+    the worktree inside the engine's own tree and hand the engine a relative PYTHONPATH. A
+    worktree counts as made only once its `<sha>.ready` marker exists beside it: a checkout
+    killed half-way (SIGKILL during `git worktree add`) is removed and made again, never reused.
+    """
+    cache = cache.expanduser().resolve()
     sha = resolve_sha(source, cache)
     worktree = cache / "worktrees" / sha
-    if not (worktree / ".git").exists():
+    ready = worktree.with_name(f"{sha}.ready")
+    if not ready.exists():
+        repo = _repo_dir(source, cache)
+        if worktree.exists():
+            shutil.rmtree(worktree)
         worktree.parent.mkdir(parents=True, exist_ok=True)
-        _git(["worktree", "prune"], cwd=_repo_dir(source, cache))
-        _git(["worktree", "add", "--detach", "--force", str(worktree), sha], cwd=_repo_dir(source, cache))
+        _git(["worktree", "prune"], cwd=repo)
+        _git(["worktree", "add", "--detach", "--force", str(worktree), sha], cwd=repo)
+        ready.touch()
     return ResolvedSource(source.repo, source.ref, sha, worktree)
