@@ -219,3 +219,11 @@ def test_sigkill_and_ctrl_c_keep_finished_steps_and_resume_runs_only_the_rest(wo
         assert (world.results / "bisect-interrupt" / folder / "cell.json").stat().st_mtime_ns == mtime
     assert record["engine_starts"] >= 1 + len(record["steps"])  # the bad end and every step, over all three runs
     assert not sim_processes()
+
+    before = (world.results / "bisect-interrupt" / "bisect.json").read_bytes()
+    other = world.bisect("--resume", "interrupt", "--bad", "main", good_run=False)  # not the range it bisects
+    assert other.returncode == 2
+    assert other.stderr.strip().splitlines()[-1].endswith(
+        "--bad main: --resume interrupt keeps the terms it started with (it bisects interrupt);"
+        " drop the option or start a new bisect")
+    assert (world.results / "bisect-interrupt" / "bisect.json").read_bytes() == before

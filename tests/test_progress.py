@@ -286,3 +286,12 @@ def test_when_stderr_is_a_pipe_or_file_progress_is_plain_lines(tmp_path: Path, m
         finally:
             sys.stderr = saved
     assert isinstance(shown, PlainProgress) and not shown.quiet
+
+
+def test_live_title_names_the_command_the_view_belongs_to(clock: Clock) -> None:
+    live = LiveProgress(text_console()[0], "evalkit bisect", started=clock.now)
+    live.update("good-1a2b3c4", "starting", "port 1")
+    clock.now += 3
+    title = live.__rich__().title
+    live.close()
+    assert title == "evalkit bisect: 3 s elapsed, about - left"

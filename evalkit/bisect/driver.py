@@ -29,7 +29,7 @@ from evalkit.bisect.commits import CommitRange, commit_range
 from evalkit.bisect.ends import Ends, judge_ends
 from evalkit.bisect.records import FOLDER_PREFIX, BisectRecord, CommitInfo, EndRecord, StepRecord, folder_of, load
 from evalkit.bisect.step import run_step
-from evalkit.config import MatrixConfig, Source, load_config, resolve_config
+from evalkit.config import MatrixConfig, Source, find_config, load_config, resolve_config
 from evalkit.engine.sources import checkout
 from evalkit.evals import registry
 from evalkit.errors import (EXIT_BAD_INPUT, EXIT_ENDS_NOT_AS_CLAIMED, EXIT_INTERRUPTED, EXIT_OK, EXIT_ONLY_UNTESTABLE,
@@ -176,6 +176,7 @@ def _start(request: BisectRequest, progress: Progress) -> _Bisect:
 def _resume(request: BisectRequest, progress: Progress) -> _Bisect:
     folder = folder_of(request.results_dir, request.resume or "")
     record = load(folder)
+    _refuse_other_terms(request, record)
     config = load_config(Path(record.config_path))
     if redacted_snapshot(config) != record.config:
         raise ConfigError(f"{record.config_path}: changed since bisect {record.bisect_id} started; start a new bisect")
@@ -184,6 +185,26 @@ def _resume(request: BisectRequest, progress: Progress) -> _Bisect:
         record.resumed_at = [*record.resumed_at, now()]
         record.status = "running"
     return _Bisect(config, cell, record, RunStore(folder.parent, folder.name), progress, request.cache_dir, record.seed)
+
+
+def _refuse_other_terms(request: BisectRequest, record: BisectRecord) -> None:
+    """A resumed bisect keeps the terms it started with: an option that says otherwise is an error,
+    never silently ignored (the user would believe they bisect another cell or range)."""
+    given = {"--cell": (request.cell, record.cell), "--good": (request.good, record.good_ref),
+             "--bad": (request.bad, record.bad_ref), "--axis": (request.axis, record.axis),
+             "--limit": (request.limit, record.limit), "--good-run": (request.good_run, None)}
+    if request.all_parents and record.first_parent:
+        given["--all-parents"] = (True, False)
+    if request.config_path is not None or request.model is not None:
+        path = request.config_path or find_config(request.model or "")
+        if path.resolve() != Path(record.config_path):
+            given["--config" if request.config_path else "--model"] = (request.config_path or request.model,
+                                                                      record.config_path)
+    for option, (asked, started) in given.items():
+        if asked is not None and asked != started:
+            kept = f" (it bisects {started})" if started is not None else ""
+            raise ConfigError(f"{option} {asked}: --resume {record.bisect_id} keeps the terms it started with{kept};"
+                              " drop the option or start a new bisect")
 
 
 def _cell_and_axis(config: MatrixConfig, cell_id: str, axis: str | None) -> tuple[Cell, str | None]:

@@ -55,7 +55,7 @@ def bisect(model: str | None, config_path: Path | None, cell_id: str | None, goo
         all_parents=all_parents, limit=limit, resume=resume_id, bisect_id=bisect_id, results_dir=results_dir,
         cache_dir=cache_dir, lock_file=lock_file, lock=not no_lock, command_line=("evalkit", *sys.argv[1:]),
     )
-    progress = make_progress(quiet)
+    progress = make_progress(quiet, "evalkit bisect")
     try:
         outcome = run_bisect(request, progress)
     finally:

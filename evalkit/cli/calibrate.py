@@ -42,7 +42,7 @@ def calibrate(model: str | None, config_path: Path | None, cell_id: str, repeats
 
     request = MatrixRequest(model=model, config_path=config_path, limit=limit, results_dir=results_dir,
                             cache_dir=cache_dir, command_line=("evalkit", "calibrate", "--cell", cell_id))
-    progress = make_progress(quiet)
+    progress = make_progress(quiet, "evalkit calibrate")
     try:
         result = run_calibration(request, cell_id, repeats, alpha=alpha, name=name, progress=progress)
     finally:

@@ -64,6 +64,8 @@ class LiveProgress:
     """A rich live table, one line per cell, with elapsed and estimated time left."""
 
     console: Console
+    title: str = "evalkit matrix"
+    """The command the view belongs to (the table's title)."""
     cells: dict[str, _CellView] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -104,7 +106,7 @@ class LiveProgress:
 
     def _render(self) -> Table:
         elapsed = time.monotonic() - self.started
-        table = Table(title=f"evalkit matrix: {elapsed:.0f} s elapsed, about {self._eta()} left", expand=False)
+        table = Table(title=f"{self.title}: {elapsed:.0f} s elapsed, about {self._eta()} left", expand=False)
         for header in ("cell", "state", "detail", "devices", "engine ready", "cell time"):
             table.add_column(header)
         for cell_id, v in self.cells.items():
@@ -120,9 +122,9 @@ class LiveProgress:
             self._live = None
 
 
-def make_progress(quiet: bool) -> PlainProgress | LiveProgress:
+def make_progress(quiet: bool, title: str = "evalkit matrix") -> PlainProgress | LiveProgress:
     """Progress on stderr (stdout stays for reports and --json): a live view only at an interactive
     terminal; plain lines under CI, NO_COLOR or a pipe."""
     console = Console(stderr=True)
     plain = quiet or not console.is_terminal or os.environ.get("CI") or os.environ.get("NO_COLOR") or not sys.stderr.isatty()
-    return PlainProgress(quiet) if plain else LiveProgress(console)
+    return PlainProgress(quiet) if plain else LiveProgress(console, title)
