@@ -54,12 +54,19 @@ def _commit(repo: Path, i: int, simfix: str, subject: str) -> None:
     git(repo, "commit", "-qm", subject, "--date", f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00")
 
 
-def config_text(repo: Path, ref: str = "main") -> str:
+DEFAULT_EVALS = "gsm8k: {num_fewshot: 0, num_concurrent: 32}\n  repetition: {count: 16, max_tokens: 1024, concurrency: 16}"
+DEFAULT_THRESHOLDS = ("- {metric: gsm8k.flexible, max_drop_vs_baseline: 0.02, alpha: 0.01}\n"
+                      "  - {metric: repetition.collapse_rate, max_rise_vs_baseline: 0.05, alpha: 0.01}")
+
+
+def config_text(repo: Path, ref: str = "main", *, name: str = "bisect-test", evals: str = DEFAULT_EVALS,
+                thresholds: str = DEFAULT_THRESHOLDS, stop_grace: int = 5) -> str:
     """One cell (`head`, the buggy DP-attention + PIECEWISE layout) whose engine source is `repo`
-    at `ref`: `evalkit matrix` on it is a good-end run for `--good-run`."""
+    at `ref`: `evalkit matrix` on it is a good-end run for `--good-run`. `evals` and `thresholds`
+    are the YAML bodies of those sections (indented by two spaces after their first line)."""
     return f"""
-model: sim/bisect-test
-served_name: bisect-test
+model: sim/{name}
+served_name: {name}
 engine:
   profile: sim
   args: ["--sim-fix-module", "simfix", "--sim-startup-seconds", "0", "--sim-seed", "0"]
@@ -68,10 +75,8 @@ axes:
   src:
     head: {{source: {{repo: "{repo}", ref: "{ref}"}}}}
 evals:
-  gsm8k: {{num_fewshot: 0, num_concurrent: 32}}
-  repetition: {{count: 16, max_tokens: 1024, concurrency: 16}}
+  {evals}
 thresholds:
-  - {{metric: gsm8k.flexible, max_drop_vs_baseline: 0.02, alpha: 0.01}}
-  - {{metric: repetition.collapse_rate, max_rise_vs_baseline: 0.05, alpha: 0.01}}
-timeouts: {{startup: 60, stop_grace: 5}}
+  {thresholds}
+timeouts: {{startup: 60, stop_grace: {stop_grace}}}
 """

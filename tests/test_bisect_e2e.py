@@ -56,9 +56,9 @@ class World:
                 "--limit", LIMIT, "--quiet", "--results-dir", str(self.results), "--cache-dir", str(cache or self.cache),
                 *(["--good-run", "good"] if good_run else []), *args]
 
-    def bisect(self, *args: str, good_run: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.argv(*args, good_run=good_run), cwd=self.root, capture_output=True, text=True,
-                              timeout=300)
+    def bisect(self, *args: str, good_run: bool = True, config: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.argv(*args, good_run=good_run, config=config), cwd=self.root, capture_output=True,
+                              text=True, timeout=300)
 
     def record(self, bisect_id: str) -> dict[str, Any]:
         return json.loads((self.results / f"bisect-{bisect_id}" / "bisect.json").read_text())
@@ -110,7 +110,8 @@ def test_five_seeds_name_exactly_the_commit_that_turned_the_bug_on(world: World)
 def test_the_report_names_the_commit_with_its_subject_and_evidence(world: World) -> None:
     record = world.record("seed0")
     first = next(c for c in record["commits"] if c["sha"] == record["first_bad"])
-    done = world.bisect("--resume", "seed0", "--format", "markdown")
+    # the command it started with, plus --resume: the same terms are accepted
+    done = world.bisect("--resume", "seed0", "--format", "markdown", config=world.root / "seed0.yaml")
     assert done.returncode == 0, done.stderr
     assert f"`{first['sha']}`" in done.stdout and "drop the ca\\_comm copy-in" in done.stdout
     assert first["author_date"] in done.stdout
@@ -224,6 +225,6 @@ def test_sigkill_and_ctrl_c_keep_finished_steps_and_resume_runs_only_the_rest(wo
     other = world.bisect("--resume", "interrupt", "--bad", "main", good_run=False)  # not the range it bisects
     assert other.returncode == 2
     assert other.stderr.strip().splitlines()[-1].endswith(
-        "--bad main: --resume interrupt keeps the terms it started with (it bisects interrupt);"
+        "--bad main: --resume interrupt keeps the terms it started with (it has --bad interrupt);"
         " drop the option or start a new bisect")
     assert (world.results / "bisect-interrupt" / "bisect.json").read_bytes() == before

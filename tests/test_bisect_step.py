@@ -31,7 +31,7 @@ from evalkit.matrix import expand
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.options import Silent
 from evalkit.store import RunStore, read_jsonl
-from tests.bisect_repo import add_branch, make_repo
+from tests.bisect_repo import add_branch, config_text, make_repo
 
 FIRST_BAD, BROKEN = 4, 3
 GENERATIONS = 64
@@ -64,26 +64,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     repo, _ = make_repo(root)
     shas = add_branch(repo, "line", 8, first_bad=FIRST_BAD, broken=frozenset({BROKEN}))
     path = root / "bisect.yaml"
-    text = f"""
-model: sim/bisect-step
-served_name: bisect-step
-engine:
-  profile: sim
-  args: ["--sim-fix-module", "simfix", "--sim-startup-seconds", "0", "--sim-seed", "0"]
-  settings: {{tensor_parallel: 8, dp_attention: true, graph_mode: PIECEWISE}}
-axes:
-  src:
-    head: {{source: {{repo: "{repo}", ref: "main"}}}}
-evals:
-  gsm8k: {{num_fewshot: 3, num_concurrent: 32}}
-  repetition: {{count: {GENERATIONS}, max_tokens: 1024, concurrency: 16}}
-thresholds:
-  - {{metric: gsm8k.flexible, min: 0.90}}
-  - {{metric: gsm8k.flexible, max_drop_ab: 0.02, alpha: 0.01}}
-  - {{metric: gsm8k.flexible, max_drop_vs_baseline: 0.02, alpha: 0.01}}
-  - {{metric: repetition.collapse_rate, max_rise_vs_baseline: 0.05, alpha: 0.01}}
-timeouts: {{startup: 60, stop_grace: 2}}
-"""
+    text = config_text(
+        repo, name="bisect-step", stop_grace=2,
+        evals=f"gsm8k: {{num_fewshot: 3, num_concurrent: 32}}\n"
+              f"  repetition: {{count: {GENERATIONS}, max_tokens: 1024, concurrency: 16}}",
+        thresholds="- {metric: gsm8k.flexible, min: 0.90}\n"
+                   "  - {metric: gsm8k.flexible, max_drop_ab: 0.02, alpha: 0.01}\n"
+                   "  - {metric: gsm8k.flexible, max_drop_vs_baseline: 0.02, alpha: 0.01}\n"
+                   "  - {metric: repetition.collapse_rate, max_rise_vs_baseline: 0.05, alpha: 0.01}")
     path.write_text(text)
     config = load_config(path)
     store = RunStore(root / "results", "bisect-t")

@@ -163,7 +163,8 @@ def _start(request: BisectRequest, progress: Progress) -> _Bisect:
     record = BisectRecord(
         bisect_id=bisect_id, status="running", config_path=str(config_path.resolve()), config=redacted_snapshot(config),
         cell=cell.id, axis=axis, repo=cell.source.repo, good_ref=request.good or "", bad_ref=request.bad or "",
-        first_parent=commits.first_parent, limit=request.limit, seed=request.seed, alpha=_alpha(config),
+        first_parent=commits.first_parent, limit=request.limit, good_run=request.good_run, seed=request.seed,
+        alpha=_alpha(config),
         commits=[CommitInfo.of(c) for c in commits.commits], command=list(request.command_line), started_at=now(),
     )
     if good_dir is not None:
@@ -192,7 +193,7 @@ def _refuse_other_terms(request: BisectRequest, record: BisectRecord) -> None:
     never silently ignored (the user would believe they bisect another cell or range)."""
     given = {"--cell": (request.cell, record.cell), "--good": (request.good, record.good_ref),
              "--bad": (request.bad, record.bad_ref), "--axis": (request.axis, record.axis),
-             "--limit": (request.limit, record.limit), "--good-run": (request.good_run, None)}
+             "--limit": (request.limit, record.limit), "--good-run": (request.good_run, record.good_run)}
     if request.all_parents and record.first_parent:
         given["--all-parents"] = (True, False)
     if request.config_path is not None or request.model is not None:
@@ -202,7 +203,7 @@ def _refuse_other_terms(request: BisectRequest, record: BisectRecord) -> None:
                                                                       record.config_path)
     for option, (asked, started) in given.items():
         if asked is not None and asked != started:
-            kept = f" (it bisects {started})" if started is not None else ""
+            kept = f" (it has {option} {started})" if started is not None else ""
             raise ConfigError(f"{option} {asked}: --resume {record.bisect_id} keeps the terms it started with{kept};"
                               " drop the option or start a new bisect")
 

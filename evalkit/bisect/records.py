@@ -90,6 +90,8 @@ class BisectRecord(_File):
     bad_ref: str
     first_parent: bool = True
     limit: int | None = None
+    good_run: str | None = None
+    """`--good-run`: the run whose cell folder is the good end (None: the good end ran here)."""
     seed: int = 0
     """Seeds the order in which steps ask questions (the same for every step)."""
     alpha: float
