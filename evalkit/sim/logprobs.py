@@ -76,7 +76,7 @@ class Scored:
     rank: int
     """The token's rank in the distribution, 1 for the argmax (vLLM's ``rank``)."""
     top: tuple[tuple[str, float], ...]
-    """Every candidate with its logprob, most likely first; the tail is not listed."""
+    """The most likely candidates with their logprobs, as many as asked for, most likely first."""
 
 
 class Scorer:
@@ -93,8 +93,10 @@ class Scorer:
         self.sigma = behaviour.logprob_bug_noise if cell.buggy else behaviour.logprob_noise
         self.flip_rate = BUG_FLIP_RATE if cell.buggy else 0.0
 
-    def score(self, tokens: Sequence[str], start: int, greedy_from: int) -> list[Scored]:
-        """Positions ``start`` to the end of ``tokens``; those from ``greedy_from`` on were generated."""
+    def score(self, tokens: Sequence[str], start: int, greedy_from: int, keep: int = CANDIDATES) -> list[Scored]:
+        """Positions ``start`` to the end of ``tokens`` with their ``keep`` most likely candidates;
+        those from ``greedy_from`` on were generated. A candidate's name and value do not depend
+        on ``keep``, which only saves naming candidates nobody sees."""
         positions = range(start, len(tokens))
         if not positions:
             return []
@@ -123,9 +125,10 @@ class Scorer:
         picks = (draws[:, _POOL:] * pool_sizes).astype(np.int64).tolist()
         scored = []
         for row, i in enumerate(positions):
-            names = _candidates(tokens[i], tokens[max(0, i - RECENT) : i], picks[row])
+            slots = order[row, :keep].tolist()
+            names = _candidates(tokens[i], tokens[max(0, i - RECENT) : i], picks[row], max(slots, default=0) + 1)
             values = logprobs[row].tolist()
-            top = tuple((names[slot], values[slot]) for slot in order[row].tolist())
+            top = tuple((names[slot], values[slot]) for slot in slots)
             scored.append(Scored(tokens[i], values[0], int(ranks[row]), top))
         return scored
 
@@ -190,13 +193,15 @@ def _rank(draw: np.ndarray, sub: np.ndarray, easy: np.ndarray) -> np.ndarray:
     return np.where(easy, easy_rank, open_rank)
 
 
-def _candidates(token: str, recent: Sequence[str], picks: list[int]) -> list[str]:
-    """The text token and ``CANDIDATES - 1`` alternatives, with distinct token ids (a response
+def _candidates(token: str, recent: Sequence[str], picks: list[int], count: int) -> list[str]:
+    """The text token and ``count - 1`` alternatives, with distinct token ids (a response
     keys its entries by token, or by id with ``return_tokens_as_token_ids``). ``picks`` index
     ``COMMON`` then ``recent``; if they run out (a context of a few repeated tokens),
     ``COMMON`` fills in, in order."""
     seen = {_token_id(token)}
     chosen = [token]
+    if count == 1:
+        return chosen
     common = len(COMMON)
     drawn = (COMMON[pick] if pick < common else recent[pick - common] for pick in picks)
     for candidate in itertools.chain(drawn, COMMON):
@@ -204,7 +209,7 @@ def _candidates(token: str, recent: Sequence[str], picks: list[int]) -> list[str
         if ident not in seen:
             seen.add(ident)
             chosen.append(candidate)
-            if len(chosen) == CANDIDATES:
+            if len(chosen) == count:
                 break
     return chosen
 

@@ -165,7 +165,8 @@ class Simulator:
         context = tokenize(request.prompts[index].context)
         # teacher-forced prompt positions from the second token (the first has no context)
         start = min(1, len(context)) if options.scores_prompt else len(context)
-        scored = self.scorer.score(context + generation.tokens, start, greedy_from=len(context))
+        keep = max(options.logprobs or 0, options.prompt_logprobs or 0)
+        scored = self.scorer.score(context + generation.tokens, start, greedy_from=len(context), keep=keep)
         split = len(context) - start
         return Scores(prompt=scored[:split], generated=scored[split:])
 
