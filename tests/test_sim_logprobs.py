@@ -140,6 +140,15 @@ def test_another_seed_gives_other_values(echoed: dict[str, httpx.Response]) -> N
     assert sum(a != b for a, b in pairs) / len(pairs) > 0.95
 
 
+def test_logprob_noise_flags_set_the_perturbation(echoed: dict[str, httpx.Response]) -> None:
+    quiet = {}
+    for cell in (BASELINE, "dp8-full-fixon", BUGGY):
+        with serve([*demo_args()[cell], "--sim-logprob-noise", "0", "--sim-logprob-bug-noise", "0.8"]) as client:
+            quiet[cell] = post(client, ECHO)
+    assert divergence(quiet[BASELINE], quiet["dp8-full-fixon"]) == (0.0, 1.0)  # no noise: one model
+    assert divergence(quiet[BASELINE], quiet[BUGGY])[0] > divergence(echoed[BASELINE], echoed[BUGGY])[0]
+
+
 @pytest.fixture(scope="module")
 def buggy() -> Iterator[httpx.Client]:
     with serve(demo_args()[BUGGY]) as client:
