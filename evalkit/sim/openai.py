@@ -198,13 +198,12 @@ def _options(body: Json, chat: bool, max_tokens: int) -> Options:
     stream = bool(body.get("stream", False))
     if echo and stream:
         raise BadRequest("the simulator does not support 'echo' with 'stream'", param="echo")
-    logprobs = _logprobs(body, chat)
     return Options(
         max_tokens=max_tokens,
         stop=stops,
         stream=stream,
         include_usage=bool(stream_options.get("include_usage", False)),
-        logprobs=logprobs,
+        logprobs=_logprobs(body, chat),
         token_ids=bool(body.get("return_tokens_as_token_ids", False)),
         echo=echo,
         echo_only=echo and body.get("max_tokens") == 0,
