@@ -117,6 +117,7 @@ def test_help_documents_sim_flags_and_faults() -> None:
     for text in ("--sim-fix", "--sim-fix-module", "--sim-seed", "--sim-startup-seconds",
                  "--sim-warmup-seconds", "--sim-tokens-per-second", "--sim-ttft-ms", "--sim-accuracy",
                  "--sim-bug-accuracy", "--sim-collapse-rate", "--sim-natural-loop-rate", "--sim-noise", "--sim-run-noise",
+                 "--sim-logprob-noise", "--sim-logprob-bug-noise",
                  "--sim-fault-after", "--sim-fault-rate", "crash-startup", "never-ready", "crash-after",
                  "hang-after", "http-500", "malformed-json", "truncated-stream", "ignore-sigterm",
                  "spawn-orphan", "fatal-log", "--server-port", "--cudagraph-mode"):

@@ -21,6 +21,7 @@ Modules, one concern each:
 - ``model``: what the simulated model answers in a cell (GSM8K correctness, collapse).
 - ``gsm8k``: the shipped test set: find a question in a prompt, right and wrong solutions.
 - ``prose``: healthy long text for other prompts.
+- ``logprobs``: next-token distributions behind every logprob, perturbed per cell's numerics.
 - ``tokens``: the deterministic tokeniser and token ids.
 - ``hashing``: keyed pseudo-randomness (no global RNG state anywhere).
 - ``faults``: runtime side of fault injection.

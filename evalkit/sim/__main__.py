@@ -124,6 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "between two paths, balanced in expectation)")
     sim.add_argument("--sim-run-noise", type=_share, default=0.003,
                      help="the same per repeated ask of a question on one server (GSM8K repeats): run-to-run noise")
+    sim.add_argument("--sim-logprob-noise", type=_non_negative, default=0.015, metavar="SIGMA",
+                     help="per numerics path: sigma in nats of the Gaussian noise on the logits behind every "
+                          "logprob, like kernels that reduce in another order (default 0.015)")
+    sim.add_argument("--sim-logprob-bug-noise", type=_non_negative, default=0.4, metavar="SIGMA",
+                     help="the same in the buggy cell, which also moves the argmax at 3%% of positions (default 0.4)")
     sim.add_argument("--sim-fault", action="append", choices=FAULT_KINDS, default=[], metavar="KIND",
                      help="inject a fault (repeatable; kinds below)")
     sim.add_argument("--sim-fault-after", type=int, default=0, metavar="N",
@@ -180,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             natural_loop_rate=args.sim_natural_loop_rate,
             noise=args.sim_noise,
             run_noise=args.sim_run_noise,
+            logprob_noise=args.sim_logprob_noise,
+            logprob_bug_noise=args.sim_logprob_bug_noise,
         ),
         timing=Timing(
             startup_seconds=args.sim_startup_seconds,

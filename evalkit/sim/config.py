@@ -79,6 +79,10 @@ class Behaviour:
     natural_loop_rate: float = 0.01
     noise: float = 0.008
     run_noise: float = 0.003
+    logprob_noise: float = 0.015
+    """Sigma of a healthy cell's noise on the logits, in nats (``evalkit.sim.logprobs``)."""
+    logprob_bug_noise: float = 0.4
+    """The same in the buggy cell."""
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,21 @@ shapes lm-eval's ``local-completions`` / ``local-chat-completions`` and evalkit'
 client read: ``choices[i].text`` / ``message.content`` / ``delta``, ``index``,
 ``finish_reason``, ``logprobs``, ``usage``.
 
-Logprob values are a stable function of the token (not a probability model); tokens can be
-returned as ``token_id:N`` (``return_tokens_as_token_ids``, as in vLLM) so a client gets
-exact ids. ``text_offset`` counts characters from the start of the returned text (with
-``echo``, from the start of the prompt) and keeps counting across streamed chunks. With
-``logprobs`` >= 1, ``top_logprobs`` lists the chosen token itself for each position (the
-greedy choice; lm-eval's loglikelihood path reads it), with ``logprobs: 0`` it is null.
+Logprobs come from the simulated model's distributions (``evalkit.sim.logprobs``) and are
+shaped as vLLM shapes them: ``top_logprobs`` holds, per position, the position's own token
+first and then the ``logprobs`` most likely ones (so k or k + 1 entries; a generated token is
+the argmax, so k), with ``logprobs: 0`` it is null (lm-eval's loglikelihood path reads
+``token_logprobs`` and the max of ``top_logprobs``). ``logprobs`` above ``MAX_LOGPROBS`` (vLLM's
+default ``--max-logprobs``) or -1 (the whole vocabulary) get vLLM's 400. ``echo`` with
+``logprobs`` scores the prompt teacher-forced, its first token null, as vLLM does; vLLM's
+``prompt_logprobs`` (implied by ``echo`` + ``logprobs``) adds the choice's
+``prompt_logprobs``: per prompt token (the first null) a map from token id to ``{"logprob",
+"rank", "decoded_token"}``, the prompt token first with its rank, then the top ones ranked 1,
+2, .... ``echo`` with ``max_tokens: 0`` returns the prompt alone, as vLLM does: the engine
+still generates one token, which ``usage`` counts. Tokens can be returned as ``token_id:N``
+(``return_tokens_as_token_ids``) so a client gets exact ids. ``text_offset`` counts
+characters from the start of the returned text (with ``echo``, from the start of the prompt)
+and keeps counting across streamed chunks.
 """
 
 from __future__ import annotations
@@ -19,11 +28,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit.sim.logprobs import Scored
 from evalkit.sim.model import FinishReason, Generation, Prompt
-from evalkit.sim.tokens import count_tokens, token_id, tokenize
+from evalkit.sim.tokens import VOCAB_SIZE, count_tokens, token_id, tokenize
 
 DEFAULT_MAX_TOKENS = 8192
 """ATOM's default when a request gives no max_tokens (capped by the context left)."""
+MAX_LOGPROBS = 20
+"""vLLM's default ``--max-logprobs``: the most top logprobs a request may ask for."""
 
 Json = dict[str, Any]
 
@@ -52,9 +64,18 @@ class Options:
     stream: bool
     include_usage: bool
     logprobs: int | None
-    """None: no logprobs; N >= 0: the chosen token's logprob, plus itself as top-N when N > 0."""
+    """None: no logprobs; N >= 0: each token's logprob, plus its top-N when N > 0."""
     token_ids: bool
     echo: bool
+    echo_only: bool
+    """``echo`` with ``max_tokens: 0``: the prompt alone is returned (one token is generated)."""
+    prompt_logprobs: int | None
+    """vLLM's ``prompt_logprobs``: the top-N per prompt token in the choice, or None."""
+
+    @property
+    def scores_prompt(self) -> bool:
+        """Whether a response needs the prompt's tokens scored."""
+        return self.prompt_logprobs is not None or (self.echo and self.logprobs is not None)
 
 
 @dataclass(frozen=True)
@@ -88,6 +109,8 @@ def parse(body: Any, *, chat: bool, model_names: tuple[str, ...], max_model_len:
             param="prompt",
         )
     max_tokens = _max_tokens(body, chat, default=min(DEFAULT_MAX_TOKENS, max_model_len - longest))
+    if max_tokens == 0 and _echo(body, chat):
+        max_tokens = 1  # vLLM generates one token and returns the prompt alone
     if longest + max_tokens > max_model_len:
         raise BadRequest(
             f"This model's maximum context length is {max_model_len} tokens. However, you "
@@ -171,7 +194,7 @@ def _options(body: Json, chat: bool, max_tokens: int) -> Options:
     stream_options = body.get("stream_options") or {}
     if not isinstance(stream_options, dict):
         raise BadRequest("'stream_options' must be an object", param="stream_options")
-    echo = bool(body.get("echo", False)) and not chat
+    echo = _echo(body, chat)
     stream = bool(body.get("stream", False))
     if echo and stream:
         raise BadRequest("the simulator does not support 'echo' with 'stream'", param="echo")
@@ -183,7 +206,44 @@ def _options(body: Json, chat: bool, max_tokens: int) -> Options:
         logprobs=_logprobs(body, chat),
         token_ids=bool(body.get("return_tokens_as_token_ids", False)),
         echo=echo,
+        echo_only=echo and body.get("max_tokens") == 0,
+        prompt_logprobs=None if chat else _prompt_logprobs(body, stream),
     )
+
+
+def _echo(body: Json, chat: bool) -> bool:
+    return bool(body.get("echo", False)) and not chat
+
+
+def _vllm_error(message: str, param: str, value: object = None) -> BadRequest:
+    """vLLM's ``VLLMValidationError`` as its 400 shows it: the message, then the parameter and value."""
+    extras = f"parameter={param}" + ("" if value is None else f", value={value}")
+    return BadRequest(f"{message} ({extras})", param=param)
+
+
+def _capped(value: int, what: str, param: str) -> int:
+    """``value`` top logprobs (-1: the whole vocabulary), refused above ``MAX_LOGPROBS`` as vLLM does."""
+    wanted = VOCAB_SIZE if value == -1 else value
+    if wanted > MAX_LOGPROBS:
+        raise _vllm_error(
+            f"Requested {what} logprobs of {wanted}, which is greater than max allowed: {MAX_LOGPROBS}",
+            param,
+            wanted,
+        )
+    return wanted
+
+
+def _prompt_logprobs(body: Json, stream: bool) -> int | None:
+    value = body.get("prompt_logprobs")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _vllm_error("`prompt_logprobs` must be an integer.", "prompt_logprobs", value)
+    if stream and (value > 0 or value == -1):
+        raise _vllm_error("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs")
+    if value < -1:
+        raise _vllm_error("`prompt_logprobs` must be a positive value or -1.", "prompt_logprobs", value)
+    return _capped(value, "prompt", "prompt_logprobs")
 
 
 def _logprobs(body: Json, chat: bool) -> int | None:
@@ -192,55 +252,85 @@ def _logprobs(body: Json, chat: bool) -> int | None:
         if not value:
             return None
         top = body.get("top_logprobs") or 0
-        if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+        if isinstance(top, bool) or not isinstance(top, int) or top < -1:
             raise BadRequest("'top_logprobs' must be a non-negative integer", param="top_logprobs")
-        return top
+        return _capped(top, "sample", "logprobs")
     if value is None or value is False:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or value < -1:
         raise BadRequest("'logprobs' must be a non-negative integer", param="logprobs")
-    return value
+    return _capped(value, "sample", "logprobs")
 
 
-def logprob(token: str) -> float:
-    """A stable stand-in for the chosen token's log-probability, in (-2.5, 0]."""
-    return -(token_id(token) % 1000) / 400
+@dataclass(frozen=True)
+class Scores:
+    """One choice's scored tokens (``evalkit.sim.logprobs``), as far as the request needs them."""
+
+    prompt: list[Scored]
+    """The prompt's tokens after the first (which has no context), or none if not asked for."""
+    generated: list[Scored]
 
 
 def _shown(token: str, token_ids: bool) -> str:
     return f"token_id:{token_id(token)}" if token_ids else token
 
 
-def completion_logprobs(tokens: list[str], options: Options, offset: int, first_is_prompt: bool = False) -> Json:
+def _top(scored: Scored, count: int, token_ids: bool) -> dict[str, float]:
+    """The token's own entry first, then the ``count`` most likely (vLLM's order; a duplicate
+    keeps the first place)."""
+    top = {_shown(scored.token, token_ids): scored.logprob}
+    for token, value in scored.top[:count]:
+        top[_shown(token, token_ids)] = value
+    return top
+
+
+def completion_logprobs(tokens: list[str], scored: list[Scored | None], options: Options, offset: int) -> Json:
     """Legacy completions ``logprobs`` for ``tokens``, whose text starts at ``offset``.
 
-    ``first_is_prompt``: the first token opens an echoed prompt and, having no context, has
-    no logprob (None), as in OpenAI's API.
+    A None in ``scored`` is an echoed prompt's first token: no context, so no logprob (null),
+    as in OpenAI's API and vLLM.
     """
     shown = [_shown(t, options.token_ids) for t in tokens]
-    values: list[float | None] = [logprob(t) for t in tokens]
-    if first_is_prompt and values:
-        values[0] = None
+    values = [None if s is None else s.logprob for s in scored]
     offsets = []
     for token in tokens:
         offsets.append(offset)
         offset += len(token)
-    top = (
-        [None if v is None else {s: v} for s, v in zip(shown, values, strict=True)]
-        if options.logprobs
-        else None
-    )
+    count = options.logprobs
+    top = [None if s is None else _top(s, count, options.token_ids) for s in scored] if count else None
     return {"tokens": shown, "token_logprobs": values, "top_logprobs": top, "text_offset": offsets}
 
 
-def chat_logprobs(tokens: list[str], options: Options) -> Json:
-    """Chat ``logprobs``: one entry per token, with itself as the only top alternative."""
+def chat_logprobs(scored: list[Scored], options: Options) -> Json:
+    """Chat ``logprobs``: one entry per token, with the ``top_logprobs`` first of its top."""
     content = []
-    for token in tokens:
-        shown, value = _shown(token, options.token_ids), logprob(token)
-        top = [{"token": shown, "logprob": value, "bytes": None}] if options.logprobs else []
-        content.append({"token": shown, "logprob": value, "bytes": None, "top_logprobs": top})
+    for position in scored:
+        shown = _shown(position.token, options.token_ids)
+        top = list(_top(position, options.logprobs or 0, options.token_ids).items())[: options.logprobs]
+        content.append({
+            "token": shown,
+            "logprob": position.logprob,
+            "bytes": None,
+            "top_logprobs": [{"token": t, "logprob": v, "bytes": None} for t, v in top],
+        })
     return {"content": content}
+
+
+def prompt_logprobs(scored: list[Scored], count: int) -> list[Json | None]:
+    """vLLM's ``prompt_logprobs``: null for the first prompt token (no context), then per token
+    its own entry and the ``count`` most likely, ranked 1, 2, ..., keyed by token id (vLLM's
+    JSON keys)."""
+    out: list[Json | None] = [None]
+    for position in scored:
+        entries = {str(token_id(position.token)): _entry(position.logprob, position.rank, position.token)}
+        for rank, (token, value) in enumerate(position.top[:count], 1):
+            entries[str(token_id(token))] = _entry(value, rank, token)
+        out.append(entries)
+    return out
+
+
+def _entry(value: float, rank: int, token: str) -> Json:
+    return {"logprob": value, "rank": rank, "decoded_token": token}
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> Json:
@@ -252,45 +342,53 @@ def usage(prompt_tokens: int, completion_tokens: int) -> Json:
     }
 
 
-def choice(request: CompletionRequest, index: int, generation: Generation) -> Json:
-    """One non-streamed choice."""
+def choice(request: CompletionRequest, index: int, generation: Generation, scores: Scores | None) -> Json:
+    """One non-streamed choice; ``scores`` are there when the request asked for any logprobs."""
     options, tokens = request.options, generation.tokens
     text = "".join(tokens)
     if request.chat:
         return {
             "index": index,
             "message": {"role": "assistant", "content": text},
-            "logprobs": None if options.logprobs is None else chat_logprobs(tokens, options),
+            "logprobs": None if scores is None else chat_logprobs(scores.generated, options),
             "finish_reason": generation.finish_reason,
         }
-    logprobs = None
+    if options.echo_only:
+        tokens, text = [], ""
+    body: Json = {"index": index, "text": text, "logprobs": None, "finish_reason": generation.finish_reason}
+    scored: list[Scored | None] = [] if scores is None else list(scores.generated[: len(tokens)])
     if options.echo:
         prompt = request.prompts[index].text
         prompt_tokens = tokenize(prompt)
-        text = prompt + text
-        if options.logprobs is not None:
-            logprobs = completion_logprobs(prompt_tokens + tokens, options, 0, first_is_prompt=True)
-    elif options.logprobs is not None:
-        logprobs = completion_logprobs(tokens, options, 0)
-    return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": generation.finish_reason}
+        body["text"] = prompt + text
+        tokens = prompt_tokens + tokens
+        if scores is not None and prompt_tokens:
+            scored = [None, *scores.prompt, *scored]
+    if options.logprobs is not None:
+        body["logprobs"] = completion_logprobs(tokens, scored, options, 0)
+    if scores is not None and options.scores_prompt:
+        count = options.logprobs if options.prompt_logprobs is None else options.prompt_logprobs
+        body["prompt_logprobs"] = prompt_logprobs(scores.prompt, count or 0)
+    return body
 
 
 def chunk_choice(
     request: CompletionRequest,
     index: int,
     tokens: list[str],
+    scored: list[Scored] | None,
     offset: int,
     finish_reason: FinishReason | None,
     *,
     first: bool = False,
 ) -> Json:
-    """One streamed choice carrying ``tokens`` (none, to close a choice).
+    """One streamed choice carrying ``tokens`` (none, to close a choice), scored when the
+    request asked for logprobs.
 
     ``first`` opens a chat choice with the assistant role, as OpenAI's first delta does.
     """
     options = request.options
     text = "".join(tokens)
-    with_logprobs = options.logprobs is not None and bool(tokens)
     if request.chat:
         delta: Json = {}
         if first:
@@ -300,12 +398,12 @@ def chunk_choice(
         return {
             "index": index,
             "delta": delta,
-            "logprobs": chat_logprobs(tokens, options) if with_logprobs else None,
+            "logprobs": chat_logprobs(scored, options) if scored and tokens else None,
             "finish_reason": finish_reason,
         }
     return {
         "index": index,
         "text": text,
-        "logprobs": completion_logprobs(tokens, options, offset) if with_logprobs else None,
+        "logprobs": completion_logprobs(tokens, list(scored), options, offset) if scored and tokens else None,
         "finish_reason": finish_reason,
     }

@@ -26,8 +26,10 @@ from starlette.routing import Route
 from evalkit.sim import openai
 from evalkit.sim.config import ServerConfig
 from evalkit.sim.faults import FaultState
+from evalkit.sim.logprobs import Scorer
 from evalkit.sim.model import Generation, SimulatedModel
-from evalkit.sim.openai import BadRequest, CompletionRequest, Json, error_body
+from evalkit.sim.openai import BadRequest, CompletionRequest, Json, Scores, error_body
+from evalkit.sim.tokens import tokenize
 
 COALESCE = 16
 """Tokens per SSE event when decoding is unthrottled (fewer events, faster streams)."""
@@ -66,6 +68,7 @@ class Simulator:
         self.model = model
         self.faults = faults
         self.stats = Stats()
+        self.scorer = Scorer(config.behaviour, config.cell)
         self._model_names = (config.served_model_name, config.model)
         self._ready_at = float("inf")
         self.app = Starlette(
@@ -146,12 +149,26 @@ class Simulator:
         generations = [
             self.model.generate(prompt, options.max_tokens, options.stop) for prompt in parsed.prompts
         ]
+        scores = [self._scores(parsed, i, g) for i, g in enumerate(generations)]
         if options.stream:
             truncate = self.faults.hits("truncated-stream", number)
             return StreamingResponse(
-                self._stream(parsed, generations, truncate), media_type="text/event-stream"
+                self._stream(parsed, generations, scores, truncate), media_type="text/event-stream"
             )
-        return await self._respond(parsed, generations, number)
+        return await self._respond(parsed, generations, scores, number)
+
+    def _scores(self, request: CompletionRequest, index: int, generation: Generation) -> Scores | None:
+        """The choice's tokens scored by this cell's model, as far as the request needs them."""
+        options = request.options
+        if options.logprobs is None and options.prompt_logprobs is None:
+            return None
+        context = tokenize(request.prompts[index].context)
+        # teacher-forced prompt positions from the second token (the first has no context)
+        start = min(1, len(context)) if options.scores_prompt else len(context)
+        keep = max(options.logprobs or 0, options.prompt_logprobs or 0)
+        scored = self.scorer.score(context + generation.tokens, start, greedy_from=len(context), keep=keep)
+        split = len(context) - start
+        return Scores(prompt=scored[:split], generated=scored[split:])
 
     def _envelope(self, request: CompletionRequest, request_id: str, created: int) -> Json:
         return {
@@ -161,7 +178,9 @@ class Simulator:
             "model": self.config.served_model_name,
         }
 
-    async def _respond(self, request: CompletionRequest, generations: list[Generation], number: int) -> Response:
+    async def _respond(
+        self, request: CompletionRequest, generations: list[Generation], scores: list[Scores | None], number: int
+    ) -> Response:
         timing = self.config.timing
         produced = sum(len(g.tokens) for g in generations)
         delay = timing.ttft_ms / 1000
@@ -172,7 +191,7 @@ class Simulator:
         self.stats.completion_tokens_generated += produced
         prefix = "chatcmpl-" if request.chat else "cmpl-"
         body = self._envelope(request, prefix + uuid.uuid4().hex, int(time.time()))
-        body["choices"] = [openai.choice(request, i, g) for i, g in enumerate(generations)]
+        body["choices"] = [openai.choice(request, i, g, s) for i, (g, s) in enumerate(zip(generations, scores))]
         body["usage"] = openai.usage(sum(request.prompt_tokens), produced)
         text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
         if self.faults.hits("malformed-json", number):
@@ -180,7 +199,11 @@ class Simulator:
         return Response(text, media_type="application/json")
 
     async def _stream(
-        self, request: CompletionRequest, generations: list[Generation], truncate: bool
+        self,
+        request: CompletionRequest,
+        generations: list[Generation],
+        scores: list[Scores | None],
+        truncate: bool,
     ) -> AsyncIterator[bytes]:
         """SSE events for every choice in turn, paced per token, ending ``data: [DONE]``."""
         timing = self.config.timing
@@ -207,7 +230,7 @@ class Simulator:
             start = loop.time()
             for index, generation in enumerate(generations):
                 if request.chat:
-                    yield event(openai.chunk_choice(request, index, [], 0, None, first=True))
+                    yield event(openai.chunk_choice(request, index, [], None, 0, None, first=True))
                 tokens, offset = generation.tokens, 0
                 for begin in range(0, len(tokens), per_event):
                     await self.faults.stall_if_stalled()
@@ -221,9 +244,10 @@ class Simulator:
                         await asyncio.sleep(0)
                     sent += len(piece)
                     self.stats.completion_tokens_generated += len(piece)
-                    yield event(openai.chunk_choice(request, index, piece, offset, None))
+                    scored = None if scores[index] is None else scores[index].generated[begin : begin + per_event]
+                    yield event(openai.chunk_choice(request, index, piece, scored, offset, None))
                     offset += sum(map(len, piece))
-                yield event(openai.chunk_choice(request, index, [], offset, generation.finish_reason))
+                yield event(openai.chunk_choice(request, index, [], None, offset, generation.finish_reason))
             if include_usage:
                 yield _sse({**head, "choices": [], "usage": openai.usage(sum(request.prompt_tokens), sent)})
             yield b"data: [DONE]\n\n"
