@@ -144,7 +144,25 @@ class Threshold(StrictModel):
         set_checks = [c for c in CHECKS if getattr(self, c) is not None]
         if len(set_checks) != 1:
             raise ValueError(f"set exactly one of {', '.join(CHECKS)} (got {set_checks or 'none'})")
+        self._fits_pairwise(set_checks[0])
         return self
+
+    def _fits_pairwise(self, check: str) -> None:
+        """A metric measured between two cells (PAIRWISE) has no value of its own, no drop (a
+        divergence only rises from 0) and no p-value: only `max_rise_*` without `alpha` can ever
+        break, and a rule that could not would pass silently."""
+        from evalkit.evals import registry
+        from evalkit.evals.base import Comparison
+
+        spec = registry.metric(self.metric)
+        if spec is None or spec.comparison is not Comparison.PAIRWISE:
+            return
+        if not check.startswith("max_rise"):
+            raise ValueError(f"{check}: {self.metric} is measured between two cells: use max_rise_vs_baseline "
+                             "or max_rise_ab")
+        if self.alpha is not None:
+            raise ValueError(f"alpha: {self.metric} has no test (a value between two cells, with a noise floor "
+                             "from repeats instead)")
 
     @property
     def check(self) -> str:
