@@ -209,10 +209,12 @@ def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any],
     ref_id = cell[against]["reference"]
     ref_word = reference_word or ("baseline" if against == "vs_baseline" else "fix-on twin")
     if spec is not None and spec.comparison is Comparison.PAIRWISE:  # no value of its own: the one between the two
-        floor = f" (noise floor {delta['noise_floor']:.3g})" if delta.get("noise_floor") is not None else ""
-        return {"metric": metric, "check": check, "limit": limit, "value": None, "diff": delta["diff"], "p_value": p,
-                "reference": ref_id, "action": threshold.action,
-                "message": f"{cell['id']}: {label} vs {ref_word} {ref_id} {delta['diff']:.3g} > {limit:g}{floor}"}
+        floor = f", noise floor {delta['noise_floor']:.3g}" if delta.get("noise_floor") is not None else ""
+        between = delta.get("value", delta["diff"])
+        return {"metric": metric, "check": check, "limit": limit, "value": between, "diff": delta["diff"],
+                "p_value": p, "reference": ref_id, "action": threshold.action,
+                "message": f"{cell['id']}: {label} vs {ref_word} {ref_id} {between:.3g} "
+                           f"({'rise' if change == delta['diff'] else 'drop'} {change:.3g} > {limit:g}{floor})"}
     value = metrics.get(metric)
     change_words = (f"{delta['diff']:+.3f}" if spec is not None and spec.comparison is Comparison.CONTINUOUS
                     else f"{delta['diff'] * 100:+.1f} points")  # shares move in points; other numbers as they are

@@ -25,7 +25,7 @@ from evalkit.verdicts import summarize
 
 
 class Letters(Eval):
-    """Share of characters that differ between two cells' texts (a toy divergence)."""
+    """Share of characters that differ between two cells' texts (a toy divergence), and that agree."""
 
     name = "letters"
     settings = EvalSettings
@@ -34,6 +34,7 @@ class Letters(Eval):
         MetricSpec("letters.mismatch", "letter mismatch", Comparison.PAIRWISE, higher_is_better=False,
                    key="mismatch", delta_label="mismatch", details="worst",
                    noise_floor=lambda raw: raw.get("floor")),
+        MetricSpec("letters.same", "letters alike", Comparison.PAIRWISE, key="same", delta_label="alike"),
     )
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -51,6 +52,8 @@ class Letters(Eval):
                     differing += 1
                     worst.append({"id": a["id"], "at": at, "value": 1.0, "before": a["text"][:at], "here": x,
                                   "after": a["text"][at + 1:]})
+        if metric.name == "letters.same":  # an agreement: 1 against itself
+            return {"diff": -differing / total, "value": 1 - differing / total, "p_value": None}
         return {"diff": differing / total, "p_value": None, "worst": worst[:3]}
 
 
@@ -104,10 +107,18 @@ def test_max_rise_breaks_on_the_value_unless_the_noise_floor_covers_it(tmp_path:
     summary = summarize(make_run(tmp_path, "r", {k: TEXTS[k] for k in ("fixon", "fixoff")}), config(rule))
     assert summary["exit_code"] == EXIT_THRESHOLD
     assert [f["message"] for f in cell(summary, "fixoff")["flags"]] == [
-        "fixoff: letter mismatch vs baseline fixon 0.2 > 0.1"]
+        "fixoff: letter mismatch vs baseline fixon 0.2 (rise 0.2 > 0.1)"]
     quiet = summarize(make_run(tmp_path, "q", {k: TEXTS[k] for k in ("fixon", "fixoff")}, floor=0.25), config(rule))
     assert quiet["exit_code"] == EXIT_OK
     assert cell(quiet, "fixoff")["vs_baseline"]["letters.mismatch"]["noise_floor"] == 0.25
+
+
+def test_an_agreement_drops_from_one_and_max_drop_reads_that_drop(tmp_path: Path) -> None:
+    rule = [{"metric": "letters.same", "max_drop_ab": 0.1}]
+    summary = summarize(make_run(tmp_path, "r", {k: TEXTS[k] for k in ("fixon", "fixoff")}), config(rule))
+    assert cell(summary, "fixoff")["vs_ab"]["letters.same"]["value"] == pytest.approx(0.8)
+    assert [f["message"] for f in cell(summary, "fixoff")["flags"]] == [
+        "fixoff: letters alike vs fix-on twin fixon 0.8 (drop 0.2 > 0.1)"]
 
 
 def test_a_refused_comparison_is_flagged_never_passed(tmp_path: Path) -> None:
@@ -121,22 +132,25 @@ def test_a_refused_comparison_is_flagged_never_passed(tmp_path: Path) -> None:
 @pytest.mark.parametrize("rule, words", [
     ({"min": 0.1}, "min: letters.mismatch is measured between two cells: use max_rise_vs_baseline or max_rise_ab"),
     ({"max_drop_ab": 0.1}, "max_drop_ab: letters.mismatch is measured between two cells"),
+    ({"max_rise_ab": 0.1, "metric": "letters.same"}, "max_rise_ab: letters.same is measured between two cells: use "
+                                                     "max_drop_vs_baseline"),
     ({"max_rise_ab": 0.1, "alpha": 0.01}, "alpha: letters.mismatch has no test"),
 ])
 def test_a_rule_that_could_never_break_on_it_is_a_config_error(rule: dict[str, Any], words: str) -> None:
     with pytest.raises(ConfigError, match=rf"cfg.yaml: thresholds.0.*{words}"):
-        config([{"metric": "letters.mismatch", **rule}])
+        config([{"metric": "letters.mismatch"} | rule])
 
 
 def test_every_report_format_shows_it_as_a_value_between_cells(tmp_path: Path) -> None:
     run = make_run(tmp_path, "r", TEXTS)
     summary = summarize(run, config([]))
     markdown = render(summary, "markdown", run)
-    assert "| mismatch vs baseline | mismatch vs twin |" in markdown
+    assert "| mismatch vs baseline | mismatch vs twin | alike vs baseline | alike vs twin |" in markdown
     rows = {line.split(" | ")[0]: line for line in markdown.splitlines() if line.startswith("| ")}
-    assert rows["| fixoff"].endswith("| 0.2 | 0.2 |") and rows["| short"].endswith("| not compared | - |")
+    assert rows["| fixoff"].endswith("| 0.2 | 0.2 | 0.8 | 0.8 |")
+    assert rows["| short"].endswith("| not compared | - | not compared | - |")
     assert "#### Letter mismatch: worst places" in markdown and "abc⟦X⟧efghYj" in markdown
-    assert "mismatch: measured between the cell's and its reference's outputs" in markdown
+    assert "mismatch, alike: measured between the cell's and its reference's outputs" in markdown
     page = render(summary, "html", run)
     assert 'abc<mark class="onset">X</mark>efghYj' in page and "sample t-1: lengths differ" in page
     header = render(summary, "csv", run).splitlines()[0].split(",")

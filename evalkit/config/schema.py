@@ -148,18 +148,19 @@ class Threshold(StrictModel):
         return self
 
     def _fits_pairwise(self, check: str) -> None:
-        """A metric measured between two cells (PAIRWISE) has no value of its own, no drop (a
-        divergence only rises from 0) and no p-value: only `max_rise_*` without `alpha` can ever
-        break, and a rule that could not would pass silently."""
+        """A metric measured between two cells (PAIRWISE) has no value of its own and no p-value,
+        and moves one way only from the reference against itself (a divergence rises from 0, an
+        agreement drops from 1): other rules could never break, and would pass silently."""
         from evalkit.evals import registry
         from evalkit.evals.base import Comparison
 
         spec = registry.metric(self.metric)
         if spec is None or spec.comparison is not Comparison.PAIRWISE:
             return
-        if not check.startswith("max_rise"):
-            raise ValueError(f"{check}: {self.metric} is measured between two cells: use max_rise_vs_baseline "
-                             "or max_rise_ab")
+        way = "max_drop" if spec.higher_is_better else "max_rise"
+        if not check.startswith(way):
+            raise ValueError(f"{check}: {self.metric} is measured between two cells: use {way}_vs_baseline "
+                             f"or {way}_ab")
         if self.alpha is not None:
             raise ValueError(f"alpha: {self.metric} has no test (a value between two cells, with a noise floor "
                              "from repeats instead)")

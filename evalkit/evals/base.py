@@ -47,9 +47,10 @@ class Comparison(str, Enum):
     PAIRWISE = "pairwise"
     """A value measured between two cells' samples by the eval itself (`Eval.pairwise`), e.g. a
     divergence of their token distributions: no cell has it alone, so it has no value column and
-    `min`/`max` do not apply. The reference compared with itself is 0, so `diff` is the value and
-    `max_rise_*` thresholds read it like any other change; a noise floor (`noise_floor`, from the
-    cells' own repeats) is the value re-running one cell produced."""
+    `min`/`max` do not apply. Its `diff` is the change from the reference compared with itself (a
+    divergence: the value, from 0; an agreement: the value - 1), so `max_rise_*` (or, for a
+    higher-is-better one, `max_drop_*`) thresholds read it like any other change; a noise floor
+    (`noise_floor`, from the cells' own repeats) is the |diff| re-running one cell produced."""
     NONE = "none"
     """Shown, never compared."""
 
@@ -232,8 +233,9 @@ class Eval:
         """A PAIRWISE metric between two cells' stored samples (this cell against `ref_dir`'s), or
         None when there is nothing to compare (a cell without the eval's samples).
 
-        Returns at least ``{"diff": value, "p_value": None}``, where `diff` is the value (the
-        reference against itself measures 0); more facts may follow, among them ``worst``: a list
+        Returns at least ``{"diff": change, "value": value, "p_value": None}``: `value` measured
+        between the two, `diff` its change from the reference against itself (a divergence: the
+        value; an agreement share: value - 1); more facts may follow, among them ``worst``: a list
         of ``{"id", "at", "value", "before", "here", "after"}`` (a sample id, a position in it,
         the value there and the text around it) that the report's details show. A comparison the
         eval cannot make honestly (the two cells tokenized a text differently, say) is

@@ -23,7 +23,7 @@ def p_text(p: float | None) -> str:
 def delta_text(delta: dict[str, Any] | None, tested: bool = True, between: bool = False) -> str:
     """`-3.3 (p=0.0012)`: a tested difference of rates in points and its p-value; untested
     (a continuous value), the plain difference `-1.250`; `between` (a value measured between the
-    two cells, no sign: it is not a difference), `0.0123`. `-` when not compared, `setup differs`
+    two cells, no sign: it is not a difference), its `value` `0.0123`. `-` when not compared, `setup differs`
     when the comparison was refused (the two scores come from different eval setups), `not
     compared` when the eval refused it (its reason is in the thresholds and summary.json)."""
     if delta and delta.get("setup_differs"):
@@ -33,7 +33,7 @@ def delta_text(delta: dict[str, Any] | None, tested: bool = True, between: bool 
     if not delta or delta.get("diff") is None:
         return "-"
     if between:
-        return f"{delta['diff']:.3g}"
+        return f"{delta.get('value', delta['diff']):.3g}"
     if not tested:
         return f"{delta['diff']:+.3f}"
     return f"{delta['diff'] * 100:+.1f} (p={p_text(delta.get('p_value'))})"
