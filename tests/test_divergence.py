@@ -18,7 +18,7 @@ from evalkit.config import parse_config
 from evalkit.errors import ConfigError
 from evalkit.evals import registry
 from evalkit.evals.base import EvalContext
-from evalkit.evals.divergence import DivergenceSettings
+from evalkit.evals.divergence import SPECS, DivergenceSettings
 from evalkit.evals.divergence_stats import position_kl
 from evalkit.store import read_jsonl, write_jsonl
 from tests.logprob_server import serving
@@ -39,7 +39,8 @@ def score(tmp_path: Path, name: str, settings: dict[str, Any] | None = None, **s
 
 
 def between(cell: Path, ref: Path) -> dict[str, dict[str, Any]]:
-    return {short: EVAL.pairwise(registry.metric(f"divergence.{short}"), cell, ref) for short in METRICS}
+    specs = {spec.name: spec for spec in SPECS}
+    return {short: EVAL.pairwise(specs[f"divergence.{short}"], cell, ref) for short in METRICS}
 
 
 def test_identical_servers_diverge_by_exactly_zero(tmp_path: Path) -> None:

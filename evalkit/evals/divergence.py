@@ -204,6 +204,19 @@ _FACTS = {"kl_mean": ("kl", "worst_kl"), "kl_p99": ("kl", "worst_kl"), "logprob_
 """Per headline value: the distribution its delta carries, and the worst places it shows."""
 
 
+SPECS = (
+    MetricSpec("divergence.kl_p99", "KL p99", Comparison.PAIRWISE, higher_is_better=False, key="kl_p99",
+               delta_label="KL p99", details="worst", noise_floor=_floor("kl_p99")),
+    MetricSpec("divergence.kl_mean", "KL mean", Comparison.PAIRWISE, higher_is_better=False, key="kl_mean",
+               noise_floor=_floor("kl_mean")),
+    MetricSpec("divergence.top1_agreement", "top-1 agreement", Comparison.PAIRWISE, key="top1",
+               delta_label="top-1 agree", noise_floor=_floor("top1_agreement")),
+    MetricSpec("divergence.logprob_abs_mean", "mean |Δ logprob|", Comparison.PAIRWISE, higher_is_better=False,
+               key="logprob_abs", details="worst", noise_floor=_floor("logprob_abs_mean")),
+)
+"""The eval's metrics, all measured between two cells (`Divergence.metrics` while it is in use)."""
+
+
 class Divergence(Eval):
     """Teacher-forced logprobs of fixed texts, compared between cells."""
 
@@ -212,17 +225,22 @@ class Divergence(Eval):
     settings = DivergenceSettings
     default_enabled = False
     size = 64
-    metrics = (
-        MetricSpec("divergence.kl_p99", "KL p99", Comparison.PAIRWISE, higher_is_better=False, key="kl_p99",
-                   delta_label="KL p99", details="worst", noise_floor=_floor("kl_p99")),
-        MetricSpec("divergence.kl_mean", "KL mean", Comparison.PAIRWISE, higher_is_better=False, key="kl_mean",
-                   noise_floor=_floor("kl_mean")),
-        MetricSpec("divergence.top1_agreement", "top-1 agreement", Comparison.PAIRWISE, key="top1",
-                   delta_label="top-1 agree", noise_floor=_floor("top1_agreement")),
-        MetricSpec("divergence.logprob_abs_mean", "mean |Δ logprob|", Comparison.PAIRWISE, higher_is_better=False,
-                   key="logprob_abs", details="worst", noise_floor=_floor("logprob_abs_mean")),
-    )
     csv_fields = ("divergence.n", "divergence.tokens", "divergence.repeats")
+
+    def __init__(self) -> None:
+        self._in_use = False
+
+    @property  # type: ignore[override]
+    def metrics(self) -> tuple[MetricSpec, ...]:
+        """SPECS while a config names the eval or a stored cell ran it; else none, so a report of a
+        run without it has no columns of dashes (and a threshold on it needs `evals.divergence`)."""
+        return SPECS if self._in_use else ()
+
+    def resolve_metrics(self, settings: Any | None = None, raw: Mapping[str, Any] | None = None) -> None:
+        if raw is not None:
+            self._in_use = True
+        else:
+            self._in_use = settings is not None
 
     def check(self, settings: DivergenceSettings) -> None:
         path = resources.files(prompts) / f"{settings.texts}.jsonl"
@@ -250,6 +268,7 @@ class Divergence(Eval):
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """Facts of one cell that need no reference: texts and positions scored, repeats (the
         divergence itself is between two cells: `pairwise`)."""
+        self.resolve_metrics(raw=raw)
         return {"divergence.n": raw["n"], "divergence.tokens": raw["tokens"],
                 "divergence.repeats": (raw.get("repeats") or {}).get("n", 1)}
 
