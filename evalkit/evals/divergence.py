@@ -225,7 +225,6 @@ class Divergence(Eval):
     settings = DivergenceSettings
     default_enabled = False
     size = 64
-    csv_fields = ("divergence.n", "divergence.tokens", "divergence.repeats")
 
     def __init__(self) -> None:
         self._in_use = False
@@ -235,6 +234,11 @@ class Divergence(Eval):
         """SPECS while a config names the eval or a stored cell ran it; else none, so a report of a
         run without it has no columns of dashes (and a threshold on it needs `evals.divergence`)."""
         return SPECS if self._in_use else ()
+
+    @property  # type: ignore[override]
+    def csv_fields(self) -> tuple[str, ...]:
+        """The per-cell facts, in the CSV of a run that has the eval (like its metrics)."""
+        return ("divergence.n", "divergence.tokens", "divergence.repeats") if self._in_use else ()
 
     def resolve_metrics(self, settings: Any | None = None, raw: Mapping[str, Any] | None = None) -> None:
         if raw is not None:
