@@ -4,8 +4,9 @@ Accuracy moves only when a change flips an answer; logprobs move first. Each tex
 versioned reference set (GSM8K train solutions and long passages, evals/prompts/
 reference_texts_v1.jsonl) is scored teacher-forced: one prefill per text through the completions
 API, asking for the logprob of every text token and the top-k at every position, and nothing
-generated (`max_tokens` 1, the one token discarded: older vLLM crashed and vLLM V1 refused on
-`max_tokens` 0 with `echo`). Two request shapes, the same numbers:
+generated (`max_tokens` 1, the one token discarded: current vLLM turns `echo` with `max_tokens` 0
+into one sampled token anyway, its `echo_without_generation`, and older vLLM crashed on it,
+issue 6521). Two request shapes, the same numbers:
 
 * ``request: echo`` (OpenAI legacy, vLLM, SGLang): ``echo: true, logprobs: k``; the prompt's
   tokens are the first ``usage.prompt_tokens`` of ``choices[0].logprobs``, keyed by token text;
