@@ -11,7 +11,9 @@ differ in a known way:
 * ``tokenizer``: "words" (a word with its leading space per token) or "chars" (4 characters per
   token), so a cell that tokenizes differently is made;
 * ``jitter``: add uniform noise of this size to every logit of every request (a server that is
-  not deterministic: its repeats differ, which is a noise floor).
+  not deterministic: its repeats differ, which is a noise floor);
+* ``fail_every``: answer every N-th completion request with this HTTP status instead
+  (``fail_status``, default 503), so a client's retries are exercised.
 
 Both request shapes: ``echo`` + ``logprobs`` (OpenAI legacy: tokens, token_logprobs with None
 first, top_logprobs, text_offset, then the generated token; usage.prompt_tokens) and vLLM's
@@ -46,6 +48,8 @@ class Options:
     tokenizer: str = "words"
     jitter: float = 0.0
     served_name: str = "m"
+    fail_every: int = 0
+    fail_status: int = 503
 
 
 def tokenize(text: str, tokenizer: str) -> list[str]:
@@ -109,6 +113,9 @@ def completion(body: dict[str, Any], options: Options) -> dict[str, Any]:
 
 
 def handler(options: Options) -> type[BaseHTTPRequestHandler]:
+    requests = iter(range(1, 1 << 62))
+    lock = threading.Lock()
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -133,8 +140,12 @@ def handler(options: Options) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            with lock:
+                n = next(requests)
             if self.path != "/v1/completions":
                 self._send(404, {"error": "not found"})
+            elif options.fail_every and n % options.fail_every == 0:
+                self._send(options.fail_status, {"error": f"request {n} fails on purpose"})
             else:
                 self._send(200, completion(body, options))
 

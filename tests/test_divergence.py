@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings as hyp_settings, strategies as st
 
 from evalkit.config import parse_config
-from evalkit.errors import ConfigError
+from evalkit.errors import ConfigError, EvalError
 from evalkit.evals import registry
 from evalkit.evals.base import EvalContext
 from evalkit.evals.divergence import SPECS, DivergenceSettings
@@ -120,6 +120,19 @@ def test_repeats_measure_how_far_a_server_moves_from_itself(tmp_path: Path) -> N
     _, noisy = score(tmp_path, "noisy", {"repeats": 3}, jitter=0.05)
     floor = noisy["repeats"]["noise_floor"]
     assert 0 < floor["logprob_abs_mean"] < 0.1 and 0 < floor["kl_p99"] and floor["top1_agreement"] < 0.1
+
+
+def test_a_transient_server_error_is_retried_and_changes_nothing(tmp_path: Path) -> None:
+    steady, _ = score(tmp_path, "steady", {"concurrency": 1})
+    flaky, _ = score(tmp_path, "flaky", {"concurrency": 1}, fail_every=3)
+    rows = list(read_jsonl(flaky / EVAL.samples_file))
+    assert [r["attempts"] for r in rows] == [1, 1, 2, 1, 2, 1]  # requests 3 and 6 answered 503
+    assert [r["top"] for r in rows] == [r["top"] for r in read_jsonl(steady / EVAL.samples_file)]
+
+
+def test_a_refused_request_fails_the_eval_naming_the_text(tmp_path: Path) -> None:
+    with pytest.raises(EvalError, match=r"^divergence: text gsm8k-train-0: HTTPStatusError: Client error '400 Bad Req"):
+        score(tmp_path, "bad", fail_every=1, fail_status=400)
 
 
 def test_positions_past_max_tokens_are_not_stored(tmp_path: Path) -> None:
