@@ -15,13 +15,13 @@ from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec, setup_differences
 from evalkit.redact import redact_argv
 from evalkit.store import read_run_cells
-from evalkit.verdicts import delta, flat_metrics, refused, setup_of
+from evalkit.verdicts import delta, flat_metrics, measured_by_both, refused, setup_of
 
 
 def _b_minus_a(spec: MetricSpec, a_dir: Path, b_dir: Path, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
     """B - A of one metric (verdicts.delta); counts take the two-sided p, as a change may go either way."""
     found = delta(spec, b_dir, a_dir, b, a)
-    if found is None or spec.comparison is Comparison.CONTINUOUS:
+    if found is None or spec.comparison in (Comparison.CONTINUOUS, Comparison.PAIRWISE):
         return found
     if spec.comparison is Comparison.COUNT:
         return {"diff": found["diff"], "p_value": found["p_two_sided"], "p_greater": found["p_greater"]}
@@ -62,7 +62,7 @@ def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
                 for spec in ev.metrics:
                     if spec.comparison is Comparison.NONE:
                         continue
-                    both = spec.name in row["a"] and spec.name in row["b"]
+                    both = measured_by_both(spec, row["a"], row["b"])
                     row[spec.name] = (refused(differs) if differs and both
                                       else _b_minus_a(spec, a_path / cell_id, b_path / cell_id, row["a"], row["b"]))
         out.append(row)

@@ -3,7 +3,8 @@
 Each cell is compared against the baseline cell, and each fix-off cell against its fix-on twin
 (the A/B axis), for every metric of every registered eval by its comparison kind: per-question
 marks paired on the questions both cells answered (McNemar's exact test), counts of events
-(Fisher's exact test, see stats.py), continuous values as a difference. A threshold with `alpha` counts
+(Fisher's exact test, see stats.py), continuous values as a difference, and a value measured
+between the two cells by the eval that owns it (PAIRWISE, `Eval.pairwise`). A threshold with `alpha` counts
 a delta only when it is significant, so noise on a small `--limit` does not fail a nightly job.
 """
 
@@ -84,7 +85,7 @@ def compare_at(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_di
     for ev in registry.evals():
         differs = setup_differences(setup_of(cell, ev.name), setup_of(ref, ev.name))
         for spec in ev.metrics:
-            if differs and spec.comparison is not Comparison.NONE and spec.name in flat_cell and spec.name in flat_ref:
+            if differs and measured_by_both(spec, flat_cell, flat_ref):
                 result[spec.name] = refused(differs)
                 continue
             found = delta(spec, cell_dir, ref_dir, flat_cell, flat_ref)
@@ -92,10 +93,19 @@ def compare_at(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_di
                 continue
             if spec.comparison is Comparison.COUNT:  # a gate asks about a rise: the one-sided p
                 found = {"diff": found["diff"], "p_value": found["p_greater"], "p_two_sided": found["p_two_sided"]}
-            elif spec.comparison is Comparison.PAIRED:
+            elif spec.comparison in (Comparison.PAIRED, Comparison.PAIRWISE):
                 found["noise_floor"] = _noise_floor(spec, cell, ref)
             result[spec.name] = found | ev.extra_delta(spec, cell_dir, ref_dir)
     return result
+
+
+def measured_by_both(spec: MetricSpec, this: dict[str, Any], ref: dict[str, Any]) -> bool:
+    """Whether both cells have `spec` to compare (their flat metrics): a per-cell metric when both
+    hold it; a PAIRWISE one, held by no cell alone, whenever both ran its eval (the caller knows:
+    their setups were found to differ)."""
+    if spec.comparison is Comparison.NONE:
+        return False
+    return spec.comparison is Comparison.PAIRWISE or (spec.name in this and spec.name in ref)
 
 
 def setup_of(record: dict[str, Any], eval_name: str) -> dict[str, Any] | None:
@@ -115,7 +125,8 @@ def delta(spec: MetricSpec, this_dir: Path, ref_dir: Path, this: dict[str, Any],
     its p-value: a gate asks whether a count rose, a before/after comparison either way).
 
     PAIRED: McNemar on the questions both answered, with the flipped ids; COUNT: Fisher (both
-    p-values); CONTINUOUS: the difference. `this`/`ref` are the two cells' flat metrics.
+    p-values); CONTINUOUS: the difference; PAIRWISE: what the owning eval measures between the
+    two cells' samples (`Eval.pairwise`). `this`/`ref` are the two cells' flat metrics.
     """
     if spec.comparison is Comparison.PAIRED:
         a, b = marks(this_dir, spec), marks(ref_dir, spec)
@@ -138,6 +149,9 @@ def delta(spec: MetricSpec, this_dir: Path, ref_dir: Path, this: dict[str, Any],
         if value is None or ref_value is None:
             return None
         return {"diff": value - ref_value, "p_value": None}
+    if spec.comparison is Comparison.PAIRWISE:
+        ev = registry.eval_of(spec.name)
+        return ev.pairwise(spec, this_dir, ref_dir) if ev is not None else None
     return None
 
 
@@ -177,12 +191,13 @@ def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any],
     delta = (cell.get(against) or {}).get(metric)
     if delta is None:
         return None
-    if delta.get("setup_differs"):  # a gate that cannot be checked must not pass silently
+    if delta.get("setup_differs") or delta.get("refused"):  # a gate that cannot be checked must not pass silently
         ref_id = cell[against]["reference"]
+        why = (f"eval setup differs ({', '.join(delta['setup_differs'])})" if delta.get("setup_differs")
+               else delta["refused"])
         return {"metric": metric, "check": check, "limit": limit, "value": metrics.get(metric), "reference": ref_id,
-                "action": threshold.action, "setup_differs": delta["setup_differs"],
-                "message": f"{cell['id']}: {label} not compared with {ref_id}: eval setup differs "
-                           f"({', '.join(delta['setup_differs'])})"}
+                "action": threshold.action, **{k: delta[k] for k in ("setup_differs", "refused") if delta.get(k)},
+                "message": f"{cell['id']}: {label} not compared with {ref_id}: {why}"}
     change = -delta["diff"] if check.startswith("max_drop") else delta["diff"]
     if change <= limit:
         return None
@@ -193,6 +208,13 @@ def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any],
         return None
     ref_id = cell[against]["reference"]
     ref_word = reference_word or ("baseline" if against == "vs_baseline" else "fix-on twin")
+    if spec is not None and spec.comparison is Comparison.PAIRWISE:  # no value of its own: the one between the two
+        floor = f", noise floor {delta['noise_floor']:.3g}" if delta.get("noise_floor") is not None else ""
+        between = delta.get("value", delta["diff"])
+        return {"metric": metric, "check": check, "limit": limit, "value": between, "diff": delta["diff"],
+                "p_value": p, "reference": ref_id, "action": threshold.action,
+                "message": f"{cell['id']}: {label} vs {ref_word} {ref_id} {between:.3g} "
+                           f"({'rise' if change == delta['diff'] else 'drop'} {change:.3g} > {limit:g}{floor})"}
     value = metrics.get(metric)
     change_words = (f"{delta['diff']:+.3f}" if spec is not None and spec.comparison is Comparison.CONTINUOUS
                     else f"{delta['diff'] * 100:+.1f} points")  # shares move in points; other numbers as they are

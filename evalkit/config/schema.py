@@ -144,7 +144,26 @@ class Threshold(StrictModel):
         set_checks = [c for c in CHECKS if getattr(self, c) is not None]
         if len(set_checks) != 1:
             raise ValueError(f"set exactly one of {', '.join(CHECKS)} (got {set_checks or 'none'})")
+        self._fits_pairwise(set_checks[0])
         return self
+
+    def _fits_pairwise(self, check: str) -> None:
+        """A metric measured between two cells (PAIRWISE) has no value of its own and no p-value,
+        and moves one way only from the reference against itself (a divergence rises from 0, an
+        agreement drops from 1): other rules could never break, and would pass silently."""
+        from evalkit.evals import registry
+        from evalkit.evals.base import Comparison
+
+        spec = registry.metric(self.metric)
+        if spec is None or spec.comparison is not Comparison.PAIRWISE:
+            return
+        way = "max_drop" if spec.higher_is_better else "max_rise"
+        if not check.startswith(way):
+            raise ValueError(f"{check}: {self.metric} is measured between two cells: use {way}_vs_baseline "
+                             f"or {way}_ab")
+        if self.alpha is not None:
+            raise ValueError(f"alpha: {self.metric} has no test (a value between two cells, with a noise floor "
+                             "from repeats instead)")
 
     @property
     def check(self) -> str:

@@ -14,6 +14,8 @@ declares:
 * `run(ctx, settings) -> EvalResult`: score one running server;
 * `flat(raw) -> {name: value}`: the headline metrics of one cell under their dotted names (the
   summary.json contract);
+* `pairwise(metric, this_dir, ref_dir)` (optional): a PAIRWISE metric, a value measured between
+  two cells' samples (a divergence of their token distributions), which no cell has alone;
 * `subsets` (optional): it runs just the samples named in `EvalContext.only` and `combine`s the
   results of several such runs into one. A bisect step runs an eval in batches this way and stops
   as soon as its verdict is decided; an eval without it is skipped by a step, with a note.
@@ -42,6 +44,13 @@ class Comparison(str, Enum):
     """k events out of n samples (e.g. collapsed generations): Fisher's exact test."""
     CONTINUOUS = "continuous"
     """A number per cell: the difference, without a test."""
+    PAIRWISE = "pairwise"
+    """A value measured between two cells' samples by the eval itself (`Eval.pairwise`), e.g. a
+    divergence of their token distributions: no cell has it alone, so it has no value column and
+    `min`/`max` do not apply. Its `diff` is the change from the reference compared with itself (a
+    divergence: the value, from 0; an agreement: the value - 1), so `max_rise_*` (or, for a
+    higher-is-better one, `max_drop_*`) thresholds read it like any other change; a noise floor
+    (`noise_floor`, from the cells' own repeats) is the |diff| re-running one cell produced."""
     NONE = "none"
     """Shown, never compared."""
 
@@ -68,18 +77,21 @@ class MetricSpec:
     text: Callable[[Mapping[str, Any]], str] | None = None
     """The value as the report shows it, from a cell's flat metrics; default: three decimals."""
     delta_label: str | None = None
-    """When set, the table has `Δ <delta_label> vs baseline` and `vs twin` columns."""
+    """When set, the table has `Δ <delta_label> vs baseline` and `vs twin` columns (PAIRWISE, a
+    value between the two cells rather than a difference: `<delta_label> vs baseline`)."""
     pivot: str | None = None
     """When set, a pivot of this metric by configuration with this title."""
     details: str | None = None
-    """What the report's details section shows: "flips" (PAIRED: the questions that flipped) or
-    "events" (COUNT: the samples where the event happened, e.g. the detector's evidence)."""
+    """What the report's details section shows: "flips" (PAIRED: the questions that flipped),
+    "events" (COUNT: the samples where the event happened, e.g. the detector's evidence) or
+    "worst" (PAIRWISE: the `worst` places the eval's `pairwise` found, with the text around them)."""
     event_field: str | None = None
     """COUNT with details "events": the boolean field of a samples row marking the event."""
     event_words: str | None = None
     """COUNT: what `k of n` counts, in the report's words ("long generations collapsed")."""
     noise_floor: Callable[[Mapping[str, Any]], float | None] | None = None
-    """From the eval's raw cell metrics: the largest change re-running the same cell produced."""
+    """From the eval's raw cell metrics: the largest change re-running the same cell produced
+    (PAIRED, PAIRWISE): a change within it breaks no threshold."""
 
     @property
     def short(self) -> str:
@@ -216,6 +228,20 @@ class Eval:
     def extra_delta(self, metric: MetricSpec, cell_dir: Path, ref_dir: Path) -> dict[str, Any]:
         """More facts for the comparison of `metric` between two cells (e.g. new collapses)."""
         return {}
+
+    def pairwise(self, metric: MetricSpec, this_dir: Path, ref_dir: Path) -> dict[str, Any] | None:
+        """A PAIRWISE metric between two cells' stored samples (this cell against `ref_dir`'s), or
+        None when there is nothing to compare (a cell without the eval's samples).
+
+        Returns at least ``{"diff": change, "value": value, "p_value": None}``: `value` measured
+        between the two, `diff` its change from the reference against itself (a divergence: the
+        value; an agreement share: value - 1); more facts may follow, among them ``worst``: a list
+        of ``{"id", "at", "value", "before", "here", "after"}`` (a sample id, a position in it,
+        the value there and the text around it) that the report's details show. A comparison the
+        eval cannot make honestly (the two cells tokenized a text differently, say) is
+        ``{"diff": None, "p_value": None, "refused": "one line naming the sample and why"}``: the
+        report says "not compared" and a threshold on it is flagged, never passed silently."""
+        return None
 
     def describe_sample(self, sample: Mapping[str, Any]) -> dict[str, Any]:
         """A flipped question as the report shows it: `target`, `answer`, `finish`, `text`."""

@@ -18,6 +18,8 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from evalkit.evals import registry
+from evalkit.evals.base import Comparison
 from evalkit.render.markdown import md_table
 from evalkit.render.numbers import p_text
 from evalkit.render.text import MAX_EXCERPT_CHARS, clean, md_cell, md_code, md_fence, term_text, truncate
@@ -39,7 +41,10 @@ def _deltas(evidence: dict[str, Any]) -> list[tuple[str, str, str]]:
         if not isinstance(d, dict) or d.get("diff") is None:
             continue
         p = d.get("p_value", d.get("p_greater"))
-        rows.append((metric, f"{d['diff'] * 100:+.1f} points", p_text(p) if p is not None else "-"))
+        spec = registry.metric(metric)
+        between = spec is not None and spec.comparison is Comparison.PAIRWISE  # a divergence, not a change of a share
+        rows.append((metric, f"{d['diff']:.3g}" if between else f"{d['diff'] * 100:+.1f} points",
+                     p_text(p) if p is not None else "-"))
     return rows
 
 

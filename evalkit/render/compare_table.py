@@ -1,8 +1,8 @@
 """Two runs of the same matrix, as a table model: per cell, A, B and B − A (pure data).
 
 The columns come from the eval registry, per eval in registry order: a compared metric with a
-`delta_label` shows A, B and `Δ B − A`; another compared metric with a matrix column shows its
-`Δ B − A`; each metric with details "flips" adds the paired question count and the flips.
+`delta_label` shows A, B and `Δ B − A` (one measured between two cells, PAIRWISE, has no A or B:
+it shows `<label> B vs A`); another compared metric with a matrix column shows its `Δ B − A`; each metric with details "flips" adds the paired question count and the flips.
 """
 
 from __future__ import annotations
@@ -80,6 +80,9 @@ def compare_columns() -> list[Column]:
     key); paired n and flips of each flips metric."""
     out = [Column("cell", "cell", _cell)]
     for spec in delta_specs():
+        if spec.comparison is Comparison.PAIRWISE:
+            out.append(Column(f"{spec.short}_delta", f"{spec.delta_label or spec.short} B vs A", _delta(spec)))
+            continue
         if spec.delta_label:
             out += [Column(f"{spec.short}_a", f"{spec.delta_label} A", _side(spec, "a")),
                     Column(f"{spec.short}_b", f"{spec.delta_label} B", _side(spec, "b"))]

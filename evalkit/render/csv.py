@@ -2,7 +2,7 @@
 
 The columns come from the eval registry: each eval's compared metrics and `csv_fields` (a
 `_ci95` pair split into `_low` and `_high`), and a diff and p-value per compared metric and
-reference. The column set depends only on the registry and the matrix axes (absent values are
+reference (a metric measured between two cells, PAIRWISE, has only these: no cell holds it). The column set depends only on the registry and the matrix axes (absent values are
 empty), so CSVs of different runs concatenate. Text a spreadsheet would run as a formula is
 defused (text.csv_safe).
 """
@@ -18,13 +18,19 @@ from evalkit.render.compare_table import flip_specs, flips
 from evalkit.render.table import AGAINST
 from evalkit.render.text import csv_safe, strip_userinfo
 
+
 def _compared(ev: Eval) -> list[str]:
     return [spec.name for spec in ev.metrics if spec.comparison is not Comparison.NONE]
 
 
+def _per_cell(ev: Eval) -> list[str]:
+    """The compared metrics a cell holds itself (not those measured between two cells)."""
+    return [spec.name for spec in ev.metrics if spec.comparison not in (Comparison.NONE, Comparison.PAIRWISE)]
+
+
 def _flat_fields() -> list[str]:
-    """Each eval's compared metrics, then the rest of its csv_fields."""
-    return list(dict.fromkeys(name for ev in registry.evals() for name in [*_compared(ev), *ev.csv_fields]))
+    """Each eval's compared per-cell metrics, then the rest of its csv_fields."""
+    return list(dict.fromkeys(name for ev in registry.evals() for name in [*_per_cell(ev), *ev.csv_fields]))
 
 
 def _flat_columns(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -84,7 +90,7 @@ def _sample_count(ev: Eval) -> list[str]:
 
 def compare_records(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One record per cell: A and B headline metrics, B − A deltas, p-values, flip counts."""
-    headline = [name for ev in registry.evals() for name in [*_compared(ev), *_sample_count(ev)]]
+    headline = [name for ev in registry.evals() for name in [*_per_cell(ev), *_sample_count(ev)]]
     compared = [name for ev in registry.evals() for name in _compared(ev)]
     several = len(flip_specs()) > 1
     out = []

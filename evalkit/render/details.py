@@ -7,7 +7,9 @@ and only the rows it shows, streamed:
 * for a metric with details "flips": the questions that flipped to wrong against the baseline or
   the twin, from the eval's samples file of the cell and of its reference;
 * for a metric with details "events": the samples whose `event_field` is true (e.g. the collapsed
-  generations), from the eval's samples file of each cell where the event happened.
+  generations), from the eval's samples file of each cell where the event happened;
+* for a metric with details "worst" (PAIRWISE): nothing is read, the places its eval found worst
+  are in the summary already, a few short texts per comparison (`cell_worst`).
 
 Missing files are simply absent: a report of a hand-made or half-finished run still renders.
 """
@@ -63,6 +65,31 @@ def cell_flips(cell: dict[str, Any], metric: str) -> list[Flips]:
         wrong, right = delta.get("flipped_to_wrong") or [], delta.get("flipped_to_right") or []
         if wrong or right:
             out.append(Flips(word, cell[against]["reference"], wrong, right))
+    return out
+
+
+@dataclass(frozen=True)
+class Worst:
+    """The places where a PAIRWISE metric was largest between a cell and one of its references."""
+
+    word: str
+    """"baseline" or "twin"."""
+    reference: str
+    value: float | None
+    """The metric between the two (None: refused)."""
+    places: list[dict[str, Any]]
+    """`Eval.pairwise`'s ``worst``: id, at, value, and the text before, at and after the place."""
+    refused: str | None = None
+
+
+def cell_worst(cell: dict[str, Any], metric: str) -> list[Worst]:
+    """Against the baseline, then the twin: where `metric` was measured (or refused)."""
+    out = []
+    for against, word in AGAINST:
+        delta = (cell.get(against) or {}).get(metric) or {}
+        if delta.get("worst") or delta.get("refused"):
+            out.append(Worst(word, cell[against]["reference"], delta.get("diff"), delta.get("worst") or [],
+                             delta.get("refused")))
     return out
 
 

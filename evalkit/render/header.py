@@ -108,6 +108,9 @@ def legend(summary: dict[str, Any]) -> str:
     if ab:
         parts.append(f"twin = the same cell with {ab['axis']}={ab['on']}")
     parts.append("Δ = this cell − its reference, in points")
+    between = [s.delta_label for s in registry.metrics() if s.delta_label and s.comparison is Comparison.PAIRWISE]
+    if between:
+        parts.append(f"{', '.join(between)}: measured between the cell's and its reference's outputs")
     tests = tests_used((s for s in registry.metrics() if s.delta_label), "one-sided Fisher exact ({} rise)")
     if tests:
         parts.append(f"p: {tests}")

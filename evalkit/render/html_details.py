@@ -7,7 +7,9 @@ for details (MetricSpec.details), in registry order:
   for those that went wrong the eval's account of both sides (`Eval.describe_sample`): the
   extracted answers, the target and this cell's response;
 * "events": a few of the samples where the event happened (the collapsed generations) with the
-  detector's evidence, the excerpt's onset wrapped in `<mark>`.
+  detector's evidence, the excerpt's onset wrapped in `<mark>`;
+* "worst": per reference, the places a PAIRWISE metric was largest, the token in `<mark>` in
+  the text around it, or why the eval refused to compare.
 
 Every text goes through `esc`/`esc_block`: control characters dropped, then `html.escape(quote=True)`.
 """
@@ -20,7 +22,7 @@ from typing import Any
 
 from evalkit.evals import registry
 from evalkit.evals.base import Eval, MetricSpec
-from evalkit.render.details import Details, cell_flips
+from evalkit.render.details import Details, cell_flips, cell_worst
 from evalkit.render.text import clean, clean_block, strip_userinfo, truncate
 
 MAX_SAMPLE_CHARS = 4_000
@@ -142,6 +144,26 @@ def _events(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, 
             "in the results folder.</p></div>")
 
 
+def _place(place: dict[str, Any]) -> str:
+    """One worst place: sample id, position, value, and the text around it with the token marked."""
+    value = place.get("value")
+    return (f"<p><b>{esc(place.get('id', '?'))}</b> token {esc(place.get('at'))}: "
+            f"{esc('-' if value is None else f'{value:.3g}')}</p><pre>{esc_block(place.get('before', ''))}"
+            f"<mark class=\"onset\">{esc_block(place.get('here', ''))}</mark>{esc_block(place.get('after', ''))}</pre>")
+
+
+def _worst(spec: MetricSpec, cell: dict[str, Any]) -> str:
+    parts = []
+    for w in cell_worst(cell, spec.name):
+        head = f"{esc(spec.label)} vs {esc(w.word)} {esc(w.reference)}"
+        if w.refused:
+            parts.append(f'<div class="worst"><h4>{head}: not compared</h4><p>{esc(w.refused)}</p></div>')
+            continue
+        places = "".join(_place(p) for p in w.places[:MAX_EVENT_SAMPLES])
+        parts.append(f'<div class="worst"><h4>{head} {esc(f"{w.value:.3g}")}: worst places</h4>{places}</div>')
+    return "".join(parts)
+
+
 def _facts(cell: dict[str, Any], engine: dict[str, Any]) -> str:
     rows = [("status", cell["status"])]
     if cell.get("error"):
@@ -181,6 +203,8 @@ def cell_sections(summary: dict[str, Any], details: Details, attrs: dict[str, st
                 blocks.append(_flips(spec, ev, cell, details))
             elif spec.details == "events":
                 blocks.append(_events(spec, ev, cell, details, summary["run_id"]))
+            elif spec.details == "worst":
+                blocks.append(_worst(spec, cell))
         failed = any(f["action"] == "fail" for f in cell.get("flags", []))
         flagged = ' <span class="mark">✗</span>' if failed else ""
         out.append(f'<details class="cell" id="cell-{esc(cell["id"])}" {attrs[cell["id"]]}{" open" if failed else ""}>'

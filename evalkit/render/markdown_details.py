@@ -5,7 +5,9 @@ One section per metric that asks for details (MetricSpec.details), in registry o
 * "flips": per cell, the questions that flipped against the baseline and the twin, and a few
   that went wrong with the eval's own account of them (`Eval.describe_sample`);
 * "events": per cell where the event happened, a few of those samples with the detector's
-  evidence (signals, period, onset, excerpt, repeated unit, end of the text).
+  evidence (signals, period, onset, excerpt, repeated unit, end of the text);
+* "worst": per cell and reference, the places a PAIRWISE metric was largest, with the text
+  around each (the token itself between ⟦ ⟧), or why the eval refused to compare.
 
 Model text appears only in `<pre>` blocks (text.html_pre), and all bodies share one character
 budget, so the comment stays under GitHub's 65,536 characters; past it, blocks say where to look.
@@ -17,7 +19,7 @@ from typing import Any
 
 from evalkit.evals import registry
 from evalkit.evals.base import Eval, MetricSpec
-from evalkit.render.details import Details, cell_flips
+from evalkit.render.details import Details, cell_flips, cell_worst
 from evalkit.render.text import clean, html_pre, html_text, md_cell, md_code, truncate
 
 MAX_IDS_LISTED = 40
@@ -120,12 +122,32 @@ def _events(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, 
     return parts
 
 
+def _worst(spec: MetricSpec, cell: dict[str, Any], budget: _Budget) -> list[str]:
+    """One <details> block per reference of a cell: the worst places of `spec`, text around each."""
+    out = []
+    for w in cell_worst(cell, spec.name):
+        if w.refused:
+            out += [f"- {md_cell(cell['id'])}: {md_cell(spec.label)} vs {w.word} {md_cell(w.reference)} not compared: "
+                    f"{md_cell(w.refused)}", ""]
+            continue
+        line = f"{cell['id']}: {spec.label} vs {w.word} {w.reference} {w.value:.3g}, worst places"
+        parts = [f"<details><summary>{html_text(line)}</summary>", ""]
+        for place in w.places[:MAX_EXAMPLES]:
+            block = [f"{md_cell(place.get('id', '?'))} token {place.get('at')}: {place.get('value', 0):.3g}", "",
+                     html_pre(f"{place.get('before', '')}⟦{place.get('here', '')}⟧{place.get('after', '')}"), ""]
+            if budget.take("\n".join(block)):
+                parts += block
+        out += [*parts, "</details>", ""]
+    return out
+
+
 def _capitalized(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
 def details_sections(summary: dict[str, Any], details: Details) -> list[str]:
-    """`#### Flipped questions (<label>)` and `#### <Delta label> evidence` sections, with their blocks."""
+    """`#### Flipped questions (<label>)`, `#### <Delta label> evidence` and `#### <Label>: worst
+    places` sections, with their blocks."""
     budget = _Budget(MAX_DETAILS_CHARS)
     cells, out = summary["cells"], []
     for ev, spec in ((ev, spec) for ev in registry.evals() for spec in ev.metrics):
@@ -135,6 +157,9 @@ def details_sections(summary: dict[str, Any], details: Details) -> list[str]:
         elif spec.details == "events":
             heading = f"{_capitalized(spec.delta_label or spec.label)} evidence"
             blocks = [line for cell in cells for line in _events(spec, ev, cell, details, budget, summary["run_id"])]
+        elif spec.details == "worst":
+            heading = f"{_capitalized(spec.label)}: worst places"
+            blocks = [line for cell in cells for line in _worst(spec, cell, budget)]
         else:
             continue
         if blocks:

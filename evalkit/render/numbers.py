@@ -1,8 +1,9 @@
 """Numbers as every report shows them, so the terminal, the PR comment and compare agree.
 
 Deltas are "this minus its reference": for rates in points (percentage points) with the p-value
-of the test that compared them, for a continuous value (no test) the plain difference; `-`
-stands for a value that was not measured or not compared.
+of the test that compared them, for a continuous value (no test) the plain difference, for a
+value measured between the two cells (a divergence) that value; `-` stands for a value that was
+not measured or not compared.
 """
 
 from __future__ import annotations
@@ -19,14 +20,20 @@ def p_text(p: float | None) -> str:
     return "-" if p is None else f"{p:.2g}"
 
 
-def delta_text(delta: dict[str, Any] | None, tested: bool = True) -> str:
+def delta_text(delta: dict[str, Any] | None, tested: bool = True, between: bool = False) -> str:
     """`-3.3 (p=0.0012)`: a tested difference of rates in points and its p-value; untested
-    (a continuous value), the plain difference `-1.250`. `-` when not compared, `setup differs`
-    when the comparison was refused (the two scores come from different eval setups)."""
+    (a continuous value), the plain difference `-1.250`; `between` (a value measured between the
+    two cells, no sign: it is not a difference), its `value` `0.0123`. `-` when not compared, `setup differs`
+    when the comparison was refused (the two scores come from different eval setups), `not
+    compared` when the eval refused it (its reason is in the thresholds and summary.json)."""
     if delta and delta.get("setup_differs"):
         return "setup differs"
+    if delta and delta.get("refused"):
+        return "not compared"
     if not delta or delta.get("diff") is None:
         return "-"
+    if between:
+        return f"{delta.get('value', delta['diff']):.3g}"
     if not tested:
         return f"{delta['diff']:+.3f}"
     return f"{delta['diff'] * 100:+.1f} (p={p_text(delta.get('p_value'))})"

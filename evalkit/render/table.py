@@ -7,7 +7,8 @@ so a new eval needs no edit here:
 * `column`: a value column (the text is `MetricSpec.show` of the cell's flat metrics);
 * `delta_label`: the two delta columns, this cell minus the baseline and minus its A/B twin
   (the same cell with the `ab.on` value): a rate in points with its p-value, a continuous value
-  as the plain difference;
+  as the plain difference; a PAIRWISE metric (measured between the two cells) as that value,
+  under `<delta_label> vs baseline` (no Δ: it is not a difference);
 * `pivot`: the metric by configuration, the A/B axis (else the last axis) as columns.
 """
 
@@ -46,8 +47,15 @@ def _value(spec: MetricSpec) -> Callable[[dict[str, Any]], str]:
 
 
 def spec_delta(spec: MetricSpec, delta: dict[str, Any] | None) -> str:
-    """A delta of `spec` as text: in points with p, or the plain difference of a continuous value."""
-    return delta_text(delta, tested=spec.comparison is not Comparison.CONTINUOUS)
+    """A delta of `spec` as text: in points with p, the plain difference of a continuous value, or
+    the value measured between the two cells (PAIRWISE)."""
+    return delta_text(delta, tested=spec.comparison is not Comparison.CONTINUOUS,
+                      between=spec.comparison is Comparison.PAIRWISE)
+
+
+def delta_header(spec: MetricSpec, word: str) -> str:
+    """`Δ flexible vs baseline`, or `KL p99 vs baseline` for a value between two cells (PAIRWISE)."""
+    return f"{'' if spec.comparison is Comparison.PAIRWISE else 'Δ '}{spec.delta_label} vs {word}"
 
 
 def _delta(spec: MetricSpec, against: str) -> Callable[[dict[str, Any]], str]:
@@ -62,7 +70,7 @@ def columns() -> list[Column]:
     out += [Column(spec.short, spec.column, _value(spec)) for spec in specs if spec.column]
     for spec in specs:
         if spec.delta_label:
-            out += [Column(f"{spec.short}_{against}", f"Δ {spec.delta_label} vs {word}", _delta(spec, against))
+            out += [Column(f"{spec.short}_{against}", delta_header(spec, word), _delta(spec, against))
                     for against, word in AGAINST]
     return out
 

@@ -1,0 +1,301 @@
+"""The divergence eval: how far a cell's next-token distributions move from the baseline's.
+
+Accuracy moves only when a change flips an answer; logprobs move first. Each text of a shipped,
+versioned reference set (GSM8K train solutions and long passages, evals/prompts/
+reference_texts_v1.jsonl) is scored teacher-forced: one prefill per text through the completions
+API, asking for the logprob of every text token and the top-k at every position, and nothing
+generated (`max_tokens` 1, the one token discarded: current vLLM turns `echo` with `max_tokens` 0
+into one sampled token anyway, its `echo_without_generation`, and older vLLM crashed on it,
+issue 6521). Two request shapes, the same numbers:
+
+* ``request: echo`` (OpenAI legacy, vLLM, SGLang): ``echo: true, logprobs: k``; the prompt's
+  tokens are the first ``usage.prompt_tokens`` of ``choices[0].logprobs``, keyed by token text;
+* ``request: prompt_logprobs`` (vLLM): ``prompt_logprobs: k, return_token_ids: true``; keyed by
+  token id, so two tokens that decode alike (byte pieces) are never merged.
+
+Positions past `max_tokens` of the server's tokenization are not stored or compared (the whole
+text is still prefilled: the shipped texts are at most 4200 characters, about 1000 tokens).
+
+The divergence is measured between two cells (Comparison.PAIRWISE), by `pairwise` from the two
+cells' samples files: KL(ref || cell) estimated from the two top-k lists as a lower bound
+(divergence_stats.position_kl), top-1 agreement and |Δ logprob| of the text tokens, with their
+mean, p99 and max and the worst positions with the text around them. With `repeats`, each text
+is scored again on the same server: how far a server moves from itself is the noise floor a
+threshold ignores. Texts tokenized differently by the two cells are refused with the text id and
+the first differing token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import random
+from collections.abc import Callable, Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from pydantic import Field
+
+from evalkit.errors import ConfigError, EvalError
+from evalkit.evals import divergence_stats, registry
+from evalkit.evals.base import SETUP_KEY, Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec, fingerprint
+from evalkit.evals import prompts
+from evalkit.evals.prompts import Prompt, load_prompt_set
+from evalkit.store.files import read_jsonl
+
+TRANSIENT_STATUS = {429, 500, 502, 503, 504}
+MAX_ATTEMPTS = 4
+
+
+class DivergenceSettings(EvalSettings):
+    """Teacher-forced scoring of the reference texts, compared between cells."""
+
+    texts: str = Field("reference_texts_v1", description="The shipped text set (evals/prompts/<name>.jsonl).")
+    count: int | None = Field(None, ge=1, le=64, description="First N texts of the set; default: all.")
+    max_tokens: int = Field(1024, ge=2, le=1024, description="Positions scored per text, in the server's tokens.")
+    top_k: int = Field(5, ge=1, le=20, description="Logprobs per position (vLLM's --max-logprobs is 20).")
+    repeats: int = Field(1, ge=1, le=8, description="Scorings of each text per cell; >1 measures the noise floor.")
+    concurrency: int = Field(8, ge=1)
+    request: Literal["echo", "prompt_logprobs"] = Field("echo", description="prompt_logprobs: vLLM's token-id form.")
+    timeout: float = Field(600.0, gt=0, description="Per-request seconds.")
+
+
+def _body(settings: DivergenceSettings, served_name: str, text: str) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": served_name, "prompt": text, "max_tokens": 1, "temperature": 0}
+    if settings.request == "echo":
+        return body | {"echo": True, "logprobs": settings.top_k}
+    return body | {"prompt_logprobs": settings.top_k, "return_token_ids": True}
+
+
+def _prompt_tokens(item: Prompt, answer: Mapping[str, Any], offsets: Sequence[int] | None) -> int:
+    """Where the prompt ends in an echoed token list: `usage.prompt_tokens`, else the tokens that
+    start inside the text (`text_offset`)."""
+    n = (answer.get("usage") or {}).get("prompt_tokens")
+    if isinstance(n, int):
+        return n
+    if offsets:
+        return sum(1 for offset in offsets if offset < len(item.prompt))
+    raise EvalError(f"divergence: text {item.id}: the server said neither usage.prompt_tokens nor text_offset")
+
+
+def parse_echo(item: Prompt, answer: Mapping[str, Any]) -> dict[str, Any]:
+    """The prompt's tokens, their logprobs and each position's top-k from an `echo` answer."""
+    lp = ((answer.get("choices") or [{}])[0]).get("logprobs") or {}
+    tokens, logprobs, top = lp.get("tokens"), lp.get("token_logprobs"), lp.get("top_logprobs")
+    if not tokens or logprobs is None or top is None:
+        raise EvalError(f"divergence: text {item.id}: no echoed logprobs in the answer (does the server "
+                        "support echo with logprobs? try request: prompt_logprobs)")
+    n = _prompt_tokens(item, answer, lp.get("text_offset"))
+    if not 0 < n <= min(len(tokens), len(logprobs), len(top)):
+        raise EvalError(f"divergence: text {item.id}: {len(tokens)} echoed tokens for a prompt of {n}")
+    return {"tokens": tokens[:n], "logprobs": logprobs[:n], "top": top[:n]}
+
+
+def parse_prompt_logprobs(item: Prompt, answer: Mapping[str, Any]) -> dict[str, Any]:
+    """The same from vLLM's `prompt_logprobs` (keyed by token id) and `prompt_token_ids`; each
+    token's text (`pieces`, for the report's context) is its entry's `decoded_token`, so the
+    first token, which has no entry, shows as ""."""
+    choice = (answer.get("choices") or [{}])[0]
+    ids, entries = choice.get("prompt_token_ids"), choice.get("prompt_logprobs")
+    if not ids or entries is None or len(entries) != len(ids):
+        raise EvalError(f"divergence: text {item.id}: the answer has no prompt_logprobs with prompt_token_ids "
+                        "(vLLM's return_token_ids); try request: echo")
+    tokens = [str(i) for i in ids]
+    pieces, logprobs, top = [], [], []
+    for token, entry in zip(tokens, entries):
+        mine = (entry or {}).get(token) or {}
+        pieces.append(mine.get("decoded_token") or "")
+        logprobs.append(mine.get("logprob"))
+        top.append({k: v["logprob"] for k, v in entry.items()} if entry else None)
+    return {"tokens": tokens, "pieces": pieces, "logprobs": logprobs, "top": top}
+
+
+async def _score(client: httpx.AsyncClient, settings: DivergenceSettings, served_name: str,
+                 item: Prompt) -> dict[str, Any]:
+    """One prefill of one text; transient failures (connection, 429/5xx) are retried with backoff."""
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            response = await client.post("/v1/completions", json=_body(settings, served_name, item.prompt))
+            response.raise_for_status()
+            answer = response.json()
+            break
+        except (httpx.TransportError, httpx.HTTPStatusError, ValueError) as e:
+            status = e.response.status_code if isinstance(e, httpx.HTTPStatusError) else None
+            if (status is not None and status not in TRANSIENT_STATUS) or attempt == MAX_ATTEMPTS:
+                raise EvalError(f"divergence: text {item.id}: {type(e).__name__}: {e}") from e
+            await asyncio.sleep(min(8.0, 0.5 * 2**attempt) * (0.5 + random.random()))
+    parse = parse_echo if settings.request == "echo" else parse_prompt_logprobs
+    scored = {key: values[:settings.max_tokens] for key, values in parse(item, answer).items()}
+    return {"id": item.id, "kind": item.kind, "n_tokens": len(scored["tokens"]), "attempts": attempt, **scored}
+
+
+async def _score_all(settings: DivergenceSettings, base_url: str, served_name: str, items: list[Prompt],
+                     progress: Callable[[int, int], None]) -> list[list[dict[str, Any]]]:
+    """Every text, `repeats` times (each repeat one prefill per text): rows per repeat, in set order."""
+    semaphore = asyncio.Semaphore(settings.concurrency)
+    done, total = 0, len(items) * settings.repeats
+    limits = httpx.Limits(max_connections=settings.concurrency, max_keepalive_connections=settings.concurrency)
+    async with httpx.AsyncClient(base_url=base_url, timeout=settings.timeout, limits=limits) as client:
+
+        async def one(item: Prompt) -> dict[str, Any]:
+            nonlocal done
+            async with semaphore:
+                row = await _score(client, settings, served_name, item)
+            done += 1
+            progress(done, total)
+            return row
+
+        return [list(await asyncio.gather(*(one(item) for item in items))) for _ in range(settings.repeats)]
+
+
+def setup_fields(settings: DivergenceSettings, version: str) -> dict[str, Any]:
+    """What the divergence depends on besides the engines: the texts, how many positions and
+    logprobs, and the request shape. Not in it: `count` (like `--limit`: cells are compared on the
+    texts both scored), repeats, concurrency, timeouts."""
+    import evalkit
+
+    return {"texts": settings.texts, "texts_version": version, "max_tokens": settings.max_tokens,
+            "top_k": settings.top_k, "request": settings.request, "evalkit_version": evalkit.__version__}
+
+
+@functools.lru_cache(maxsize=4)
+def _rows(path: Path, mtime_ns: int, size: int) -> dict[str, dict[str, Any]]:
+    """A samples file by text id, read once per state of the file: the baseline is compared with
+    every cell, each cell with the baseline and its twin, so four files stay parsed (tens of MB
+    each at 1024 tokens and top-k 20), not the whole run's."""
+    return {row["id"]: row for row in read_jsonl(path)}
+
+
+def _read(path: Path) -> dict[str, dict[str, Any]] | None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return _rows(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _between(this: Path, ref: Path, states: tuple[Any, ...]) -> dict[str, Any] | str | None:
+    """divergence_stats.compare of two samples files, once per pair of file states (four metrics
+    each ask)."""
+    cell_rows, ref_rows = _read(this), _read(ref)
+    if cell_rows is None or ref_rows is None:
+        return None
+    return divergence_stats.compare(cell_rows, ref_rows)
+
+
+def _state(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+def _floor(short: str) -> Callable[[Mapping[str, Any]], float | None]:
+    def floor(raw: Mapping[str, Any]) -> float | None:
+        return ((raw.get("repeats") or {}).get("noise_floor") or {}).get(short)
+
+    return floor
+
+
+_FACTS = {"kl_mean": ("kl", "worst_kl"), "kl_p99": ("kl", "worst_kl"), "logprob_abs_mean": ("logprob_abs", "worst_logprob"),
+          "top1_agreement": (None, None)}
+"""Per headline value: the distribution its delta carries, and the worst places it shows."""
+
+
+SPECS = (
+    MetricSpec("divergence.kl_p99", "KL p99", Comparison.PAIRWISE, higher_is_better=False, key="kl_p99",
+               delta_label="KL p99", details="worst", noise_floor=_floor("kl_p99")),
+    MetricSpec("divergence.kl_mean", "KL mean", Comparison.PAIRWISE, higher_is_better=False, key="kl_mean",
+               noise_floor=_floor("kl_mean")),
+    MetricSpec("divergence.top1_agreement", "top-1 agreement", Comparison.PAIRWISE, key="top1",
+               delta_label="top-1 agree", noise_floor=_floor("top1_agreement")),
+    MetricSpec("divergence.logprob_abs_mean", "mean |Δ logprob|", Comparison.PAIRWISE, higher_is_better=False,
+               key="logprob_abs", details="worst", noise_floor=_floor("logprob_abs_mean")),
+)
+"""The eval's metrics, all measured between two cells (`Divergence.metrics` while it is in use)."""
+
+
+class Divergence(Eval):
+    """Teacher-forced logprobs of fixed texts, compared between cells."""
+
+    name = "divergence"
+    title = "logprob divergence"
+    settings = DivergenceSettings
+    default_enabled = False
+    size = 64
+
+    def __init__(self) -> None:
+        self._in_use = False
+
+    @property  # type: ignore[override]
+    def metrics(self) -> tuple[MetricSpec, ...]:
+        """SPECS while a config names the eval or a stored cell ran it; else none, so a report of a
+        run without it has no columns of dashes (and a threshold on it needs `evals.divergence`)."""
+        return SPECS if self._in_use else ()
+
+    @property  # type: ignore[override]
+    def csv_fields(self) -> tuple[str, ...]:
+        """The per-cell facts, in the CSV of a run that has the eval (like its metrics)."""
+        return ("divergence.n", "divergence.tokens", "divergence.repeats") if self._in_use else ()
+
+    def resolve_metrics(self, settings: Any | None = None, raw: Mapping[str, Any] | None = None) -> None:
+        if raw is not None:
+            self._in_use = True
+        else:
+            self._in_use = settings is not None
+
+    def check(self, settings: DivergenceSettings) -> None:
+        path = resources.files(prompts) / f"{settings.texts}.jsonl"
+        if not path.is_file():
+            raise ConfigError(f"evals.divergence.texts: no text set {settings.texts!r} ({path})")
+
+    def run(self, ctx: EvalContext, settings: DivergenceSettings) -> EvalResult:
+        self.check(settings)
+        text_set = load_prompt_set(settings.texts)
+        count = min(c for c in (settings.count, ctx.limit, len(text_set.prompts)) if c is not None)
+        items = list(text_set.prompts[:count])
+        scored = asyncio.run(_score_all(settings, ctx.base_url, ctx.served_name, items,
+                                        lambda i, n: ctx.status("divergence", f"{i}/{n}")))
+        first = scored[0]
+        metrics: dict[str, Any] = {"n": len(first), "tokens": sum(row["n_tokens"] for row in first),
+                                   "texts": text_set.id, "texts_version": text_set.version,
+                                   "top_k": settings.top_k, "request": settings.request, "repeats": None}
+        if settings.repeats > 1:
+            again = [{row["id"]: row for row in rows} for rows in scored[1:]]
+            floors = divergence_stats.noise_floor({row["id"]: row for row in first}, again)
+            metrics["repeats"] = {"n": settings.repeats, "noise_floor": floors}
+        metrics[SETUP_KEY] = fingerprint(setup_fields(settings, text_set.version))
+        return EvalResult(metrics, first)
+
+    def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Facts of one cell that need no reference: texts and positions scored, repeats (the
+        divergence itself is between two cells: `pairwise`)."""
+        self.resolve_metrics(raw=raw)
+        return {"divergence.n": raw["n"], "divergence.tokens": raw["tokens"],
+                "divergence.repeats": (raw.get("repeats") or {}).get("n", 1)}
+
+    def pairwise(self, metric: MetricSpec, this_dir: Path, ref_dir: Path) -> dict[str, Any] | None:
+        this, ref = this_dir / self.samples_file, ref_dir / self.samples_file
+        result = _between(this, ref, (_state(this), _state(ref)))
+        if result is None:
+            return None
+        if isinstance(result, str):
+            return {"diff": None, "p_value": None, "refused": result}
+        short = metric.name.removeprefix("divergence.")
+        diff = divergence_stats.changes(result)[short]
+        spread, worst = _FACTS[short]
+        value = result["top1_agreement"] if short == "top1_agreement" else diff
+        found: dict[str, Any] = {"diff": diff, "value": value,
+                                 "p_value": None, "texts": result["texts"], "positions": result["positions"]}
+        if spread:
+            found[spread] = result[spread]
+        if worst and metric.details == "worst":
+            found["worst"] = result[worst]
+        return found
+
+
+EVAL = registry.register(Divergence())
