@@ -72,6 +72,7 @@ class EngineFigures(Eval):
                    key="spec_accepted_len"),
         MetricSpec("engine.generation_tokens", "engine generation tokens", Comparison.NONE, key="generation_tokens"),
     )
+    csv_fields = tuple(spec.name for spec in metrics)
 
     def raw(self, record: Mapping[str, Any]) -> Mapping[str, Any] | None:
         figures, speed = record.get("engine_metrics") or {}, record.get("throughput") or {}
