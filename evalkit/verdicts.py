@@ -64,10 +64,31 @@ def flat_metrics(record: dict[str, Any]) -> dict[str, Any]:
     """A cell's headline metrics under stable dotted names (the summary.json contract)."""
     out: dict[str, Any] = {}
     for ev in registry.evals():
-        raw = (record.get("metrics") or {}).get(ev.name)
+        raw = ev.raw(record)
         if raw:
             out |= ev.flat(raw)
     return out
+
+
+def unmeasured(record: dict[str, Any]) -> dict[str, str]:
+    """Metric -> why this cell has no value of it although its eval ran (`Eval.absent`)."""
+    out: dict[str, str] = {}
+    for ev in registry.evals():
+        raw = ev.raw(record)
+        if raw:
+            out |= ev.absent(raw)
+    return out
+
+
+def _not_checked(threshold: Threshold, cell: dict[str, Any], label: str) -> dict[str, Any] | None:
+    """The flag of a threshold on a metric the cell lacks for a known reason: a gate that cannot
+    be checked must not pass silently (like a setup mismatch). None when nothing says why."""
+    reason = (cell.get("unmeasured") or {}).get(threshold.metric)
+    if reason is None:
+        return None
+    return {"metric": threshold.metric, "check": threshold.check, "limit": threshold.value, "value": None,
+            "action": threshold.action, "not_checked": reason,
+            "message": f"{cell['id']}: {label} not checked: {reason}"}
 
 
 def compare(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, flats: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -182,7 +203,9 @@ def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any],
     label = spec.label if spec else metric
     if check in ("min", "max"):
         value = metrics.get(metric)
-        if value is None or (value >= limit if check == "min" else value <= limit):
+        if value is None:
+            return _not_checked(threshold, cell, label)
+        if value >= limit if check == "min" else value <= limit:
             return None
         words = f"{cell['id']}: {label} {value:.3f} {'<' if check == 'min' else '>'} {check} {limit:g}"
         return {"metric": metric, "check": check, "limit": limit, "value": value, "action": threshold.action,
@@ -190,7 +213,7 @@ def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any],
     against = "vs_baseline" if check.endswith("vs_baseline") else "vs_ab"
     delta = (cell.get(against) or {}).get(metric)
     if delta is None:
-        return None
+        return _not_checked(threshold, cell, label) if metrics.get(metric) is None else None
     if delta.get("setup_differs") or delta.get("refused"):  # a gate that cannot be checked must not pass silently
         ref_id = cell[against]["reference"]
         why = (f"eval setup differs ({', '.join(delta['setup_differs'])})" if delta.get("setup_differs")
@@ -248,6 +271,7 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         if cell.get("error"):
             row["error"] = cell["error"]["message"]
         row["metrics"] = flats[cell["id"]]
+        row["unmeasured"] = unmeasured(cell)
         ok = cell["status"] == "ok"
         if ok and baseline and baseline["status"] == "ok" and baseline["id"] != cell["id"]:
             row["vs_baseline"] = compare(cell, baseline, run_path, flats)
@@ -261,6 +285,10 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         row["source"] = cell.get("source")
         row["timings"] = cell.get("timings", {})
         rows.append(row)
+    base_row = next((r for r in rows if baseline and r["id"] == baseline["id"] and r["status"] == "ok"), None)
+    for cell, row in zip(cells, rows):
+        if row["status"] == "ok":
+            row["flags"] += [f for ev in registry.evals() for f in ev.cell_flags(cell, row, base_row)]
     failed = sum(1 for r in rows if r["status"] == "error")
     not_run = sum(1 for r in rows if r["status"] not in ("ok", "error"))
     broken = sum(1 for r in rows for f in r["flags"] if f["action"] == "fail")

@@ -35,7 +35,7 @@ VLLM_GRAPH = {"full": ["--compilation-config", '{"cudagraph_mode": "FULL"}'],
 VLLM_ALLREDUCE = {"nccl": ["--disable-custom-all-reduce"], "custom": ["--no-disable-custom-all-reduce"]}
 
 SGLANG_PREFIX = ["python3", "-m", "sglang.launch_server", "--model-path", MODEL, "--host", "127.0.0.1",
-                 "--port", "8000", "--served-model-name", "deepseek-v4"]
+                 "--port", "8000", "--served-model-name", "deepseek-v4", "--enable-metrics"]
 SGLANG_PARALLEL = {"tp8": ["--tp-size", "8"], "dp8": ["--tp-size", "8", "--attn-dp-size", "8"]}
 SGLANG_GRAPH = {
     "full": ["--cuda-graph-backend-decode", "full", "--cuda-graph-backend-prefill", "full"],
@@ -107,7 +107,7 @@ def test_vllm_has_no_dp_attention_switch() -> None:
 @pytest.mark.parametrize(("mode", "backends"), sorted(GRAPH_BACKENDS.items()))
 def test_sglang_graph_modes_are_both_phases_explicitly(mode: str, backends: tuple[str, str]) -> None:
     flags = sglang_flags(EngineSettings(graph_mode=mode), LAUNCH)  # type: ignore[arg-type]
-    assert flags[8:] == ["--cuda-graph-backend-decode", backends[0], "--cuda-graph-backend-prefill", backends[1]]
+    assert flags[9:] == ["--cuda-graph-backend-decode", backends[0], "--cuda-graph-backend-prefill", backends[1]]
     assert set(backends) <= {"full", "breakable", "disabled"}  # model_executor/cuda_graph_config.py:40-47
 
 
@@ -122,7 +122,7 @@ def test_sglang_graph_modes_are_both_phases_explicitly(mode: str, backends: tupl
     ],
 )
 def test_sglang_parallel_flags(settings: dict, expected: list[str]) -> None:
-    assert sglang_flags(EngineSettings(**settings), LAUNCH)[8:] == expected
+    assert sglang_flags(EngineSettings(**settings), LAUNCH)[9:] == expected
 
 
 @pytest.mark.parametrize("settings", [{"dp_attention": True}, {"expert_parallel": True}])

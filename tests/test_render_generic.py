@@ -76,8 +76,9 @@ def toy_run(toy_eval: Toy, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
 
 def test_a_registered_metric_gets_its_value_and_delta_columns_after_the_built_ins(toy_eval: Toy) -> None:
     headers = [c.header for c in columns()]
-    assert headers[:5] == ["cell", "status", "GSM8K strict", "GSM8K flexible (95% CI)", "collapse rate (k/n)"]
-    assert headers[5:] == ["toy score", "crashes", "Δ flexible vs baseline", "Δ flexible vs twin",
+    assert headers[:7] == ["cell", "status", "GSM8K strict", "GSM8K flexible (95% CI)", "collapse rate (k/n)",
+                           "tokens/s", "engine TPOT"]
+    assert headers[7:] == ["toy score", "crashes", "Δ flexible vs baseline", "Δ flexible vs twin",
                            "Δ collapse vs baseline", "Δ collapse vs twin", "Δ score vs baseline", "Δ score vs twin",
                            "Δ crash vs baseline", "Δ crash vs twin"]
 
@@ -124,7 +125,7 @@ def test_compare_shows_the_toy_eval_beside_the_built_ins(toy_run: tuple[Path, di
     run_path, _ = toy_run
     assert [c.header for c in compare_columns()] == [
         "cell", "flexible A", "flexible B", "Δ flexible B − A", "Δ strict B − A", "collapse A", "collapse B",
-        "Δ collapse B − A", "score A", "score B", "Δ score B − A", "crash A", "crash B", "Δ crash B − A",
+        "Δ collapse B − A", "Δ tokens_per_s B − A", "Δ tpot B − A", "score A", "score B", "Δ score B − A", "crash A", "crash B", "Δ crash B − A",
         "paired n", "flipped →wrong / →right"]
     result = compare_runs(run_path, run_path)
     md = render_compare(result, "markdown") or ""

@@ -88,6 +88,7 @@ class EngineConfig(StrictModel):
         None, description="argv template for the `command` profile: {python} {host} {port} {model} {served_name}."
     )
     health_path: str | None = Field(None, description="Override the profile's health endpoint.")
+    metrics_path: str | None = Field(None, description="Override the profile's Prometheus endpoint (scraped around each eval).")
     fatal_patterns: list[str] = Field(default_factory=list, description="Extra log regexes that fail a cell at once.")
 
 

@@ -16,6 +16,10 @@ declares:
   summary.json contract);
 * `pairwise(metric, this_dir, ref_dir)` (optional): a PAIRWISE metric, a value measured between
   two cells' samples (a divergence of their token distributions), which no cell has alone;
+* `runs` (default True): False for a pseudo-eval whose figures the cell lifecycle records instead
+  of a `run` (the engine's own report, evals/engine_figures.py); it then reads them with `raw`,
+  says with `absent` why a cell has none of a metric (a threshold on it is "not checked" rather
+  than passed), and may raise `cell_flags` that no threshold expresses;
 * `subsets` (optional): it runs just the samples named in `EvalContext.only` and `combine`s the
   results of several such runs into one. A bisect step runs an eval in batches this way and stops
   as soon as its verdict is decided; an eval without it is skipped by a step, with a note.
@@ -192,6 +196,9 @@ class Eval:
     """Questions of a full run (GSM8K: 1319), where fixed: what `--limit` is a part of."""
     csv_fields: ClassVar[tuple[str, ...]] = ()
     """Flat metrics in the CSV report, besides the compared ones (a `_ci95` pair is split in two)."""
+    runs: ClassVar[bool] = True
+    """False: never run against a server (`registry.enabled` leaves it out); its figures come from
+    what the cell lifecycle recorded, read by `raw`."""
     subsets: ClassVar[bool] = False
     """`run` honours `EvalContext.only` and `combine` merges such runs: a bisect step can run it
     in batches. False: a step skips it (and says so)."""
@@ -219,6 +226,21 @@ class Eval:
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """Headline metrics under dotted names, from `EvalResult.metrics` as stored."""
         raise NotImplementedError
+
+    def raw(self, record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """This eval's raw metrics in a cell record (what `flat` reads); None: the cell has none."""
+        return (record.get("metrics") or {}).get(self.name)
+
+    def absent(self, raw: Mapping[str, Any]) -> dict[str, str]:
+        """Metric name -> why this cell has no value of it, for metrics a cell can lack although
+        the eval ran (an engine without speculative decoding, a failed scrape)."""
+        return {}
+
+    def cell_flags(self, record: Mapping[str, Any], row: Mapping[str, Any],
+                   baseline: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+        """Flags on a cell beyond its thresholds (shaped like a threshold's: `metric`, `check`,
+        `action`, `message`), from its record and its summary row and the baseline's row."""
+        return []
 
     def combine(self, parts: list[EvalResult]) -> EvalResult:
         """With `subsets`: the runs of disjoint subsets (in run order) as one result, its metrics

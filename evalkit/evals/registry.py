@@ -17,7 +17,8 @@ from typing import Any
 
 from evalkit.evals.base import Eval, EvalSettings, MetricSpec
 
-BUILTINS = ("evalkit.evals.gsm8k", "evalkit.evals.repetition", "evalkit.evals.lm_eval_tasks", "evalkit.evals.divergence")
+BUILTINS = ("evalkit.evals.gsm8k", "evalkit.evals.repetition", "evalkit.evals.lm_eval_tasks",
+            "evalkit.evals.divergence", "evalkit.evals.engine_figures")
 """Modules whose import registers the built-in evals (each calls `register` once)."""
 
 _EVALS: dict[str, Eval] = {}
@@ -106,10 +107,11 @@ def resolve(evals_config: Any) -> None:
 
 
 def enabled(evals_config: Any) -> list[tuple[Eval, EvalSettings]]:
-    """The evals a cell runs, in order, with their settings (`config.evals`)."""
+    """The evals a cell runs, in order, with their settings (`config.evals`); pseudo-evals whose
+    figures the lifecycle records (`Eval.runs` False) are not among them."""
     out = []
     for ev in evals():
         settings = getattr(evals_config, ev.name, None)
-        if settings is not None and settings.enabled:
+        if settings is not None and settings.enabled and ev.runs:
             out.append((ev, settings))
     return out

@@ -45,6 +45,23 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class MetricNames:
+    """Where an engine's Prometheus `/metrics` keeps what evalkit reads (sample names, summed
+    over their labels: every DP engine and finish reason). None: the engine has no such figure."""
+
+    generation_tokens: str
+    """Counter of output tokens generated."""
+    tpot: str | None = None
+    """Histogram of per-request time per output token, in seconds (its `_sum` and `_count`)."""
+    requests: str | None = None
+    """Counter of requests finished."""
+    spec_drafts: str | None = None
+    spec_draft_tokens: str | None = None
+    spec_accepted_tokens: str | None = None
+    """Speculative decoding counters: drafts (verify steps), draft tokens proposed, accepted."""
+
+
+@dataclass(frozen=True)
 class Profile:
     """One engine's launch and readiness conventions."""
 
@@ -70,6 +87,16 @@ class Profile:
     simulated: bool = False
     """Whether the engine is evalkit's simulator rather than a real model: run.json records it and
     reports label such runs, so simulated numbers are never read as a real engine's."""
+    version_path: str | None = None
+    """GET after readiness: JSON whose `version` is the engine's version (its commit, for a source
+    tree, is checked against the checkout); None: the engine serves no version known to evalkit."""
+    metrics_path: str | None = None
+    """The engine's Prometheus endpoint, scraped before and after each eval; None: it has none."""
+    metric_names: MetricNames | None = None
+    """What to read from `metrics_path`."""
+    scrape_external: bool = False
+    """Scrape a server evalkit did not start (`--base-url`) too. False for real engines: a shared
+    server's counters also count other clients' requests, so its deltas would not be this eval's."""
 
     def argv(self, settings: EngineSettings, launch: Launch, extra_args: list[str] | tuple[str, ...]) -> list[str]:
         """The full argv: entry point, the profile's flags, then the config's own args."""

@@ -41,13 +41,22 @@ Effective mode: the resolved `server_args={...}` dump (entrypoints/engine.py:118
 pattern reports the *prefill* backend (the piecewise switch that the bugs in REFERENCE.md
 section 8 were about); the decode backend is in the same line of engine.log.
 SGLang's completions take no `return_tokens_as_token_ids`, so the detector splits text.
+
+What the engine reports: SGLang has no `/version`; `GET /server_info` (entrypoints/http_server.py:863;
+`/get_server_info` is its deprecated alias) holds `"version": __version__`. `/metrics` exists only
+with `--enable-metrics` (arg_groups/fields/observability.py:70), which this profile always passes:
+`sglang:generation_tokens_total`, `sglang:num_requests_total` and the per-request TPOT histogram
+`sglang:request_time_per_output_token_seconds` (observability/metrics_collector.py:1861, :1941,
+:2058). Its speculative decoding figures are gauges of the most recent batch
+(`sglang:spec_accept_rate`, `sglang:spec_accept_length`, :512-522), not counters, so no
+per-eval acceptance can be computed from them: evalkit reports none for SGLang.
 """
 
 from __future__ import annotations
 
 from evalkit.config import EngineSettings
 from evalkit.errors import ConfigError
-from evalkit.profiles import Launch, Profile
+from evalkit.profiles import Launch, MetricNames, Profile
 
 SGLANG_SETTINGS = frozenset(
     {"tensor_parallel", "data_parallel", "dp_attention", "expert_parallel", "graph_mode", "max_num_seqs"}
@@ -74,7 +83,7 @@ SGLANG_FATAL_PATTERNS = (
 def sglang_flags(settings: EngineSettings, launch: Launch) -> list[str]:
     """SGLang's flags for the logical settings."""
     flags = ["--model-path", launch.model, "--host", launch.host, "--port", str(launch.port),
-             "--served-model-name", launch.served_name]
+             "--served-model-name", launch.served_name, "--enable-metrics"]
     if settings.tensor_parallel is not None:
         flags += ["--tp-size", str(settings.tensor_parallel)]
     if settings.dp_attention:
@@ -105,4 +114,11 @@ PROFILE = Profile(
     effective_mode_pattern=SGLANG_MODE_PATTERN,
     supports_token_ids=False,
     settings_supported=SGLANG_SETTINGS,
+    version_path="/server_info",
+    metrics_path="/metrics",
+    metric_names=MetricNames(
+        generation_tokens="sglang:generation_tokens_total",
+        tpot="sglang:request_time_per_output_token_seconds",
+        requests="sglang:num_requests_total",
+    ),
 )

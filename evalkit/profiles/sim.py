@@ -1,11 +1,14 @@
 """evalkit's simulated engine: ATOM's flag map with another entry point (`python -m evalkit.sim`).
 
-It runs on the CPU, so it needs no device lock, and its runs are marked as simulated.
+It runs on the CPU, so it needs no device lock, and its runs are marked as simulated. It reports
+what vLLM reports, under vLLM's names (`/version`, `/metrics`; see profiles/vllm.py), and it is
+scraped as an external server too: nobody else's requests reach a simulator a test started.
 """
 
 from __future__ import annotations
 
 from evalkit.profiles import Profile
+from evalkit.profiles.vllm import VLLM_METRICS
 from evalkit.profiles.atom import ATOM_FATAL_PATTERNS, ATOM_MODE_PATTERN, ATOM_SETTINGS, atom_flags
 
 PROFILE = Profile(
@@ -19,4 +22,8 @@ PROFILE = Profile(
     settings_supported=ATOM_SETTINGS,
     uses_devices=False,
     simulated=True,
+    version_path="/version",
+    metrics_path="/metrics",
+    metric_names=VLLM_METRICS,
+    scrape_external=True,
 )

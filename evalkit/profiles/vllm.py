@@ -30,6 +30,18 @@ used: under FULL_AND_PIECEWISE the last label is `FULL`. On CPU the mode is alwa
 (vllm/platforms/cpu.py:353 empties the capture sizes) and the dump says so.
 
 Completions accept `return_tokens_as_token_ids`, so the detector gets exact token ids.
+
+What the engine reports (read from the same wheel): `GET /version` is `{"version": VLLM_VERSION}`
+(entrypoints/serve/instrumentator/basic.py:53; a release says `0.32.0`, a source build
+`0.32.1.devN+g<hash>`), and `/metrics` (instrumentator/metrics.py, prometheus_client) has
+`vllm:generation_tokens_total` (v1/metrics/loggers.py:799), `vllm:request_success_total`
+(:809, per finished_reason), the per-request TPOT histogram
+`vllm:request_time_per_output_token_seconds` (:951; 0.32 has no `vllm:time_per_output_token_seconds`
+any more) and, with `--speculative-config`, `vllm:spec_decode_num_drafts_total`,
+`vllm:spec_decode_num_draft_tokens_total` and `vllm:spec_decode_num_accepted_tokens_total`
+(v1/spec_decode/metrics.py:224-229; its log line's acceptance rate is accepted / draft tokens and
+its mean acceptance length 1 + accepted / drafts, :107-114). Every sample carries
+`model_name` and `engine` (the DP rank) labels: evalkit sums them.
 """
 
 from __future__ import annotations
@@ -37,7 +49,7 @@ from __future__ import annotations
 import json
 
 from evalkit.config import EngineSettings
-from evalkit.profiles import Launch, Profile
+from evalkit.profiles import Launch, MetricNames, Profile
 
 VLLM_SETTINGS = frozenset(
     {"tensor_parallel", "data_parallel", "expert_parallel", "graph_mode", "max_num_seqs"}
@@ -58,6 +70,16 @@ VLLM_FATAL_PATTERNS = (
 """vllm/v1/engine/core.py:1512/2663 (`EngineCore encountered a fatal error.`),
 vllm/v1/executor/multiproc_executor.py:316 (a worker process died), vllm/v1/engine/exceptions.py:12
 (EngineDeadError: every later request fails), CUDA faults, OOM."""
+
+
+VLLM_METRICS = MetricNames(
+    generation_tokens="vllm:generation_tokens_total",
+    tpot="vllm:request_time_per_output_token_seconds",
+    requests="vllm:request_success_total",
+    spec_drafts="vllm:spec_decode_num_drafts_total",
+    spec_draft_tokens="vllm:spec_decode_num_draft_tokens_total",
+    spec_accepted_tokens="vllm:spec_decode_num_accepted_tokens_total",
+)
 
 
 def vllm_flags(settings: EngineSettings, launch: Launch) -> list[str]:
@@ -88,4 +110,7 @@ PROFILE = Profile(
     effective_mode_pattern=VLLM_MODE_PATTERN,
     supports_token_ids=True,
     settings_supported=VLLM_SETTINGS,
+    version_path="/version",
+    metrics_path="/metrics",
+    metric_names=VLLM_METRICS,
 )

@@ -65,10 +65,14 @@ class Layout:
         return out + ([_count(point.metrics.get(self.n_metric))] if self.n_metric else [])
 
 
-def layout() -> Layout:
-    """The trend table's metric columns for the evals registered now."""
+def layout(points: list[Point] | None = None) -> Layout:
+    """The trend table's metric columns for the evals registered now; given the points, only the
+    headline and the metrics some point measured (as pivots: engine figures of a history that
+    never scraped an engine would be columns of dashes)."""
     values = tuple(spec for spec in registry.metrics() if spec.column)
     headline = next((spec for spec in values if spec.delta_label), None)
+    if points is not None:
+        values = tuple(s for s in values if s is headline or any(s.name in p.metrics for p in points))
     ev = registry.eval_of(headline.name) if headline else None
     return Layout(values, headline, f"{ev.name}.n" if ev else None)
 
@@ -130,7 +134,7 @@ def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST
     since the run before."""
     from rich.table import Table
 
-    columns = layout()
+    columns = layout(points)
     table = Table(title=term_text(title))
     for header in ("cell", "run started (UTC)", "run", "source", "status", *columns.headers()):
         table.add_column(header)

@@ -23,8 +23,11 @@ from evalkit.engine.sources import ResolvedSource
 from evalkit.errors import EngineError, EvalError, PortInUse
 from evalkit.evals import registry
 from evalkit.evals.base import EvalContext, EvalResult
+from evalkit.evals.engine_figures import scraping_enabled
 from evalkit.matrix import Cell
+from evalkit.profiles import get_profile
 from evalkit.redact import scrub, scrub_file, secret_values
+from evalkit.run.engine_report import EngineScrapes, check_version
 from evalkit.run.options import Progress
 from evalkit.run.records import FINISHED, CellError, CellRecord, SourceInfo, failed_cell, now
 from evalkit.store import RunStore, write_jsonl
@@ -119,6 +122,8 @@ def run_cell(job: CellJob, control: CellControl, body: EvalsBody | None = None) 
     try:
         if job.base_url:
             record.launch = {"base_url": job.base_url, "note": EXTERNAL_NOTE}
+            check_version(job.base_url, get_profile(job.config.engine.profile), job.source, record, job.cell.id,
+                          job.progress)
             body(job, job.base_url, record, False)
         else:
             _run_with_engine(job, record, control, body)
@@ -167,6 +172,7 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
                 timings.update(engine_start_s=ready.health_s, engine_ready_s=ready.warmup_s,
                                warmup_attempts=ready.warmup_attempts)
                 record.effective_mode = engine.effective_mode()
+                check_version(launch.base_url, launch.profile, job.source, record, job.cell.id, job.progress)
                 job.update("ready", f"in {ready.warmup_s:.1f} s")
                 try:
                     body(job, launch.base_url, record, launch.profile.supports_token_ids)
@@ -203,8 +209,14 @@ def _engine_for(launch: CellLaunch, config: MatrixConfig, log_path: Path) -> Eng
 
 def _run_evals(job: CellJob, base_url: str, record: CellRecord, token_ids: bool) -> None:
     """Every enabled eval against one running server, in registry order; each writes its samples
-    beside cell.json and its raw metrics under its name, and sees the results of those before it."""
+    beside cell.json and its raw metrics under its name, and sees the results of those before it.
+    The engine's /metrics are scraped around each eval (unless `evals.engine` is off)."""
     earlier: dict[str, EvalResult] = {}
+    scrapes = None
+    if scraping_enabled(job.config.evals):
+        scrapes = EngineScrapes(base_url, get_profile(job.config.engine.profile), external=job.base_url is not None,
+                                metrics_path=job.config.engine.metrics_path)
+        scrapes.start()
     for ev, settings in registry.enabled(job.config.evals):
         job.update(ev.name)
         ctx = EvalContext(base_url=base_url, served_name=job.config.served, cell_dir=job.cell_dir,
@@ -213,6 +225,8 @@ def _run_evals(job: CellJob, base_url: str, record: CellRecord, token_ids: bool)
         t = time.monotonic()
         result = ev.run(ctx, settings)
         record.timings[f"{ev.name}_s"] = round(time.monotonic() - t, 3)
+        if scrapes is not None:
+            scrapes.after(ev.name, result.samples, record.timings[f"{ev.name}_s"] or 0.0, record)
         write_jsonl(job.cell_dir / ev.samples_file, result.samples)
         record.metrics[ev.name] = result.metrics
         earlier[ev.name] = result

@@ -57,6 +57,8 @@ class _CellView:
     finished: float | None = None
     ready_after: str = ""
     devices: str = ""
+    warning: str = ""
+    """A `warning` state (an engine not running its source) stays on the cell's line to the end."""
 
 
 @dataclass
@@ -81,6 +83,9 @@ class LiveProgress:
             self._live.start()
         with self._lock:
             view = self.cells.setdefault(cell_id, _CellView())
+            if state == "warning":
+                view.warning = clean(detail)
+                return
             if state == "starting" and view.started is None:
                 view.started = time.monotonic()
             if state == "starting" and "devices" in detail:
@@ -112,7 +117,8 @@ class LiveProgress:
         for cell_id, v in self.cells.items():
             took = "" if v.started is None else f"{(v.finished or time.monotonic()) - v.started:.0f} s"
             style = {"ok": "green", "error": "red", "interrupted": "yellow", "skipped": "yellow"}.get(v.state)
-            table.add_row(escape(cell_id), v.state, escape(v.detail), v.devices, v.ready_after, took, style=style)
+            detail = escape(v.detail) + (f"\n[bold red]{escape(v.warning)}[/bold red]" if v.warning else "")
+            table.add_row(escape(cell_id), v.state, detail, v.devices, v.ready_after, took, style=style)
         return table
 
     def close(self) -> None:

@@ -101,6 +101,19 @@ class SourceInfo(_Record):
     """The commit it resolved to."""
 
 
+class EngineCheck(_Record):
+    """Does the engine run the source tree the cell checked out? (evalkit/gitinfo.py)"""
+
+    status: Literal["match", "mismatch", "unknown"]
+    """`mismatch` is the loud one: the engine reports a commit other than the checkout's."""
+    commit: str | None = None
+    """The commit the engine's version names, if it names one."""
+    source_sha: str | None = None
+    """The checked-out commit; None when the cell has no source tree."""
+    message: str
+    """One line: what was compared, or why nothing could be (no version, a release version)."""
+
+
 class CellRecord(_File):
     """cell.json: one cell's status, launch, timings and raw metrics.
 
@@ -134,6 +147,18 @@ class CellRecord(_File):
     """The engine process's pid (tests check that none is left running)."""
     effective_mode: str | None = None
     """The graph mode the engine reports it chose (engines rewrite modes silently)."""
+    engine_version: str | None = None
+    """What the engine's version endpoint reports (its profile's `version_path`), read once ready."""
+    engine_check: EngineCheck | None = None
+    """The engine's version against the cell's source tree; absent when the profile has no version."""
+    engine_metrics: dict[str, Any] = {}
+    """Per eval name, what the engine's `/metrics` counters say it did during that eval
+    (`generation_tokens`, `requests`, `tpot_mean_s`, `tpot_n`, `spec_*`, `scrape_s`; see
+    engine/metrics.py `figures`), or `{"missing": why}`; absent when `evals.engine` is off."""
+    throughput: dict[str, Any] = {}
+    """Per eval name: output tokens the client received over the eval's wall time
+    (`completion_tokens`, `wall_s`, `tokens_per_s`, and `tokens_from`: `usage`, `stream token ids`
+    or `engine counter`), see run/engine_report.py."""
     traceback: str | None = None
     """For an internal error (a bug, not the engine's or eval's failure): the traceback, scrubbed."""
     error: CellError | None = None

@@ -20,6 +20,7 @@ from evalkit.sim.config import (
     Behaviour,
     Cell,
     Faults,
+    Reports,
     ServerConfig,
     SimConfigError,
     Timing,
@@ -135,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="completion requests served before crash-after / hang-after / fatal-log")
     sim.add_argument("--sim-fault-rate", type=_share, default=1.0, metavar="F",
                      help="share of requests hit by http-500 / malformed-json / truncated-stream")
+    sim.add_argument("--sim-version", default=Reports.version,
+                     help="what GET /version reports (a source build's names its commit: 0.32.1.dev3+g<hash>)")
+    sim.add_argument("--sim-spec-decode", type=_non_negative_int, default=0, metavar="K",
+                     help="report speculative decoding with K draft tokens per step in /metrics (default 0: none)")
+    sim.add_argument("--sim-spec-acceptance", type=_share, default=Reports.spec_acceptance, metavar="P",
+                     help="share of draft tokens accepted (default %(default)s)")
     return parser
 
 
@@ -196,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream_interval=args.sim_stream_interval,
         ),
         faults=Faults(frozenset(args.sim_fault), after=args.sim_fault_after, rate=args.sim_fault_rate),
+        reports=Reports(version=args.sim_version, spec_tokens=args.sim_spec_decode,
+                        spec_acceptance=args.sim_spec_acceptance),
     )
     from evalkit.sim.process import run  # deferred: --help and flag errors stay instant
 

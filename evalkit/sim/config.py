@@ -143,6 +143,17 @@ class Faults:
 
 
 @dataclass(frozen=True)
+class Reports:
+    """What the simulator reports (``--sim-version``, ``--sim-spec-decode``, ``--sim-spec-acceptance``)."""
+
+    version: str = "0.1.0+sim"
+    """`GET /version`'s `version`: a source build's would name its commit (``0.32.1.dev3+g<hash>``)."""
+    spec_tokens: int = 0
+    """Draft tokens per decode step; 0: no speculative decoding (no spec counters at all, like vLLM)."""
+    spec_acceptance: float = 0.7
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     """Everything one simulator process needs."""
 
@@ -156,6 +167,8 @@ class ServerConfig:
     behaviour: Behaviour
     timing: Timing
     faults: Faults
+    reports: Reports = field(default_factory=Reports)
+    """What /version and /metrics say (evalkit/sim/reports.py)."""
 
 
 class SimConfigError(Exception):

@@ -1,11 +1,12 @@
-"""The simulator's HTTP app (Starlette): health, models, completions, chat, stats.
+"""The simulator's HTTP app (Starlette): health, models, completions, chat, stats, version, metrics.
 
 One process, one event loop: a completion is computed in microseconds, so the server's cost
 is HTTP handling, and concurrency only matters for paced (``--sim-tokens-per-second``)
 streams, which ``asyncio.sleep`` between events. A streaming client that disconnects makes
 Starlette cancel the stream at its next ``await``: generation stops at once, and
 ``/sim/stats`` shows both the tokens really produced and the aborted streams, so a test can
-prove that an early abort saves engine work.
+prove that an early abort saves engine work. ``/version`` and ``/metrics`` report what vLLM's
+do (evalkit/sim/reports.py), counted at the same places as those stats.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from evalkit.sim.faults import FaultState
 from evalkit.sim.logprobs import Scorer
 from evalkit.sim.model import Generation, SimulatedModel
 from evalkit.sim.openai import BadRequest, CompletionRequest, Json, Scores, error_body
+from evalkit.sim.reports import EngineMetrics
 from evalkit.sim.tokens import tokenize
 
 COALESCE = 16
@@ -69,6 +71,7 @@ class Simulator:
         self.faults = faults
         self.stats = Stats()
         self.scorer = Scorer(config.behaviour, config.cell)
+        self.metrics = EngineMetrics(config.served_model_name, config.reports)
         self._model_names = (config.served_model_name, config.model)
         self._ready_at = float("inf")
         self.app = Starlette(
@@ -78,6 +81,8 @@ class Simulator:
                 Route("/v1/completions", self.completions, methods=["POST"]),
                 Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
                 Route("/sim/stats", self.sim_stats, methods=["GET"]),
+                Route("/version", self.version, methods=["GET"]),
+                Route("/metrics", self.prometheus, methods=["GET"]),
             ],
         )
 
@@ -118,6 +123,14 @@ class Simulator:
     async def sim_stats(self, _: Request) -> Response:
         await self.faults.stall_if_stalled()
         return JSONResponse({"requests": self.faults.requests, **vars(self.stats)})
+
+    async def version(self, _: Request) -> Response:
+        await self.faults.stall_if_stalled()
+        return JSONResponse({"version": self.config.reports.version})
+
+    async def prometheus(self, _: Request) -> Response:
+        await self.faults.stall_if_stalled()
+        return Response(self.metrics.text(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def completions(self, request: Request) -> Response:
         return await self._serve(request, chat=False)
@@ -189,6 +202,10 @@ class Simulator:
         if delay > 0:
             await asyncio.sleep(delay)
         self.stats.completion_tokens_generated += produced
+        self.metrics.generated(produced)
+        per_token = 1 / timing.tokens_per_second if timing.tokens_per_second > 0 else 0.0
+        for g in generations:
+            self.metrics.finished(len(g.tokens), g.finish_reason, per_token)
         prefix = "chatcmpl-" if request.chat else "cmpl-"
         body = self._envelope(request, prefix + uuid.uuid4().hex, int(time.time()))
         body["choices"] = [openai.choice(request, i, g, s) for i, (g, s) in enumerate(zip(generations, scores))]
@@ -232,6 +249,7 @@ class Simulator:
                 if request.chat:
                     yield event(openai.chunk_choice(request, index, [], None, 0, None, first=True))
                 tokens, offset = generation.tokens, 0
+                first_at: float | None = None
                 for begin in range(0, len(tokens), per_event):
                     await self.faults.stall_if_stalled()
                     piece = tokens[begin : begin + per_event]
@@ -244,9 +262,13 @@ class Simulator:
                         await asyncio.sleep(0)
                     sent += len(piece)
                     self.stats.completion_tokens_generated += len(piece)
+                    self.metrics.generated(len(piece))
+                    first_at = loop.time() if first_at is None else first_at
                     scored = None if scores[index] is None else scores[index].generated[begin : begin + per_event]
                     yield event(openai.chunk_choice(request, index, piece, scored, offset, None))
                     offset += sum(map(len, piece))
+                per_token = (loop.time() - first_at) / (len(tokens) - 1) if first_at is not None and len(tokens) > 1 else None
+                self.metrics.finished(len(tokens), generation.finish_reason, per_token)
                 yield event(openai.chunk_choice(request, index, [], None, offset, generation.finish_reason))
             if include_usage:
                 yield _sse({**head, "choices": [], "usage": openai.usage(sum(request.prompt_tokens), sent)})

@@ -1,0 +1,144 @@
+"""`engine`: what the engine itself reported and how fast the client was served, as metrics.
+
+A pseudo-eval (`runs` False): nothing is asked of the server for it. The cell lifecycle scrapes
+the engine's `/metrics` around every real eval and times it (run/engine_report.py, stored as
+cell.json `engine_metrics` and `throughput`); this eval reads those per-eval figures back
+(`raw`) and sums them over the cell, so its metrics go wherever any eval's go (thresholds,
+summary.json, every report format, compare, history) with no special case:
+
+    thresholds:
+      - {metric: engine.spec_acceptance_rate, min: 0.6}   # speculative decoding still accepts drafts
+      - {metric: engine.tpot_s, max: 0.05}                # the engine's mean time per output token
+
+A cell that cannot have a figure (an engine without speculative decoding, a failed scrape) says
+why (`absent`), and a threshold on it is reported as not checked instead of passing silently.
+Two flags no threshold expresses (`cell_flags`): an engine that does not run its source tree, and
+a cell that got much faster than the baseline while collapsing more (loops are cheap to decode).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from evalkit.evals import registry
+from evalkit.evals.base import Comparison, Eval, EvalSettings, MetricSpec
+
+FASTER = 1.5
+"""tokens/s at least this many times the baseline's, with a significant rise in collapses: noted."""
+NOTE_ALPHA = 0.01
+"""How significant that rise must be (one-sided Fisher p below it)."""
+NO_SPEC = "the engine reported no speculative decoding counters (spec decoding off, or an engine without them)"
+
+
+class EngineFiguresSettings(EvalSettings):
+    """`evals.engine`: scrape the engine's /metrics around each eval (`enabled: false` stops the
+    scrapes; the version check runs regardless, it is one request per cell)."""
+
+
+def scraping_enabled(evals_config: Any) -> bool:
+    """Whether a config's cells scrape their engine (its `evals.engine` section is on)."""
+    settings = getattr(evals_config, EngineFigures.name, None)
+    return settings is not None and settings.enabled
+
+
+def _per_second(flat: Mapping[str, Any]) -> str:
+    value = flat.get("engine.tokens_per_s")
+    return "-" if value is None else f"{value:.0f}"
+
+
+def _ms(flat: Mapping[str, Any]) -> str:
+    value = flat.get("engine.tpot_s")
+    return "-" if value is None else f"{value * 1000:.2f} ms"
+
+
+def _sum(rows: list[Mapping[str, Any]], key: str) -> float:
+    return sum(row[key] for row in rows)
+
+
+class EngineFigures(Eval):
+    name = "engine"
+    title = "engine"
+    settings = EngineFiguresSettings
+    runs = False
+    metrics = (
+        MetricSpec("engine.tokens_per_s", "output tokens/s", Comparison.CONTINUOUS, key="tokens_per_s",
+                   column="tokens/s", text=_per_second),
+        MetricSpec("engine.tpot_s", "engine TPOT", Comparison.CONTINUOUS, higher_is_better=False, key="tpot",
+                   column="engine TPOT", text=_ms),
+        MetricSpec("engine.spec_acceptance_rate", "spec decoding acceptance rate", Comparison.CONTINUOUS,
+                   key="spec_acceptance"),
+        MetricSpec("engine.spec_accepted_len", "spec decoding mean accepted length", Comparison.CONTINUOUS,
+                   key="spec_accepted_len"),
+        MetricSpec("engine.generation_tokens", "engine generation tokens", Comparison.NONE, key="generation_tokens"),
+    )
+    csv_fields = tuple(spec.name for spec in metrics)
+
+    def raw(self, record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        figures, speed = record.get("engine_metrics") or {}, record.get("throughput") or {}
+        return {"engine_metrics": figures, "throughput": speed} if figures or speed else None
+
+    def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """The cell's figures over all its evals: totals first, then the ratios of the totals."""
+        figures = [f for f in raw.get("engine_metrics", {}).values() if "missing" not in f]
+        speed = [t for t in raw.get("throughput", {}).values() if t.get("tokens_per_s") is not None]
+        timed = [f for f in figures if f.get("tpot_n") and f.get("tpot_mean_s") is not None]
+        spec = [f for f in figures if "spec_draft_tokens" in f]
+        out: dict[str, Any] = {}
+        if speed:
+            out["engine.tokens_per_s"] = _sum(speed, "completion_tokens") / _sum(speed, "wall_s")
+        if figures:
+            out["engine.generation_tokens"] = _sum(figures, "generation_tokens")
+        if timed:
+            out["engine.tpot_s"] = sum(f["tpot_mean_s"] * f["tpot_n"] for f in timed) / _sum(timed, "tpot_n")
+        if spec and _sum(spec, "spec_draft_tokens"):
+            out["engine.spec_acceptance_rate"] = _sum(spec, "spec_accepted_tokens") / _sum(spec, "spec_draft_tokens")
+        if spec and _sum(spec, "spec_drafts"):
+            out["engine.spec_accepted_len"] = 1 + _sum(spec, "spec_accepted_tokens") / _sum(spec, "spec_drafts")
+        return out
+
+    def absent(self, raw: Mapping[str, Any]) -> dict[str, str]:
+        flat = self.flat(raw)
+        figures = raw.get("engine_metrics", {})
+        missing = next((f["missing"] for f in figures.values() if "missing" in f), None)
+        scraped = [f for f in figures.values() if "missing" not in f]
+        why: dict[str, str] = {}
+        for spec in self.metrics:
+            if spec.name in flat:
+                continue
+            if spec.name == "engine.tokens_per_s":
+                why[spec.name] = "no token counts: the answers carried no usage and the engine was not scraped"
+            elif not scraped:
+                why[spec.name] = f"no engine metrics ({missing or 'not scraped'})"
+            elif spec.name == "engine.tpot_s":
+                why[spec.name] = "the engine reported no timed requests (no TPOT histogram)"
+            else:
+                has_spec = any("spec_draft_tokens" in f for f in scraped)
+                why[spec.name] = "no draft tokens were proposed" if has_spec else NO_SPEC
+        return why
+
+    def cell_flags(self, record: Mapping[str, Any], row: Mapping[str, Any],
+                   baseline: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+        out = []
+        check = record.get("engine_check") or {}
+        if check.get("status") == "mismatch":
+            out.append({"metric": "engine.version", "check": "source", "action": "warn",
+                        "message": f"{row['id']}: {check['message']}"})
+        if baseline is None or baseline["id"] == row["id"]:
+            return out
+        mine, theirs = row["metrics"].get("engine.tokens_per_s"), baseline["metrics"].get("engine.tokens_per_s")
+        if not mine or not theirs or mine < FASTER * theirs:
+            return out
+        for spec in registry.metrics():
+            found = (row.get("vs_baseline") or {}).get(spec.name) or {}
+            if spec.comparison is not Comparison.COUNT or spec.higher_is_better or not (found.get("diff") or 0) > 0:
+                continue
+            if found.get("p_value") is not None and found["p_value"] < NOTE_ALPHA:
+                out.append({"metric": "engine.tokens_per_s", "check": "faster_while_collapsing", "action": "warn",
+                            "message": f"{row['id']}: faster while collapsing: loops are cheap to decode "
+                                       f"({mine / theirs:.1f}x the baseline's tokens/s while {spec.label} rose "
+                                       f"{found['diff'] * 100:+.1f} points, Fisher p = {found['p_value']:.2g})"})
+        return out
+
+
+EVAL = registry.register(EngineFigures())

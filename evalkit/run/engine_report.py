@@ -1,0 +1,102 @@
+"""A cell's side of what the engine reports: its version checked against the source tree, its
+`/metrics` scraped around each eval, and the throughput the client saw.
+
+The cell lifecycle calls `check_version` once the engine is ready and wraps each eval in an
+`EngineScrapes`; both only write to the cell's record and the progress, and neither can fail a
+cell. Which server is scraped is the profile's call (engine/metrics.py reads, profiles say where):
+an engine evalkit started always, a server it did not start (`--base-url`) only when the profile
+sets `scrape_external`, because a shared server's counters count other clients' requests too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evalkit.engine.metrics import Scrape, figures, read_version, scrape
+from evalkit.engine.sources import ResolvedSource
+from evalkit.gitinfo import match_source
+from evalkit.profiles import Profile
+from evalkit.run.options import Progress
+from evalkit.run.records import CellRecord, EngineCheck
+
+
+def check_version(base_url: str, profile: Profile, source: ResolvedSource | None, record: CellRecord,
+                  cell_id: str, progress: Progress) -> None:
+    """Record the engine's version and, for a source tree, whether the engine runs it; a mismatch
+    is also a `warning` line in the live progress, at once, not only in the report at the end."""
+    if profile.version_path is None:
+        return
+    version, error = read_version(base_url, profile.version_path)
+    record.engine_version = version
+    if source is None:
+        record.engine_check = EngineCheck(status="unknown", message=error or "no source tree to check against")
+        return
+    found = match_source(version, source.sha)
+    record.engine_check = EngineCheck(status=found.status, commit=found.commit, source_sha=source.sha,
+                                      message=f"{found.message} ({error})" if error else found.message)
+    if found.status == "mismatch":
+        progress.update(cell_id, "warning", found.message)
+
+
+class EngineScrapes:
+    """`/metrics` before the first eval and after each one: eval k's figures are scrape k+1 minus
+    scrape k (nothing runs between two evals, so one scrape ends one eval and starts the next)."""
+
+    def __init__(self, base_url: str, profile: Profile, external: bool, metrics_path: str | None = None) -> None:
+        self.base_url = base_url
+        self.names = profile.metric_names
+        self.path = metrics_path or profile.metrics_path
+        self.skipped: str | None = None
+        """Why this server is not scraped, recorded as each eval's `missing`."""
+        if self.path is None or self.names is None:
+            self.skipped = f"profile {profile.name} names no metrics endpoint"
+        elif external and not profile.scrape_external:
+            self.skipped = (f"external server: not scraped (its counters count other clients' requests too; "
+                            f"profile {profile.name} does not set scrape_external)")
+        self._last: Scrape | None = None
+
+    def start(self) -> None:
+        """Before the first eval."""
+        if self.skipped is None:
+            assert self.path is not None
+            self._last = scrape(self.base_url, self.path)
+
+    def after(self, eval_name: str, samples: Sequence[Mapping[str, Any]], wall_s: float, record: CellRecord) -> None:
+        """After one eval: its engine figures and its throughput, into the record."""
+        if self.skipped is not None or self._last is None:
+            found: dict[str, Any] = {"missing": self.skipped}
+        else:
+            assert self.path is not None and self.names is not None
+            now = scrape(self.base_url, self.path)
+            found = figures(self._last, now, self.names, self.path)
+            self._last = now
+        # assigned, not mutated: a dump holds only the fields that were set
+        record.engine_metrics = {**record.engine_metrics, eval_name: found}
+        record.throughput = {**record.throughput, eval_name: throughput(samples, wall_s, found.get("generation_tokens"))}
+
+
+def client_tokens(samples: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
+    """Output tokens the client received, and how it knows: every answer's `usage` (GSM8K through
+    lm-eval, recorded per prompt), or the token ids of every stream (the collapse check with a
+    profile that returns them). Split text counts words, not tokens: then None."""
+    if not samples:
+        return None
+    if all(row.get("completion_tokens") is not None for row in samples):
+        return sum(int(row["completion_tokens"]) for row in samples), "usage"
+    if all(row.get("token_source") == "token_ids" and (row.get("metrics") or {}).get("n_tokens") is not None
+           for row in samples):
+        return sum(int(row["metrics"]["n_tokens"]) for row in samples), "stream token ids"
+    return None
+
+
+def throughput(samples: Sequence[Mapping[str, Any]], wall_s: float, engine_tokens: int | None) -> dict[str, Any]:
+    """Output tokens per second of one eval's wall time: the client's count where it has one, else
+    the engine's generation-tokens delta (said in `tokens_from`); None when neither is known."""
+    counted = client_tokens(samples)
+    if counted is None and engine_tokens is not None:
+        counted = (engine_tokens, "engine counter")
+    if counted is None or wall_s <= 0:
+        return {"completion_tokens": None, "wall_s": wall_s, "tokens_per_s": None, "tokens_from": None}
+    tokens, source = counted
+    return {"completion_tokens": tokens, "wall_s": wall_s, "tokens_per_s": tokens / wall_s, "tokens_from": source}
