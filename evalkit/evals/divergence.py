@@ -233,7 +233,8 @@ class Divergence(Eval):
     @property  # type: ignore[override]
     def csv_fields(self) -> tuple[str, ...]:
         """The per-cell facts, in the CSV of a run that has the eval (like its metrics)."""
-        return ("divergence.n", "divergence.tokens", "divergence.repeats") if self._in_use else ()
+        noise = tuple(f"divergence.noise_{spec.name.removeprefix('divergence.')}" for spec in SPECS)
+        return ("divergence.n", "divergence.tokens", "divergence.repeats", *noise) if self._in_use else ()
 
     def resolve_metrics(self, settings: Any | None = None, raw: Mapping[str, Any] | None = None) -> None:
         """In use from a config that has `evals.divergence`, or once a stored cell that ran it is read."""
@@ -266,11 +267,14 @@ class Divergence(Eval):
         return EvalResult(metrics, first)
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Facts of one cell that need no reference: texts and positions scored, repeats (the
-        divergence itself is between two cells: `pairwise`)."""
+        """Facts of one cell that need no reference: texts and positions scored, repeats, and with
+        repeats its noise floor, `divergence.noise_<metric>` (the largest change of the metric
+        between a repeat and the first scoring; for the agreement, 1 - the lowest agreement). The
+        divergence itself is between two cells: `pairwise`."""
         self.resolve_metrics(raw=raw)
-        return {"divergence.n": raw["n"], "divergence.tokens": raw["tokens"],
-                "divergence.repeats": (raw.get("repeats") or {}).get("n", 1)}
+        repeats = raw.get("repeats") or {}
+        return {"divergence.n": raw["n"], "divergence.tokens": raw["tokens"], "divergence.repeats": repeats.get("n", 1),
+                **{f"divergence.noise_{k}": v for k, v in (repeats.get("noise_floor") or {}).items()}}
 
     def pairwise(self, metric: MetricSpec, this_dir: Path, ref_dir: Path) -> dict[str, Any] | None:
         this, ref = this_dir / self.samples_file, ref_dir / self.samples_file
