@@ -58,7 +58,9 @@ def test_each_cell_is_measured_against_the_baseline_and_the_thresholds_read_it(r
     cells = {c["id"]: c for c in summary["cells"]}
     assert [c["status"] for c in cells.values()] == ["ok"] * 4, result.output
     assert cells["base"]["metrics"] == {"divergence.n": 4, "divergence.tokens": cells["same"]["metrics"]["divergence.tokens"],
-                                        "divergence.repeats": 2}
+                                        "divergence.repeats": 2, "divergence.noise_kl_mean": 0.0,
+                                        "divergence.noise_kl_p99": 0.0, "divergence.noise_top1_agreement": 0.0,
+                                        "divergence.noise_logprob_abs_mean": 0.0}
     same = cells["same"]["vs_baseline"]
     assert (same["divergence.kl_p99"]["value"], same["divergence.logprob_abs_mean"]["value"]) == (0.0, 0.0)
     assert same["divergence.kl_p99"]["noise_floor"] == 0.0 and cells["same"]["flags"] == []
@@ -83,3 +85,6 @@ def test_the_report_shows_the_divergence_columns_and_the_worst_places(run: tuple
     assert shifted.endswith("| **0.101** ❌ | - | 1 | - |")  # top-1 agreement: a shift keeps the order
     assert "#### KL p99: worst places" in markdown and "#### Mean \\|Δ logprob\\|: worst places" in markdown
     assert "not compared" in markdown
+    csv = CliRunner().invoke(main, ["report", "div", "--format", "csv", "--results-dir", str(path.parent)]).output
+    header = csv.splitlines()[0].split(",")
+    assert {"divergence.tokens", "divergence.noise_kl_p99", "vs_baseline.divergence.kl_p99.diff"} <= set(header)

@@ -168,30 +168,23 @@ def _rows(path: Path, mtime_ns: int, size: int) -> dict[str, dict[str, Any]]:
     return {row["id"]: row for row in read_jsonl(path)}
 
 
-def _read(path: Path) -> dict[str, dict[str, Any]] | None:
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return None
-    return _rows(path, stat.st_mtime_ns, stat.st_size)
-
-
-@functools.lru_cache(maxsize=64)
-def _between(this: Path, ref: Path, states: tuple[Any, ...]) -> dict[str, Any] | str | None:
-    """divergence_stats.compare of two samples files, once per pair of file states (four metrics
-    each ask)."""
-    cell_rows, ref_rows = _read(this), _read(ref)
-    if cell_rows is None or ref_rows is None:
-        return None
-    return divergence_stats.compare(cell_rows, ref_rows)
-
-
 def _state(path: Path) -> tuple[int, int] | None:
+    """A file's (mtime, size), what the caches key on; None when it is absent."""
     try:
         stat = path.stat()
     except FileNotFoundError:
         return None
     return stat.st_mtime_ns, stat.st_size
+
+
+@functools.lru_cache(maxsize=64)
+def _between(this: Path, ref: Path, states: tuple[tuple[int, int] | None, ...]) -> dict[str, Any] | str | None:
+    """divergence_stats.compare of two samples files, once per pair of file states (`states`; the
+    four metrics each ask); None when either file is absent."""
+    this_state, ref_state = states
+    if this_state is None or ref_state is None:
+        return None
+    return divergence_stats.compare(_rows(this, *this_state), _rows(ref, *ref_state))
 
 
 def _floor(short: str) -> Callable[[Mapping[str, Any]], float | None]:
@@ -240,9 +233,11 @@ class Divergence(Eval):
     @property  # type: ignore[override]
     def csv_fields(self) -> tuple[str, ...]:
         """The per-cell facts, in the CSV of a run that has the eval (like its metrics)."""
-        return ("divergence.n", "divergence.tokens", "divergence.repeats") if self._in_use else ()
+        noise = tuple(f"divergence.noise_{spec.name.removeprefix('divergence.')}" for spec in SPECS)
+        return ("divergence.n", "divergence.tokens", "divergence.repeats", *noise) if self._in_use else ()
 
     def resolve_metrics(self, settings: Any | None = None, raw: Mapping[str, Any] | None = None) -> None:
+        """In use from a config that has `evals.divergence`, or once a stored cell that ran it is read."""
         if raw is not None:
             self._in_use = True
         else:
@@ -272,11 +267,14 @@ class Divergence(Eval):
         return EvalResult(metrics, first)
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Facts of one cell that need no reference: texts and positions scored, repeats (the
-        divergence itself is between two cells: `pairwise`)."""
+        """Facts of one cell that need no reference: texts and positions scored, repeats, and with
+        repeats its noise floor, `divergence.noise_<metric>` (the largest change of the metric
+        between a repeat and the first scoring; for the agreement, 1 - the lowest agreement). The
+        divergence itself is between two cells: `pairwise`."""
         self.resolve_metrics(raw=raw)
-        return {"divergence.n": raw["n"], "divergence.tokens": raw["tokens"],
-                "divergence.repeats": (raw.get("repeats") or {}).get("n", 1)}
+        repeats = raw.get("repeats") or {}
+        return {"divergence.n": raw["n"], "divergence.tokens": raw["tokens"], "divergence.repeats": repeats.get("n", 1),
+                **{f"divergence.noise_{k}": v for k, v in (repeats.get("noise_floor") or {}).items()}}
 
     def pairwise(self, metric: MetricSpec, this_dir: Path, ref_dir: Path) -> dict[str, Any] | None:
         this, ref = this_dir / self.samples_file, ref_dir / self.samples_file
