@@ -19,6 +19,8 @@ import pytest
 
 from evalkit.config.loader import load_config
 from evalkit.engine.launch import build_launch
+from evalkit.evals.divergence import parse_echo, parse_prompt_logprobs
+from evalkit.evals.prompts import Prompt
 from evalkit.matrix import expand
 from tests.sim_helpers import SimServer, gsm8k_test
 
@@ -216,3 +218,23 @@ def test_twenty_logprobs_are_served(buggy: httpx.Client) -> None:
     twenty = post(buggy, {"prompt": TEXTS[3], "echo": True, "logprobs": 20, "max_tokens": 1})
     # the simulated model ranks a text token 20th at worst, so it is always among the top 20
     assert {len(top) for top in twenty.json()["choices"][0]["logprobs"]["top_logprobs"][1:]} == {20}
+
+
+def test_return_token_ids_gives_the_ids_prompt_logprobs_is_keyed_by(buggy: httpx.Client) -> None:
+    body = {"prompt": TEXTS[1], "prompt_logprobs": 2, "max_tokens": 1, "return_token_ids": True}
+    (choice,) = post(buggy, body).json()["choices"]
+    ids, positions = choice["prompt_token_ids"], choice["prompt_logprobs"]
+    assert len(ids) == len(positions) and all(str(i) in entries for i, entries in zip(ids[1:], positions[1:]))
+    assert len(choice["token_ids"]) == 1  # the one generated token
+
+
+def test_the_divergence_eval_reads_both_request_shapes_alike(buggy: httpx.Client) -> None:
+    """`request: echo` (token text) and `request: prompt_logprobs` (token ids) score the same
+    positions with the same logprobs, so `auto` may pick either by the engine's profile."""
+    item = Prompt(id="t", kind="text", prompt=TEXTS[3])
+    echo = parse_echo(item, post(buggy, {"prompt": item.prompt, "echo": True, "logprobs": TOP, "max_tokens": 1}).json())
+    ids = parse_prompt_logprobs(item, post(buggy, {"prompt": item.prompt, "prompt_logprobs": TOP, "max_tokens": 1,
+                                                   "return_token_ids": True}).json())
+    assert echo["logprobs"] == ids["logprobs"] and echo["tokens"][1:] == ids["pieces"][1:]  # 0: no context
+    assert [sorted(t.values()) if t else None for t in echo["top"]] == [sorted(t.values()) if t else None
+                                                                       for t in ids["top"]]

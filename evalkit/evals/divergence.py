@@ -58,7 +58,9 @@ class DivergenceSettings(EvalSettings):
     top_k: int = Field(5, ge=1, le=20, description="Logprobs per position (vLLM's --max-logprobs is 20).")
     repeats: int = Field(1, ge=1, le=8, description="Scorings of each text per cell; >1 measures the noise floor.")
     concurrency: int = Field(8, ge=1)
-    request: Literal["echo", "prompt_logprobs"] = Field("echo", description="prompt_logprobs: vLLM's token-id form.")
+    request: Literal["auto", "echo", "prompt_logprobs"] = Field(
+        "auto", description="prompt_logprobs: vLLM's token-id form; auto: it where the engine's profile speaks "
+                            "vLLM's token-id extensions, else echo.")
     timeout: float = Field(600.0, gt=0, description="Per-request seconds.")
 
 
@@ -250,6 +252,8 @@ class Divergence(Eval):
 
     def run(self, ctx: EvalContext, settings: DivergenceSettings) -> EvalResult:
         self.check(settings)
+        if settings.request == "auto":  # the profile says whether the server answers in token ids
+            settings = settings.model_copy(update={"request": "prompt_logprobs" if ctx.token_ids else "echo"})
         text_set = load_prompt_set(settings.texts)
         count = min(c for c in (settings.count, ctx.limit, len(text_set.prompts)) if c is not None)
         items = list(text_set.prompts[:count])

@@ -71,6 +71,8 @@ class Options:
     """``echo`` with ``max_tokens: 0``: the prompt alone is returned (one token is generated)."""
     prompt_logprobs: int | None
     """vLLM's ``prompt_logprobs``: the top-N per prompt token in the choice, or None."""
+    return_token_ids: bool = False
+    """vLLM's ``return_token_ids``: the choice carries ``prompt_token_ids`` and ``token_ids``."""
 
     @property
     def scores_prompt(self) -> bool:
@@ -208,6 +210,7 @@ def _options(body: Json, chat: bool, max_tokens: int) -> Options:
         echo=echo,
         echo_only=echo and body.get("max_tokens") == 0,
         prompt_logprobs=None if chat else _prompt_logprobs(body, stream),
+        return_token_ids=bool(body.get("return_token_ids", False)) and not chat,
     )
 
 
@@ -369,6 +372,9 @@ def choice(request: CompletionRequest, index: int, generation: Generation, score
     if scores is not None and options.scores_prompt:
         count = options.logprobs if options.prompt_logprobs is None else options.prompt_logprobs
         body["prompt_logprobs"] = prompt_logprobs(scores.prompt, count or 0)
+    if options.return_token_ids:  # the ids prompt_logprobs is keyed by, as vLLM returns them
+        body["prompt_token_ids"] = [token_id(t) for t in tokenize(request.prompts[index].text)]
+        body["token_ids"] = [token_id(t) for t in generation.tokens[: 0 if options.echo_only else None]]
     return body
 
 
