@@ -23,6 +23,8 @@ import pytest
 
 from tests.bisect_repo import add_branch, config_text, make_repo
 
+pytestmark = pytest.mark.slow  # ~6 min: .ci/run runs it after the default suite (README, Tests)
+
 N = 64
 LIMIT = "200"
 
