@@ -63,5 +63,13 @@ def check_only_buggy_flagged(summary: dict) -> None:
         assert cell["flags"] == [], cell_id
         for against in ("vs_baseline", "vs_ab"):
             for metric, delta in (cell.get(against) or {}).items():
-                if metric != "reference":
+                if metric != "reference" and delta["p_value"] is not None:  # a divergence has no test
                     assert delta["p_value"] >= 0.01, (cell_id, against, metric, delta["p_value"])
+    # The numerics drift of the buggy cell's logprobs stands out: its p99 KL against the baseline
+    # is at least 10x that of every other cell (a cell on the baseline's numerics path has 0).
+    kl = {cell_id: cell["vs_baseline"]["divergence.kl_p99"]["value"] for cell_id, cell in cells.items()
+          if "vs_baseline" in cell}
+    assert len(kl) == 10 and buggy["vs_baseline"]["divergence.kl_p99"]["value"] >= 10 * max(kl.values()), kl
+    assert buggy["vs_ab"]["divergence.kl_p99"]["value"] >= 10 * max(
+        c["vs_ab"]["divergence.kl_p99"]["value"] for c in cells.values() if "vs_ab" in c)
+    assert "max_rise_vs_baseline" in {f["check"] for f in buggy["flags"] if f["metric"] == "divergence.kl_p99"}
