@@ -283,6 +283,7 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         row["setup"] = {ev.name: setup["hash"] for ev in registry.evals() if (setup := setup_of(cell, ev.name))}
         row["effective_mode"] = cell.get("effective_mode")
         row["source"] = cell.get("source")
+        row["engine_version"] = cell.get("engine_version")
         row["timings"] = cell.get("timings", {})
         rows.append(row)
     base_row = next((r for r in rows if baseline and r["id"] == baseline["id"] and r["status"] == "ok"), None)

@@ -183,6 +183,7 @@ def test_tokens_per_s_is_a_column_of_every_report(run: dict[str, Any]) -> None:
     assert {row["cell"] for row in rows} == {"base", "lowspec", "nospec", "stale"}
     assert all(float(row["engine.tokens_per_s"]) > 0 and float(row["engine.generation_tokens"]) > 0 for row in rows)
     assert float(next(r for r in rows if r["cell"] == "base")["engine.spec_acceptance_rate"]) > 0.6
+    assert {row["engine_version"] for row in rows} == {f"0.32.1.dev1+g{run['c1'][:9]}"}
 
 
 def test_a_failed_scrape_is_recorded_with_its_reason_and_the_cell_passes(tmp_path: Path) -> None:

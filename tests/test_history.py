@@ -308,7 +308,7 @@ def test_the_built_in_evals_give_today_s_table_exactly(history: History) -> None
 
 def test_columns_and_panels_follow_the_report_s_metric_specs() -> None:
     columns = layout()
-    assert columns.headers() == ["strict", "flexible", "Δ flexible", "collapse", "tokens_per_s", "tpot", "n"]
+    assert columns.headers() == ["strict", "flexible", "Δ flexible", "collapse", "tokens/s", "TPOT", "n"]
     assert (columns.headline.name, columns.n_metric) == ("gsm8k.flexible", "gsm8k.n")
     both = [Point("r", "c", None, "m", "sim", "ok", None, {"gsm8k.flexible": 0.9, "repetition.collapse_rate": 0.1})]
     assert [panel_label(spec) for spec in panels(both)] == ["GSM8K flexible accuracy", "collapse rate"]
@@ -322,7 +322,7 @@ def test_a_new_eval_s_metric_is_recorded_trended_and_shown(history: History, wor
     record(history, info, "tp8-fixon", CellSpec(right=19), words={"count": 42, "note": "not a number"})
     [point] = history.trend("demo")
     assert point.metrics["words.count"] == 42 and "words.note" not in point.metrics
-    assert layout().headers() == ["strict", "flexible", "Δ flexible", "collapse", "tokens_per_s", "tpot", "words", "n"]
+    assert layout().headers() == ["strict", "flexible", "Δ flexible", "collapse", "tokens/s", "TPOT", "words", "n"]
     assert [spec.name for spec in panels([point])] == ["gsm8k.flexible", "words.count"]
     row = next(line for line in rendered(trend_table([point], "t"), width=160).splitlines() if "night-1" in line)
     assert [cell.strip() for cell in row.strip("│").split("│")][5:] == ["0.950", "0.950", "-", "42.000", "20"]  # no collapse measured: no column

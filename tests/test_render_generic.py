@@ -125,7 +125,7 @@ def test_compare_shows_the_toy_eval_beside_the_built_ins(toy_run: tuple[Path, di
     run_path, _ = toy_run
     assert [c.header for c in compare_columns()] == [
         "cell", "flexible A", "flexible B", "Δ flexible B − A", "Δ strict B − A", "collapse A", "collapse B",
-        "Δ collapse B − A", "Δ tokens_per_s B − A", "Δ tpot B − A", "score A", "score B", "Δ score B − A", "crash A", "crash B", "Δ crash B − A",
+        "Δ collapse B − A", "Δ tokens/s B − A", "Δ TPOT B − A", "score A", "score B", "Δ score B − A", "crash A", "crash B", "Δ crash B − A",
         "paired n", "flipped →wrong / →right"]
     result = compare_runs(run_path, run_path)
     md = render_compare(result, "markdown") or ""

@@ -28,6 +28,9 @@ FASTER = 1.5
 """tokens/s at least this many times the baseline's, with a significant rise in collapses: noted."""
 NOTE_ALPHA = 0.01
 """How significant that rise must be (one-sided Fisher p below it)."""
+WALL_CLOCK = ("engine.tokens_per_s", "engine.tpot_s")
+"""The figures that are wall-clock measurements: two runs of the same cell never agree on them
+(and nor does a `faster_while_collapsing` flag built on them), unlike every other metric."""
 NO_SPEC = "the engine reported no speculative decoding counters (spec decoding off, or an engine without them)"
 
 
@@ -62,9 +65,9 @@ class EngineFigures(Eval):
     settings = EngineFiguresSettings
     runs = False
     metrics = (
-        MetricSpec("engine.tokens_per_s", "output tokens/s", Comparison.CONTINUOUS, key="tokens_per_s",
+        MetricSpec("engine.tokens_per_s", "output tokens/s", Comparison.CONTINUOUS, key="tokens/s",
                    column="tokens/s", text=_per_second),
-        MetricSpec("engine.tpot_s", "engine TPOT", Comparison.CONTINUOUS, higher_is_better=False, key="tpot",
+        MetricSpec("engine.tpot_s", "engine TPOT", Comparison.CONTINUOUS, higher_is_better=False, key="TPOT",
                    column="engine TPOT", text=_ms),
         MetricSpec("engine.spec_acceptance_rate", "spec decoding acceptance rate", Comparison.CONTINUOUS,
                    key="spec_acceptance"),

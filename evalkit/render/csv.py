@@ -66,7 +66,8 @@ def records(summary: dict[str, Any]) -> list[dict[str, Any]]:
         rec |= {f"axis.{a}": cell.get("axes", {}).get(a) for a in axes}
         rec |= {"status": cell["status"], "error": cell.get("error"),
                 "source_repo": strip_userinfo(src.get("repo") or "") or None, "source_ref": src.get("ref"),
-                "source_sha": src.get("sha"), "effective_mode": cell.get("effective_mode")}
+                "source_sha": src.get("sha"), "engine_version": cell.get("engine_version"),
+                "effective_mode": cell.get("effective_mode")}
         rec |= _flat_columns(cell["metrics"])
         for against, _ in AGAINST:
             comparison = cell.get(against) or {}

@@ -181,6 +181,8 @@ def _facts(cell: dict[str, Any], engine: dict[str, Any]) -> str:
         rows.append(("server", f"{launch['base_url']} ({launch.get('note') or 'external'})"))
     if engine.get("effective_mode"):
         rows.append(("effective mode", engine["effective_mode"]))
+    if cell.get("engine_version"):
+        rows.append(("engine version", cell["engine_version"]))
     timings = cell.get("timings") or {}
     if timings:
         rows.append(("timings", ", ".join(f"{k} {v}" for k, v in timings.items())))

@@ -36,8 +36,8 @@ def _pivot(p: Pivot) -> Table:
 def _matrix(summary: dict[str, Any], details: Details) -> Table:
     table = Table(title=term_text(title(summary)), caption=term_text(" · ".join(facts(summary, details.run))))
     cols = columns()
-    for column in cols:
-        table.add_column(term_text(column.header), overflow="fold")
+    for column in cols:  # a cell id is never folded: it is what a reader searches for and copies
+        table.add_column(term_text(column.header), overflow="fold", no_wrap=column.key == "cell")
     for row in table_rows(summary):
         style = None if row.texts["status"] == "ok" else "yellow"
         table.add_row(*(_marked(truncate(row.texts[c.key], MAX_CELL_CHARS), row.mark(c.key)) for c in cols), style=style)
