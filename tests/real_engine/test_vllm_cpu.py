@@ -95,6 +95,13 @@ def test_matrix_every_cell_runs_and_stops_clean() -> None:
         assert all(s["token_source"] == "token_ids" for s in samples)
         # The tiny model loops under greedy decoding: the detector must see it in every cell.
         assert r["collapsed"] >= 1, f"{cid}: no collapse found in {r}"
+        # What the engine reports of itself: its version (GET /version) and, per eval, the tokens
+        # its /metrics counted: for GSM8K at least one per question (vLLM counts each token).
+        assert cell["engine_version"] == "0.32.0", cell.get("engine_version")
+        scraped = cell["engine_metrics"]
+        assert scraped["gsm8k"]["generation_tokens"] >= g["n"] and scraped["repetition"]["generation_tokens"] > 0
+        d = cell["metrics"]["divergence"]
+        assert d["n"] == 16 and d["tokens"] > 16 * 100 and d["setup"]["fields"]["request"] == "prompt_logprobs"
         rows.append({
             "id": cid, "status": cell["status"], "ready_s": timings["engine_ready_s"],
             "effective_mode": cell["effective_mode"], "flexible": round(g["flexible"], 3),
@@ -144,7 +151,20 @@ def test_matrix_every_cell_runs_and_stops_clean() -> None:
         one = read_jsonl(run_dir / f"{graph}-seqs1" / "gsm8k.samples.jsonl")
         many = read_jsonl(run_dir / f"{graph}-seqs16" / "gsm8k.samples.jsonl")
         invariance[graph] = sum(a["response"] != b["response"] for a, b in zip(one, many))
+    # Logprob divergence between real cells (eager vs torch.compile, 1 vs 16 sequences): measured
+    # for every cell against the baseline, whatever it is (float32 on CPU: tiny, and recorded).
+    divergence = {}
+    for row in summary["cells"]:
+        for against in ("vs_baseline", "vs_ab"):
+            delta = (row.get(against) or {}).get("divergence.kl_p99")
+            if delta is not None:
+                assert delta["value"] is not None and delta["value"] >= 0, (row["id"], against, delta)
+                divergence[f"{row['id']} {against}"] = {
+                    m: row[against][f"divergence.{m}"]["value"] for m in ("kl_p99", "kl_mean", "top1_agreement",
+                                                                          "logprob_abs_mean")}
+    assert len(divergence) == 5  # 3 cells vs the baseline, 2 seqs16 cells vs their seqs1 twin
     REPORT["matrix"] = {"config": "configs/vllm-tiny.yaml", "run": str(run_dir), "wall_s": wall, "cells": rows,
+                        "divergence": divergence,
                         "excerpts": excerpts, "batch_invariance": invariance, "units_found_in_text": f"{found}/{len(collapsed)}",
                         "exit_code": summary.get("exit_code")}
 
