@@ -213,6 +213,23 @@ def test_terminal_shows_the_table_and_no_control_sequences(hostile_run: tuple[Pa
     assert "NOT OK" in text
 
 
+def test_a_narrow_terminal_leaves_out_unmarked_columns_and_says_which(hostile_run: tuple[Path, dict]) -> None:
+    """Folded into a too-narrow terminal, a table's values become unreadable stacks: columns go,
+    least telling first, but never the cell, its status or a column that marks a broken threshold."""
+    _, summary = hostile_run
+    wide, narrow = io.StringIO(), io.StringIO()
+    render(summary, "terminal", console=Console(file=wide, width=250, color_system=None))
+    render(summary, "terminal", console=Console(file=narrow, width=90, color_system=None))
+    assert "left out" not in wide.getvalue()
+    lines = narrow.getvalue().splitlines()
+    assert max(map(len, lines)) <= 90
+    (note,) = [line for line in lines if line.startswith("left out at 90 columns: ")]
+    assert "Δ flexible vs baseline" not in note and "GSM8K flexible" not in note  # they mark broken thresholds
+    header = "\n".join(lines[:8])
+    assert "cell" in header and "status" in header and "flexible" in header
+    assert "GSM8K strict" in wide.getvalue() and "GSM8K strict" in note
+
+
 def test_csv_has_one_row_per_cell_with_metrics_deltas_and_p_values(hostile_run: tuple[Path, dict]) -> None:
     _, summary = hostile_run
     frame = pd.read_csv(io.StringIO(render(summary, "csv")))

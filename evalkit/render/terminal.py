@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import RenderableType
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.table import Table
 
 from evalkit.render.compare_table import compare_columns, compare_legend, compare_rows, compare_title, run_facts
 from evalkit.render.details import Details
 from evalkit.render.header import SIM_NOTE, facts, legend, title, verdict_line
-from evalkit.render.table import Pivot, columns, pivots, table_rows
+from evalkit.render.table import Column, Pivot, Row, columns, pivots, table_rows
 from evalkit.render.text import MAX_CELL_CHARS, term_text, truncate
 
 
@@ -33,20 +33,80 @@ def _pivot(p: Pivot) -> Table:
     return table
 
 
-def _matrix(summary: dict[str, Any], details: Details) -> Table:
-    table = Table(title=term_text(title(summary)), caption=term_text(" · ".join(facts(summary, details.run))))
-    cols = columns()
-    for column in cols:  # a cell id is never folded: it is what a reader searches for and copies
-        table.add_column(term_text(column.header), overflow="fold", no_wrap=column.key == "cell")
-    for row in table_rows(summary):
-        style = None if row.texts["status"] == "ok" else "yellow"
-        table.add_row(*(_marked(truncate(row.texts[c.key], MAX_CELL_CHARS), row.mark(c.key)) for c in cols), style=style)
-    return table
+WRAPS_PAST = 32
+"""Characters past which a value is text that wraps (an error message), not a number that folds."""
+
+
+class _Matrix:
+    """The matrix table, fitted to the console's width: a table wider than the terminal folds
+    every cell into an unreadable stack, so columns are left out, least telling first, until it
+    fits, and a line says which (markdown, CSV and HTML always hold them all). Never left out:
+    the cell, its status, and any column a broken threshold marks in some row."""
+
+    def __init__(self, summary: dict[str, Any], details: Details) -> None:
+        self.summary, self.details = summary, details
+        self.cols, self.rows = columns(), table_rows(summary)
+
+    def _rank(self, index: int, column: Column) -> tuple[int, int] | None:
+        """When `column` goes (lower first; None: never): empty columns, then comparisons with
+        the twin, then values without a comparison column, then comparisons with the baseline;
+        the rightmost (the later evals) first within each."""
+        if column.key in ("cell", "status") or any(row.mark(column.key) for row in self.rows):
+            return None
+        if all(row.texts[column.key] in ("-", "") for row in self.rows):
+            return (0, -index)
+        if column.key.endswith("_vs_ab"):
+            return (1, -index)
+        if not column.key.endswith("_vs_baseline"):
+            compared = any(c.key == f"{column.key}_vs_baseline" for c in self.cols)
+            return (4 if compared else 2, -index)
+        return (3, -index)
+
+    def _width(self, cols: list[Column]) -> int:
+        """The table's width with no value folded (headers may wrap at spaces): each column as
+        wide as its widest value with its mark (up to WRAPS_PAST: a longer text, an error, wraps
+        anyway), or its header's longest word, plus its padding and border."""
+        def need(column: Column) -> int:
+            values = (len(truncate(row.texts[column.key], MAX_CELL_CHARS)) + (2 if row.mark(column.key) else 0)
+                      for row in self.rows)
+            return max(min(max(values, default=1), WRAPS_PAST), *(len(word) for word in column.header.split()))
+        return 1 + sum(need(c) + 3 for c in cols)
+
+    def _table(self, cols: list[Column]) -> Table:
+        table = Table(title=term_text(title(self.summary)),
+                      caption=term_text(" · ".join(facts(self.summary, self.details.run))))
+        widest = max((len(row.cell_id) for row in self.rows), default=4) + 2  # a cell id is never folded
+        for column in cols:
+            cell = column.key == "cell"
+            table.add_column(term_text(column.header), overflow="fold", no_wrap=cell, min_width=widest if cell else None)
+        for row in self.rows:
+            style = None if row.texts["status"] == "ok" else "yellow"
+            table.add_row(*(_cell(row, c) for c in cols), style=style)
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        keep = list(self.cols)
+        order = sorted((rank, column.key) for i, column in enumerate(self.cols)
+                       if (rank := self._rank(i, column)) is not None)
+        hidden: list[Column] = []
+        for _, key in order:
+            if self._width(keep) <= options.max_width:
+                break
+            hidden.append(next(c for c in keep if c.key == key))
+            keep = [c for c in keep if c.key != key]
+        yield self._table(keep)
+        if hidden:
+            names = ", ".join(c.header for c in hidden)
+            yield f"[dim]{term_text(f'left out at {options.max_width} columns: {names}; a wider terminal or --format markdown, csv or html shows them')}[/dim]"
+
+
+def _cell(row: Row, column: Column) -> str:
+    return _marked(truncate(row.texts[column.key], MAX_CELL_CHARS), row.mark(column.key))
 
 
 def report(summary: dict[str, Any], details: Details) -> list[RenderableType]:
     """The matrix, its legend, the pivots, the broken thresholds and the verdict."""
-    out: list[RenderableType] = [_matrix(summary, details), f"[dim]{term_text(legend(summary))}[/dim]"]
+    out: list[RenderableType] = [_Matrix(summary, details), f"[dim]{term_text(legend(summary))}[/dim]"]
     out += [_pivot(p) for p in pivots(summary)]
     if summary.get("simulated"):
         out.append(f"[dim]{term_text(SIM_NOTE)}[/dim]")
