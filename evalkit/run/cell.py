@@ -227,7 +227,7 @@ def _run_evals(job: CellJob, base_url: str, record: CellRecord, token_ids: bool)
             result = ev.run(ctx, settings)
             record.timings[f"{ev.name}_s"] = wall_s = round(time.monotonic() - t, 3)
             if scrapes is not None:
-                scrapes.after(ev.name, result.samples, wall_s, record)
+                scrapes.after(ev.name, result, wall_s, record)
             write_jsonl(job.cell_dir / ev.samples_file, result.samples)
             record.metrics[ev.name] = result.metrics
             earlier[ev.name] = result

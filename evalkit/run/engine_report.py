@@ -17,6 +17,7 @@ import httpx
 
 from evalkit.engine.metrics import TIMEOUT_S, Scrape, figures, read_version, scrape
 from evalkit.engine.sources import ResolvedSource
+from evalkit.evals.base import EvalResult
 from evalkit.gitinfo import match_source
 from evalkit.profiles import Profile
 from evalkit.run.options import Progress
@@ -71,8 +72,11 @@ class EngineScrapes:
         if self._client is not None:
             self._client.close()
 
-    def after(self, eval_name: str, samples: Sequence[Mapping[str, Any]], wall_s: float, record: CellRecord) -> None:
-        """After one eval: its engine figures and its throughput, into the record."""
+    def after(self, eval_name: str, result: EvalResult, wall_s: float, record: CellRecord) -> None:
+        """After one eval: its engine figures and its throughput, into the record. The throughput's
+        time is the eval's request phase where it measured one (`requests_s`: first request to last
+        answer; lm-eval's one-time import and task loading otherwise make a run's first cell look
+        several times slower), else the eval's wall time."""
         if self._client is None or self._last is None:
             found: dict[str, Any] = {"missing": self.skipped}
         else:
@@ -82,7 +86,10 @@ class EngineScrapes:
             self._last = now
         # assigned, not mutated: a dump holds only the fields that were set
         record.engine_metrics = {**record.engine_metrics, eval_name: found}
-        record.throughput = {**record.throughput, eval_name: throughput(samples, wall_s, found.get("generation_tokens"))}
+        requests_s = result.metrics.get("requests_s")
+        seconds, timed = (requests_s, "requests") if requests_s else (wall_s, "eval")
+        speed = throughput(result.samples, seconds, found.get("generation_tokens")) | {"timed": timed}
+        record.throughput = {**record.throughput, eval_name: speed}
 
 
 def client_tokens(samples: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
