@@ -6,9 +6,10 @@ together (engine/metrics.py `scrape`, which is what a cell calls). Measured agai
 simulator, serving vLLM's metric names with speculative decoding counters on, first after it
 has generated `--tokens` tokens (its registry then has every series a cell reads):
 
-* the first scrape (a new connection, prometheus_client's parser imported and warmed);
+* the first scrape of a cell's client (a new connection, prometheus_client's parser imported);
 * the median, 90th percentile and maximum of the next `--scrapes` scrapes;
-* the same for `GET /version`.
+* the same for `GET /version`, which a cell reads once, with a client of its own (so each call
+  here pays for building an httpx client, ~100 ms of TLS context, as the cell does once).
 
     python benchmarks/engine_metrics.py [--scrapes 200] [--tokens 20000]
 """
@@ -52,13 +53,14 @@ def main() -> int:
     args = parser.parse_args()
     with SimServer("--sim-spec-decode", "3") as sim:
         with httpx.Client(base_url=sim.url, timeout=60) as client:
-            while (sent := int(scrape(sim.url, "/metrics").totals.get("vllm:generation_tokens_total", 0))) < args.tokens:
+            while (sent := int(scrape(client, sim.url, "/metrics").totals.get("vllm:generation_tokens_total", 0))) < args.tokens:
                 client.post("/v1/completions", json={"model": "sim-model", "prompt": [f"p{sent}-{i}" for i in range(8)],
                                                      "max_tokens": 2000}).raise_for_status()
-        first = scrape(sim.url, "/metrics")
-        assert first.error is None, first.error
-        size = len(httpx.get(sim.url + "/metrics").text)
-        rest = _timed(lambda: scrape(sim.url, "/metrics"), args.scrapes)
+        with httpx.Client(timeout=60) as cell_client:  # what a cell does: one client, every scrape through it
+            first = scrape(cell_client, sim.url, "/metrics")
+            assert first.error is None, first.error
+            size = len(cell_client.get(sim.url + "/metrics").text)
+            rest = _timed(lambda: scrape(cell_client, sim.url, "/metrics"), args.scrapes)
         version_first = _timed(lambda: read_version(sim.url, "/version"), 1)[0]
         versions = _timed(lambda: read_version(sim.url, "/version"), args.scrapes)
     print(f"simulator /metrics after {sent} generated tokens: {len(first.totals)} series, {size} bytes of text")

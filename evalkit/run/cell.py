@@ -9,6 +9,7 @@ the run was interrupted writes no cell.json, so `--resume` runs it again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -216,17 +217,17 @@ def _run_evals(job: CellJob, base_url: str, record: CellRecord, token_ids: bool)
     if scraping_enabled(job.config.evals):
         scrapes = EngineScrapes(base_url, get_profile(job.config.engine.profile), external=job.base_url is not None,
                                 metrics_path=job.config.engine.metrics_path)
-        scrapes.start()
-    for ev, settings in registry.enabled(job.config.evals):
-        job.update(ev.name)
-        ctx = EvalContext(base_url=base_url, served_name=job.config.served, cell_dir=job.cell_dir,
-                          run_dir=job.store.path, limit=job.limit, token_ids=token_ids, status=job.update,
-                          earlier=dict(earlier))
-        t = time.monotonic()
-        result = ev.run(ctx, settings)
-        record.timings[f"{ev.name}_s"] = round(time.monotonic() - t, 3)
-        if scrapes is not None:
-            scrapes.after(ev.name, result.samples, record.timings[f"{ev.name}_s"] or 0.0, record)
-        write_jsonl(job.cell_dir / ev.samples_file, result.samples)
-        record.metrics[ev.name] = result.metrics
-        earlier[ev.name] = result
+    with scrapes or contextlib.nullcontext():
+        for ev, settings in registry.enabled(job.config.evals):
+            job.update(ev.name)
+            ctx = EvalContext(base_url=base_url, served_name=job.config.served, cell_dir=job.cell_dir,
+                              run_dir=job.store.path, limit=job.limit, token_ids=token_ids, status=job.update,
+                              earlier=dict(earlier))
+            t = time.monotonic()
+            result = ev.run(ctx, settings)
+            record.timings[f"{ev.name}_s"] = wall_s = round(time.monotonic() - t, 3)
+            if scrapes is not None:
+                scrapes.after(ev.name, result, wall_s, record)
+            write_jsonl(job.cell_dir / ev.samples_file, result.samples)
+            record.metrics[ev.name] = result.metrics
+            earlier[ev.name] = result

@@ -13,8 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evalkit.engine.metrics import Scrape, figures, read_version, scrape
+import httpx
+
+from evalkit.engine.metrics import TIMEOUT_S, Scrape, figures, read_version, scrape
 from evalkit.engine.sources import ResolvedSource
+from evalkit.evals.base import EvalResult
 from evalkit.gitinfo import match_source
 from evalkit.profiles import Profile
 from evalkit.run.options import Progress
@@ -41,7 +44,8 @@ def check_version(base_url: str, profile: Profile, source: ResolvedSource | None
 
 class EngineScrapes:
     """`/metrics` before the first eval and after each one: eval k's figures are scrape k+1 minus
-    scrape k (nothing runs between two evals, so one scrape ends one eval and starts the next)."""
+    scrape k (nothing runs between two evals, so one scrape ends one eval and starts the next).
+    A context manager: its one HTTP client is closed at the end."""
 
     def __init__(self, base_url: str, profile: Profile, external: bool, metrics_path: str | None = None) -> None:
         self.base_url = base_url
@@ -55,25 +59,37 @@ class EngineScrapes:
             self.skipped = (f"external server: not scraped (its counters count other clients' requests too; "
                             f"profile {profile.name} does not set scrape_external)")
         self._last: Scrape | None = None
+        self._client = httpx.Client(timeout=TIMEOUT_S) if self.skipped is None else None
 
-    def start(self) -> None:
-        """Before the first eval."""
-        if self.skipped is None:
+    def __enter__(self) -> EngineScrapes:
+        """Scrape before the first eval."""
+        if self._client is not None:
             assert self.path is not None
-            self._last = scrape(self.base_url, self.path)
+            self._last = scrape(self._client, self.base_url, self.path)
+        return self
 
-    def after(self, eval_name: str, samples: Sequence[Mapping[str, Any]], wall_s: float, record: CellRecord) -> None:
-        """After one eval: its engine figures and its throughput, into the record."""
-        if self.skipped is not None or self._last is None:
+    def __exit__(self, *exc: object) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def after(self, eval_name: str, result: EvalResult, wall_s: float, record: CellRecord) -> None:
+        """After one eval: its engine figures and its throughput, into the record. The throughput's
+        time is the eval's request phase where it measured one (`requests_s`: first request to last
+        answer; lm-eval's one-time import and task loading otherwise make a run's first cell look
+        several times slower), else the eval's wall time."""
+        if self._client is None or self._last is None:
             found: dict[str, Any] = {"missing": self.skipped}
         else:
             assert self.path is not None and self.names is not None
-            now = scrape(self.base_url, self.path)
+            now = scrape(self._client, self.base_url, self.path)
             found = figures(self._last, now, self.names, self.path)
             self._last = now
         # assigned, not mutated: a dump holds only the fields that were set
         record.engine_metrics = {**record.engine_metrics, eval_name: found}
-        record.throughput = {**record.throughput, eval_name: throughput(samples, wall_s, found.get("generation_tokens"))}
+        requests_s = result.metrics.get("requests_s")
+        seconds, timed = (requests_s, "requests") if requests_s else (wall_s, "eval")
+        speed = throughput(result.samples, seconds, found.get("generation_tokens")) | {"timed": timed}
+        record.throughput = {**record.throughput, eval_name: speed}
 
 
 def client_tokens(samples: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:

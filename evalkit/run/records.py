@@ -156,9 +156,9 @@ class CellRecord(_File):
     (`generation_tokens`, `requests`, `tpot_mean_s`, `tpot_n`, `spec_*`, `scrape_s`; see
     engine/metrics.py `figures`), or `{"missing": why}`; absent when `evals.engine` is off."""
     throughput: dict[str, Any] = {}
-    """Per eval name: output tokens the client received over the eval's wall time
-    (`completion_tokens`, `wall_s`, `tokens_per_s`, and `tokens_from`: `usage`, `stream token ids`
-    or `engine counter`), see run/engine_report.py."""
+    """Per eval name: output tokens the client received per second (`completion_tokens`, `wall_s`,
+    `tokens_per_s`; `tokens_from`: `usage`, `stream token ids` or `engine counter`; `timed`:
+    `requests`, first request to last answer, or the whole `eval`), see run/engine_report.py."""
     traceback: str | None = None
     """For an internal error (a bug, not the engine's or eval's failure): the traceback, scrubbed."""
     error: CellError | None = None
