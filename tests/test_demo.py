@@ -63,7 +63,7 @@ def check_only_buggy_flagged(summary: dict) -> None:
         assert cell["flags"] == [], cell_id
         for against in ("vs_baseline", "vs_ab"):
             for metric, delta in (cell.get(against) or {}).items():
-                if metric != "reference" and delta["p_value"] is not None:  # a divergence has no test
+                if metric != "reference" and delta["p_value"] is not None:  # divergence, engine figures: no test
                     assert delta["p_value"] >= 0.01, (cell_id, against, metric, delta["p_value"])
     # The numerics drift of the buggy cell's logprobs stands out: its p99 KL against the baseline
     # is at least 10x that of every other cell (a cell on the baseline's numerics path has 0).

@@ -8,7 +8,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from evalkit.evals.engine_figures import WALL_CLOCK
+from evalkit.evals.engine_figures import TIMING_DEPENDENT
 from tests.conftest import CONFIGS
 
 PARALLEL = (CONFIGS / "demo.yaml").read_text().replace("tensor_parallel: 8", "tensor_parallel: 2").replace(
@@ -28,7 +28,7 @@ def run(tmp_path: Path, name: str, *args: str) -> dict:
 def comparable(summary: dict) -> list[tuple]:
     """What two runs of the same matrix agree on: everything but the wall-clock figures."""
     def steady(values: dict | None) -> str:
-        return json.dumps({k: v for k, v in (values or {}).items() if k not in WALL_CLOCK}, sort_keys=True)
+        return json.dumps({k: v for k, v in (values or {}).items() if k not in TIMING_DEPENDENT}, sort_keys=True)
 
     return [(c["id"], c["status"], steady(c["metrics"]), steady(c.get("vs_ab")),
              json.dumps([f["message"] for f in c["flags"] if f["check"] != "faster_while_collapsing"]))

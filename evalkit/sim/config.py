@@ -10,6 +10,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Literal
 
+from evalkit import __version__
+
 GraphMode = Literal["NONE", "PIECEWISE", "FULL", "FULL_AND_PIECEWISE"]
 GRAPH_MODES: tuple[GraphMode, ...] = ("NONE", "PIECEWISE", "FULL", "FULL_AND_PIECEWISE")
 FIX_ATTRIBUTE = "FORCE_UNREG_COPY_IN"
@@ -146,8 +148,9 @@ class Faults:
 class Reports:
     """What the simulator reports (``--sim-version``, ``--sim-spec-decode``, ``--sim-spec-acceptance``)."""
 
-    version: str = "0.1.0+sim"
-    """`GET /version`'s `version`: a source build's would name its commit (``0.32.1.dev3+g<hash>``)."""
+    version: str = f"{__version__}+sim"
+    """`GET /version`'s `version` (evalkit's, marked): a source build's would name its commit
+    (``0.32.1.dev3+g<hash>``)."""
     spec_tokens: int = 0
     """Draft tokens per decode step; 0: no speculative decoding (no spec counters at all, like vLLM)."""
     spec_acceptance: float = 0.7
