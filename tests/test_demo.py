@@ -37,6 +37,7 @@ def test_the_readme_demo_flags_only_the_buggy_cell(tmp_path: Path) -> None:
     check_only_buggy_flagged(run_demo(tmp_path, 0))
 
 
+@pytest.mark.slow  # two more whole demo matrices (~5 min): .ci/run runs them; seed 0 stays in the default run
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("seed", [1, 3])
 def test_other_seeds_flag_only_the_buggy_cell(tmp_path: Path, seed: int) -> None:

@@ -180,6 +180,7 @@ def test_early_abort_saves_most_of_the_tokens_a_collapse_would_spend() -> None:
     assert total >= MIN_SAVED
 
 
+@pytest.mark.slow  # regenerates both suites (~1 min): .ci/run runs it
 def test_the_committed_suites_are_what_the_seeded_generator_writes() -> None:
     done = subprocess.run([sys.executable, str(SUITES / "make_suites.py"), "--check"], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr

@@ -34,6 +34,7 @@ def lm_eval_cli(settings: GSM8KSettings, base_url: str, task_dir: Path, out: Pat
     return [json.loads(line) for line in samples_file.read_text(encoding="utf-8").split("\n") if line.strip()]
 
 
+@pytest.mark.slow  # all 1319 questions twice through the lm_eval CLI (~2 min): .ci/run runs it
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])
 def test_marks_identical_to_lm_eval_cli_on_all_questions(tmp_path: Path, endpoint: str) -> None:
     settings = GSM8KSettings(endpoint=endpoint, num_fewshot=3, num_concurrent=32)
