@@ -188,3 +188,15 @@ def test_the_shipped_texts_are_what_the_builder_makes_from_the_packaged_gsm8k() 
     texts = load_prompt_set("reference_texts_v1").prompts
     assert len(texts) == 64 and sum(t.kind == "passage" for t in texts) == 8
     assert max(len(t.prompt) for t in texts) <= 4200 and "<<" not in "".join(t.prompt for t in texts)
+
+
+def test_the_kl_is_the_same_to_the_last_bit_in_every_process() -> None:
+    """A report recomputed later (`evalkit report --format json`) must equal the stored summary:
+    no sum may follow a set's order, which changes with each process's string hashing."""
+    code = ("import math, random; from evalkit.evals.divergence_stats import position_kl; r = random.Random(7); "
+            "ps = [{f'tok{i}': math.log(r.random() / 20) for i in range(20)} for _ in range(50)]; "
+            "qs = [{k: v + r.gauss(0, 0.01) for k, v in p.items()} for p in ps]; "
+            "print(repr(sum(position_kl(p, q) for p, q in zip(ps, qs))))")
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={"PYTHONHASHSEED": seed, "PATH": "/usr/bin:/bin"}).stdout for seed in ("1", "2", "3")}
+    assert len(runs) == 1, runs

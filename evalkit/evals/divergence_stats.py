@@ -48,9 +48,11 @@ def position_kl(ref: Mapping[str, float], cell: Mapping[str, float]) -> float:
 
     Rest masses under REST_FLOOR count as empty (the cell's is floored at it, so a reference
     with tail mass never divides by zero); a float sum below 0 is 0. Identical inputs give
-    exactly 0.
+    exactly 0. The shared tokens are summed in the reference's order, never a set's: a set's order
+    changes with each process's string hashing, and so would the last bits of every sum (a report
+    recomputed later must equal the stored one).
     """
-    shared = ref.keys() & cell.keys()
+    shared = [token for token in ref if token in cell]
     total = 0.0
     p_shared = q_shared = 0.0
     for token in shared:
