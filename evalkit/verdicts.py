@@ -11,13 +11,14 @@ a delta only when it is significant, so noise on a small `--limit` does not fail
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from evalkit.config import MatrixConfig, Threshold
 from evalkit.errors import EXIT_CELL_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLD
 from evalkit.evals import registry
-from evalkit.evals.base import SETUP_KEY, Comparison, MetricSpec, setup_differences
+from evalkit.evals.base import SETUP_KEY, Comparison, Eval, MetricSpec, setup_differences
 from evalkit.matrix import twin_axes
 from evalkit.stats import fisher_collapse, paired_comparison
 from evalkit.store import read_jsonl, read_run_cells
@@ -60,24 +61,24 @@ def _read_marks(path: Path, mtime_ns: int, size: int, fields: tuple[str, ...]) -
     return {row["id"]: tuple(None if row.get(f) is None else bool(row[f]) for f in fields) for row in read_jsonl(path)}
 
 
-def flat_metrics(record: dict[str, Any]) -> dict[str, Any]:
-    """A cell's headline metrics under stable dotted names (the summary.json contract)."""
+def _merged(record: dict[str, Any], part: Callable[[Eval, dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """`part(eval, raw)` of every eval that ran in this cell, merged in eval order."""
     out: dict[str, Any] = {}
     for ev in registry.evals():
         raw = ev.raw(record)
         if raw:
-            out |= ev.flat(raw)
+            out |= part(ev, raw)
     return out
+
+
+def flat_metrics(record: dict[str, Any]) -> dict[str, Any]:
+    """A cell's headline metrics under stable dotted names (the summary.json contract)."""
+    return _merged(record, lambda ev, raw: ev.flat(raw))
 
 
 def unmeasured(record: dict[str, Any]) -> dict[str, str]:
     """Metric -> why this cell has no value of it although its eval ran (`Eval.absent`)."""
-    out: dict[str, str] = {}
-    for ev in registry.evals():
-        raw = ev.raw(record)
-        if raw:
-            out |= ev.absent(raw)
-    return out
+    return _merged(record, lambda ev, raw: ev.absent(raw))
 
 
 def _not_checked(threshold: Threshold, cell: dict[str, Any], label: str) -> dict[str, Any] | None:
