@@ -18,7 +18,13 @@ from typing import Any
 from evalkit.config import MatrixConfig, Threshold
 from evalkit.errors import EXIT_CELL_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLD
 from evalkit.evals import registry
-from evalkit.evals.base import SETUP_KEY, Comparison, Eval, MetricSpec, setup_differences
+from evalkit.evals.base import (
+    SETUP_KEY,
+    Comparison,
+    Eval,
+    MetricSpec,
+    setup_differences,
+)
 from evalkit.matrix import twin_axes
 from evalkit.stats import fisher_collapse, paired_comparison
 from evalkit.store import read_jsonl, read_run_cells
