@@ -11,6 +11,7 @@ import click
 
 from evalkit.cli._common import (EXIT_CODES_HELP, _Command, cache_dir_option, console, model_options, only_option,
                                  results_dir_option)
+from evalkit.cli._github import publish
 from evalkit.cli.plan import plan
 from evalkit.cli.report import show_run
 
@@ -82,6 +83,9 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     elif not quiet:
         show_run(outcome.summary, outcome.run_path, "terminal")
         console().print(f"results: {outcome.run_path}")
+    table = outcome.run_path / "table.md"
+    if table.is_file():
+        publish(table.read_text(encoding="utf-8"), str(table), outcome.summary, stdout_is_data=as_json)
     if notify:
         _notify(notify, outcome.run_path / "table.md", outcome.summary["exit_code"])
     sys.exit(outcome.exit_code)
