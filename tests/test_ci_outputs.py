@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from evalkit.cli import main
-from evalkit.render.github import STEP_SUMMARY_LIMIT, annotations, command, step_summary
+from evalkit.render.github import STEP_SUMMARY_LIMIT, command, step_summary, workflow_commands
 from evalkit.store import read_json
 from tests.test_history_cli import three_runs  # noqa: F401 - three stored nightly runs
 from tests.test_report_cli import demo_runs  # noqa: F401 - the session's real demo runs
@@ -48,8 +48,8 @@ def test_an_annotation_is_one_line_whatever_the_message_holds() -> None:
 def test_failed_cells_are_errors_even_without_flags() -> None:
     summary = {"run_id": "r", "cells": [{"id": "a", "status": "error", "error": "engine exited with code 1", "flags": []},
                                         {"id": "b", "status": "ok", "flags": [{"action": "warn", "message": "slow"}]}]}
-    assert [line.split("::")[1].split(" ")[0] for line in annotations(summary)] == ["error", "warning"]
-    assert "engine exited with code 1" in annotations(summary)[0]
+    assert [line.split("::")[1].split(" ")[0] for line in workflow_commands(summary)] == ["error", "warning"]
+    assert "engine exited with code 1" in workflow_commands(summary)[0]
 
 
 def test_a_report_too_long_for_the_step_summary_is_cut_at_a_line_and_says_where_the_rest_is() -> None:

@@ -35,7 +35,7 @@ def command(level: str, message: str, title: str) -> str:
     return f"::{level} title={_escape_property(title)}::{_escape_data(message)}"
 
 
-def annotations(summary: Mapping[str, Any]) -> list[str]:
+def workflow_commands(summary: Mapping[str, Any]) -> list[str]:
     """The run's annotations, cells in matrix order: failed cells, then each cell's flags."""
     lines = []
     run = summary.get("run_id", "")
