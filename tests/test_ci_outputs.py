@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import subprocess
+import sys
+import tarfile
+from xml.etree import ElementTree
 from pathlib import Path
 
+import pytest
+import xmlschema
 from click.testing import CliRunner
+from junitparser import JUnitXml
 
 from evalkit.cli import main
 from evalkit.render.github import STEP_SUMMARY_LIMIT, command, step_summary, workflow_commands
@@ -117,3 +125,72 @@ def test_the_workflow_example_uses_only_commands_and_options_evalkit_has() -> No
         helptext = runner.invoke(main, [name, "--help"]).output
         for option in re.findall(r"(--[a-z][a-z-]*)", rest):
             assert option in helptext, f"evalkit {name} has no {option}"
+
+
+@pytest.fixture(scope="session")
+def junit_schema(tmp_path_factory: pytest.TempPathFactory) -> xmlschema.XMLSchema:
+    """Jenkins' JUnit schema (xunit plugin junit-10.xsd, MIT), as pytest ships it in its sdist to
+    check its own --junitxml output: downloaded from the package index for the installed pytest."""
+    where = tmp_path_factory.mktemp("pytest-sdist")
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-q",
+                           f"pytest=={pytest.__version__}", "-d", str(where)], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, f"cannot download pytest's sdist for its JUnit schema: {done.stderr[-500:]}"
+    [sdist] = where.glob("pytest-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("testing/example_scripts/junit-10.xsd"))
+        source = tar.extractfile(member)
+        assert source is not None
+        return xmlschema.XMLSchema(io.BytesIO(source.read()))
+
+
+def test_junit_is_valid_and_reports_each_cell_and_check_as_ci_reporters_read_it(
+        demo_runs: dict[str, Path], junit_schema: xmlschema.XMLSchema, tmp_path: Path) -> None:  # noqa: F811
+    out = tmp_path / "junit.xml"
+    result = CliRunner().invoke(main, ["report", "run-a", "--format", "junit", "-o", str(out),
+                                       "--results-dir", str(demo_runs["results"])])
+    assert result.exit_code == 0, result.output
+    junit_schema.validate(str(out))
+    assert out.read_text() == demo_runs["a_junit"].read_text()  # `matrix --junit` wrote the same document
+    summary = read_json(demo_runs["a"] / "summary.json")
+    xml = JUnitXml.fromfile(str(out))
+    [suite] = list(xml)
+    cases = {(case.classname.split(".")[-1], case.name): case for case in suite}
+    for row in summary["cells"]:
+        runs = cases[(row["id"], "runs")]
+        assert runs.is_passed == (row["status"] == "ok")
+        checks = row.get("checks") or []
+        for check in checks:
+            name = check["rule"] + (f" vs {check['reference']}" if check.get("reference") else "")
+            case = cases[(row["id"], name)]
+            kinds = {type(r).__name__ for r in case.result}
+            if check["outcome"] == "FAIL" and check["action"] == "fail":
+                assert kinds == {"Failure"}
+            elif check["outcome"] in ("INCONCLUSIVE", "NOT_CHECKED"):
+                assert kinds == {"Skipped"} and case.result[0].message
+            else:
+                assert kinds == set()
+    failures = sum(1 for row in summary["cells"] for f in row["flags"] if f["action"] == "fail")
+    assert suite.failures == failures and failures >= 1
+    assert suite.errors == summary["failed_cells"]
+    props = {p.name: p.value for p in suite.properties()}
+    assert props["run_id"] == "run-a" and props["cell.tp8-full-fixoff.axis.fix"] == "fixoff"
+    system_out = ElementTree.parse(out).getroot().find("testsuite/system-out")
+    assert system_out is not None and system_out.text == (demo_runs["a"] / "table.md").read_text(encoding="utf-8")
+
+
+def test_junit_errors_for_a_cell_that_did_not_run_and_drops_what_xml_cannot_hold(
+        junit_schema: xmlschema.XMLSchema) -> None:
+    from evalkit.render.junit import report
+
+    summary = {"run_id": "r", "model": "m", "engine": "sim", "cells": [
+        {"id": "dead", "status": "error", "error": "engine exited with code 1 \x1b[31m\x00", "flags": []},
+        {"id": "later", "status": "skipped", "error": "over the run budget", "flags": []},
+        {"id": "old", "status": "ok", "flags": [{"metric": "gsm8k.flexible", "check": "min", "limit": 0.9,
+                                                 "action": "fail", "message": "old: GSM8K flexible 0.8 < min 0.9"}]}]}
+    text = report(summary, "# report")
+    junit_schema.validate(io.StringIO(text))
+    suite = next(iter(JUnitXml.fromstring(text.encode())))
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (4, 1, 1, 1)
+    dead = next(c for c in suite if c.classname.endswith(".dead"))
+    assert dead.result[0].message == "engine exited with code 1 [31m"

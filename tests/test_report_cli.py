@@ -64,7 +64,7 @@ def make_demo_runs(tmp: Path) -> dict[str, Path]:
         step_summary.write_text("# an earlier step's summary\n")
         a = evalkit_subprocess("matrix", "--config", str(demo_config(tmp, "demo-a", 0, repetition=True)), "--limit", "40",
                                "--only", "parallel=tp8,graph=full", "--only", "parallel=dp8,graph=piecewise",
-                               "--run-id", "run-a", "--results-dir", str(results), "-q", cwd=tmp,
+                               "--run-id", "run-a", "--results-dir", str(results), "-q", "--junit", str(tmp / "run-a.junit.xml"), cwd=tmp,
                                env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(step_summary)})
         b = evalkit_subprocess("matrix", "--config", str(demo_config(tmp, "demo-b", 1, repetition=False)), "--limit", "30",
                                "--only", "parallel=dp8,graph=piecewise,fix=fixoff", "--run-id", "run-b",
@@ -74,6 +74,7 @@ def make_demo_runs(tmp: Path) -> dict[str, Path]:
         _RUNS.update(results=results, a=results / "run-a", b=results / "run-b", step_summary=step_summary)
         (tmp / "run-a.stdout").write_text(a.stdout)
         _RUNS["a_stdout"] = tmp / "run-a.stdout"
+        _RUNS["a_junit"] = tmp / "run-a.junit.xml"
     return _RUNS
 
 

@@ -15,7 +15,7 @@ from evalkit.cli._common import (EXIT_CODES_HELP, _Command, cache_dir_option, co
                                  results_dir_option)
 from evalkit.cli._github import publish
 from evalkit.cli.plan import plan
-from evalkit.cli.report import show_run
+from evalkit.cli.report import show_run, write_report
 
 if TYPE_CHECKING:
     from evalkit.run.api import MatrixOutcome, MatrixRequest
@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 @click.option("--no-history", is_flag=True, help="Do not record finished cells in the history database.")
 @click.option("--notify", metavar="CMD", help="Run CMD (split like a shell would, run without one) with the "
               "markdown report's path appended, after the run; e.g. --notify 'scripts/post-to-chat --channel ci'.")
+@click.option("--junit", "junit_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also write the run as JUnit XML to FILE (one testcase per cell x threshold check).")
 @click.option("--bisect-on-regression", is_flag=True,
               help="For each cell that breaks a failing threshold it passed in the previous run of this config, "
                    "bisect the engine source between the two runs' commits and add the first bad commit to the report "
@@ -56,7 +58,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
            dry_run: bool, run_id: str | None, resume_run: str | None, results_dir: Path, cache_dir: Path,
            base_url: str | None, served_name: str | None, executor: str | None, max_parallel: int | None, lock_file: Path, no_lock: bool,
            history_db: Path | None,
-           no_history: bool, notify: str | None, bisect_on_regression: bool, as_json: bool, quiet: bool) -> None:
+           no_history: bool, notify: str | None, junit_path: Path | None, bisect_on_regression: bool, as_json: bool, quiet: bool) -> None:
     """Run the matrix: start each cell's engine, run GSM8K and the collapse check, report.
 
     Results go to RESULTS_DIR/RUN_ID/ (run.json, summary.json, table.md, one folder per cell).
@@ -95,6 +97,8 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     elif not quiet:
         show_run(outcome.summary, outcome.run_path, "terminal")
         console().print(f"results: {outcome.run_path}")
+    if junit_path is not None:
+        write_report(outcome.summary, outcome.run_path, "junit", junit_path)
     table = outcome.run_path / "table.md"
     if table.is_file():
         publish(table.read_text(encoding="utf-8"), str(table), outcome.summary, stdout_is_data=as_json)
