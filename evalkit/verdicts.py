@@ -27,7 +27,7 @@ from evalkit.evals.base import (
 )
 from evalkit.matrix import twin_axes
 from evalkit.stats import fisher_collapse, paired_comparison
-from evalkit.store import read_jsonl, read_run_cells
+from evalkit.store import read_jsonl, read_regressions, read_run_cells
 
 SUMMARY_SCHEMA_VERSION = 1
 """summary.json's version: a field is renamed or removed only with a new version and a migration
@@ -309,6 +309,7 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         code = EXIT_THRESHOLD
     else:
         code = EXIT_OK
+    regressions = read_regressions(run_path)
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "run_id": run["run_id"],
@@ -329,4 +330,5 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         "broken_thresholds": broken,
         "warnings": warned,
         "exit_code": code,
+        **({"regressions": regressions} if regressions is not None else {}),
     }

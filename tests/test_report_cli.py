@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,10 +34,12 @@ _CLI = "import sys; from evalkit.cli import main; sys.exit(main())"
 _RUNS: dict[str, Path] = {}
 
 
-def evalkit_subprocess(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The CLI in its own process, as a user runs it (argv recorded as `evalkit ...`)."""
+def evalkit_subprocess(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI in its own process, as a user runs it (argv recorded as `evalkit ...`), never as a
+    GitHub Actions step unless `env` says so (a test run inside Actions must not write its summary)."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY")}
     return subprocess.run([sys.executable, "-c", _CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=240,
-                          check=False)
+                          check=False, env={**clean, **(env or {})})
 
 
 def demo_config(tmp: Path, name: str, seed: int, repetition: bool) -> Path:
@@ -52,18 +55,26 @@ def demo_config(tmp: Path, name: str, seed: int, repetition: bool) -> Path:
 
 
 def make_demo_runs(tmp: Path) -> dict[str, Path]:
-    """Runs A and B under tmp/results (cached for the session: other test modules reuse them)."""
+    """Runs A and B under tmp/results (cached for the session: other test modules reuse them).
+    Run A runs as a GitHub Actions step would: `step_summary` is its $GITHUB_STEP_SUMMARY, which
+    held one line before, and `a_stdout` its standard output (the annotations; -q prints nothing else)."""
     if not _RUNS:
         results = tmp / "results"
+        step_summary = tmp / "step-summary.md"
+        step_summary.write_text("# an earlier step's summary\n")
         a = evalkit_subprocess("matrix", "--config", str(demo_config(tmp, "demo-a", 0, repetition=True)), "--limit", "40",
                                "--only", "parallel=tp8,graph=full", "--only", "parallel=dp8,graph=piecewise",
-                               "--run-id", "run-a", "--results-dir", str(results), "-q", cwd=tmp)
+                               "--run-id", "run-a", "--results-dir", str(results), "-q", "--junit", str(tmp / "run-a.junit.xml"), cwd=tmp,
+                               env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(step_summary)})
         b = evalkit_subprocess("matrix", "--config", str(demo_config(tmp, "demo-b", 1, repetition=False)), "--limit", "30",
                                "--only", "parallel=dp8,graph=piecewise,fix=fixoff", "--run-id", "run-b",
                                "--results-dir", str(results), "-q", cwd=tmp)
         for done in (a, b):
             assert done.returncode in (0, 1), done.stderr[-3000:]
-        _RUNS.update(results=results, a=results / "run-a", b=results / "run-b")
+        _RUNS.update(results=results, a=results / "run-a", b=results / "run-b", step_summary=step_summary)
+        (tmp / "run-a.stdout").write_text(a.stdout)
+        _RUNS["a_stdout"] = tmp / "run-a.stdout"
+        _RUNS["a_junit"] = tmp / "run-a.junit.xml"
     return _RUNS
 
 

@@ -18,8 +18,10 @@ EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for c
 """The exit-code table of `evalkit --help` and `evalkit matrix --help`, from evalkit.errors.EXIT_CODES."""
 
 FORMATS = ["terminal", "markdown", "csv", "json", "html"]
-"""`report` and `compare` --format choices: evalkit.render.FORMATS's keys (not imported here: the CLI
-starts without the renderers)."""
+"""`compare` --format choices: evalkit.render.FORMATS's keys that compare runs (not imported here: the
+CLI starts without the renderers)."""
+REPORT_FORMATS = [*FORMATS, "junit"]
+"""`report` --format choices: a run also renders as JUnit XML (one testcase per cell x check)."""
 
 Decorator = Callable[[Any], Any]
 

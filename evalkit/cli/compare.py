@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from evalkit.cli._common import FORMATS, _Command, console, results_dir_option
+from evalkit.cli._github import in_github_actions, publish
 from evalkit.cli.report import check_output, deliver, output_option
 
 
@@ -32,7 +33,14 @@ def compare(run_a: str, run_b: str, fmt: str, output: Path | None, results_dir: 
     from evalkit.store import resolve_run
 
     check_output(fmt, output)
-    show_comparison(compare_runs(resolve_run(results_dir, run_a), resolve_run(results_dir, run_b)), fmt, output)
+    result = compare_runs(resolve_run(results_dir, run_a), resolve_run(results_dir, run_b))
+    show_comparison(result, fmt, output)
+    if in_github_actions():
+        from evalkit.render import render_compare
+
+        markdown = render_compare(result, "markdown") or ""
+        publish(markdown, str(output) if output and fmt == "markdown" else f"evalkit compare {run_a} {run_b}",
+                stdout_is_data=fmt != "terminal" and output is None)
 
 
 def show_comparison(result: dict[str, Any], fmt: str, output: Path | None = None) -> None:

@@ -20,12 +20,18 @@ if TYPE_CHECKING:
 @click.option("--since", metavar="DATE", help="Runs started on or after: YYYY-MM-DD, an ISO time, or 7d / 12h.")
 @click.option("--last", type=click.IntRange(min=0), default=20, show_default=True,
               help="Runs per cell in the table (0: all); the plot draws every run.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "benchmark-json"]), default="table",
+              show_default=True, help="csv: every run x cell with its metrics; benchmark-json: the newest run in "
+                                      "github-action-benchmark's custom format (see --better).")
+@click.option("--better", type=click.Choice(["bigger", "smaller"]), default="bigger", show_default=True,
+              help="benchmark-json: the metrics that improve this way (customBiggerIsBetter / customSmallerIsBetter).")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), help="Also draw accuracy and collapse rate to this PNG.")
 @click.option("--import", "imports", multiple=True, metavar="RUN",
               help="First record a stored run (id, path, `latest` or `all`) into the history (repeatable).")
 @click.option("--db", "db_path", type=click.Path(path_type=Path), help="History database [default: RESULTS_DIR/history.db].")
 @results_dir_option
-def history(model: str | None, cells: tuple[str, ...], since: str | None, last: int, plot_path: Path | None,
+def history(model: str | None, cells: tuple[str, ...], since: str | None, last: int, fmt: str, better: str,
+            plot_path: Path | None,
             imports: tuple[str, ...], db_path: Path | None, results_dir: Path) -> None:
     """Show how each cell's accuracy and collapse rate moved across runs.
 
@@ -37,6 +43,7 @@ def history(model: str | None, cells: tuple[str, ...], since: str | None, last: 
       evalkit history --import all
       evalkit history --model demo --cell dp8-piecewise-fixoff --since 7d
       evalkit history --model demo --plot trend.png
+      evalkit history --model demo --format benchmark-json --better smaller > collapse.json
     """
     from evalkit.store import history as hist
     from evalkit.store import resolve_run
@@ -56,6 +63,11 @@ def history(model: str | None, cells: tuple[str, ...], since: str | None, last: 
         raise ConfigError(f"history: no recorded cells for model {model!r}"
                           + (f", cells {', '.join(cells)}" if cells else "") + (f" since {since}" if since else ""))
     _learn_metrics(points, results_dir)
+    if fmt != "table":
+        from evalkit.render.history_export import benchmark_json, history_csv
+
+        click.echo(history_csv(points) if fmt == "csv" else benchmark_json(points, bigger=better == "bigger"), nl=False)
+        return
     _show_trend(points, f"evalkit history: {model}" + (f" since {since}" if since else ""), last or None, plot_path)
 
 

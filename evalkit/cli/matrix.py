@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from evalkit.cli._common import (EXIT_CODES_HELP, _Command, cache_dir_option, console, model_options, only_option,
                                  results_dir_option)
+from evalkit.cli._github import publish
 from evalkit.cli.plan import plan
-from evalkit.cli.report import show_run
+from evalkit.cli.report import show_run, write_report
+
+if TYPE_CHECKING:
+    from evalkit.run.api import MatrixOutcome, MatrixRequest
+    from evalkit.run.options import Progress
 
 
 @click.command(cls=_Command, epilog=EXIT_CODES_HELP)
@@ -38,6 +45,12 @@ from evalkit.cli.report import show_run
 @click.option("--no-history", is_flag=True, help="Do not record finished cells in the history database.")
 @click.option("--notify", metavar="CMD", help="Run CMD (split like a shell would, run without one) with the "
               "markdown report's path appended, after the run; e.g. --notify 'scripts/post-to-chat --channel ci'.")
+@click.option("--junit", "junit_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also write the run as JUnit XML to FILE (one testcase per cell x threshold check).")
+@click.option("--bisect-on-regression", is_flag=True,
+              help="For each cell that breaks a failing threshold it passed in the previous run of this config, "
+                   "bisect the engine source between the two runs' commits and add the first bad commit to the report "
+                   "(never changes the exit code).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json on stdout; progress stays on stderr.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 @click.pass_context
@@ -45,7 +58,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
            dry_run: bool, run_id: str | None, resume_run: str | None, results_dir: Path, cache_dir: Path,
            base_url: str | None, served_name: str | None, executor: str | None, max_parallel: int | None, lock_file: Path, no_lock: bool,
            history_db: Path | None,
-           no_history: bool, notify: str | None, as_json: bool, quiet: bool) -> None:
+           no_history: bool, notify: str | None, junit_path: Path | None, bisect_on_regression: bool, as_json: bool, quiet: bool) -> None:
     """Run the matrix: start each cell's engine, run GSM8K and the collapse check, report.
 
     Results go to RESULTS_DIR/RUN_ID/ (run.json, summary.json, table.md, one folder per cell).
@@ -72,6 +85,8 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     progress = make_progress(quiet)
     try:
         outcome = run_matrix(request, progress)
+        if bisect_on_regression and not outcome.interrupted:
+            outcome = _bisect_regressions(outcome, request, progress)
     finally:
         progress.close()
     if outcome.interrupted:
@@ -82,9 +97,24 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     elif not quiet:
         show_run(outcome.summary, outcome.run_path, "terminal")
         console().print(f"results: {outcome.run_path}")
+    if junit_path is not None:
+        write_report(outcome.summary, outcome.run_path, "junit", junit_path)
+    table = outcome.run_path / "table.md"
+    if table.is_file():
+        publish(table.read_text(encoding="utf-8"), str(table), outcome.summary, stdout_is_data=as_json)
     if notify:
         _notify(notify, outcome.run_path / "table.md", outcome.summary["exit_code"])
     sys.exit(outcome.exit_code)
+
+
+def _bisect_regressions(outcome: MatrixOutcome, request: MatrixRequest, progress: Progress) -> MatrixOutcome:
+    """Bisect the run's new regressions, then its summary and table.md again with what they found."""
+    from evalkit.bisect.on_regression import bisect_regressions
+    from evalkit.run.api import refresh_verdict
+
+    bisect_regressions(outcome.run_path, outcome.summary, request.results_dir, request.cache_dir, request.lock_file,
+                       request.lock, progress)
+    return dataclasses.replace(outcome, summary=refresh_verdict(outcome.run_path))
 
 
 def _notify(command: str, markdown_path: Path, exit_code: int) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from evalkit.cli._common import FORMATS, _Command, console, echo_output, results_dir_option
+from evalkit.cli._common import REPORT_FORMATS, _Command, console, echo_output, results_dir_option
 
 
 def output_option(f: Any) -> Any:
@@ -19,7 +19,7 @@ def output_option(f: Any) -> Any:
 def check_output(fmt: str, output: Path | None) -> None:
     """-o needs a document: the terminal format prints itself."""
     if output is not None and fmt == "terminal":
-        raise click.UsageError("-o/--output needs a document format: --format markdown, csv, json or html")
+        raise click.UsageError("-o/--output needs a document format: --format markdown, csv, json, html or junit")
 
 
 def deliver(text: str | None, output: Path | None) -> None:
@@ -27,18 +27,24 @@ def deliver(text: str | None, output: Path | None) -> None:
     if output is None or text is None:
         echo_output(text)
         return
+    _write_whole(text, output)
+    click.echo(str(output))
+
+
+def _write_whole(text: str, output: Path) -> None:
+    """`text` into `output` through a temporary file: a reader never sees half a document."""
     output.parent.mkdir(parents=True, exist_ok=True)
     partial = output.with_name(output.name + ".tmp")
     partial.write_text(text, encoding="utf-8")
     partial.replace(output)
-    click.echo(str(output))
 
 
 @click.command(cls=_Command)
 @click.argument("run", default="latest")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal",
+@click.option("--format", "fmt", type=click.Choice(REPORT_FORMATS), default="terminal",
               show_default=True, help="markdown: for a PR comment; csv: one row per cell; json: summary.json; "
-                                      "html: one self-contained page (use with -o).")
+                                      "html: one self-contained page (use with -o); junit: JUnit XML for CI test "
+                                      "reporters (one testcase per cell x threshold check).")
 @output_option
 @results_dir_option
 def report(run: str, fmt: str, output: Path | None, results_dir: Path) -> None:
@@ -52,6 +58,7 @@ def report(run: str, fmt: str, output: Path | None, results_dir: Path) -> None:
       evalkit report latest --format markdown > pr-comment.md
       evalkit report 20261203-111333-demo --format csv > cells.csv
       evalkit report latest --format html -o report.html
+      evalkit report latest --format junit -o evalkit-junit.xml
     """
     from evalkit.config import parse_config
     from evalkit.store import read_json, resolve_run
@@ -62,6 +69,16 @@ def report(run: str, fmt: str, output: Path | None, results_dir: Path) -> None:
     info = read_json(run_path / "run.json")
     show_run(summary=summarize(run_path, parse_config(info["config"], run_path / "run.json")), run_path=run_path, fmt=fmt,
              output=output)
+
+
+def write_report(summary: dict[str, Any], run_path: Path, fmt: str, output: Path) -> None:
+    """A run's report in a document format, written whole to `output` (its path on stderr)."""
+    from evalkit.render import render
+
+    text = render(summary, fmt, run_path)
+    assert text is not None, f"{fmt} is a document format"
+    _write_whole(text, output)
+    click.echo(f"{fmt}: {output}", err=True)
 
 
 def show_run(summary: dict[str, Any], run_path: Path, fmt: str, output: Path | None = None) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 
 from rich.console import Console, RenderableType
 
-from evalkit.render import csv, html, markdown, terminal
+from evalkit.render import csv, html, junit, markdown, terminal
 from evalkit.render.details import Details, load_details
 
 Output = str | Sequence[RenderableType]
@@ -43,7 +43,8 @@ class Format:
     """One output format: how it renders a run's report and a run comparison."""
 
     report: Callable[[dict[str, Any], Details], Output]
-    compare: Callable[[dict[str, Any]], Output]
+    compare: Callable[[dict[str, Any]], Output] | None
+    """None: the format has no run comparison (JUnit: a comparison has no thresholds to test)."""
     reads_run: bool = False
     """The report shows material from the run folder (run.json, samples): load_details first."""
 
@@ -58,6 +59,8 @@ FORMATS: dict[str, Format] = {
     "csv": Format(lambda summary, details: csv.report(summary), csv.compare),
     "json": Format(lambda summary, details: _json(summary), _json),
     "html": Format(html.report, html.compare, reads_run=True),
+    "junit": Format(lambda summary, details: junit.report(summary, markdown.report(summary, details)), None,
+                    reads_run=True),
 }
 """Format name -> renderer; the CLI's `--format` choices, in this order (terminal first)."""
 
@@ -85,7 +88,10 @@ def render(summary: dict[str, Any], fmt: str, run_path: Path | None = None, cons
 
 def render_compare(result: dict[str, Any], fmt: str, console: Console | None = None) -> str | None:
     """Two runs compared (comparison.compare_runs) in format `fmt`, returned or printed as render()."""
-    return _emit(FORMATS[fmt].compare(result), console)
+    compare = FORMATS[fmt].compare
+    if compare is None:
+        raise KeyError(f"format {fmt} has no run comparison")
+    return _emit(compare(result), console)
 
 
 __all__ = ["FORMATS", "Details", "Format", "load_details", "render", "render_compare"]

@@ -18,6 +18,7 @@ from evalkit.render.compare_table import (compare_columns, compare_legend, compa
 from evalkit.render.details import Details
 from evalkit.render.header import SIM_NOTE, facts, legend, sources, title, verdict_line
 from evalkit.render.markdown_details import details_sections, id_list
+from evalkit.render.regressions import regression_lines
 from evalkit.render.table import Pivot, columns, pivots, table_rows
 from evalkit.render.text import html_text, md_cell, md_code, md_fence
 
@@ -78,6 +79,8 @@ def report(summary: dict[str, Any], details: Details) -> str:
         lines += [f"- {FAIL_MARK} **FAIL** {md_cell(f['message'])}" if f["action"] == "fail"
                   else f"- {WARN_MARK} warn {md_cell(f['message'])}" for f in flags]
         lines.append("")
+    if found := regression_lines(summary):
+        lines += ["#### Regressions bisected", "", *(f"- {md_cell(line, limit=1000)}" for line in found), ""]
     lines += details_sections(summary, details)
     lines += _reproduce(summary)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -15,6 +15,7 @@ from rich.table import Table
 from evalkit.render.compare_table import compare_columns, compare_legend, compare_rows, compare_title, run_facts
 from evalkit.render.details import Details
 from evalkit.render.header import SIM_NOTE, facts, legend, title, verdict_line
+from evalkit.render.regressions import regression_lines
 from evalkit.render.table import Column, Pivot, Row, columns, pivots, table_rows
 from evalkit.render.text import MAX_CELL_CHARS, term_text, truncate
 
@@ -114,6 +115,7 @@ def report(summary: dict[str, Any], details: Details) -> list[RenderableType]:
         for flag in cell["flags"]:
             marker = "[bold red]FAIL[/bold red]" if flag["action"] == "fail" else "[yellow]warn[/yellow]"
             out.append(f"{marker} {term_text(flag['message'])}")
+    out += [f"[bold]regression[/bold] {term_text(line)}" for line in regression_lines(summary)]
     ok, words = verdict_line(summary)
     out.append(("[green]OK[/green] " if ok else "[bold red]NOT OK[/bold red] ") + term_text(words))
     return out

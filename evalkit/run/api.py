@@ -28,7 +28,7 @@ from evalkit.run.matrix import PreparedRun, execute, prepare, prepare_sources, r
 from evalkit.run.options import Progress, RunOptions, Silent
 from evalkit.run.records import RunRecord
 from evalkit.run.signals import interrupts_raise
-from evalkit.store import RunStore, atomic_write_text, check_run_id, new_run_id, resolve_run, write_json
+from evalkit.store import RunStore, atomic_write_text, check_run_id, new_run_id, read_json, resolve_run, write_json
 
 EXTERNAL_CELL = "external"
 """The one cell of a `base_url` run."""
@@ -176,6 +176,14 @@ def _device_lock(request: MatrixRequest, run: PreparedRun) -> AbstractContextMan
     if request.lock and local_engines and (run.config.devices is not None or run.profile.uses_devices):
         return DeviceLock(request.lock_file, run.options.run_id)
     return nullcontext()
+
+
+def refresh_verdict(run_path: Path) -> dict[str, Any]:
+    """Write summary.json and table.md again from what the run folder holds now (after something
+    added to it, such as `--bisect-on-regression`'s regressions.json), with the run's own config."""
+    from evalkit.config import parse_config
+
+    return _write_verdict(run_path, parse_config(read_json(run_path / "run.json")["config"], run_path / "run.json"))
 
 
 def _write_verdict(run_path: Path, config: MatrixConfig) -> dict[str, Any]:

@@ -158,3 +158,13 @@ def resolve_run(results_dir: Path, ref: str) -> Path:
         if (candidate / "run.json").is_file():
             return candidate
     raise ConfigError(f"{ref}: not a run (no run.json in {candidates[0]})")
+
+
+REGRESSIONS_FILE = "regressions.json"
+"""A run's regressions bisected by `matrix --bisect-on-regression` (evalkit/bisect/on_regression.py)."""
+
+
+def read_regressions(run_path: Path) -> list[dict[str, Any]] | None:
+    """The run's regressions.json entries, or None when the run did not look for regressions."""
+    path = run_path / REGRESSIONS_FILE
+    return list(read_json(path)) if path.is_file() else None

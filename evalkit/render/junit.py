@@ -1,0 +1,134 @@
+"""JUnit XML: a run where Jenkins, GitLab, Buildkite and GitHub test reporters show test results.
+
+The shape is the one Jenkins' xunit plugin validates (junit-10.xsd, which pytest ships in its
+sdist as testing/example_scripts/junit-10.xsd and checks its own output against; the tests do the
+same with this module's output and parse it with junitparser):
+
+* `<testsuites>` holding one `<testsuite>` per run, named after the run;
+* per cell, one testcase `runs` (an `<error>` with the engine's message and log tail when the
+  cell did not run, `<skipped>` when it was not run), and one testcase per threshold checked on
+  it, named by the rule and reference. A FAIL of a failing threshold is a `<failure>`; a check
+  that could not decide (INCONCLUSIVE) or was not checked (NOT_CHECKED) is `<skipped>` with the
+  reason; a PASS is a plain testcase; a broken warning threshold passes with the warning in its
+  `<system-out>` (JUnit has no warning). A summary from before per-check outcomes existed has only
+  its broken thresholds, one testcase each;
+* `<properties>` for the run (id, model, engine, simulated, exit code) and per cell (its axes, its
+  engine source SHA, the first bad commit `--bisect-on-regression` found), and the markdown report
+  as the suite's `<system-out>`.
+
+Text that XML 1.0 cannot hold (control characters in model output) is dropped, not escaped: a
+parser refuses a file with it whatever the escaping.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import Any
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_SKIPPED = ("INCONCLUSIVE", "NOT_CHECKED")
+
+
+def _x(text: Any) -> str:
+    return _NOT_XML.sub("", str(text))
+
+
+def _check_name(check: Mapping[str, Any]) -> str:
+    rule = check.get("rule") or f"{check.get('metric')} {check.get('check')} {check.get('margin', check.get('limit'))}"
+    return f"{rule} vs {check['reference']}" if check.get("reference") else rule
+
+
+def _checks(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The row's checks with outcomes; from its flags alone for a summary without `checks`."""
+    if "checks" in row:
+        return list(row["checks"])
+    return [{"metric": f.get("metric"), "check": f.get("check"), "margin": f.get("limit"), "action": f.get("action"),
+             "reference": f.get("reference"), "outcome": "NOT_CHECKED" if f.get("not_checked") else "FAIL",
+             "why": f.get("not_checked"), "message": f["message"]} for f in row.get("flags", [])]
+
+
+def _flag_message(row: Mapping[str, Any], check: Mapping[str, Any]) -> str | None:
+    """The broken-threshold message of this check (the flag the summary made for it)."""
+    for flag in row.get("flags", []):
+        if flag.get("metric") == check.get("metric") and flag.get("check") == check.get("check") and (
+                flag.get("reference") == check.get("reference") or check.get("reference") is None):
+            return str(flag["message"])
+    return check.get("message")
+
+
+def _skip_reason(check: Mapping[str, Any]) -> str:
+    if check.get("outcome") == "NOT_CHECKED":
+        return f"not checked: {check.get('why') or check.get('message') or 'no value'}"
+    mde, margin = check.get("mde"), check.get("margin")
+    power = f"MDE {mde:.3g} at this n against a margin of {margin:g}" if mde is not None and margin is not None else ""
+    need = f"; about {check['n_needed']} samples would decide it" if check.get("n_needed") else ""
+    return f"inconclusive: not significant and underpowered ({power}{need})" if power else "inconclusive"
+
+
+def _testcase(suite: ET.Element, classname: str, name: str, time_s: float = 0.0) -> ET.Element:
+    return ET.SubElement(suite, "testcase", name=_x(name), classname=_x(classname), time=f"{max(time_s, 0.0):.3f}")
+
+
+def _add_cell(suite: ET.Element, run_id: str, row: Mapping[str, Any], counts: dict[str, int]) -> None:
+    classname = f"evalkit.{run_id}.{row['id']}"
+    total = float((row.get("timings") or {}).get("total_s") or 0.0)
+    runs = _testcase(suite, classname, "runs", total)
+    counts["tests"] += 1
+    status = row.get("status")
+    if status == "error":
+        counts["errors"] += 1
+        ET.SubElement(runs, "error", message=_x(row.get("error") or "the cell failed"), type="CellError").text = _x(
+            row.get("error") or "")
+        return
+    if status != "ok":
+        counts["skipped"] += 1
+        ET.SubElement(runs, "skipped", message=_x(f"cell {status}: {row.get('error') or 'not run'}"))
+        return
+    for check in _checks(row):
+        case = _testcase(suite, classname, _check_name(check))
+        counts["tests"] += 1
+        outcome = check.get("outcome")
+        if outcome == "FAIL" and check.get("action") == "fail":
+            counts["failures"] += 1
+            message = _flag_message(row, check) or _check_name(check)
+            ET.SubElement(case, "failure", message=_x(message), type="ThresholdBroken").text = _x(message)
+        elif outcome in _SKIPPED:
+            counts["skipped"] += 1
+            ET.SubElement(case, "skipped", message=_x(_skip_reason(check)))
+        elif outcome == "FAIL":
+            ET.SubElement(case, "system-out").text = _x(f"WARNING: {_flag_message(row, check) or _check_name(check)}")
+
+
+def _properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    props = [(key, str(summary.get(key))) for key in ("run_id", "model", "engine", "simulated", "exit_code", "baseline")]
+    for row in summary.get("cells", []):
+        props += [(f"cell.{row['id']}.axis.{axis}", str(value)) for axis, value in (row.get("axes") or {}).items()]
+        if (row.get("source") or {}).get("sha"):
+            props.append((f"cell.{row['id']}.source_sha", str(row["source"]["sha"])))
+    for found in summary.get("regressions") or []:
+        if found.get("first_bad"):
+            props.append((f"cell.{found['cell']}.first_bad_commit", str(found["first_bad"])))
+    return props
+
+
+def report(summary: Mapping[str, Any], markdown: str) -> str:
+    """The run as a JUnit XML document; `markdown` is the report put in the suite's system-out."""
+    run_id = str(summary.get("run_id", "run"))
+    root = ET.Element("testsuites", name="evalkit")
+    suite = ET.SubElement(root, "testsuite", name=_x(f"evalkit {run_id}: {summary.get('model')} on {summary.get('engine')}"))
+    properties = ET.SubElement(suite, "properties")
+    for name, value in _properties(summary):
+        ET.SubElement(properties, "property", name=_x(name), value=_x(value))
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for row in summary.get("cells", []):
+        _add_cell(suite, run_id, row, counts)
+    ET.SubElement(suite, "system-out").text = _x(markdown)
+    total = sum(float((r.get("timings") or {}).get("total_s") or 0.0) for r in summary.get("cells", []))
+    suite.attrib.update({k: str(v) for k, v in counts.items()} | {"time": f"{total:.3f}"})
+    if summary.get("started_at"):
+        suite.set("timestamp", str(summary["started_at"]))
+    root.attrib.update({k: str(counts[k]) for k in ("tests", "failures", "errors")} | {"time": f"{total:.3f}"})
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,196 @@
+"""Where CI shows results: a run as a GitHub Actions step, and the history for dashboards."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+import tarfile
+from xml.etree import ElementTree
+from pathlib import Path
+
+import pytest
+import xmlschema
+from click.testing import CliRunner
+from junitparser import JUnitXml
+
+from evalkit.cli import main
+from evalkit.render.github import STEP_SUMMARY_LIMIT, command, step_summary, workflow_commands
+from evalkit.store import read_json
+from tests.test_history_cli import three_runs  # noqa: F401 - three stored nightly runs
+from tests.test_report_cli import demo_runs  # noqa: F401 - the session's real demo runs
+
+COMMAND = re.compile(r"^::(error|warning) title=([^:]*)::(.*)$")
+
+
+def unescape(text: str) -> str:
+    """GitHub's runner decodes workflow-command values this way (actions/runner, ActionCommand)."""
+    for code, char in (("%0D", "\r"), ("%0A", "\n"), ("%3A", ":"), ("%2C", ","), ("%25", "%")):
+        text = text.replace(code, char)
+    return text
+
+
+def test_a_run_as_an_actions_step_annotates_each_broken_threshold_and_appends_its_report(
+        demo_runs: dict[str, Path]) -> None:  # noqa: F811
+    summary = read_json(demo_runs["a"] / "summary.json")
+    flags = [f for cell in summary["cells"] for f in cell["flags"]]
+    assert any(f["action"] == "fail" for f in flags)  # the bug's cell breaks a gate by design of the demo config
+    printed = [COMMAND.match(line) for line in demo_runs["a_stdout"].read_text().splitlines()]
+    assert printed and all(printed)
+    assert [(m.group(1), unescape(m.group(3))) for m in printed if m] == [
+        ("error" if f["action"] == "fail" else "warning", f["message"]) for f in flags]
+    written = demo_runs["step_summary"].read_text(encoding="utf-8")
+    assert written == "# an earlier step's summary\n" + (demo_runs["a"] / "table.md").read_text(encoding="utf-8")
+
+
+def test_an_annotation_is_one_line_whatever_the_message_holds() -> None:
+    line = command("error", "cell x: 50% drop\n::error::forged\r", "evalkit run-1: dp8, piecewise")
+    assert line.splitlines() == [line]  # the runner reads commands line by line: nothing can start a second one
+    match = COMMAND.match(line)
+    assert match and unescape(match.group(2)) == "evalkit run-1: dp8, piecewise"
+    assert unescape(match.group(3)) == "cell x: 50% drop\n::error::forged\r"
+
+
+def test_failed_cells_are_errors_even_without_flags() -> None:
+    summary = {"run_id": "r", "cells": [{"id": "a", "status": "error", "error": "engine exited with code 1", "flags": []},
+                                        {"id": "b", "status": "ok", "flags": [{"action": "warn", "message": "slow"}]}]}
+    assert [line.split("::")[1].split(" ")[0] for line in workflow_commands(summary)] == ["error", "warning"]
+    assert "engine exited with code 1" in workflow_commands(summary)[0]
+
+
+def test_a_report_too_long_for_the_step_summary_is_cut_at_a_line_and_says_where_the_rest_is() -> None:
+    block = "<details><summary>cell</summary>\n\n" + "\n".join(f"| q{i} | wrong |" for i in range(200)) + "\n</details>\n"
+    markdown = "# report\n" + block * 400
+    assert len(markdown.encode()) > STEP_SUMMARY_LIMIT
+    cut = step_summary(markdown, "results/run-1/table.md", used_bytes=1000)
+    assert len(cut.encode()) <= STEP_SUMMARY_LIMIT - 1000
+    assert cut.rstrip().endswith("(upload the results folder as an artifact to keep it).")
+    assert "results/run-1/table.md" in cut
+    assert cut.count("<details>") == cut.count("</details>")  # the note is not folded away
+    assert markdown.startswith(cut.split("\n\n> **Report cut here**")[0].rsplit("</details>", 1)[0])
+    assert step_summary("# short\n", "x") == "# short\n"
+    assert step_summary(markdown, "x", used_bytes=STEP_SUMMARY_LIMIT) == ""
+
+
+def history(results: Path, *args: str) -> str:
+    runner = CliRunner()
+    assert runner.invoke(main, ["history", "--import", "all", "--results-dir", str(results)]).exit_code == 0
+    result = runner.invoke(main, ["history", "--model", "demo", *args, "--results-dir", str(results)])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_benchmark_json_is_github_action_benchmarks_custom_format_for_the_newest_run(three_runs: Path) -> None:  # noqa: F811
+    for better, wanted in (("bigger", {"gsm8k.flexible", "gsm8k.strict"}), ("smaller", {"repetition.collapse_rate"})):
+        entries = json.loads(history(three_runs, "--format", "benchmark-json", "--better", better))
+        # src/extract.ts: an array of {name, value, unit, range?, extra?}; name and unit strings, value a number
+        assert isinstance(entries, list) and entries
+        for entry in entries:
+            assert set(entry) <= {"name", "value", "unit", "range", "extra"}
+            assert isinstance(entry["name"], str) and isinstance(entry["unit"], str)
+            assert isinstance(entry["value"], (int, float)) and not isinstance(entry["value"], bool)
+            assert entry["extra"].startswith("run night-3\n")
+        names = {e["name"] for e in entries}
+        assert len(names) == len(entries)  # one series per cell x metric
+        assert {n.split(" ")[1] for n in names} == wanted
+        assert {n.split(" ")[0] for n in names} == {"tp8-fixon", "tp8-fixoff", "dp8-fixon", "dp8-fixoff"}
+    smaller = json.loads(history(three_runs, "--format", "benchmark-json", "--better", "smaller"))
+    assert next(e["value"] for e in smaller if e["name"] == "dp8-fixoff repetition.collapse_rate") == 0.75
+
+
+def test_csv_has_a_row_per_run_and_cell_and_a_column_per_metric(three_runs: Path) -> None:  # noqa: F811
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(history(three_runs, "--format", "csv", "--cell", "dp8-fixoff"))))
+    assert [r["run_id"] for r in rows] == ["night-1", "night-2", "night-3"]
+    assert [float(r["gsm8k.flexible"]) for r in rows] == [0.95, 0.8, 0.6]
+    assert list(rows[0])[:5] == ["run_id", "started_at", "cell", "status", "source_sha"]
+
+
+def test_the_workflow_example_uses_only_commands_and_options_evalkit_has() -> None:
+    import yaml
+
+    from tests.conftest import ROOT
+
+    workflow = yaml.safe_load((ROOT / "examples" / "github-actions.yml").read_text())
+    steps = workflow["jobs"]["matrix"]["steps"]
+    scripts = " ".join(step.get("run", "") for step in steps).replace("\\\n", " ")
+    calls = re.findall(r"evalkit (\w+)([^\n;|>]*)", scripts)
+    assert {name for name, _ in calls} >= {"matrix", "compare", "history"}
+    runner = CliRunner()
+    for name, rest in calls:
+        helptext = runner.invoke(main, [name, "--help"]).output
+        for option in re.findall(r"(--[a-z][a-z-]*)", rest):
+            assert option in helptext, f"evalkit {name} has no {option}"
+
+
+@pytest.fixture(scope="session")
+def junit_schema(tmp_path_factory: pytest.TempPathFactory) -> xmlschema.XMLSchema:
+    """Jenkins' JUnit schema (xunit plugin junit-10.xsd, MIT), as pytest ships it in its sdist to
+    check its own --junitxml output: downloaded from the package index for the installed pytest."""
+    where = tmp_path_factory.mktemp("pytest-sdist")
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-q",
+                           f"pytest=={pytest.__version__}", "-d", str(where)], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, f"cannot download pytest's sdist for its JUnit schema: {done.stderr[-500:]}"
+    [sdist] = where.glob("pytest-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("testing/example_scripts/junit-10.xsd"))
+        source = tar.extractfile(member)
+        assert source is not None
+        return xmlschema.XMLSchema(io.BytesIO(source.read()))
+
+
+def test_junit_is_valid_and_reports_each_cell_and_check_as_ci_reporters_read_it(
+        demo_runs: dict[str, Path], junit_schema: xmlschema.XMLSchema, tmp_path: Path) -> None:  # noqa: F811
+    out = tmp_path / "junit.xml"
+    result = CliRunner().invoke(main, ["report", "run-a", "--format", "junit", "-o", str(out),
+                                       "--results-dir", str(demo_runs["results"])])
+    assert result.exit_code == 0, result.output
+    junit_schema.validate(str(out))
+    assert out.read_text() == demo_runs["a_junit"].read_text()  # `matrix --junit` wrote the same document
+    summary = read_json(demo_runs["a"] / "summary.json")
+    xml = JUnitXml.fromfile(str(out))
+    [suite] = list(xml)
+    cases = {(case.classname.split(".")[-1], case.name): case for case in suite}
+    for row in summary["cells"]:
+        runs = cases[(row["id"], "runs")]
+        assert runs.is_passed == (row["status"] == "ok")
+        checks = row.get("checks") or []
+        for check in checks:
+            name = check["rule"] + (f" vs {check['reference']}" if check.get("reference") else "")
+            case = cases[(row["id"], name)]
+            kinds = {type(r).__name__ for r in case.result}
+            if check["outcome"] == "FAIL" and check["action"] == "fail":
+                assert kinds == {"Failure"}
+            elif check["outcome"] in ("INCONCLUSIVE", "NOT_CHECKED"):
+                assert kinds == {"Skipped"} and case.result[0].message
+            else:
+                assert kinds == set()
+    failures = sum(1 for row in summary["cells"] for f in row["flags"] if f["action"] == "fail")
+    assert suite.failures == failures and failures >= 1
+    assert suite.errors == summary["failed_cells"]
+    props = {p.name: p.value for p in suite.properties()}
+    assert props["run_id"] == "run-a" and props["cell.tp8-full-fixoff.axis.fix"] == "fixoff"
+    system_out = ElementTree.parse(out).getroot().find("testsuite/system-out")
+    assert system_out is not None and system_out.text == (demo_runs["a"] / "table.md").read_text(encoding="utf-8")
+
+
+def test_junit_errors_for_a_cell_that_did_not_run_and_drops_what_xml_cannot_hold(
+        junit_schema: xmlschema.XMLSchema) -> None:
+    from evalkit.render.junit import report
+
+    summary = {"run_id": "r", "model": "m", "engine": "sim", "cells": [
+        {"id": "dead", "status": "error", "error": "engine exited with code 1 \x1b[31m\x00", "flags": []},
+        {"id": "later", "status": "skipped", "error": "over the run budget", "flags": []},
+        {"id": "old", "status": "ok", "flags": [{"metric": "gsm8k.flexible", "check": "min", "limit": 0.9,
+                                                 "action": "fail", "message": "old: GSM8K flexible 0.8 < min 0.9"}]}]}
+    text = report(summary, "# report")
+    junit_schema.validate(io.StringIO(text))
+    suite = next(iter(JUnitXml.fromstring(text.encode())))
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (4, 1, 1, 1)
+    dead = next(c for c in suite if c.classname.endswith(".dead"))
+    assert dead.result[0].message == "engine exited with code 1 [31m"
