@@ -253,3 +253,16 @@ def is_regression(cmp: Paired, floor: NoiseFloor | None = None, alpha: float = 0
     the first two conditions apply."""
     margin = floor.max_pairwise_diff if floor is not None else 0.0
     return cmp.diff < 0 and cmp.p_value < alpha and abs(cmp.diff) > margin
+
+
+def newcombe_unpaired(k1: int, n1: int, k2: int, n2: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Interval for k1/n1 - k2/n2 from two independent samples: Newcombe's hybrid score interval
+    (Newcombe 1998, Stat. Med. 17:873, method 10), from each rate's Wilson interval. It keeps to
+    [-1, 1] and behaves at 0 events, where the Wald interval collapses to a point."""
+    if not n1 or not n2:
+        return -1.0, 1.0
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = wilson_interval(k1, n1, confidence)
+    l2, u2 = wilson_interval(k2, n2, confidence)
+    d = p1 - p2
+    return d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)

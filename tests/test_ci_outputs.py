@@ -10,6 +10,7 @@ import sys
 import tarfile
 from xml.etree import ElementTree
 from pathlib import Path
+from typing import Any
 
 import pytest
 import xmlschema
@@ -194,3 +195,73 @@ def test_junit_errors_for_a_cell_that_did_not_run_and_drops_what_xml_cannot_hold
     assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (4, 1, 1, 1)
     dead = next(c for c in suite if c.classname.endswith(".dead"))
     assert dead.result[0].message == "engine exited with code 1 [31m"
+
+
+def synthetic(cells: int, seed: int = 0) -> dict[str, Any]:
+    """A summary of `cells` cells compared with a baseline and a twin on GSM8K and collapses, one
+    in six failing a drop gate and one in six inconclusive: what the plot reads of a summary."""
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for i in range(cells):
+        diff = rng.uniform(-0.08, 0.02)
+        outcome = "FAIL" if i % 6 == 5 else "INCONCLUSIVE" if i % 6 == 4 else "PASS"
+        delta = {"gsm8k.flexible": {"diff": diff, "ci95": [diff - 0.03, diff + 0.03], "p_value": 0.5},
+                 "repetition.collapse_rate": {"diff": 0.0, "p_value": 1.0}}
+        rows.append({"id": f"cell{i:02d}-tp8-piecewise-fixoff", "status": "ok", "flags": [],
+                     "metrics": {"repetition.collapsed": 1, "repetition.n": 64},
+                     "vs_baseline": {"reference": "base", **delta}, "vs_ab": {"reference": "base", **delta},
+                     "checks": [{"metric": "gsm8k.flexible", "check": "max_drop_vs_baseline", "margin": 0.02,
+                                 "outcome": outcome},
+                                {"metric": "repetition.collapse_rate", "check": "max_rise_ab", "margin": 0.05,
+                                 "outcome": "PASS"}]})
+    rows.append({"id": "base", "status": "ok", "flags": [], "metrics": {"repetition.collapsed": 1, "repetition.n": 64}})
+    return {"run_id": f"synthetic-{cells}", "cells": rows}
+
+
+def test_the_deltas_plot_marks_failing_and_undecided_rows_and_draws_the_margins() -> None:
+    from evalkit.render.forest import panels
+    from evalkit.stats import newcombe_unpaired
+
+    found = {panel.spec.name: panel for panel in panels(synthetic(12))}
+    gsm8k, collapse = found["gsm8k.flexible"], found["repetition.collapse_rate"]
+    assert len(gsm8k.rows) == 24 and gsm8k.margins == [-0.02]
+    assert [r.outcome for r in gsm8k.rows if r.reference == "baseline"][4:6] == ["INCONCLUSIVE", "FAIL"]
+    assert collapse.margins == [0.05]
+    row = collapse.rows[0]  # a count: Newcombe's interval from the two cells' 1/64 each
+    assert (row.diff, row.low, row.high) == (0.0, *newcombe_unpaired(1, 64, 1, 64))
+
+
+def test_the_deltas_plot_is_a_png_and_inline_svg_for_12_and_48_cells(tmp_path: Path) -> None:
+    import matplotlib.image
+
+    from evalkit.render.forest import png, svg
+
+    heights = {}
+    for cells in (12, 48):
+        out = tmp_path / f"deltas-{cells}.png"
+        assert png(synthetic(cells), out)
+        pixels = matplotlib.image.imread(str(out))
+        heights[cells] = pixels.shape[0]
+        print(f"\n{cells} cells: {out} ({pixels.shape[1]} x {pixels.shape[0]} px)")
+        drawn = svg(synthetic(cells))
+        assert drawn is not None and drawn.startswith("<svg") and "cell47" in drawn if cells == 48 else True
+    # every row gets its own height: 96 labelled rows stay as far apart as 24
+    assert heights[48] > 3 * heights[12] * 0.8
+    assert not png({"run_id": "r", "cells": [{"id": "a", "status": "ok", "flags": []}]}, tmp_path / "none.png")
+
+
+def test_report_plot_writes_the_png_of_a_real_run_and_the_html_holds_it(demo_runs: dict[str, Path],  # noqa: F811
+                                                                        tmp_path: Path) -> None:
+    out, page = tmp_path / "deltas.png", tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["report", "run-a", "--format", "html", "-o", str(page), "--plot", str(out),
+                                       "--results-dir", str(demo_runs["results"])])
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+    html = page.read_text(encoding="utf-8")
+    figure = html[html.index('<figure class="forest">'):]
+    figure = figure[: figure.index("</figure>")]
+    summary = read_json(demo_runs["a"] / "summary.json")
+    compared = [row["id"] for row in summary["cells"] if row.get("vs_baseline") or row.get("vs_ab")]
+    assert compared and all(f"{cell} vs " in figure for cell in compared)

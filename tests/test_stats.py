@@ -225,3 +225,12 @@ def test_is_regression_needs_significance_and_magnitude():
     assert not is_regression(worse, noisy)  # inside run-to-run swing
     assert not is_regression(paired_comparison(*table(1000, 30, 5, n - 1035)), quiet)  # improvement
     assert not is_regression(paired_comparison(*table(1000, 3, 6, n - 1009)))  # not significant
+
+
+def test_newcombe_unpaired_reproduces_the_papers_example() -> None:
+    """Newcombe (1998), Stat. Med. 17:873, table II, example (a): 56/70 - 48/80, method 10."""
+    from evalkit.stats import newcombe_unpaired
+
+    low, high = newcombe_unpaired(56, 70, 48, 80)
+    assert (round(low, 4), round(high, 4)) == (0.0524, 0.3339)
+    assert newcombe_unpaired(0, 0, 3, 10) == (-1.0, 1.0)

@@ -46,8 +46,11 @@ def _write_whole(text: str, output: Path) -> None:
                                       "html: one self-contained page (use with -o); junit: JUnit XML for CI test "
                                       "reporters (one testcase per cell x threshold check).")
 @output_option
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also draw each cell's differences from its baseline and twin (95% intervals, threshold margins) "
+                   "to this PNG, to attach to a PR.")
 @results_dir_option
-def report(run: str, fmt: str, output: Path | None, results_dir: Path) -> None:
+def report(run: str, fmt: str, output: Path | None, plot_path: Path | None, results_dir: Path) -> None:
     """Show a stored run (a run id, a path, or `latest`) as a table, markdown, CSV, JSON or HTML.
 
     The verdict is recomputed from the stored cells with the run's own config snapshot, so it
@@ -59,6 +62,7 @@ def report(run: str, fmt: str, output: Path | None, results_dir: Path) -> None:
       evalkit report 20261203-111333-demo --format csv > cells.csv
       evalkit report latest --format html -o report.html
       evalkit report latest --format junit -o evalkit-junit.xml
+      evalkit report latest --format markdown --plot deltas.png > pr-comment.md
     """
     from evalkit.config import parse_config
     from evalkit.store import read_json, resolve_run
@@ -67,8 +71,14 @@ def report(run: str, fmt: str, output: Path | None, results_dir: Path) -> None:
     check_output(fmt, output)
     run_path = resolve_run(results_dir, run)
     info = read_json(run_path / "run.json")
-    show_run(summary=summarize(run_path, parse_config(info["config"], run_path / "run.json")), run_path=run_path, fmt=fmt,
-             output=output)
+    summary = summarize(run_path, parse_config(info["config"], run_path / "run.json"))
+    show_run(summary=summary, run_path=run_path, fmt=fmt, output=output)
+    if plot_path is not None:
+        from evalkit.render.forest import png
+
+        drawn = png(summary, plot_path)
+        click.echo(f"plot: {plot_path}" if drawn else "plot: no cell was compared with a baseline or twin: nothing "
+                   "drawn", err=True)
 
 
 def write_report(summary: dict[str, Any], run_path: Path, fmt: str, output: Path) -> None:

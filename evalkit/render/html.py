@@ -25,6 +25,7 @@ import shlex
 from typing import Any
 
 from evalkit.redact import redact_argv
+from evalkit.render import forest
 from evalkit.render.compare_table import (compare_columns, compare_legend, compare_rows, compare_title, flip_specs,
                                           flips, flips_suffix, run_facts)
 from evalkit.render.details import Details
@@ -150,6 +151,8 @@ def report(summary: dict[str, Any], details: Details) -> str:
         parts.append(f'<p class="note">{esc(SIM_NOTE)}</p>')
     parts.append(f'<p class="verdict {"ok" if ok else "bad"}">{"✔" if ok else "✗"} {esc(words)}</p>')
     parts += [_pivot(p) for p in pivots(summary)]
+    if plot := forest.svg(summary):
+        parts += ["<h2>Differences</h2>", f'<figure class="forest">{plot}</figure>']
     parts += ["<h2>All cells</h2>", FILTERS, _matrix(summary, attrs), f'<p class="legend">{esc(legend(summary))}</p>']
     flags = [f for c in summary["cells"] for f in c["flags"]]
     if flags:

@@ -1,0 +1,179 @@
+"""A forest plot of the deltas: where people look rather than read.
+
+One panel per compared share (GSM8K accuracy, collapse rate, ...: PAIRED and COUNT metrics that a
+cell was compared on), one row per cell and reference (its baseline, its fix-on twin): the
+difference in points with its 95% interval, a line at 0, the margins of the thresholds checked on
+that metric and reference drawn dashed, and each row coloured by the outcome of those checks
+(FAIL red, INCONCLUSIVE amber, PASS or unchecked grey), so a reviewer sees at a glance which cell
+moved, by how much, and whether the test could have seen it.
+
+Intervals: PAIRED deltas carry their own (Newcombe's paired interval, stats.paired_comparison);
+COUNT deltas get Newcombe's unpaired hybrid score interval from the two cells' k and n
+(stats.newcombe_unpaired). The figure is drawn with matplotlib (Agg, imported only here): an SVG
+string with real text for the HTML report (inline, no network; the page's CSP allows inline
+styles) and a PNG for `evalkit report RUN --plot FILE`.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import ConfigError
+from evalkit.evals import registry
+from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.stats import newcombe_unpaired
+
+REFERENCES = (("vs_baseline", "baseline"), ("vs_ab", "twin"))
+_RANK = {"FAIL": 3, "INCONCLUSIVE": 2, "PASS": 1}
+_COLOURS = {"FAIL": "#c62828", "INCONCLUSIVE": "#e69500", "PASS": "#455a64", None: "#90a4ae"}
+ROW_INCHES = 0.24
+"""Height per row: 8-point labels stay apart at 96 rows (48 cells x 2 references)."""
+
+
+@dataclass(frozen=True)
+class ForestRow:
+    cell: str
+    reference: str
+    """"baseline" or "twin"."""
+    diff: float
+    low: float
+    high: float
+    outcome: str | None
+    """The worst outcome of the thresholds checked on this metric and reference (None: none)."""
+
+
+@dataclass(frozen=True)
+class Panel:
+    spec: MetricSpec
+    rows: list[ForestRow]
+    margins: list[float]
+    """Signed margins to draw (a max_drop margin m at -m, a max_rise at +m, an equivalence at both)."""
+
+
+def _interval(spec: MetricSpec, delta: Mapping[str, Any], cell: Mapping[str, Any],
+              ref: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    if delta.get("ci95"):
+        low, high = delta["ci95"]
+        return float(low), float(high)
+    if spec.comparison is Comparison.COUNT and ref is not None and spec.count_metric and spec.n_metric:
+        k1, n1 = cell["metrics"].get(spec.count_metric), cell["metrics"].get(spec.n_metric)
+        k2, n2 = ref["metrics"].get(spec.count_metric), ref["metrics"].get(spec.n_metric)
+        if None not in (k1, n1, k2, n2):
+            return newcombe_unpaired(int(k1), int(n1), int(k2), int(n2))
+    return None
+
+
+def _checks_on(row: Mapping[str, Any], metric: str, against: str) -> list[Mapping[str, Any]]:
+    """The checks of `metric` against this reference; from the broken-threshold flags alone for a
+    summary written before per-check outcomes (a flag there is a FAIL or a warning)."""
+    suffix = "_vs_baseline" if against == "vs_baseline" else "_ab"
+    if "checks" not in row:
+        return [{"metric": f["metric"], "check": f["check"], "margin": f["limit"],
+                 "outcome": "FAIL" if f.get("action") == "fail" and not f.get("not_checked") else None}
+                for f in row.get("flags", []) if f.get("metric") == metric and str(f.get("check")).endswith(suffix)]
+    return [c for c in row["checks"] if c.get("metric") == metric and str(c.get("check")).endswith(suffix)]
+
+
+def _signed(check: Mapping[str, Any]) -> list[float]:
+    margin, kind = float(check["margin"]), str(check["check"])
+    return [-margin] if kind.startswith("max_drop") else [margin] if kind.startswith("max_rise") else [-margin, margin]
+
+
+def panels(summary: Mapping[str, Any]) -> list[Panel]:
+    """The panels to draw: each PAIRED or COUNT metric some cell was compared on, in registry order."""
+    cells = {row["id"]: row for row in summary.get("cells", [])}
+    out = []
+    for spec in registry.metrics():
+        if spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
+            continue
+        rows, margins = [], set()
+        for row in summary.get("cells", []):
+            for against, word in REFERENCES:
+                delta = (row.get(against) or {}).get(spec.name)
+                if not delta or delta.get("diff") is None:
+                    continue
+                ref = cells.get((row.get(against) or {}).get("reference", ""))
+                found = _interval(spec, delta, row, ref)
+                if found is None:
+                    continue
+                checks = _checks_on(row, spec.name, against)
+                margins.update(m for c in checks for m in _signed(c))
+                outcome = max((c.get("outcome") for c in checks if c.get("outcome") in _RANK),
+                              key=lambda o: _RANK[str(o)], default=None)
+                rows.append(ForestRow(row["id"], word, float(delta["diff"]), found[0], found[1], outcome))
+        if rows:
+            out.append(Panel(spec, rows, sorted(margins)))
+    return out
+
+
+def _figure(summary: Mapping[str, Any]) -> Any:
+    """The matplotlib figure (None when nothing was compared)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise ConfigError("the deltas plot needs matplotlib: pip install matplotlib") from e
+    found = panels(summary)
+    if not found:
+        return None
+    most = max(len(p.rows) for p in found)
+    fig, axes = plt.subplots(1, len(found), squeeze=False, sharey=False,
+                             figsize=(4.8 * len(found) + 2.6, 1.6 + ROW_INCHES * most), layout="constrained")
+    for panel, ax in zip(found, axes[0]):
+        ys = list(range(len(panel.rows)))[::-1]
+        for y, r in zip(ys, panel.rows):
+            colour = _COLOURS.get(r.outcome, _COLOURS[None])
+            ax.errorbar([100 * r.diff], [y], xerr=[[100 * (r.diff - r.low)], [100 * (r.high - r.diff)]],
+                        fmt="o" if r.reference == "baseline" else "s", color=colour, ecolor=colour, capsize=2,
+                        markersize=4, linewidth=1.2)
+        ax.axvline(0, color="black", linewidth=0.8)
+        for margin in panel.margins:
+            ax.axvline(100 * margin, color="#6d4c41", linestyle="--", linewidth=0.9)
+        ax.set_yticks(ys, [f"{r.cell} vs {r.reference}" + (f"  {r.outcome}" if r.outcome in ("FAIL", "INCONCLUSIVE")
+                                                           else "") for r in panel.rows], fontsize=8)
+        for label, r in zip(ax.get_yticklabels(), panel.rows):
+            label.set_color(_COLOURS.get(r.outcome, "black") if r.outcome in ("FAIL", "INCONCLUSIVE") else "black")
+        ax.set_ylim(-0.7, len(panel.rows) - 0.3)
+        ax.set_xlabel(f"Δ {panel.spec.label}, points (95% interval)", fontsize=9)
+        ax.grid(True, axis="x", alpha=0.3)
+    fig.suptitle(f"evalkit {summary.get('run_id', '')}: differences from the baseline (o) and the twin (■); "
+                 "dashed: threshold margins", fontsize=10)
+    return fig
+
+
+def svg(summary: Mapping[str, Any]) -> str | None:
+    """The plot as an inline `<svg>` element with real text (None when nothing was compared)."""
+    import matplotlib
+
+    fig = _figure(summary)
+    if fig is None:
+        return None
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        fig.savefig(buffer, format="svg")
+    _close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
+
+
+def png(summary: Mapping[str, Any], out_path: Path) -> bool:
+    """Write the plot as a PNG; False (nothing written) when no cell was compared with anything."""
+    fig = _figure(summary)
+    if fig is None:
+        return False
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_path, dpi=120)
+    _close(fig)
+    return True
+
+
+def _close(fig: Any) -> None:
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
