@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 import traceback
@@ -20,8 +21,9 @@ from pathlib import Path
 
 from evalkit.config import MatrixConfig
 from evalkit.engine import CellLaunch, EngineProcess, PortBook, build_launch
+from evalkit.engine.setup import ensure_built, setup_plan
 from evalkit.engine.sources import ResolvedSource
-from evalkit.errors import EngineError, EvalError, PortInUse
+from evalkit.errors import EngineError, EvalError, PortInUse, SetupFailed
 from evalkit.evals import registry
 from evalkit.evals.base import EvalContext, EvalResult
 from evalkit.evals.engine_figures import scraping_enabled
@@ -30,7 +32,15 @@ from evalkit.profiles import get_profile
 from evalkit.redact import scrub, scrub_file, secret_values
 from evalkit.run.engine_report import EngineScrapes, check_version
 from evalkit.run.options import Progress
-from evalkit.run.records import FINISHED, CellError, CellRecord, SourceInfo, failed_cell, now
+from evalkit.run.records import (
+    FINISHED,
+    CellError,
+    CellRecord,
+    SetupRecord,
+    SourceInfo,
+    failed_cell,
+    now,
+)
 from evalkit.store import RunStore, write_jsonl
 
 PORT_ATTEMPTS = 3
@@ -127,6 +137,7 @@ def run_cell(job: CellJob, control: CellControl, body: EvalsBody | None = None) 
                           job.progress)
             body(job, job.base_url, record, False)
         else:
+            _build_source(job, record, control)
             _run_with_engine(job, record, control, body)
         record.status = "ok"
     except Exception as e:  # noqa: BLE001 - any failure is this cell's error; the matrix goes on
@@ -152,6 +163,21 @@ def _error_of(e: Exception, expected: bool, secrets: list[str], control: CellCon
         message = f"over the cell budget of {control.budget_s:g} s (stopped): {message}"
     return CellError(type=type(e).__name__, message=scrub(message, secrets), exit_code=getattr(e, "exit_code", None),
                      log_tail=scrub(getattr(e, "log_tail", ""), secrets))
+
+
+def _build_source(job: CellJob, record: CellRecord, control: CellControl) -> None:
+    """Run the source tree's setup step unless its worktree is already built (engine/setup.py);
+    a failure is this cell's error with the setup recorded (its log path)."""
+    setup = job.cell.source.setup if job.cell.source else None
+    if job.source is None or not setup:
+        return
+    plan = setup_plan(setup, job.source.worktree, job.config.engine.python or sys.executable)
+    job.update("building", "" if plan.built else f"setup, log {plan.log}")
+    try:
+        record.setup = SetupRecord.model_validate(ensure_built(plan, job.source, control.stop))
+    except SetupFailed as e:
+        record.setup = SetupRecord.model_validate(e.info)
+        raise
 
 
 def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, body: EvalsBody) -> None:
