@@ -21,6 +21,7 @@ from pathlib import Path
 
 from evalkit.config import MatrixConfig
 from evalkit.engine import CellLaunch, EngineProcess, PortBook, build_launch
+from evalkit.engine.isolation import isolate, release
 from evalkit.engine.setup import ensure_built, setup_plan
 from evalkit.engine.sources import ResolvedSource
 from evalkit.errors import EngineError, EvalError, PortInUse, SetupFailed
@@ -36,6 +37,7 @@ from evalkit.run.records import (
     FINISHED,
     CellError,
     CellRecord,
+    IsolationRecord,
     SetupRecord,
     SourceInfo,
     failed_cell,
@@ -186,8 +188,11 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
     log_path = job.cell_dir / "engine.log"
     for attempt in range(1, PORT_ATTEMPTS + 1):
         port = config.engine.port or PORTS.take(config.engine.host)
-        launch = build_launch(config, job.cell, port, job.source.worktree if job.source else None, job.devices)
+        isolated = isolate(build_launch(config, job.cell, port, job.source.worktree if job.source else None,
+                                        job.devices), config, PORTS, job.cell_dir)
+        launch = isolated.launch
         record.launch = launch.display(config.secret_env)
+        record.isolation = IsolationRecord.model_validate(isolated.record)
         job.update("starting", f"port {port}" + (f" devices {','.join(map(str, job.devices))}" if job.devices else ""))
         t0 = time.monotonic()
         engine = _engine_for(launch, config, log_path)
@@ -216,6 +221,7 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
             job.update("starting", f"port {port} taken, retrying")
         finally:
             timings.setdefault("engine_wall_s", round(time.monotonic() - t0, 3))
+            release(isolated.cache_root)
             scrub_file(log_path, secret_values({**os.environ, **launch.env}, config.secret_env))
 
 
