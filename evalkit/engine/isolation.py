@@ -125,3 +125,16 @@ def shared_resources(config: MatrixConfig, cell: Cell) -> dict[str, str]:
             held[f"cache {folder}"] = (f"{config.engine.profile} keeps its compile cache in {folder}, which no variable "
                                        "moves and which evalkit empties before each launch")
     return held
+
+
+def describe_isolation(isolated: Isolated, shared: dict[str, str]) -> list[str]:
+    """What `evalkit plan` says of a launch's caches and shared host resources, one line each."""
+    record = isolated.record
+    lines = [f"cache:  {name}={where} (empty at each launch, removed after)"
+             for name, where in dict(record.get("cache_env") or {}).items()]  # type: ignore[call-overload]
+    lines += [f"cache:  {folder} emptied before each launch (no variable moves it)"
+              for folder in list(record.get("emptied") or [])]  # type: ignore[call-overload]
+    lines += [f"cache:  {name}={value} as the config sets it (not made fresh)"
+              for name, value in dict(record.get("kept") or {}).items()]  # type: ignore[call-overload]
+    lines += [f"shared: {why}: never side by side with another cell that needs it" for why in shared.values()]
+    return lines

@@ -30,6 +30,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -40,7 +41,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalkit.engine.sources import ResolvedSource
+from evalkit.config import Source
+from evalkit.engine.sources import ResolvedSource, peek_sha, worktree_path
 from evalkit.errors import SetupFailed
 
 POLL_S = 0.2
@@ -107,13 +109,17 @@ def _run(plan: SetupPlan, stop: threading.Event | None) -> int:
         proc = subprocess.Popen([sys.executable, "-m", "evalkit.engine._deathsig", str(os.getpid()), *plan.argv],
                                 cwd=plan.worktree, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-        while True:
-            try:
-                return proc.wait(POLL_S)
-            except subprocess.TimeoutExpired:
-                if stop is not None and stop.is_set():
-                    _kill_group(proc)
-                    return STOPPED
+        try:
+            while True:
+                try:
+                    return proc.wait(POLL_S)
+                except subprocess.TimeoutExpired:
+                    if stop is not None and stop.is_set():
+                        _kill_group(proc)
+                        return STOPPED
+        except BaseException:  # Ctrl-C in `evalkit prepare`: the build stops with it, unmarked
+            _kill_group(proc)
+            raise
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -146,3 +152,20 @@ def _tail(path: Path) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
     except OSError:
         return ""
+
+
+def describe_setup(source: Source, cache: Path, python: str, builds_from_source: bool) -> str:
+    """What `evalkit plan` says a source will be built with: the setup and whether it already ran,
+    or, for an engine whose git tree cannot run unbuilt, a warning that there is no setup."""
+    if not source.setup:
+        if builds_from_source:
+            return ("WARNING: no source.setup: an unbuilt tree of this engine lacks its compiled extensions "
+                    "and will not run (its profile's docstring names setups that fit)")
+        return "no setup (the tree runs as checked out)"
+    sha = peek_sha(source, cache)
+    if sha is None:
+        return f"setup {shlex.join(source.setup)}: runs once in the worktree after the clone"
+    plan = setup_plan(source.setup, worktree_path(cache, sha), python)
+    if plan.built:
+        return f"setup {shlex.join(plan.argv)}: already built (marker {plan.marker.name})"
+    return f"setup {shlex.join(plan.argv)}: runs once in {plan.worktree} before its first engine; log {plan.log}"
