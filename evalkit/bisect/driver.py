@@ -258,7 +258,8 @@ def _job(run: _Bisect, sha: str, folder: str) -> CellJob:
     """A CellJob for the bisected cell at one commit, its results in the bisect folder's `folder`."""
     # The cell's own source at this commit: its setup (the build each commit needs) comes along, and
     # a failed setup is that step's cell error, so the commit is untestable.
-    at_commit = (run.cell.source or Source(repo=run.record.repo, ref=sha)).model_copy(update={"ref": sha})
+    assert run.cell.source is not None  # _cell_and_axis refuses a cell without one
+    at_commit = run.cell.source.model_copy(update={"ref": sha})
     with signals_held():  # a Ctrl-C that killed `git worktree add` would leave a half tree, reused later
         source = checkout(at_commit, run.cache_dir)
     cell = dataclasses.replace(run.cell, id=folder, source=at_commit)

@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -49,6 +50,7 @@ POLL_S = 0.2
 STOP_GRACE_S = 10.0
 """SIGTERM -> SIGKILL grace for a build stopped by an interrupt."""
 LOG_TAIL_LINES = 20
+NOT_FOUND = 127
 STOPPED = -int(signal.SIGTERM)
 """The exit code a build stopped by an interrupt is reported with (killed by SIGTERM)."""
 
@@ -104,8 +106,11 @@ def ensure_built(plan: SetupPlan, source: ResolvedSource, stop: threading.Event 
 
 def _run(plan: SetupPlan, stop: threading.Event | None) -> int:
     """The build's exit code; `STOPPED` after killing its process group when `stop` is set.
-    A program that cannot be run exits the wrapper with 1, its exec error in the log."""
+    A program that cannot be found is 127 (as a shell says it), its reason in the log."""
     with open(plan.log, "wb") as log:
+        if not _runnable(plan.argv[0], plan.worktree):
+            log.write(f"evalkit: setup program {plan.argv[0]!r} not found or not executable\n".encode())
+            return NOT_FOUND
         proc = subprocess.Popen([sys.executable, "-m", "evalkit.engine._deathsig", str(os.getpid()), *plan.argv],
                                 cwd=plan.worktree, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
@@ -120,6 +125,14 @@ def _run(plan: SetupPlan, stop: threading.Event | None) -> int:
         except BaseException:  # Ctrl-C in `evalkit prepare`: the build stops with it, unmarked
             _kill_group(proc)
             raise
+
+
+def _runnable(program: str, cwd: Path) -> bool:
+    """Whether `program` would exec: a path (relative to the worktree) or a name on PATH."""
+    if "/" in program:
+        path = cwd / program
+        return path.is_file() and os.access(path, os.X_OK)
+    return shutil.which(program) is not None
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
