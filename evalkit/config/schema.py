@@ -56,7 +56,7 @@ class Source(StrictModel):
     repo: str = Field(min_length=1, description="Local path or clonable URL of the engine repo.")
     ref: str = Field(min_length=1, description="Commit, tag or branch; resolved to a SHA.")
     setup: list[str] | None = Field(
-        None, min_length=1,
+        default=None, min_length=1,
         description="argv run once per worktree, in it, before its first engine start (a build: vLLM's compiled "
                     "extensions, SGLang's kernels); placeholders {python} {worktree}. See engine/setup.py.")
 

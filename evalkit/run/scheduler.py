@@ -63,7 +63,7 @@ class DevicePool:
             self._running += 1
             return chosen
 
-    def busy(self, holds: frozenset[str]) -> set[str]:
+    def busy(self, holds: frozenset[str]) -> frozenset[str]:
         """Which of `holds` a running cell holds now."""
         with self._cond:
             return holds & self._held
