@@ -136,3 +136,15 @@ def test_prepare_builds_every_tree_without_starting_an_engine(world: World, tmp_
     again = evalkit("prepare", "--config", str(world.config), "--cache-dir", str(cache), "--only", "tree=one",
                     cwd=tmp_path)
     assert again.returncode == 0 and "[one]: setup reused" in again.stdout, again.stdout + again.stderr
+
+
+def test_plan_says_how_each_tree_is_built_and_which_caches_are_fresh(world: World) -> None:
+    done = evalkit("plan", "--config", str(world.config), "--cache-dir", str(world.cache), "--only", "tree=one|broken",
+                   cwd=world.root)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "  cache:  TOY_CACHE=<fresh cache>/TOY_CACHE (empty at each launch, removed after)" in lines
+    assert sum("--port '<internal port>'" in line for line in lines) == 2
+    assert f"{world.repo}@{world.shas[0]}: setup {sys.executable} build.py: already built" in done.stdout
+    broken = world.cache.resolve() / "worktrees" / world.shas[2]
+    assert f"{world.repo}@{world.shas[2]}: setup {sys.executable} build.py: runs once in {broken} " in done.stdout

@@ -54,4 +54,4 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
     if builds:
         click.echo("\n# source trees: checked out (and built) once each, before the first engine that runs them")
         for (repo, ref), build in builds.items():
-            click.echo(f"{repo} @ {ref}: {build}")
+            click.echo(f"{repo}@{ref}: {build}")
