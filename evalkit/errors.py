@@ -13,7 +13,8 @@ the cause::
     │   ├── EngineExited         the process ended before it was ready (exit code, log tail)
     │   │   └── PortInUse        ... because its port was taken (run/cell.py retries another)
     │   ├── StartupTimeout       not ready within the startup timeout
-    │   └── EngineFault          a fatal line in its log (e.g. "Memory access fault")
+    │   ├── EngineFault          a fatal line in its log (e.g. "Memory access fault")
+    │   └── SetupFailed          its source tree's setup step (the build) failed         exit 3
     ├── EvalError                an eval could not produce a score (that cell's error; exit 2
     │                            when raised before any cell, e.g. missing GSM8K data)
     └── StreamBroken             a stream closed before [DONE] (transient: generated again)
@@ -108,6 +109,18 @@ class StartupTimeout(EngineError):
 
 class EngineFault(EngineError):
     """The engine log printed a line that the profile marks as fatal."""
+
+
+class SetupFailed(EngineError):
+    """A source tree's setup step failed: that cell's error (bisect: the commit is untestable);
+    `evalkit prepare` exits 3 with it. `info` is what the cell records under `setup`."""
+
+    cli_exit_code = EXIT_CELL_FAILED
+
+    def __init__(self, message: str, *, info: dict[str, object], log_tail: str = "",
+                 exit_code: int | None = None) -> None:
+        super().__init__(message, log_tail=log_tail, exit_code=exit_code)
+        self.info = info
 
 
 class EvalError(EvalkitError):

@@ -177,6 +177,21 @@ def test_a_commit_whose_engine_does_not_start_is_untestable(world: World) -> Non
     assert json.loads((world.store.cell_dir("step-broken") / "cell.json").read_text())["status"] == "error"
 
 
+def test_a_commit_whose_setup_fails_is_untestable(world: World) -> None:
+    """A source's setup (its build) that fails at a commit: `git bisect skip`, with the build's own last line."""
+    job = world.job("step-unbuilt", world.shas[1])
+    build = ["{python}", "-c", "import sys; sys.exit('error: _C.cpp: no member named half2')"]
+    assert job.cell.source is not None
+    job = dataclasses.replace(job, cell=dataclasses.replace(job.cell, source=job.cell.source.model_copy(
+        update={"ref": world.shas[1], "setup": build})))
+    outcome = run_step(job, CellControl(threading.Event()), world.store.cell_dir("good"), world.ends, seed=0)
+    assert outcome.verdict == "untestable" and outcome.questions == 0
+    assert outcome.reason.startswith(f"source {world.repo}@{world.shas[1]}: setup exited with 1; log ")
+    assert outcome.reason.endswith("error: _C.cpp: no member named half2"), outcome.reason
+    cell = json.loads((world.store.cell_dir("step-unbuilt") / "cell.json").read_text())
+    assert cell["status"] == "error" and cell["setup"]["status"] == "failed" and "launch" not in cell
+
+
 @pytest.mark.parametrize(("fault", "words"), [("crash-after", "exited"), ("fatal-log", "Memory access fault")])
 def test_an_engine_that_fails_mid_step_is_untestable(world: World, fault: str, words: str) -> None:
     """The engine serves the first batch, then crashes or prints ATOM's fatal GPU line."""

@@ -15,7 +15,7 @@ from evalkit.errors import EXIT_CODES, EXIT_INTERRUPTED, EvalkitError, LockHeld
 
 
 def test_each_command_lives_in_its_own_module() -> None:
-    assert sorted(main.commands) == ["bisect", "calibrate", "cell", "compare", "detect", "history", "matrix", "plan", "report"]
+    assert sorted(main.commands) == ["bisect", "calibrate", "cell", "compare", "detect", "history", "matrix", "plan", "prepare", "report"]
     for name, command in main.commands.items():
         assert command.callback is not None and command.callback.__module__ == f"evalkit.cli.{name}", name
         assert isinstance(command, _Command), name

@@ -256,9 +256,13 @@ def _device_lock(request: BisectRequest, run: _Bisect) -> AbstractContextManager
 
 def _job(run: _Bisect, sha: str, folder: str) -> CellJob:
     """A CellJob for the bisected cell at one commit, its results in the bisect folder's `folder`."""
+    # The cell's own source at this commit: its setup (the build each commit needs) comes along, and
+    # a failed setup is that step's cell error, so the commit is untestable.
+    assert run.cell.source is not None  # _cell_and_axis refuses a cell without one
+    at_commit = run.cell.source.model_copy(update={"ref": sha})
     with signals_held():  # a Ctrl-C that killed `git worktree add` would leave a half tree, reused later
-        source = checkout(Source(repo=run.record.repo, ref=sha), run.cache_dir)
-    cell = dataclasses.replace(run.cell, id=folder, source=Source(repo=run.record.repo, ref=sha))
+        source = checkout(at_commit, run.cache_dir)
+    cell = dataclasses.replace(run.cell, id=folder, source=at_commit)
     devices = tuple(range(device_need(cell.settings))) if run.config.devices else None
     return CellJob(run.config, cell, run.store, run.progress, limit=run.record.limit, source=source, devices=devices)
 

@@ -27,6 +27,7 @@ from evalkit.cli.detect import detect
 from evalkit.cli.history import history
 from evalkit.cli.matrix import matrix
 from evalkit.cli.plan import plan
+from evalkit.cli.prepare import prepare
 from evalkit.cli.report import report
 
 
@@ -48,6 +49,7 @@ def main() -> None:
 
 main.add_command(matrix)
 main.add_command(plan)
+main.add_command(prepare)
 main.add_command(cell)
 main.add_command(detect)
 main.add_command(report)

@@ -1,4 +1,5 @@
-"""`evalkit plan`: every cell's exact argv, env and source, nothing started."""
+"""`evalkit plan`: every cell's exact argv, env, source, fresh caches, and how each source tree is
+built; nothing started, nothing built."""
 
 from __future__ import annotations
 
@@ -22,14 +23,20 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
     Example:
       evalkit plan --model deepseek-v4 --only parallel=dp8
     """
+    import sys
+
+    from evalkit.engine.isolation import describe_isolation, isolate, shared_resources
     from evalkit.engine.launch import PORT_PLACEHOLDER, build_launch, describe_source
+    from evalkit.engine.setup import describe_setup
     from evalkit.matrix import expand, select
 
     config, path = load(model, config_path)
     cells = select(expand(config), only, config)
     click.echo(f"# {path}: {len(cells)} cells, engine profile {config.engine.profile}")
+    builds: dict[tuple[str, str], str] = {}
     for cell in cells:
-        shown = build_launch(config, cell, config.engine.port or PORT_PLACEHOLDER).display(config.secret_env)
+        isolated = isolate(build_launch(config, cell, config.engine.port or PORT_PLACEHOLDER), config, None, None)
+        shown = isolated.launch.display(config.secret_env)
         click.echo(f"\n[{cell.id}] " + " ".join(f"{k}={v}" for k, v in cell.axes.items()))
         env = shown["env"]
         if env:
@@ -39,3 +46,12 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
         if source:
             sha = source["sha"] or f"? ({source['note']})"
             click.echo(f"  source: {source['repo']} @ {source['ref']} -> {sha}")
+        if cell.source is not None:
+            builds.setdefault((cell.source.repo, cell.source.ref), describe_setup(
+                cell.source, cache_dir, config.engine.python or sys.executable, isolated.launch.profile.builds_from_source))
+        for line in describe_isolation(isolated, shared_resources(config, cell)):
+            click.echo(f"  {line}")
+    if builds:
+        click.echo("\n# source trees: checked out (and built) once each, before the first engine that runs them")
+        for (repo, ref), build in builds.items():
+            click.echo(f"{repo}@{ref}: {build}")

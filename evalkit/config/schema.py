@@ -55,6 +55,10 @@ class Source(StrictModel):
 
     repo: str = Field(min_length=1, description="Local path or clonable URL of the engine repo.")
     ref: str = Field(min_length=1, description="Commit, tag or branch; resolved to a SHA.")
+    setup: list[str] | None = Field(
+        default=None, min_length=1,
+        description="argv run once per worktree, in it, before its first engine start (a build: vLLM's compiled "
+                    "extensions, SGLang's kernels); placeholders {python} {worktree}. See engine/setup.py.")
 
 
 class AxisValue(StrictModel):
@@ -90,6 +94,9 @@ class EngineConfig(StrictModel):
     health_path: str | None = Field(None, description="Override the profile's health endpoint.")
     metrics_path: str | None = Field(None, description="Override the profile's Prometheus endpoint (scraped around each eval).")
     fatal_patterns: list[str] = Field(default_factory=list, description="Extra log regexes that fail a cell at once.")
+    fresh_cache: bool = Field(
+        True, description="Give each engine launch empty compile caches (the profile names them; engine/isolation.py); "
+                          "false keeps the engine's own, for users who know its cache keys.")
 
 
 class Evals(StrictModel):

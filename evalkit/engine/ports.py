@@ -34,3 +34,29 @@ class PortBook:
                 if port not in self._given:
                     self._given.add(port)
                     return port
+
+    def take_block(self, host: str, span: int = 1) -> int:
+        """The first of `span` consecutive ports, each free on `host` now and none handed out
+        before (an engine that derives ports from one it is given: SGLang's dist-init address)."""
+        while True:
+            first = self.take(host)
+            rest = range(first + 1, first + span)
+            if first + span - 1 <= 65535 and all(self._claim(host, port) for port in rest):
+                return first
+
+    def _claim(self, host: str, port: int) -> bool:
+        """Hand out `port` if it is free on `host` now and was never handed out."""
+        with self._lock:
+            if port in self._given or not _bindable(host, port):
+                return False
+            self._given.add(port)
+            return True
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True

@@ -75,6 +75,11 @@ def peek_sha(source: Source, cache: Path) -> str | None:
     return resolve_sha(source, cache)
 
 
+def worktree_path(cache: Path, sha: str) -> Path:
+    """Where the worktree of commit `sha` is (or will be) checked out under `cache`."""
+    return cache.expanduser().resolve() / "worktrees" / sha
+
+
 def checkout(source: Source, cache: Path) -> ResolvedSource:
     """A worktree of `source` at its resolved commit, created once and reused.
 
@@ -85,7 +90,7 @@ def checkout(source: Source, cache: Path) -> ResolvedSource:
     """
     cache = cache.expanduser().resolve()
     sha = resolve_sha(source, cache)
-    worktree = cache / "worktrees" / sha
+    worktree = worktree_path(cache, sha)
     ready = worktree.with_name(f"{sha}.ready")
     if not ready.exists():
         repo = _repo_dir(source, cache)

@@ -17,6 +17,7 @@ from typing import Callable
 
 from evalkit.config import EngineSettings
 from evalkit.errors import ConfigError
+from evalkit.profiles.isolation import Isolation
 
 PROFILES: dict[str, str] = {
     "atom": "evalkit.profiles.atom",
@@ -97,6 +98,12 @@ class Profile:
     scrape_external: bool = False
     """Scrape a server evalkit did not start (`--base-url`) too. False for real engines: a shared
     server's counters also count other clients' requests, so its deltas would not be this eval's."""
+    isolation: Isolation = field(default_factory=Isolation)
+    """The engine's caches and internal ports, which each launch gets its own of
+    (profiles/isolation.py, engine/isolation.py)."""
+    builds_from_source: bool = False
+    """Whether a git tree of the engine lacks build outputs it needs to run (compiled extensions,
+    a generated version file), so a `source` without `setup` is warned about in `evalkit plan`."""
 
     def argv(self, settings: EngineSettings, launch: Launch, extra_args: list[str] | tuple[str, ...]) -> list[str]:
         """The full argv: entry point, the profile's flags, then the config's own args."""

@@ -8,12 +8,32 @@ atom/entrypoints/openai/api_server.py) and checked at the fix commit ccc861dc5:
 FULL) or `--enforce-eager`. `--served-model-name` only exists since 5e491a90b (after the fix), so
 it is passed only when the config asks for a served name other than the model.
 ATOM's completions protocol drops `logprobs`, so the detector splits text instead of using ids.
+
+Caches and internal ports (`isolation`; engine/isolation.py does the work), read at 0e9804c21 and
+ccc861dc5 (and HEAD ffdf3bb5):
+- the torch.compile cache is `~/.cache/atom` (atom/utils/backends.py:475, a plain
+  `os.path.expanduser`, so no variable moves it but HOME), keyed without `cudagraph_mode`
+  (atom/config.py:222-240, CompilationConfig.compute_hash); ATOM's CI empties it before every
+  launch (.github/scripts/atom_test.sh:52). evalkit does the same (unless `engine.fresh_cache:
+  false`) and never runs two ATOM cells side by side while it does;
+- `--port` (default 8006, atom/model_engine/arg_utils.py:112-116) becomes MASTER_PORT
+  (atom/model_engine/model_runner.py:832): each launch gets its own from evalkit's port book;
+- with more than one DP rank (`-dp N`, or `--enable-dp-attention`, which makes every TP rank a DP
+  rank: atom/model_engine/engine_core_mgr.py:33-40) each engine core joins a gloo group on
+  `data_parallel_master_port`, 29500 (atom/config.py:761, engine_core.py:504). No flag sets it,
+  and `ATOM_DP_MASTER_PORT` (atom/utils/envs.py:30) is read only since e9688b1af (HEAD's
+  atom/config.py:910; at the refs the line is commented out, config.py:843-844): two DP cells
+  never run side by side.
+
+No setup step is needed: ATOM is pure Python at these refs (torch, aiter and friends must be
+installed for `engine.python`).
 """
 
 from __future__ import annotations
 
 from evalkit.config import EngineSettings
 from evalkit.profiles import Launch, Profile
+from evalkit.profiles.isolation import FixedPort, InternalPort, Isolation, data_parallel
 
 ATOM_SETTINGS = frozenset(
     {"tensor_parallel", "data_parallel", "dp_attention", "expert_parallel", "graph_mode"}
@@ -22,6 +42,12 @@ ATOM_FATAL_PATTERNS = (
     r"stopped, reason", r"MEMORY_VIOLATION", r"ASSERT_TRAP", r"proc died unexpectedly", r"Memory access fault by GPU"
 )
 """ATOM's own CI fault grep (scripts/wait_infer_drain.sh: FAULT_PATTERN)."""
+ATOM_ISOLATION = Isolation(
+    fixed_cache_dirs=("~/.cache/atom",),
+    internal_ports=(InternalPort("--port"),),
+    fixed_ports=(FixedPort(29500, "ATOM's DP master port, atom/config.py:761 at 0e9804c21, set by no flag",
+                           when=data_parallel),),
+)
 ATOM_MODE_PATTERN = r"cudagraph_mode=(?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+)"
 """ATOM logs `Engine kwargs: {... CompilationConfig(... cudagraph_mode=CUDAGraphMode.X ...)}`."""
 
@@ -57,4 +83,5 @@ PROFILE = Profile(
     # ROCm: one variable only. ROCR_VISIBLE_DEVICES filters first and HIP_VISIBLE_DEVICES then
     # indexes into what is left, so setting both to the same ids would hide devices.
     visibility_env=("HIP_VISIBLE_DEVICES",),
+    isolation=ATOM_ISOLATION,
 )

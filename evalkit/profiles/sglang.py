@@ -50,6 +50,25 @@ with `--enable-metrics` (arg_groups/fields/observability.py:70), which this prof
 :2058). Its speculative decoding figures are gauges of the most recent batch
 (`sglang:spec_accept_rate`, `sglang:spec_accept_length`, :512-522), not counters, so no
 per-eval acceptance can be computed from them: evalkit reports none for SGLang.
+
+Comparing two SGLang commits (a `source`): the package's METADATA requires `sglang-kernel==0.4.10`
+(the kernels are a separate package, matched to the tree by hand), and a checkout builds its
+Rust extensions with cargo into `$SGLANG_CACHE_DIR/rust_extensions`
+(srt/rust_extensions/loader.py:355-359), falling back to Python without a toolchain. A setup
+that fits: `setup: ["{python}", -m, pip, install, -e, python, --no-deps]` in a venv kept for
+these comparisons (`engine.python`), with the matching `sglang-kernel` installed there.
+
+Caches: `SGLANG_CACHE_DIR` (srt/environ.py:1383, default `~/.cache/sglang`) moves SGLang's JIT,
+DeepGEMM, CuTe and Rust-extension caches, and the Triton, Inductor, CUDA and FlashInfer caches
+default under it unless set (environ.py:2308-2320, `third_party_cache_defaults`): each launch
+gets an empty one, so a source tree rebuilds its Rust extensions at every launch (set
+`engine.fresh_cache: false` to share them; they are keyed by a fingerprint of the sources).
+Internal ports (srt/server_args.py `PortArgs.init_new`, :764-900): `--nccl-port` (random below
+the ephemeral range when unset, :771-775) gets a port from evalkit's port book; with DP attention
+the ZMQ and rendezvous ports are `--port` + 233 and the six after it (:819-850), so two cells'
+HTTP ports 233 apart would collide: `--dist-init-addr 127.0.0.1:P` (fields/parallel.py:32) moves
+them to a block evalkit keeps free (P .. P+6, plus one per DP rank on the SGLANG_RUST_SERVER
+path: 24 in all).
 """
 
 from __future__ import annotations
@@ -57,6 +76,7 @@ from __future__ import annotations
 from evalkit.config import EngineSettings
 from evalkit.errors import ConfigError
 from evalkit.profiles import Launch, MetricNames, Profile
+from evalkit.profiles.isolation import InternalPort, Isolation
 
 SGLANG_SETTINGS = frozenset(
     {"tensor_parallel", "data_parallel", "dp_attention", "expert_parallel", "graph_mode", "max_num_seqs"}
@@ -121,4 +141,11 @@ PROFILE = Profile(
         tpot="sglang:request_time_per_output_token_seconds",
         requests="sglang:num_requests_total",
     ),
+    isolation=Isolation(
+        cache_env=("SGLANG_CACHE_DIR",),
+        internal_ports=(InternalPort("--nccl-port"),
+                        InternalPort("--dist-init-addr", "{host}:{port}", span=24,
+                                     when=lambda settings: bool(settings.dp_attention))),
+    ),
+    builds_from_source=True,
 )

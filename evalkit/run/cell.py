@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 import traceback
@@ -20,8 +21,10 @@ from pathlib import Path
 
 from evalkit.config import MatrixConfig
 from evalkit.engine import CellLaunch, EngineProcess, PortBook, build_launch
+from evalkit.engine.isolation import isolate, release
+from evalkit.engine.setup import ensure_built, setup_plan
 from evalkit.engine.sources import ResolvedSource
-from evalkit.errors import EngineError, EvalError, PortInUse
+from evalkit.errors import EngineError, EvalError, PortInUse, SetupFailed
 from evalkit.evals import registry
 from evalkit.evals.base import EvalContext, EvalResult
 from evalkit.evals.engine_figures import scraping_enabled
@@ -30,7 +33,16 @@ from evalkit.profiles import get_profile
 from evalkit.redact import scrub, scrub_file, secret_values
 from evalkit.run.engine_report import EngineScrapes, check_version
 from evalkit.run.options import Progress
-from evalkit.run.records import FINISHED, CellError, CellRecord, SourceInfo, failed_cell, now
+from evalkit.run.records import (
+    FINISHED,
+    CellError,
+    CellRecord,
+    IsolationRecord,
+    SetupRecord,
+    SourceInfo,
+    failed_cell,
+    now,
+)
 from evalkit.store import RunStore, write_jsonl
 
 PORT_ATTEMPTS = 3
@@ -127,6 +139,7 @@ def run_cell(job: CellJob, control: CellControl, body: EvalsBody | None = None) 
                           job.progress)
             body(job, job.base_url, record, False)
         else:
+            _build_source(job, record, control)
             _run_with_engine(job, record, control, body)
         record.status = "ok"
     except Exception as e:  # noqa: BLE001 - any failure is this cell's error; the matrix goes on
@@ -154,14 +167,32 @@ def _error_of(e: Exception, expected: bool, secrets: list[str], control: CellCon
                      log_tail=scrub(getattr(e, "log_tail", ""), secrets))
 
 
+def _build_source(job: CellJob, record: CellRecord, control: CellControl) -> None:
+    """Run the source tree's setup step unless its worktree is already built (engine/setup.py);
+    a failure is this cell's error with the setup recorded (its log path)."""
+    setup = job.cell.source.setup if job.cell.source else None
+    if job.source is None or not setup:
+        return
+    plan = setup_plan(setup, job.source.worktree, job.config.engine.python or sys.executable)
+    job.update("building", "" if plan.built else f"setup, log {plan.log}")
+    try:
+        record.setup = SetupRecord.model_validate(ensure_built(plan, job.source, control.stop))
+    except SetupFailed as e:
+        record.setup = SetupRecord.model_validate(e.info)
+        raise
+
+
 def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, body: EvalsBody) -> None:
     """Start the engine (another port if one is lost to a race), run the evals, stop it."""
     config, timings = job.config, record.timings
     log_path = job.cell_dir / "engine.log"
     for attempt in range(1, PORT_ATTEMPTS + 1):
         port = config.engine.port or PORTS.take(config.engine.host)
-        launch = build_launch(config, job.cell, port, job.source.worktree if job.source else None, job.devices)
+        isolated = isolate(build_launch(config, job.cell, port, job.source.worktree if job.source else None,
+                                        job.devices), config, PORTS, job.cell_dir)
+        launch = isolated.launch
         record.launch = launch.display(config.secret_env)
+        record.isolation = IsolationRecord.model_validate(isolated.record)
         job.update("starting", f"port {port}" + (f" devices {','.join(map(str, job.devices))}" if job.devices else ""))
         t0 = time.monotonic()
         engine = _engine_for(launch, config, log_path)
@@ -190,6 +221,7 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
             job.update("starting", f"port {port} taken, retrying")
         finally:
             timings.setdefault("engine_wall_s", round(time.monotonic() - t0, 3))
+            release(isolated.cache_root)
             scrub_file(log_path, secret_values({**os.environ, **launch.env}, config.secret_env))
 
 

@@ -2,8 +2,10 @@
 
 Without declared devices cells run one at a time. With them (`devices: {count: N}`), a cell starts
 as soon as the device pool (run/scheduler.py) has enough free devices and fewer than
-`max_parallel` cells run, each on a disjoint set. `timeouts.run` skips the cells that would start
-after the run's budget and cuts the budget of those that start before it. On Ctrl-C or SIGTERM
+`max_parallel` cells run, each on a disjoint set, and no running cell holds a host resource it
+needs too (a port or cache folder its engine cannot be given alone: engine/isolation.py).
+`timeouts.run` skips the cells that would start after the run's budget and cuts the budget of
+those that start before it. On Ctrl-C or SIGTERM
 every engine is stopped at once, in parallel, before `Interrupted` goes on up.
 """
 
@@ -13,6 +15,7 @@ import threading
 import time
 
 from evalkit.config import MatrixConfig
+from evalkit.engine.isolation import shared_resources
 from evalkit.engine.sources import ResolvedSource
 from evalkit.errors import Interrupted
 from evalkit.matrix import Cell
@@ -51,26 +54,31 @@ class LocalExecutor:
         timeouts = self.config.timeouts
         deadline = time.monotonic() + timeouts.run if timeouts.run else None
 
-        def worker(job: CellJob, devices: tuple[int, ...], control: CellControl) -> None:
+        def worker(job: CellJob, devices: tuple[int, ...], holds: frozenset[str], control: CellControl) -> None:
             try:
                 record = run_cell(job, control)
                 if on_cell_done and record.status in FINISHED:
                     on_cell_done(record.dump())
             finally:
-                self.pool.release(devices)
+                self.pool.release(devices, holds)
 
         try:
             for cell in todo:
-                while (devices := self.pool.try_acquire(device_need(cell.settings))) is None:
+                shared = shared_resources(self.config, cell) if self.pool.max_parallel > 1 else {}
+                holds = frozenset(shared)
+                if busy := self.pool.busy(holds):
+                    self.progress.update(cell.id, "waiting", "; ".join(shared[r] for r in sorted(busy))
+                                         + ": not side by side with a cell that does too")
+                while (devices := self.pool.try_acquire(device_need(cell.settings), holds)) is None:
                     pass
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    self.pool.release(devices)
+                    self.pool.release(devices, holds)
                     self._skip(cell, RUN_BUDGET_USED)
                     continue
                 budgets = [b for b in (timeouts.cell, remaining) if b is not None]
                 control = controls[cell.id] = CellControl(stop, min(budgets) if budgets else None)
-                thread = threading.Thread(target=worker, args=(self._job(cell, devices), devices, control),
+                thread = threading.Thread(target=worker, args=(self._job(cell, devices), devices, holds, control),
                                           name=cell.id, daemon=True)
                 thread.start()
                 workers.append(thread)

@@ -101,6 +101,37 @@ class SourceInfo(_Record):
     """The commit it resolved to."""
 
 
+class SetupRecord(_Record):
+    """The source tree's setup step (engine/setup.py), when its source names one."""
+
+    argv: list[str]
+    """The setup as run, placeholders filled."""
+    log: str
+    """Its output, beside the worktree (the run that built it, or the one that failed)."""
+    marker: str
+    """The file that marks the worktree built with this argv."""
+    status: Literal["built", "reused", "failed"]
+    """`built` by this cell, `reused` (an earlier run or cell built it) or `failed`."""
+    wall_s: float | None = None
+    exit_code: int | None = None
+
+
+class IsolationRecord(_Record):
+    """What kept this cell's engine launch apart from others (engine/isolation.py)."""
+
+    cache_root: str | None = None
+    """The launch's fresh cache folder (inside the cell folder, removed when the engine stops);
+    None when `engine.fresh_cache` is off or the profile names no cache variable."""
+    cache_env: dict[str, str] = {}
+    """Variable -> folder, each empty at launch (e.g. VLLM_CACHE_ROOT, SGLANG_CACHE_DIR)."""
+    emptied: list[str] = []
+    """Fixed cache folders (no variable moves them, e.g. ATOM's ~/.cache/atom) emptied before launch."""
+    kept: dict[str, str] = {}
+    """Cache variables the config sets itself, so left as given (variable -> value)."""
+    internal_ports: dict[str, str] = {}
+    """Engine flag -> the value evalkit gave this launch (its internal ports, from the port book)."""
+
+
 class EngineCheck(_Record):
     """Does the engine run the source tree the cell checked out? (evalkit/gitinfo.py)"""
 
@@ -134,6 +165,10 @@ class CellRecord(_File):
     """The engine source tree, or None when the engine runs from what is installed."""
     devices: list[int] | None = None
     """The device ids the cell ran on, when the config declares devices."""
+    setup: SetupRecord | None = None
+    """The source tree's setup step; absent when the source names none."""
+    isolation: IsolationRecord | None = None
+    """Fresh caches and internal ports of the (last) engine launch; absent for an external server."""
     timings: dict[str, int | float | None] = {}
     """Seconds per phase (`engine_start_s`, `engine_ready_s`, `<eval>_s`, `engine_stop_s`,
     `engine_wall_s`, `total_s`) and `warmup_attempts`."""

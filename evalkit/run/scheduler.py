@@ -5,6 +5,10 @@ tensor_parallel x data_parallel of them. Cells start in plan order as soon as en
 are free and fewer than `max_parallel` cells run, each on a disjoint set. Without declared
 devices cells run one at a time, which is always safe.
 
+Some launches also hold something of the host that no flag gives each its own (a fixed port, a
+fixed cache folder: engine/isolation.py `shared_resources`); a cell holding one never starts while
+another cell holds it, so such cells run one after the other.
+
 Waiting is done in short slices so the main thread stays responsive to Ctrl-C.
 """
 
@@ -33,31 +37,40 @@ class DevicePool:
         self.max_parallel = max_parallel if count else 1
         self._free = set(range(count)) if count else set()
         self._running = 0
+        self._held: set[str] = set()
         self._cond = threading.Condition()
 
     def check(self, cell_id: str, need: int) -> None:
         if self.count is not None and need > self.count:
             raise ConfigError(f"cell {cell_id}: needs {need} devices, devices.count is {self.count}")
 
-    def try_acquire(self, need: int) -> tuple[int, ...] | None:
-        """A device set (empty when devices are not declared), or None if the cell must wait."""
+    def try_acquire(self, need: int, holds: frozenset[str] = frozenset()) -> tuple[int, ...] | None:
+        """A device set (empty when devices are not declared), or None if the cell must wait
+        (for devices, a parallel slot, or one of the shared resources it `holds`)."""
         with self._cond:
-            if self._running >= self.max_parallel:
+            if self._running >= self.max_parallel or holds & self._held:
                 self._cond.wait(WAIT_SLICE_S)
                 return None
             if self.count is None:
-                self._running += 1
-                return ()
-            if len(self._free) < need:
+                chosen: tuple[int, ...] = ()
+            elif len(self._free) < need:
                 self._cond.wait(WAIT_SLICE_S)
                 return None
-            chosen = tuple(sorted(self._free)[:need])
+            else:
+                chosen = tuple(sorted(self._free)[:need])
             self._free -= set(chosen)
+            self._held |= holds
             self._running += 1
             return chosen
 
-    def release(self, devices: tuple[int, ...]) -> None:
+    def busy(self, holds: frozenset[str]) -> frozenset[str]:
+        """Which of `holds` a running cell holds now."""
+        with self._cond:
+            return holds & self._held
+
+    def release(self, devices: tuple[int, ...], holds: frozenset[str] = frozenset()) -> None:
         with self._cond:
             self._free |= set(devices)
+            self._held -= holds
             self._running -= 1
             self._cond.notify_all()
