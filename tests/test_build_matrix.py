@@ -8,6 +8,7 @@ that cell's error, and the other cells still run. `evalkit prepare` builds witho
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,9 +19,14 @@ import pytest
 from tests.toy_engine import SETUP, make_toy_repo
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 def evalkit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "evalkit.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600)
+    """The CLI in its own process; the toy engine's profile (`tests.toy_engine:PROFILE`) imports from this checkout."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "evalkit.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
 
 
 def config_text(repo: Path, shas: list[str]) -> str:
