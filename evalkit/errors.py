@@ -13,7 +13,8 @@ the cause::
     │   ├── EngineExited         the process ended before it was ready (exit code, log tail)
     │   │   └── PortInUse        ... because its port was taken (run/cell.py retries another)
     │   ├── StartupTimeout       not ready within the startup timeout
-    │   └── EngineFault          a fatal line in its log (e.g. "Memory access fault")
+    │   ├── EngineFault          a fatal line in its log (e.g. "Memory access fault")
+    │   └── LogAssertionFailed   its log breaks a config `log:` assertion (checked before the evals)
     ├── EvalError                an eval could not produce a score (that cell's error; exit 2
     │                            when raised before any cell, e.g. missing GSM8K data)
     └── StreamBroken             a stream closed before [DONE] (transient: generated again)
@@ -108,6 +109,11 @@ class StartupTimeout(EngineError):
 
 class EngineFault(EngineError):
     """The engine log printed a line that the profile marks as fatal."""
+
+
+class LogAssertionFailed(EngineError):
+    """Once ready, the engine's log broke an assertion of the config (`log:`): the cell did not
+    run what its axis values say, so its evals are not run."""
 
 
 class EvalError(EvalkitError):

@@ -47,9 +47,11 @@ its mean acceptance length 1 + accepted / drafts, :107-114). Every sample carrie
 from __future__ import annotations
 
 import json
+import re
 
 from evalkit.config import EngineSettings
 from evalkit.profiles import Launch, MetricNames, Profile
+from evalkit.profiles.ran import RanAs
 
 VLLM_SETTINGS = frozenset(
     {"tensor_parallel", "data_parallel", "expert_parallel", "graph_mode", "max_num_seqs"}
@@ -59,6 +61,17 @@ VLLM_MODE_PATTERN = (
     r"(?:'cudagraph_mode': <CUDAGraphMode\.|; setting cudagraph_mode=|\bOverriding to "
     r"|Overriding cudagraph_mode [A-Z_]+ to )" + _MODES
 )
+
+
+def read_vllm_log(text: str) -> RanAs:
+    """The graph mode vLLM resolved: the last line matching `VLLM_MODE_PATTERN` (see the module
+    docstring); vLLM's log is not read for the layout."""
+    lines = [line.strip() for line in text.splitlines() if re.search(VLLM_MODE_PATTERN, line)]
+    if not lines:
+        return RanAs()
+    return RanAs(mode=re.findall(VLLM_MODE_PATTERN, lines[-1])[-1], evidence=[lines[-1]])
+
+
 VLLM_FATAL_PATTERNS = (
     r"EngineDeadError",
     r"EngineCore encountered a fatal error",
@@ -107,7 +120,7 @@ PROFILE = Profile(
     flags=vllm_flags,
     health_path="/health",
     fatal_patterns=VLLM_FATAL_PATTERNS,
-    effective_mode_pattern=VLLM_MODE_PATTERN,
+    read_log=read_vllm_log,
     supports_token_ids=True,
     settings_supported=VLLM_SETTINGS,
     version_path="/version",
