@@ -9,8 +9,13 @@ It prints ATOM's own start-up lines (evalkit/sim/startup.py), so ATOM's log read
 from __future__ import annotations
 
 from evalkit.profiles import Profile
+from evalkit.profiles.atom import (
+    ATOM_FATAL_PATTERNS,
+    ATOM_SETTINGS,
+    atom_flags,
+    read_atom_log,
+)
 from evalkit.profiles.vllm import VLLM_METRICS
-from evalkit.profiles.atom import ATOM_FATAL_PATTERNS, ATOM_SETTINGS, atom_flags, read_atom_log
 
 PROFILE = Profile(
     name="sim",

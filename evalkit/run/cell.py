@@ -31,7 +31,14 @@ from evalkit.redact import scrub, scrub_file, secret_values
 from evalkit.run.engine_log import applicable, check_log, raise_if_broken, read_ran_as
 from evalkit.run.engine_report import EngineScrapes, check_version
 from evalkit.run.options import Progress
-from evalkit.run.records import FINISHED, CellError, CellRecord, SourceInfo, failed_cell, now
+from evalkit.run.records import (
+    FINISHED,
+    CellError,
+    CellRecord,
+    SourceInfo,
+    failed_cell,
+    now,
+)
 from evalkit.store import RunStore, write_jsonl
 
 PORT_ATTEMPTS = 3

@@ -27,7 +27,6 @@ from evalkit.sim.config import (
     effective_graph_mode,
     fix_from_module,
 )
-
 from evalkit.sim.startup import AtomRequest
 
 FIX_ENV = "EVALKIT_SIM_FIX"
