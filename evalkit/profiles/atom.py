@@ -78,9 +78,9 @@ def read_atom_log(text: str) -> RanAs:
     elif capture is None:
         evidence.append("no `cudagraph capture[...] cost` line before the engine served: no graphs captured")
         mode = "NONE"
-    elif mode in PIECEWISE_MODES:
+    else:
         evidence.append(capture)
-        mode = "FULL"
+        mode = "FULL" if mode in PIECEWISE_MODES else mode
     ranks_line = _last(DP_ATTENTION, text)
     ranks = None
     if ranks_line is not None:
