@@ -33,7 +33,7 @@ def checks_text(checks: list[dict[str, Any]] | None) -> str | None:
     broken = next((c for c in checks if not c["ok"]), None)
     text = f"{held}/{len(checks)} held"
     if broken:
-        text += f"; broken: {broken['origin']} must {broken['must']} {broken['pattern']!r}"
+        text += f"; broken: {broken['origin']} must {broken['must']} '{broken['pattern']}'"
     return text
 
 

@@ -63,7 +63,7 @@ def raise_if_broken(checks: list[LogCheck], log_tail: str) -> None:
     if broken is None:
         return
     if broken.must == "appear":
-        raise LogAssertionFailed(f"engine log: {broken.origin}: no line matches must_appear {broken.pattern!r}",
+        raise LogAssertionFailed(f"engine log: {broken.origin}: no line matches must_appear '{broken.pattern}'",
                                  log_tail=log_tail)
-    raise LogAssertionFailed(f"engine log: {broken.origin}: must_not_appear {broken.pattern!r} matches: "
+    raise LogAssertionFailed(f"engine log: {broken.origin}: must_not_appear '{broken.pattern}' matches: "
                              f"{broken.line}", log_tail=log_tail)
