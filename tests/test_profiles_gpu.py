@@ -19,7 +19,7 @@ from evalkit.errors import ConfigError
 from evalkit.matrix import expand
 from evalkit.engine.launch import build_launch
 from evalkit.profiles import Launch, get_profile
-from evalkit.profiles.sglang import GRAPH_BACKENDS, SGLANG_MODE_PATTERN, sglang_flags
+from evalkit.profiles.sglang import GRAPH_BACKENDS, read_sglang_log, sglang_flags
 from evalkit.profiles.vllm import VLLM_FATAL_PATTERNS, VLLM_MODE_PATTERN, vllm_flags
 from tests.conftest import CONFIGS
 
@@ -168,11 +168,13 @@ def test_vllm_fatal_patterns_match_the_engine_core_crash_line() -> None:
     assert not any(re.search(p, healthy) for p in VLLM_FATAL_PATTERNS)
 
 
-def test_sglang_effective_mode_is_the_resolved_prefill_backend() -> None:
-    # entrypoints/engine.py:1185 logs resolved_dict(); cuda_graph_config is a nested dict there.
+def test_sglang_effective_mode_is_what_ran_not_the_resolved_request() -> None:
+    # entrypoints/engine.py:1185 logs the request (prefill breakable), yet without a prefill capture
+    # line (model_runner_components/cuda_graph_setup.py:683-688) prefill ran eager: FULL_DECODE_ONLY.
     line = ("[2026-12-03] server_args={'model_path': 'm', 'cuda_graph_config': {'decode': {'backend': 'full', "
             "'max_bs': None, 'bs': None}, 'prefill': {'backend': 'breakable', 'max_bs': None}}, 'tp_size': 8}")
-    assert re.findall(SGLANG_MODE_PATTERN, line) == ["breakable"]
+    decode = "Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, avail mem=39.80 GB"
+    assert read_sglang_log(f"{line}\n{decode}\n").mode == "FULL_DECODE_ONLY"
 
 
 def test_vllm_tiny_config_is_sim_free_and_runs_from_the_repo_root() -> None:
