@@ -14,7 +14,8 @@ the cause::
     │   │   └── PortInUse        ... because its port was taken (run/cell.py retries another)
     │   ├── StartupTimeout       not ready within the startup timeout
     │   ├── EngineFault          a fatal line in its log (e.g. "Memory access fault")
-    │   └── SetupFailed          its source tree's setup step (the build) failed         exit 3
+    │   ├── SetupFailed          its source tree's setup step (the build) failed         exit 3
+    │   └── LogAssertionFailed   its log breaks a config `log:` assertion (checked before the evals)
     ├── EvalError                an eval could not produce a score (that cell's error; exit 2
     │                            when raised before any cell, e.g. missing GSM8K data)
     └── StreamBroken             a stream closed before [DONE] (transient: generated again)
@@ -121,6 +122,11 @@ class SetupFailed(EngineError):
                  exit_code: int | None = None) -> None:
         super().__init__(message, log_tail=log_tail, exit_code=exit_code)
         self.info = info
+
+
+class LogAssertionFailed(EngineError):
+    """Once ready, the engine's log broke an assertion of the config (`log:`): the cell did not
+    run what its axis values say, so its evals are not run."""
 
 
 class EvalError(EvalkitError):

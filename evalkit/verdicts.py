@@ -267,6 +267,20 @@ def _setups(cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+RAN_AS_METRIC = "engine.ran_as"
+"""The `metric` of the flag on a cell whose engine ran another mode or layout than asked."""
+
+
+def ran_as_flags(cell: dict[str, Any]) -> list[dict[str, Any]]:
+    """A warning on a cell whose engine's log says it ran another graph mode or layout than the cell
+    asked (run/engine_log.py): its numbers are not the named configuration's, in every report."""
+    ran = cell.get("ran_as") or {}
+    if ran.get("agrees") is not False:
+        return []
+    return [{"metric": RAN_AS_METRIC, "check": "ran_as", "action": "warn", "value": ran.get("mode"),
+             "message": f"{cell['id']}: engine ran {'; '.join(ran.get('disagreements', []))} (its own log)"}]
+
+
 def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
     """The whole run's verdict from what is stored; the same function serves `report`."""
     run, cells = read_run_cells(run_path)
@@ -289,6 +303,9 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         row["flags"] = [f for t in config.thresholds if ok and (f := _check(t, row, row["metrics"]))]
         row["setup"] = {ev.name: setup["hash"] for ev in registry.evals() if (setup := setup_of(cell, ev.name))}
         row["effective_mode"] = cell.get("effective_mode")
+        row["ran_as"] = cell.get("ran_as")
+        row["log_checks"] = cell.get("log_checks")
+        row["flags"] += ran_as_flags(cell)
         row["source"] = cell.get("source")
         row["engine_version"] = cell.get("engine_version")
         row["timings"] = cell.get("timings", {})

@@ -48,6 +48,14 @@ def test_other_seeds_flag_only_the_buggy_cell(tmp_path: Path, seed: int) -> None
 
 def check_only_buggy_flagged(summary: dict) -> None:
     assert all(c["status"] == "ok" for c in summary["cells"]) and len(summary["cells"]) == 12
+    # Every engine ran the mode and layout asked, by its own (ATOM-format) log, and every cell's
+    # log assertions held: the fix's line in fix-on PIECEWISE cells, none in fix-off ones.
+    assert all(c["ran_as"]["agrees"] for c in summary["cells"])
+    assert {c["id"]: c["ran_as"]["mode"] for c in summary["cells"] if c["id"].startswith("dp8")} == {
+        "dp8-full-fixon": "FULL", "dp8-full-fixoff": "FULL", "dp8-piecewise-fixon": "PIECEWISE",
+        "dp8-piecewise-fixoff": "PIECEWISE", "dp8-eager-fixon": "eager", "dp8-eager-fixoff": "eager"}
+    assert all(check["ok"] for c in summary["cells"] for check in c["log_checks"])
+    assert sum(len(c["log_checks"]) for c in summary["cells"]) == 12 + 4  # every cell's, and the fix's
     cells = {c["id"]: c for c in summary["cells"]}
     buggy = cells.pop(BUGGY)
     assert buggy["vs_ab"]["gsm8k.flexible"]["p_value"] < 0.001

@@ -19,7 +19,7 @@ from evalkit.errors import ConfigError
 from evalkit.matrix import expand
 from evalkit.engine.launch import build_launch
 from evalkit.profiles import Launch, get_profile
-from evalkit.profiles.sglang import GRAPH_BACKENDS, SGLANG_MODE_PATTERN, sglang_flags
+from evalkit.profiles.sglang import GRAPH_BACKENDS, read_sglang_log, sglang_flags
 from evalkit.profiles.vllm import VLLM_FATAL_PATTERNS, VLLM_MODE_PATTERN, vllm_flags
 from tests.conftest import CONFIGS
 
@@ -51,7 +51,9 @@ def test_vllm_deepseek_argv(cell) -> None:  # type: ignore[no-untyped-def]
     expected = (VLLM_PREFIX + VLLM_PARALLEL[cell.axes["parallel"]] + VLLM_GRAPH[cell.axes["graph"]]
                 + ["--trust-remote-code"] + VLLM_ALLREDUCE[cell.axes["allreduce"]])
     assert launch.argv == expected
-    assert launch.env == {}
+    # FlashInfer and symmetric-memory all-reduce run before custom all-reduce and NCCL in vLLM 0.34.0
+    # (cuda_communicator.py `all_reduce`): off, so the axis switches custom all-reduce alone.
+    assert launch.env == {"VLLM_ALLREDUCE_USE_FLASHINFER": "0", "VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}
     assert launch.health_path == "/health"
     assert launch.profile.supports_token_ids
 
@@ -62,7 +64,8 @@ def test_sglang_deepseek_argv(cell) -> None:  # type: ignore[no-untyped-def]
     launch = build_launch(config, cell, 8000)
     custom_ar = cell.axes["allreduce"] == "custom"
     expected = (SGLANG_PREFIX + SGLANG_PARALLEL[cell.axes["parallel"]] + SGLANG_GRAPH[cell.axes["graph"]]
-                + ["--trust-remote-code"] + ([] if custom_ar else ["--disable-custom-all-reduce"]))
+                + ["--trust-remote-code", "--enforce-disable-flashinfer-allreduce-fusion"]
+                + ([] if custom_ar else ["--disable-custom-all-reduce"]))
     assert launch.argv == expected
     assert launch.env == ({"SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2": "1"} if custom_ar else {})
     assert launch.health_path == "/health_generate"  # a real generation, as SGLang's own tests poll
@@ -73,9 +76,10 @@ def test_sglang_deepseek_argv(cell) -> None:  # type: ignore[no-untyped-def]
 
 def test_shipped_gpu_configs_have_the_ab_and_baseline_of_the_atom_matrix() -> None:
     atom = load_config(CONFIGS / "deepseek-v4.yaml")
-    for name in ("vllm-deepseek.yaml", "sglang-deepseek.yaml"):
+    # vLLM's dp8 has TP 1 per rank, so no TP all-reduce for the axis to switch: dp8 runs once (nccl).
+    for name, count in (("vllm-deepseek.yaml", 9), ("sglang-deepseek.yaml", 12)):
         config = load_config(CONFIGS / name)
-        assert len(expand(config)) == len(expand(atom)) == 12
+        assert len(expand(atom)) == 12 and len(expand(config)) == count
         assert list(config.axes["parallel"]) == list(atom.axes["parallel"])
         assert list(config.axes["graph"]) == list(atom.axes["graph"])
         assert config.baseline == {"parallel": "tp8", "graph": "full", "allreduce": "nccl"}
@@ -168,11 +172,32 @@ def test_vllm_fatal_patterns_match_the_engine_core_crash_line() -> None:
     assert not any(re.search(p, healthy) for p in VLLM_FATAL_PATTERNS)
 
 
-def test_sglang_effective_mode_is_the_resolved_prefill_backend() -> None:
-    # entrypoints/engine.py:1185 logs resolved_dict(); cuda_graph_config is a nested dict there.
+def test_shipped_allreduce_axes_assert_each_side_ran_as_named() -> None:
+    vllm, sglang = (load_config(CONFIGS / name) for name in ("vllm-deepseek.yaml", "sglang-deepseek.yaml"))
+    assert [c.id for c in expand(vllm) if c.axes["parallel"] == "dp8"] == ["dp8-full-nccl", "dp8-piecewise-nccl",
+                                                                          "dp8-eager-nccl"]
+    # vLLM 0.34.0 custom_all_reduce.py:269-272 and SGLang 0.5.23 custom_all_reduce_utils.py:494-497.
+    vllm_off = ("(Worker_TP3 pid=88) WARNING 12-03 11:02:07 [custom_all_reduce.py:269] Custom allreduce is disabled "
+                "because it's not supported on more than two PCIe-only GPUs.")
+    sglang_off = "[2026-12-03 11:02:07 TP3] CustomAllreduce is disabled because it's not supported on more than two PCIe-only GPUs."
+    (vllm_custom,) = vllm.axes["allreduce"]["custom"].log
+    (sglang_custom,) = sglang.axes["allreduce"]["custom"].log
+    assert re.search(vllm_custom.pattern, vllm_off) and vllm_custom.must_not_appear
+    assert re.search(sglang_custom.pattern, sglang_off) and sglang_custom.must_not_appear
+    assert re.search(sglang_custom.pattern, "CustomAllReduceV2 is disabled because this process group spans across nodes.")
+    # SGLang 0.5.23 arg_groups/overrides.py:1009-1013, logged whenever the flag is passed.
+    (fusion_off,) = sglang.engine.log
+    assert re.search(fusion_off.pattern, "FlashInfer allreduce fusion is forcibly disabled via "
+                                         "--enforce-disable-flashinfer-allreduce-fusion.")
+
+
+def test_sglang_effective_mode_is_what_ran_not_the_resolved_request() -> None:
+    # entrypoints/engine.py:1185 logs the request (prefill breakable), yet without a prefill capture
+    # line (model_runner_components/cuda_graph_setup.py:683-688) prefill ran eager: FULL_DECODE_ONLY.
     line = ("[2026-12-03] server_args={'model_path': 'm', 'cuda_graph_config': {'decode': {'backend': 'full', "
             "'max_bs': None, 'bs': None}, 'prefill': {'backend': 'breakable', 'max_bs': None}}, 'tp_size': 8}")
-    assert re.findall(SGLANG_MODE_PATTERN, line) == ["breakable"]
+    decode = "Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, avail mem=39.80 GB"
+    assert read_sglang_log(f"{line}\n{decode}\n").mode == "FULL_DECODE_ONLY"
 
 
 def test_vllm_tiny_config_is_sim_free_and_runs_from_the_repo_root() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -17,13 +18,23 @@ import pytest
 from evalkit.engine import free_port
 from tests.sim_helpers import SimServer
 
-FIX_LINE = "PIECEWISE: forced aiter ca_comm (tp,dp,ep) to unreg copy-in capture path"
+FIX_LINE = "PIECEWISE: forced aiter ca_comm ({}) to unreg copy-in capture path for cudagraph-safe DP collectives."
+"""ATOM's fix line (atom/model_engine/model_runner.py:2454 at ccc861dc5), `%s` the group getter."""
+PIECEWISE_LINE = ("PIECEWISE cudagraph: capturing per-piece graphs (attention eager); "
+                  "manual FULL whole-forward capture disabled.")
+ATOM_LINE = re.compile(r"^\[atom \d\d:\d\d:\d\d\] (.*)$")
+"""ATOM's logger format (atom/utils/__init__.py `getLogger`: `[%(name)s %(asctime)s] %(message)s`, `%H:%M:%S`)."""
 
 
 def banner(server: SimServer) -> list[str]:
     """The log lines up to and including the ready line."""
     lines = server.log.splitlines()
     return lines[: next(i for i, line in enumerate(lines) if line.startswith("sim: ready on")) + 1]
+
+
+def atom_messages(lines: list[str]) -> list[str]:
+    """The messages of the lines in ATOM's own log format."""
+    return [m.group(1) for line in lines if (m := ATOM_LINE.match(line))]
 
 
 def test_start_up_lines_in_order_and_models_endpoint() -> None:
@@ -33,8 +44,14 @@ def test_start_up_lines_in_order_and_models_endpoint() -> None:
     with SimServer(*args, model="deepseek-ai/DeepSeek-V4") as server:
         lines = banner(server)
         assert lines[0] == "evalkit.sim: SIMULATED ENGINE, not a real model (seed=0, fix=on, source=flag)"
-        assert lines[1] == "sim: effective cudagraph_mode=PIECEWISE"
-        assert lines[2] == FIX_LINE
+        atom = atom_messages(lines)
+        assert atom[0].startswith("Engine kwargs: {'trust_remote_code': True, 'tensor_parallel_size': 8, ")
+        assert "'port': 9999, 'kv_cache_dtype': 'fp8', 'max_model_len': 32768, " in atom[0]
+        assert "'gpu_memory_utilization': 0.8, " in atom[0] and "'enable_dp_attention': True, " in atom[0]
+        assert "level=3, " in atom[0] and "cudagraph_mode=<CUDAGraphMode.PIECEWISE: 1>, " in atom[0]
+        assert atom[1:] == ["Enable dp attention, using 8 data parallel ranks", PIECEWISE_LINE,
+                            FIX_LINE.format("get_dp_group"),
+                            "Engine Core: cudagraph capture[512, 256, 128, 64, 48, 32, 16, 8, 4, 2, 1] cost: 0.00 seconds"]
         assert lines[-1] == f"sim: ready on {server.url}"
         assert server.url.startswith("http://127.0.0.1:")
         with server.client() as client:
@@ -51,20 +68,31 @@ def test_start_up_lines_in_order_and_models_endpoint() -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "mode", "fix_line"),
+    ("args", "mode", "ran", "fix_line"),
     [
-        (["--cudagraph-mode", "PIECEWISE", "--sim-fix", "off"], "PIECEWISE", False),
-        (["--cudagraph-mode", "PIECEWISE", "--enforce-eager"], "NONE", False),
-        (["--cudagraph-mode", "PIECEWISE", "--level", "0"], "NONE", False),
-        ([], "FULL", False),
-        (["--cudagraph-mode", "FULL_AND_PIECEWISE"], "FULL_AND_PIECEWISE", False),
+        (["--cudagraph-mode", "PIECEWISE", "--sim-fix", "off"], "PIECEWISE", "PIECEWISE", None),
+        (["--cudagraph-mode", "PIECEWISE", "-tp", "8"], "PIECEWISE", "PIECEWISE", "get_tp_group"),
+        (["--cudagraph-mode", "PIECEWISE"], "PIECEWISE", "PIECEWISE", None),  # one rank: no custom all-reduce
+        (["--cudagraph-mode", "PIECEWISE", "--enforce-eager", "-tp", "8"], "PIECEWISE", "NONE", None),
+        (["--cudagraph-mode", "PIECEWISE", "--level", "0"], "PIECEWISE", "NONE", None),
+        ([], "FULL", "FULL", None),
+        (["--cudagraph-mode", "FULL_AND_PIECEWISE"], "FULL_AND_PIECEWISE", "FULL_AND_PIECEWISE", None),
+        (["--cudagraph-mode", "PIECEWISE", "-tp", "8", "--sim-ran-mode", "FULL"], "PIECEWISE", "FULL", None),
+        (["--cudagraph-mode", "FULL", "-tp", "8", "--sim-ran-mode", "PIECEWISE"], "FULL", "PIECEWISE", "get_tp_group"),
     ],
 )
-def test_effective_mode_and_fix_line(args: list[str], mode: str, fix_line: bool) -> None:
+def test_atom_lines_follow_the_mode_run(args: list[str], mode: str, ran: str, fix_line: str | None) -> None:
+    """Engine kwargs says what was asked; the capture lines what ran (`--sim-ran-mode` makes them differ)."""
     with SimServer(*args) as server:
         lines = banner(server)
-    assert f"sim: effective cudagraph_mode={mode}" in lines
-    assert (FIX_LINE in lines) is fix_line
+        with server.client() as client:
+            card = client.get("/v1/models").json()["data"][0]["settings"]
+    atom = atom_messages(lines)
+    assert f"cudagraph_mode=<CUDAGraphMode.{mode}: " in atom[0]
+    assert (PIECEWISE_LINE in atom) is (ran in ("PIECEWISE", "FULL_AND_PIECEWISE"))
+    assert any("cudagraph capture[" in line for line in atom) is (ran != "NONE")
+    assert [line for line in atom if "forced aiter" in line] == ([FIX_LINE.format(fix_line)] if fix_line else [])
+    assert card["cudagraph_mode"] == ran
 
 
 def test_fix_from_env_and_flag_wins() -> None:
@@ -81,13 +109,13 @@ def test_fix_from_module_on_pythonpath(tmp_path: Path) -> None:
         tree = tmp_path / value
         tree.mkdir()
         (tree / "atom_fix_marker.py").write_text(f"FORCE_UNREG_COPY_IN = {value}\n")
-        args = ["--sim-fix-module", "atom_fix_marker", "--enable-dp-attention", "--cudagraph-mode", "PIECEWISE"]
+        args = ["--sim-fix-module", "atom_fix_marker", "-tp", "8", "--enable-dp-attention", "--cudagraph-mode", "PIECEWISE"]
         with SimServer(*args, env={"PYTHONPATH": str(tree)}) as server:
             lines = banner(server)
             with server.client() as client:
                 settings = client.get("/v1/models").json()["data"][0]["settings"]
         assert f"fix={expected}, source=module:atom_fix_marker)" in lines[0]
-        assert (FIX_LINE in lines) is (expected == "on")
+        assert any("forced aiter ca_comm (get_dp_group)" in line for line in lines) is (expected == "on")
         assert any(str(tree / "atom_fix_marker.py") in line for line in lines)
         assert settings["fix"] is (expected == "on")
 

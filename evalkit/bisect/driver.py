@@ -29,7 +29,7 @@ from evalkit.bisect.commits import CommitRange, commit_range
 from evalkit.bisect.ends import Ends, judge_ends
 from evalkit.bisect.records import FOLDER_PREFIX, BisectRecord, CommitInfo, EndRecord, StepRecord, folder_of, load
 from evalkit.bisect.step import run_step
-from evalkit.config import MatrixConfig, Source, find_config, load_config, resolve_config
+from evalkit.config import MatrixConfig, find_config, load_config, resolve_config
 from evalkit.engine.sources import checkout
 from evalkit.evals import registry
 from evalkit.errors import (EXIT_BAD_INPUT, EXIT_ENDS_NOT_AS_CLAIMED, EXIT_INTERRUPTED, EXIT_OK, EXIT_ONLY_UNTESTABLE,

@@ -10,6 +10,7 @@ from evalkit.config.schema import (
     EngineSettings,
     Evals,
     Executor,
+    LogAssertion,
     MatrixConfig,
     SlurmSettings,
     Source,
@@ -20,6 +21,6 @@ from evalkit.config.schema import (
 )
 
 __all__ = [
-    "ABAxis", "AxisValue", "Devices", "EngineConfig", "EngineSettings", "Evals", "Executor", "MatrixConfig", "SlurmSettings", "Source", "StrictModel", "Threshold", "Timeouts", "config_model",
+    "ABAxis", "AxisValue", "Devices", "EngineConfig", "EngineSettings", "Evals", "Executor", "LogAssertion", "MatrixConfig", "SlurmSettings", "Source", "StrictModel", "Threshold", "Timeouts", "config_model",
     "available_configs", "find_config", "resolve_config", "format_validation_error", "load_config", "parse_config",
 ]

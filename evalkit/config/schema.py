@@ -61,6 +61,37 @@ class Source(StrictModel):
                     "extensions, SGLang's kernels); placeholders {python} {worktree}. See engine/setup.py.")
 
 
+class LogAssertion(StrictModel):
+    """A line the engine's log must (or must not) hold once the engine is ready, checked before the
+    evals run: the proof that a cell ran what its axis value says (a fix that logs itself, a
+    collective that can switch itself off). Exactly one of `must_appear`, `must_not_appear`."""
+
+    must_appear: str | None = Field(None, description="Regex some log line must match; else the cell fails at once.")
+    must_not_appear: str | None = Field(None, description="Regex no log line may match; else the cell fails at once.")
+    when: dict[str, str | list[str]] = Field(
+        default_factory=dict, description="Only in cells with these axis values (axis: value or [values]).")
+
+    @field_validator("must_appear", "must_not_appear")
+    @classmethod
+    def _compiles(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ValueError(f"not a regex ({error})") from error
+        return pattern
+
+    @model_validator(mode="after")
+    def _one_pattern(self) -> LogAssertion:
+        if (self.must_appear is None) == (self.must_not_appear is None):
+            raise ValueError("set exactly one of must_appear, must_not_appear")
+        return self
+
+    @property
+    def pattern(self) -> str:
+        return self.must_appear if self.must_appear is not None else self.must_not_appear  # type: ignore[return-value]
+
+
 class AxisValue(StrictModel):
     """One named value of an axis: the overrides it applies to the base engine launch."""
 
@@ -68,6 +99,7 @@ class AxisValue(StrictModel):
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
     settings: EngineSettings = Field(default_factory=EngineSettings)
     source: Source | None = None
+    log: list[LogAssertion] = Field(default_factory=list, description="Assertions on the engine log of its cells.")
 
     @model_validator(mode="after")
     def _names_something(self) -> AxisValue:
@@ -97,6 +129,7 @@ class EngineConfig(StrictModel):
     fresh_cache: bool = Field(
         True, description="Give each engine launch empty compile caches (the profile names them; engine/isolation.py); "
                           "false keeps the engine's own, for users who know its cache keys.")
+    log: list[LogAssertion] = Field(default_factory=list, description="Assertions on every cell's engine log.")
 
 
 class Evals(StrictModel):
@@ -273,6 +306,10 @@ class MatrixConfig(StrictModel):
             for axis, values in rule.items():
                 for value in [values] if isinstance(values, str) else values:
                     check_choice(f"exclude[{i}]", axis, value)
+        for where, assertion in self._log_assertions():
+            for axis, values in assertion.when.items():
+                for value in [values] if isinstance(values, str) else values:
+                    check_choice(f"{where}.when", axis, value)
         if self.baseline is not None:
             for axis, value in self.baseline.items():
                 check_choice("baseline", axis, value)
@@ -283,6 +320,14 @@ class MatrixConfig(StrictModel):
             check_choice("ab.on", self.ab.axis, self.ab.on)
             check_choice("ab.off", self.ab.axis, self.ab.off)
         return self
+
+    def _log_assertions(self) -> list[tuple[str, LogAssertion]]:
+        """Every log assertion with the config path that states it (for error messages)."""
+        found = [(f"engine.log[{i}]", a) for i, a in enumerate(self.engine.log)]
+        for axis, values in self.axes.items():
+            for name, value in values.items():
+                found += [(f"axes.{axis}.{name}.log[{i}]", a) for i, a in enumerate(value.log)]
+        return found
 
     @property
     def served(self) -> str:

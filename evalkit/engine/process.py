@@ -61,7 +61,6 @@ class EngineProcess:
     served_name: str
     health_path: str = "/health"
     fatal_patterns: Sequence[str] = ()
-    effective_mode_pattern: str | None = None
     stop_grace_s: float = 30.0
     hang_timeout_s: float | None = None
     """While evals run: no /health answer for this long means the engine hangs; it is stopped."""
@@ -228,18 +227,15 @@ class EngineProcess:
             return ""
         return "\n".join(text.splitlines()[-lines:])
 
-    def effective_mode(self) -> str | None:
-        """The graph mode the engine's own log says it chose, if the profile knows the line."""
-        if not self.effective_mode_pattern:
-            return None
+    def launch_log(self) -> str:
+        """This launch's whole log so far (an earlier launch of a retried cell is not part of it):
+        what the profile's log reader and the config's log assertions read."""
         try:
             with self.log_path.open("rb") as f:
                 f.seek(self._launch_offset)
-                text = f.read().decode("utf-8", "replace")
+                return f.read().decode("utf-8", "replace")
         except FileNotFoundError:
-            return None
-        found = re.findall(self.effective_mode_pattern, text)
-        return found[-1] if found else None
+            return ""
 
     # -- monitor ---------------------------------------------------------------------------
 

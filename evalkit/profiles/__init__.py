@@ -18,6 +18,7 @@ from typing import Callable
 from evalkit.config import EngineSettings
 from evalkit.errors import ConfigError
 from evalkit.profiles.isolation import Isolation
+from evalkit.profiles.ran import LogReader
 
 PROFILES: dict[str, str] = {
     "atom": "evalkit.profiles.atom",
@@ -73,8 +74,9 @@ class Profile:
     health_path: str = "/health"
     fatal_patterns: tuple[str, ...] = ()
     """Log regexes that mean the engine is broken even if the process lives (fail the cell at once)."""
-    effective_mode_pattern: str | None = None
-    """Log regex with a `mode` group: the graph mode the engine really chose (engines rewrite modes)."""
+    read_log: LogReader | None = None
+    """Reads the engine's log of one launch into what it really ran (graph mode, parallel layout;
+    engines rewrite what they are asked, see profiles/ran.py); None: evalkit cannot read its log."""
     supports_token_ids: bool = False
     """Whether completions accept `return_tokens_as_token_ids` (exact ids for the detector)."""
     settings_supported: frozenset[str] = field(default_factory=frozenset)

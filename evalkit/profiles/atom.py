@@ -31,9 +31,12 @@ installed for `engine.python`).
 
 from __future__ import annotations
 
+import re
+
 from evalkit.config import EngineSettings
 from evalkit.profiles import Launch, Profile
 from evalkit.profiles.isolation import FixedPort, InternalPort, Isolation, data_parallel
+from evalkit.profiles.ran import RanAs
 
 ATOM_SETTINGS = frozenset(
     {"tensor_parallel", "data_parallel", "dp_attention", "expert_parallel", "graph_mode"}
@@ -48,8 +51,81 @@ ATOM_ISOLATION = Isolation(
     fixed_ports=(FixedPort(29500, "ATOM's DP master port, atom/config.py:761 at 0e9804c21, set by no flag",
                            when=data_parallel),),
 )
-ATOM_MODE_PATTERN = r"cudagraph_mode=(?:CUDAGraphMode\.)?(?P<mode>[A-Z_]+)"
-"""ATOM logs `Engine kwargs: {... CompilationConfig(... cudagraph_mode=CUDAGraphMode.X ...)}`."""
+ENGINE_KWARGS = re.compile(r"Engine kwargs: \{.*\}")
+"""atom/model_engine/arg_utils.py:369 at 0e9804c21 and ccc861dc5 (`logger.info(f"Engine kwargs: {kwargs}")`):
+the dict's repr, `'enforce_eager': False, ...` and `'compilation_config': CompilationConfig(level=3, ...,
+cudagraph_mode=<CUDAGraphMode.FULL: 2>, ...)` (a dataclass repr holding a plain Enum's
+`<Name.MEMBER: value>`). `--enforce-eager` leaves cudagraph_mode at its default FULL."""
+_KWARG = r"'{}': (True|False|\d+)"
+_KWARGS_MODE = re.compile(r"cudagraph_mode=<CUDAGraphMode\.([A-Z_]+): ")
+DP_ATTENTION = re.compile(r"Enable dp attention, using (\d+) data parallel ranks")
+"""atom/model_engine/engine_core_mgr.py:37 at both refs: CoreManager with enable_dp_attention
+(then tp x dp engine cores, each with TP 1)."""
+PIECEWISE_CAPTURE = re.compile(r"PIECEWISE cudagraph: capturing per-piece graphs \(attention eager\); "
+                               r"manual FULL whole-forward capture disabled\.")
+"""atom/model_engine/model_runner.py:2426 (0e9804c21), :2463 (ccc861dc5), `capture_cudagraph`: logged
+when `_piecewise_cg_active()` (not enforce_eager and cudagraph_mode requires piecewise compilation,
+i.e. PIECEWISE or FULL_AND_PIECEWISE); otherwise the runner captures manual FULL whole-forward graphs."""
+CAPTURE_COST = re.compile(r"cudagraph capture\[[^\]]*\] cost: [0-9.]+ seconds")
+"""atom/model_engine/engine_core.py:140 at both refs: `{label}: cudagraph capture{bs} cost: X seconds`,
+logged after any graph capture and only when not enforce_eager."""
+FIX_LINE = re.compile(r"PIECEWISE: forced aiter ca_comm \((\w+)\) to unreg copy-in capture path "
+                      r"for cudagraph-safe DP collectives\.")
+"""The fix of PR #1596 (atom/model_engine/model_runner.py:2454 at ccc861dc5 only,
+`_force_aiter_unreg_capture_for_piecewise`): once per distinct aiter custom-all-reduce communicator of
+the TP, DP and EP groups (`%s` is the getter: `get_tp_group`, ...), only in the PIECEWISE capture path
+and only when the installed aiter's communicator has `enable_register_for_capturing` (else a silent no-op)."""
+PIECEWISE_MODES = frozenset({"PIECEWISE", "FULL_AND_PIECEWISE"})
+
+
+def read_atom_log(text: str) -> RanAs:
+    """What ATOM ran, from the log of one launch up to the moment it serves (see the patterns above
+    for where each line is logged; every ATOM process configures the `atom` logger on importing
+    atom.utils, atom/utils/__init__.py:832, so the engine cores' lines reach the same stderr).
+
+    eager when `'enforce_eager': True` (cudagraph_mode then still says FULL); else the mode in
+    Engine kwargs, corrected by what the runner logged: the PIECEWISE capture line means per-piece
+    graphs; a capture without it under a piecewise mode means manual FULL graphs; no capture line
+    at all means no graphs (ATOM captures before it serves). The layout is Engine kwargs' TP and DP
+    sizes and the DP-attention line (its rank count)."""
+    kwargs = _last(ENGINE_KWARGS, text)
+    if kwargs is None:
+        return RanAs()
+    evidence = [kwargs]
+    eager, tp, dp = (_kwarg(kwargs, key) for key in ("enforce_eager", "tensor_parallel_size", "data_parallel_size"))
+    found = _KWARGS_MODE.search(kwargs)
+    mode = found.group(1) if found else None
+    capture = _last(CAPTURE_COST, text)
+    if eager == "True":
+        mode = "eager"
+    elif (piecewise := _last(PIECEWISE_CAPTURE, text)) is not None:
+        evidence.append(piecewise)
+        mode = mode if mode in PIECEWISE_MODES else "PIECEWISE"
+    elif capture is None:
+        evidence.append("no `cudagraph capture[...] cost` line before the engine served: no graphs captured")
+        mode = "NONE"
+    else:
+        evidence.append(capture)
+        mode = "FULL" if mode in PIECEWISE_MODES else mode
+    ranks_line = _last(DP_ATTENTION, text)
+    ranks = None
+    if ranks_line is not None:
+        evidence.append(ranks_line)
+        ranks = int(DP_ATTENTION.search(ranks_line).group(1))  # type: ignore[union-attr]
+    return RanAs(mode=mode, tensor_parallel=int(tp) if tp else None, data_parallel=int(dp) if dp else None,
+                 dp_attention=ranks_line is not None, dp_attention_ranks=ranks,
+                 evidence=evidence)
+
+
+def _last(pattern: re.Pattern[str], text: str) -> str | None:
+    """The whole last line holding a match of `pattern`, stripped."""
+    lines = [line.strip() for line in text.splitlines() if pattern.search(line)]
+    return lines[-1] if lines else None
+
+
+def _kwarg(line: str, key: str) -> str | None:
+    found = re.search(_KWARG.format(key), line)
+    return found.group(1) if found else None
 
 
 def atom_flags(settings: EngineSettings, launch: Launch) -> list[str]:
@@ -78,7 +154,7 @@ PROFILE = Profile(
     flags=atom_flags,
     health_path="/health",
     fatal_patterns=ATOM_FATAL_PATTERNS,
-    effective_mode_pattern=ATOM_MODE_PATTERN,
+    read_log=read_atom_log,
     settings_supported=ATOM_SETTINGS,
     # ROCm: one variable only. ROCR_VISIBLE_DEVICES filters first and HIP_VISIBLE_DEVICES then
     # indexes into what is left, so setting both to the same ids would hide devices.

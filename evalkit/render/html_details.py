@@ -23,6 +23,7 @@ from typing import Any
 from evalkit.evals import registry
 from evalkit.evals.base import Eval, MetricSpec
 from evalkit.render.details import Details, cell_flips, cell_worst
+from evalkit.render.engine_log import checks_text, ran_text
 from evalkit.render.text import clean, clean_block, strip_userinfo, truncate
 
 MAX_SAMPLE_CHARS = 4_000
@@ -179,8 +180,12 @@ def _facts(cell: dict[str, Any], engine: dict[str, Any]) -> str:
         rows.append(("engine env", " ".join(f"{k}={shlex.quote(str(v))}" for k, v in launch["env"].items())))
     if launch.get("base_url"):
         rows.append(("server", f"{launch['base_url']} ({launch.get('note') or 'external'})"))
-    if engine.get("effective_mode"):
+    if ran := ran_text(cell.get("ran_as")):
+        rows.append(("engine ran (its log)", ran))
+    elif engine.get("effective_mode"):
         rows.append(("effective mode", engine["effective_mode"]))
+    if checks := checks_text(cell.get("log_checks")):
+        rows.append(("log checks", checks))
     if cell.get("engine_version"):
         rows.append(("engine version", cell["engine_version"]))
     timings = cell.get("timings") or {}

@@ -11,11 +11,20 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
-from evalkit.redact import redact_argv
 from evalkit.evals.base import MetricSpec
-from evalkit.render.compare_table import (compare_columns, compare_legend, compare_rows, compare_title, flip_specs,
-                                          flips, flips_suffix, run_facts)
+from evalkit.redact import redact_argv
+from evalkit.render.compare_table import (
+    compare_columns,
+    compare_legend,
+    compare_rows,
+    compare_title,
+    flip_specs,
+    flips,
+    flips_suffix,
+    run_facts,
+)
 from evalkit.render.details import Details
+from evalkit.render.engine_log import engine_log_lines, engine_log_title
 from evalkit.render.header import SIM_NOTE, facts, legend, sources, title, verdict_line
 from evalkit.render.markdown_details import details_sections, id_list
 from evalkit.render.regressions import regression_lines
@@ -81,6 +90,9 @@ def report(summary: dict[str, Any], details: Details) -> str:
         lines.append("")
     if found := regression_lines(summary):
         lines += ["#### Regressions bisected", "", *(f"- {md_cell(line, limit=1000)}" for line in found), ""]
+    if log_lines := engine_log_lines(summary):
+        lines += [f"<details><summary>{html_text(engine_log_title(summary))}</summary>", "",
+                  *(f"- {md_cell(line)}" for line in log_lines), "", "</details>", ""]
     lines += details_sections(summary, details)
     lines += _reproduce(summary)
     return "\n".join(lines).rstrip("\n") + "\n"

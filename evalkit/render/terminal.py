@@ -12,8 +12,15 @@ from typing import Any
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.table import Table
 
-from evalkit.render.compare_table import compare_columns, compare_legend, compare_rows, compare_title, run_facts
+from evalkit.render.compare_table import (
+    compare_columns,
+    compare_legend,
+    compare_rows,
+    compare_title,
+    run_facts,
+)
 from evalkit.render.details import Details
+from evalkit.render.engine_log import engine_log_lines, engine_log_title
 from evalkit.render.header import SIM_NOTE, facts, legend, title, verdict_line
 from evalkit.render.regressions import regression_lines
 from evalkit.render.table import Column, Pivot, Row, columns, pivots, table_rows
@@ -111,6 +118,9 @@ def report(summary: dict[str, Any], details: Details) -> list[RenderableType]:
     out += [_pivot(p) for p in pivots(summary)]
     if summary.get("simulated"):
         out.append(f"[dim]{term_text(SIM_NOTE)}[/dim]")
+    if lines := engine_log_lines(summary):
+        out.append(term_text(engine_log_title(summary)))
+        out += [f"[dim]  {term_text(line)}[/dim]" for line in lines]
     for cell in summary["cells"]:
         for flag in cell["flags"]:
             marker = "[bold red]FAIL[/bold red]" if flag["action"] == "fail" else "[yellow]warn[/yellow]"

@@ -31,6 +31,7 @@ from evalkit.evals.engine_figures import scraping_enabled
 from evalkit.matrix import Cell
 from evalkit.profiles import get_profile
 from evalkit.redact import scrub, scrub_file, secret_values
+from evalkit.run.engine_log import applicable, check_log, raise_if_broken, read_ran_as
 from evalkit.run.engine_report import EngineScrapes, check_version
 from evalkit.run.options import Progress
 from evalkit.run.records import (
@@ -203,7 +204,7 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
                 ready = engine.wait_ready(config.timeouts.startup, config.timeouts.warmup)
                 timings.update(engine_start_s=ready.health_s, engine_ready_s=ready.warmup_s,
                                warmup_attempts=ready.warmup_attempts)
-                record.effective_mode = engine.effective_mode()
+                _read_engine_log(job, launch, engine, record)
                 check_version(launch.base_url, launch.profile, job.source, record, job.cell.id, job.progress)
                 job.update("ready", f"in {ready.warmup_s:.1f} s")
                 try:
@@ -234,10 +235,25 @@ def _engine_for(launch: CellLaunch, config: MatrixConfig, log_path: Path) -> Eng
         served_name=config.served,
         health_path=launch.health_path,
         fatal_patterns=launch.fatal_patterns,
-        effective_mode_pattern=launch.profile.effective_mode_pattern,
         stop_grace_s=config.timeouts.stop_grace,
         hang_timeout_s=config.timeouts.hang,
     )
+
+
+def _read_engine_log(job: CellJob, launch: CellLaunch, engine: EngineProcess, record: CellRecord) -> None:
+    """What the ready engine's log proves (run/engine_log.py): the mode and layout it ran, a
+    `warning` in the live progress at once when they are not what the cell asked, and the
+    config's log assertions, a broken one failing the cell before any eval runs."""
+    log = engine.launch_log()
+    record.ran_as = read_ran_as(launch.profile, log, job.cell)
+    if record.ran_as is not None:
+        record.effective_mode = record.ran_as.mode
+        if record.ran_as.agrees is False:
+            job.update("warning", f"engine ran {'; '.join(record.ran_as.disagreements)}")
+    assertions = applicable(job.config, job.cell)
+    if assertions:
+        record.log_checks = check_log(log, assertions)
+        raise_if_broken(record.log_checks, engine.log_tail())
 
 
 def _run_evals(job: CellJob, base_url: str, record: CellRecord, token_ids: bool) -> None:

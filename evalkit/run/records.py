@@ -145,6 +145,39 @@ class EngineCheck(_Record):
     """One line: what was compared, or why nothing could be (no version, a release version)."""
 
 
+class RanAsRecord(_Record):
+    """What the engine's own log says it ran (profiles/ran.py), and whether that is what the cell asked."""
+
+    mode: str | None = None
+    """The graph mode the log shows (`eager`/`NONE`: no graphs); None: the log does not say."""
+    layout: dict[str, int | bool] = {}
+    """The parallel layout the log shows (`tensor_parallel`, `data_parallel`, `dp_attention`,
+    `dp_attention_ranks`), only what it gives."""
+    evidence: list[str] = []
+    """The log lines read (a sentence where a missing line is the evidence)."""
+    asked: dict[str, Any] = {}
+    """The cell's own settings compared (`graph_mode`, `tensor_parallel`, `data_parallel`, `dp_attention`)."""
+    agrees: bool | None = None
+    """False: the engine ran another mode or layout than asked (the report flags the cell); None:
+    the log says nothing to compare."""
+    disagreements: list[str] = []
+    """One phrase per difference, e.g. `graph mode FULL, asked PIECEWISE`."""
+
+
+class LogCheck(_Record):
+    """One log assertion of the config (`log:` of the engine or an axis value), checked once the
+    engine was ready and before the evals ran."""
+
+    origin: str
+    """Where the config states it: `engine`, or `axis=value`."""
+    must: Literal["appear", "not appear"]
+    pattern: str
+    """The regex, searched line by line in this launch's engine log."""
+    ok: bool
+    line: str | None = None
+    """The first line that matched (for `not appear`, the one that breaks it); None: no line did."""
+
+
 class CellRecord(_File):
     """cell.json: one cell's status, launch, timings and raw metrics.
 
@@ -181,7 +214,12 @@ class CellRecord(_File):
     engine_pid: int | None = None
     """The engine process's pid (tests check that none is left running)."""
     effective_mode: str | None = None
-    """The graph mode the engine reports it chose (engines rewrite modes silently)."""
+    """The graph mode the engine's log says it ran (`ran_as.mode`, kept here for history and old readers)."""
+    ran_as: RanAsRecord | None = None
+    """What the engine's log says it ran against what the cell asked; absent when the profile
+    cannot read its engine's log (or for an external server)."""
+    log_checks: list[LogCheck] | None = None
+    """The config's log assertions that apply to this cell, each with its result; absent when none apply."""
     engine_version: str | None = None
     """What the engine's version endpoint reports (its profile's `version_path`), read once ready."""
     engine_check: EngineCheck | None = None

@@ -27,8 +27,11 @@ from evalkit.sim.config import (
     effective_graph_mode,
     fix_from_module,
 )
+from evalkit.sim.startup import AtomRequest
 
 FIX_ENV = "EVALKIT_SIM_FIX"
+ATOM_DEFAULT_PORT = 8006
+"""ATOM's internal engine port default (EngineArgs.port, arg_utils.py at both refs), shown in Engine kwargs."""
 DEFAULT_MAX_MODEL_LEN = 163840
 """DeepSeek-V3's max_position_embeddings: ATOM's default context is the model's own."""
 EXIT_CONFIG = 2
@@ -102,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="import MODULE from PYTHONPATH; the fix is on iff its FORCE_UNREG_COPY_IN is "
         "truthy (how an engine source tree is simulated; a missing module is an error)",
     )
+    sim.add_argument("--sim-ran-mode", choices=GRAPH_MODES, metavar="MODE",
+                     help="run and log this CUDA-graph mode whatever was asked, like an engine that downgrades "
+                          "(ATOM's Engine kwargs line still shows the request; one of %(choices)s)")
     sim.add_argument("--sim-seed", type=int, default=0, help="seed of every decision (default 0)")
     sim.add_argument("--sim-startup-seconds", type=_non_negative, default=0.0,
                      help="simulated load and graph capture before the port is bound")
@@ -173,7 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         dp=args.data_parallel_size,
         dp_attention=args.enable_dp_attention,
         expert_parallel=args.enable_expert_parallel,
-        graph_mode=effective_graph_mode(args.cudagraph_mode, enforce_eager=args.enforce_eager, level=args.level),
+        graph_mode=args.sim_ran_mode or effective_graph_mode(args.cudagraph_mode, enforce_eager=args.enforce_eager,
+                                                             level=args.level),
         fix=fix,
     )
     config = ServerConfig(
@@ -206,9 +213,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         reports=Reports(version=args.sim_version, spec_tokens=args.sim_spec_decode,
                         spec_acceptance=args.sim_spec_acceptance),
     )
+    request = AtomRequest(
+        tensor_parallel=args.tensor_parallel_size, data_parallel=args.data_parallel_size,
+        enforce_eager=args.enforce_eager, dp_attention=args.enable_dp_attention,
+        expert_parallel=args.enable_expert_parallel, cudagraph_mode=args.cudagraph_mode, level=args.level,
+        port=args.port if args.port is not None else ATOM_DEFAULT_PORT, kv_cache_dtype=args.kv_cache_dtype,
+        max_model_len=args.max_model_len, gpu_memory_utilization=args.gpu_memory_utilization,
+        trust_remote_code=args.trust_remote_code,
+    )
     from evalkit.sim.process import run  # deferred: --help and flag errors stay instant
 
-    return run(config, fix_path)
+    return run(config, fix_path, request)
 
 
 if __name__ == "__main__":

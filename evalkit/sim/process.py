@@ -1,10 +1,10 @@
 """Start-up and life of the simulator process: log lines, faults, bind, serve.
 
-Start-up mirrors a real engine's: it announces itself, records the settings it really chose
-(the effective CUDA-graph mode; ATOM's own line when the fix is active), loads (the GSM8K
-index; ``--sim-startup-seconds`` of simulated weight loading and graph capture), binds the
-HTTP port and only then prints the ready line. Every line is flushed at once, because
-evalkit reads them from engine.log while the process runs.
+Start-up mirrors a real engine's: it announces itself, logs ATOM's own request lines
+(evalkit/sim/startup.py), loads (the GSM8K index; ``--sim-startup-seconds`` of simulated weight
+loading and graph capture), logs ATOM's capture lines (the mode it really runs, the fix's line),
+binds the HTTP port and only then prints the ready line, as ATOM captures before it serves. Every
+line is flushed at once, because evalkit reads them from engine.log while the process runs.
 
 Exit codes: 0 after a clean stop, 1 when the port cannot be bound (or crash-after), 2 for a
 bad command line, 3 for the crash-startup fault; SIGTERM ends it like a real server (the
@@ -26,9 +26,8 @@ from evalkit.sim.faults import FaultState, spawn_orphan
 from evalkit.sim.gsm8k import TestSet
 from evalkit.sim.model import SimulatedModel
 from evalkit.sim.server import Simulator
+from evalkit.sim.startup import AtomRequest, log_capture, log_request
 
-FIX_LOG_LINE = "PIECEWISE: forced aiter ca_comm (tp,dp,ep) to unreg copy-in capture path"
-"""ATOM's log line when PR #1596's fix takes effect."""
 EXIT_BIND = 1
 EXIT_CRASH_STARTUP = 3
 GRACEFUL_SHUTDOWN_SECONDS = 1
@@ -60,16 +59,14 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def _announce(config: ServerConfig, fix_path: str | None) -> None:
+def _announce(config: ServerConfig, fix_path: str | None, request: AtomRequest) -> None:
     cell, behaviour = config.cell, config.behaviour
     fix = "on" if cell.fix else "off"
     _log(
         f"evalkit.sim: SIMULATED ENGINE, not a real model "
         f"(seed={behaviour.seed}, fix={fix}, source={config.fix_source})"
     )
-    _log(f"sim: effective cudagraph_mode={cell.graph_mode}")
-    if cell.fix and cell.graph_mode == "PIECEWISE":
-        _log(FIX_LOG_LINE)
+    log_request(request)
     if fix_path:
         _log(f"sim: fix module file {fix_path}")
     _log(
@@ -98,10 +95,10 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run(config: ServerConfig, fix_path: str | None) -> int:
+def run(config: ServerConfig, fix_path: str | None, request: AtomRequest) -> int:
     """Start up, serve until stopped; the process exit code."""
     faults = FaultState(config.faults, config.behaviour.seed)
-    _announce(config, fix_path)
+    _announce(config, fix_path, request)
     if faults.has("ignore-sigterm"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if faults.has("spawn-orphan"):
@@ -110,6 +107,7 @@ def run(config: ServerConfig, fix_path: str | None) -> int:
     if config.timing.startup_seconds > 0:
         _log(f"sim: loading weights and capturing graphs (simulated, {config.timing.startup_seconds:g} s)")
         time.sleep(config.timing.startup_seconds)
+    log_capture(request, config.cell.graph_mode, config.cell.fix, config.timing.startup_seconds)
     if faults.has("crash-startup"):
         _log("sim: fatal: simulated start-up failure (--sim-fault crash-startup)", error=True)
         return EXIT_CRASH_STARTUP
