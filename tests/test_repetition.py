@@ -12,6 +12,7 @@ import pytest
 
 from evalkit.evals.repetition import RepetitionSettings
 from evalkit.evals import repetition
+from evalkit.wire import Wire
 from tests.sim_helpers import SimServer
 
 
@@ -73,7 +74,7 @@ def test_results_do_not_depend_on_how_many_tokens_each_event_carries() -> None:
         args = ("--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off",
                 "--sim-collapse-rate", "0.5", "--sim-stream-interval", interval)
         with SimServer(*args) as server:
-            runs.append(repetition.run_repetition(settings, server.url, "sim-model", token_ids=True))
+            runs.append(repetition.run_repetition(settings, server.url, "sim-model", Wire(token_ids="return_tokens_as_token_ids")))
     one, sixteen = runs
     assert one.metrics == sixteen.metrics and one.metrics["collapsed"] > 0
     assert [s["text"] for s in one.samples] == [s["text"] for s in sixteen.samples]
