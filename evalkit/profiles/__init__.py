@@ -24,6 +24,7 @@ PROFILES: dict[str, str] = {
     "command": "evalkit.profiles.command",
     "sglang": "evalkit.profiles.sglang",
     "sim": "evalkit.profiles.sim",
+    "sim-atom": "evalkit.profiles.sim_atom",
     "vllm": "evalkit.profiles.vllm",
 }
 """Built-in profile name -> the module whose `PROFILE` it is (imported only when asked for)."""

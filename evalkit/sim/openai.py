@@ -43,11 +43,13 @@ Json = dict[str, Any]
 class BadRequest(Exception):
     """A request the server rejects with an OpenAI-style error body."""
 
-    def __init__(self, message: str, *, param: str | None = None, status: int = 400) -> None:
+    def __init__(self, message: str, *, param: str | None = None, status: int = 400, body: Json | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         self.status = status
+        self.body = body
+        """The whole error body where the dialect's differs from OpenAI's envelope (ATOM's FastAPI)."""
 
 
 def error_body(message: str, kind: str, status: int, param: str | None = None) -> Json:
