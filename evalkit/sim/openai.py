@@ -20,7 +20,8 @@ default ``--max-logprobs``) or -1 (the whole vocabulary) get vLLM's 400. ``echo`
 still generates one token, which ``usage`` counts. Tokens can be returned as ``token_id:N``
 (``return_tokens_as_token_ids``) so a client gets exact ids. ``text_offset`` counts
 characters from the start of the returned text (with ``echo``, from the start of the prompt)
-and keeps counting across streamed chunks.
+and keeps counting across streamed chunks. ``return_token_ids`` adds the choice's ids, and each
+streamed chunk's own ids (``token_ids``), as vLLM 0.34.0 and SGLang 0.5.23 stream them.
 """
 
 from __future__ import annotations
@@ -409,9 +410,12 @@ def chunk_choice(
             "logprobs": chat_logprobs(scored, options) if scored and tokens else None,
             "finish_reason": finish_reason,
         }
-    return {
+    out: Json = {
         "index": index,
         "text": text,
         "logprobs": completion_logprobs(tokens, list(scored), options, offset) if scored and tokens else None,
         "finish_reason": finish_reason,
     }
+    if options.return_token_ids:  # the chunk's new ids, as vLLM and SGLang stream them
+        out["token_ids"] = [token_id(t) for t in tokens]
+    return out
