@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from evalkit.evals.repetition import RepetitionSettings, ids_request
 from evalkit.profiles import get_profile
 from evalkit.wire import Wire
 
@@ -34,3 +35,12 @@ def test_how_each_profile_asks_for_token_ids() -> None:
     # a server evalkit did not start may not be the profile's engine: no ids, but its reasons
     external = get_profile("sglang").wire(token_ids=False)
     assert external == Wire(finish_reasons=get_profile("sglang").finish_reasons, token_ids=None)
+
+
+def test_chat_through_sglang_splits_text() -> None:
+    """SGLang 0.5.23 answers `return_token_ids` on a chat stream with an error
+    (entrypoints/openai/serving_chat.py:1315-1320): the long-generation check does not ask there."""
+    sglang, vllm = get_profile("sglang").wire(), get_profile("vllm").wire()
+    assert ids_request(RepetitionSettings(endpoint="completions"), sglang) == "return_token_ids"
+    assert ids_request(RepetitionSettings(endpoint="chat"), sglang) is None
+    assert ids_request(RepetitionSettings(endpoint="chat"), vllm) == "return_tokens_as_token_ids"

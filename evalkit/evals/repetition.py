@@ -30,7 +30,7 @@ from evalkit.evals.base import SETUP_KEY, Comparison, Eval, EvalContext, EvalRes
 from evalkit.evals.detector import DetectorSettings, StreamingDetector, analyze_text, is_collapsed, split_text
 from evalkit.evals.prompts import Prompt, load_prompt_set
 from evalkit.store.files import read_jsonl
-from evalkit.wire import Wire
+from evalkit.wire import TokenIdsRequest, Wire
 
 TRANSIENT_STATUS = {429, 500, 502, 503, 504}
 MAX_ATTEMPTS = 4
@@ -106,22 +106,32 @@ def _error_event(chunk: Mapping[str, Any]) -> StreamErrorEvent | None:
     return StreamErrorEvent(str(error), None)
 
 
+def ids_request(settings: RepetitionSettings, wire: Wire) -> TokenIdsRequest | None:
+    """How this eval's streams ask for token ids, if at all. SGLang 0.5.23 refuses
+    `return_token_ids` on a chat stream (entrypoints/openai/serving_chat.py:1315-1320), so chat
+    through such an engine splits text."""
+    if settings.endpoint == "chat" and wire.token_ids == "return_token_ids":
+        return None
+    return wire.token_ids
+
+
 async def _stream(
-    client: httpx.AsyncClient, settings: RepetitionSettings, served_name: str, prompt: str, wire: Wire
+    client: httpx.AsyncClient, settings: RepetitionSettings, served_name: str, prompt: str,
+    ids_via: TokenIdsRequest | None,
 ) -> AsyncIterator[tuple[str, list[int] | None, str | None]]:
     """Yield (text delta, its token ids if asked for, raw finish_reason) per choice of each SSE
     event of one generation; raise `StreamErrorEvent` on an error event."""
     if settings.endpoint == "completions":
         url = "/v1/completions"
         body: dict[str, Any] = {"prompt": prompt}
-        if wire.token_ids == "return_tokens_as_token_ids":
+        if ids_via == "return_tokens_as_token_ids":
             body |= {"logprobs": 1, "return_tokens_as_token_ids": True}
     else:
         url = "/v1/chat/completions"
         body = {"messages": [{"role": "user", "content": prompt}]}
-        if wire.token_ids == "return_tokens_as_token_ids":
+        if ids_via == "return_tokens_as_token_ids":
             body |= {"logprobs": True, "return_tokens_as_token_ids": True}
-    if wire.token_ids == "return_token_ids":
+    if ids_via == "return_token_ids":
         body["return_token_ids"] = True
     body |= {"model": served_name, "max_tokens": settings.max_tokens, "temperature": 0, "stream": True}
     async with client.stream("POST", url, json=body) as response:
@@ -141,10 +151,10 @@ async def _stream(
                 else:
                     text = (choice.get("delta") or {}).get("content") or ""
                     pieces = [t["token"] for t in ((choice.get("logprobs") or {}).get("content") or [])]
-                if wire.token_ids == "return_token_ids":
+                if ids_via == "return_token_ids":
                     ids = choice.get("token_ids")
                 else:
-                    ids = _token_ids(pieces) if wire.token_ids else None
+                    ids = _token_ids(pieces) if ids_via else None
                 yield text, ids, choice.get("finish_reason")
     raise StreamBroken("stream ended without [DONE]")
 
@@ -166,17 +176,18 @@ async def _generate(
     in the engine's canonical terms (`wire.finish`); the sample keeps the raw one too.
     """
     stream_errors = 0
+    ids_via = ids_request(settings, wire)
     for attempt in range(1, MAX_ATTEMPTS + 1):
         detector = StreamingDetector(settings.detector)
         pending: list[int] = []  # ids are fed in batches: one detector call per FEED_BATCH tokens
         text_parts: list[str] = []
         raw_reason: str | None = None
         aborted = False
-        source = "token_ids" if wire.token_ids else "text_split"
+        source = "token_ids" if ids_via else "text_split"
         try:
-            async for text, ids, reason in _stream(client, settings, served_name, item.prompt, wire):
+            async for text, ids, reason in _stream(client, settings, served_name, item.prompt, ids_via):
                 text_parts.append(text)
-                if wire.token_ids and ids is None and text:
+                if ids_via and ids is None and text:
                     raise EvalError(f"repetition: prompt {item.id}: the server sent no token ids "
                                     "although its profile says it returns them")
                 if ids is not None:
@@ -191,7 +202,7 @@ async def _generate(
                     aborted = True
                     break
             else:
-                if wire.token_ids:
+                if ids_via:
                     detector.feed(pending)
             finish_reason = "aborted" if aborted else wire.finish(raw_reason)
             analysis = detector.finish(finish_reason)
@@ -199,7 +210,7 @@ async def _generate(
             # Token-id evidence shows ids; for a reader, the same verdict's evidence as text.
             text_evidence = (dataclasses.asdict(analyze_text(text, finish_reason=finish_reason,
                                                             settings=settings.detector).evidence)
-                             if analysis.collapsed and wire.token_ids else None)
+                             if analysis.collapsed and ids_via else None)
             return {
                 "id": item.id,
                 "kind": item.kind,
@@ -271,9 +282,9 @@ def run_repetition(
         "prompt_set": prompt_set.id,
         "prompt_set_version": prompt_set.version,
         "max_tokens": settings.max_tokens,
-        "token_source": "token_ids" if wire.token_ids else "text_split",
+        "token_source": "token_ids" if ids_request(settings, wire) else "text_split",
     }
-    metrics[SETUP_KEY] = fingerprint(setup_fields(settings, prompt_set.version, wire.token_ids is not None))
+    metrics[SETUP_KEY] = fingerprint(setup_fields(settings, prompt_set.version, ids_request(settings, wire) is not None))
     return EvalResult(metrics, samples)
 
 
