@@ -43,6 +43,7 @@ from evalkit.evals.repetition import RepetitionSettings  # noqa: E402
 from evalkit.engine import EngineProcess, free_port  # noqa: E402
 from evalkit.evals import gsm8k, repetition  # noqa: E402
 from evalkit.evals.prompts import load_prompt_set  # noqa: E402
+from evalkit.wire import Wire
 
 SERVED = "bench"
 
@@ -187,7 +188,7 @@ def main() -> None:
         return sum(r.get("completion_tokens") or 0 for r in result.samples)
 
     def evalkit_streams() -> int:
-        return sum(s["metrics"]["n_tokens"] for s in repetition.run_repetition(rep, url, SERVED, token_ids=True).samples)
+        return sum(s["metrics"]["n_tokens"] for s in repetition.run_repetition(rep, url, SERVED, Wire(token_ids="return_tokens_as_token_ids")).samples)
 
     gsm8k_paths: dict[str, Callable[[], int]] = {
         "raw asyncio httpx": lambda: asyncio.run(raw_httpx_completions(url, prompts, until, c)),

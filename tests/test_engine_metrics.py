@@ -21,13 +21,15 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from prometheus_client import CollectorRegistry, Counter, generate_latest
 from rich.console import Console
 
 from evalkit.cli import main
 from evalkit.config import load_config
 from evalkit.engine.metrics import Scrape, figures, parse
-from evalkit.evals.engine_figures import NO_SPEC, EngineFigures
+from evalkit.evals.engine_figures import NO_SPEC, VERIFY_ONLY, EngineFigures
 from evalkit.gitinfo import MISMATCH_WORDS, commit_of_version, match_source
+from evalkit.profiles.sglang import PROFILE as SGLANG
 from evalkit.profiles.vllm import VLLM_METRICS
 from evalkit.render import render
 from evalkit.sim.config import Reports
@@ -114,6 +116,33 @@ def test_figures_are_deltas_of_the_engine_s_own_prometheus_text() -> None:
     assert found["scrape_s"] == 0.003
     failed = figures(before, Scrape(error="GET /metrics: HTTP 404"), VLLM_METRICS, "/metrics")
     assert failed == {"scrape_s": 0.0, "missing": "GET /metrics: HTTP 404"}
+
+
+def test_sglang_s_mean_accepted_length_is_tokens_per_verify_call() -> None:
+    """SGLang 0.5.23 counts verify steps, not drafts (observability/metrics_collector.py:1860-1869,
+    both counted per finished request, :2110-2112): per request it reports completion tokens /
+    verify calls (managers/tokenizer_manager.py:3165-3168); over an eval, the counters' deltas."""
+    registry = CollectorRegistry()
+    labels = {"model_name": "m", "engine_type": "unified"}
+    tokens = Counter("sglang:generation_tokens_total", "", [*labels, "is_streaming"], registry=registry)
+    verify = Counter("sglang:spec_verify_calls_total", "", list(labels), registry=registry)
+
+    def finished(completion_tokens: int, verify_ct: int, streaming: str) -> None:
+        tokens.labels(**labels, is_streaming=streaming).inc(completion_tokens)
+        verify.labels(**labels).inc(verify_ct)
+
+    finished(100, 40, "false")
+    before = Scrape(parse(generate_latest(registry).decode()))
+    finished(300, 100, "true")
+    finished(60, 20, "false")
+    assert SGLANG.metric_names is not None
+    found = figures(before, Scrape(parse(generate_latest(registry).decode())), SGLANG.metric_names, "/metrics")
+    assert found["generation_tokens"] == 360 and found["spec_drafts"] == 120
+    assert found["spec_mean_accepted_len"] == pytest.approx(3.0)
+    engine = EngineFigures()
+    raw = {"engine_metrics": {"gsm8k": found}, "throughput": {}}
+    assert engine.flat(raw)["engine.spec_accepted_len"] == pytest.approx(3.0)
+    assert engine.absent(raw)["engine.spec_acceptance_rate"] == VERIFY_ONLY
 
 
 def test_the_engine_reports_its_version_and_a_stale_engine_is_a_loud_warning(run: dict[str, Any]) -> None:

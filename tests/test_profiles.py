@@ -68,14 +68,16 @@ def test_unknown_profile() -> None:
 
 
 def test_every_built_in_is_named_as_its_registry_entry() -> None:
-    assert sorted(PROFILES) == ["atom", "command", "sglang", "sim", "vllm"]
+    assert sorted(PROFILES) == ["atom", "command", "sglang", "sim", "sim-atom", "vllm"]
     for name in PROFILES:
         assert get_profile(name).name == name
 
 
 @pytest.mark.parametrize("name", sorted(PROFILES))
 def test_only_the_simulator_is_simulated_and_needs_no_device_lock(name: str) -> None:
-    """A real engine (and `command`, which may be anything) holds devices; the simulator runs on the CPU."""
+    """A real engine (and `command`, which may be anything) holds devices; the simulator, in either
+    dialect, runs on the CPU."""
     profile = get_profile(name)
-    assert profile.simulated == (name == "sim")
-    assert profile.uses_devices == (name != "sim")
+    simulator = name in ("sim", "sim-atom")
+    assert profile.simulated == simulator
+    assert profile.uses_devices == (not simulator)

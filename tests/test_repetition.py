@@ -12,6 +12,7 @@ import pytest
 
 from evalkit.evals.repetition import RepetitionSettings
 from evalkit.evals import repetition
+from evalkit.wire import Wire
 from tests.sim_helpers import SimServer
 
 
@@ -73,8 +74,22 @@ def test_results_do_not_depend_on_how_many_tokens_each_event_carries() -> None:
         args = ("--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off",
                 "--sim-collapse-rate", "0.5", "--sim-stream-interval", interval)
         with SimServer(*args) as server:
-            runs.append(repetition.run_repetition(settings, server.url, "sim-model", token_ids=True))
+            runs.append(repetition.run_repetition(settings, server.url, "sim-model", Wire(token_ids="return_tokens_as_token_ids")))
     one, sixteen = runs
     assert one.metrics == sixteen.metrics and one.metrics["collapsed"] > 0
     assert [s["text"] for s in one.samples] == [s["text"] for s in sixteen.samples]
     assert [s["metrics"] for s in one.samples] == [s["metrics"] for s in sixteen.samples]
+
+
+def test_return_token_ids_gives_the_detector_the_same_ids_as_vllm_s_extension() -> None:
+    """SGLang's `return_token_ids` (each chunk's ids in `choices[i].token_ids`, the SGLang profile's
+    request) and vLLM's `return_tokens_as_token_ids`: the same ids, so the same verdicts."""
+    settings = RepetitionSettings(count=6, max_tokens=1024, concurrency=3)
+    args = ("--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off", "--sim-collapse-rate", "0.5")
+    with SimServer(*args) as server:
+        vllm = repetition.run_repetition(settings, server.url, "sim-model", Wire(token_ids="return_tokens_as_token_ids"))
+        sglang = repetition.run_repetition(settings, server.url, "sim-model", Wire(token_ids="return_token_ids"))
+    assert {s["token_source"] for s in sglang.samples} == {"token_ids"}
+    assert sglang.metrics == vllm.metrics and sglang.metrics["collapsed"] > 0
+    assert [s["metrics"] for s in sglang.samples] == [s["metrics"] for s in vllm.samples]
+    assert [s["evidence"] for s in sglang.samples] == [s["evidence"] for s in vllm.samples]

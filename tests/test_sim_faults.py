@@ -137,4 +137,4 @@ def test_fault_requests_are_counted_in_stats() -> None:
         for _ in range(3):
             client.post("/v1/completions", json=BODY)
         assert client.get("/sim/stats").json() == {"requests": 3, "completion_tokens_generated": 0,
-                                                   "aborted_streams": 0}
+                                                   "aborted_streams": 0, "stream_errors": 0}

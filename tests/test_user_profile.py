@@ -122,5 +122,5 @@ def test_a_bad_user_profile_is_one_line_naming_engine_profile(mymod: None, value
 
 def test_an_unknown_plain_name_lists_the_built_ins() -> None:
     with pytest.raises(ConfigError, match=re.escape(
-            "engine.profile: unknown profile 'trt' (known: atom, command, sglang, sim, vllm)")):
+            "engine.profile: unknown profile 'trt' (known: atom, command, sglang, sim, sim-atom, vllm)")):
         get_profile("trt")

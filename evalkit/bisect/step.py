@@ -39,6 +39,7 @@ from evalkit.run.records import CellRecord
 from evalkit.sequential import Count, Judgement, PairedCounts, batch_schedule
 from evalkit.store import read_json, read_jsonl, write_jsonl
 from evalkit.verdicts import compare_at, flat_metrics, marks, question_order
+from evalkit.wire import Wire
 
 StepVerdict = Literal["good", "bad", "untestable"]
 
@@ -134,14 +135,14 @@ class _StepBody:
         spec = registry.metric(metric) if metric else None
         return marks(self.good_dir, spec) if spec else {}
 
-    def __call__(self, job: CellJob, base_url: str, record: CellRecord, token_ids: bool) -> None:
+    def __call__(self, job: CellJob, base_url: str, record: CellRecord, wire: Wire) -> None:
         assert self.ends.test is not None
         done = [0, 0]
         for look, counts in enumerate(self.schedule):
             for pool in self.pools:
                 batch = pool.ids[done[pool.column]:counts[pool.column]]
                 if batch:
-                    self._run(pool, batch, job, base_url, record, token_ids)
+                    self._run(pool, batch, job, base_url, record, wire)
             done = list(counts)
             paired, collapses = self.paired(), self.collapses()
             self.judgement = self.ends.test.judge(paired, collapses, exhausted=look == len(self.schedule) - 1)
@@ -158,14 +159,14 @@ class _StepBody:
                                  "evidence": self.evidence(record, job.cell_dir)})
 
     def _run(self, pool: _Pool, batch: list[str], job: CellJob, base_url: str, record: CellRecord,
-             token_ids: bool) -> None:
+             wire: Wire) -> None:
         """One batch of one eval; the samples file and metrics so far are rewritten after it, so a
         step that fails later still shows what it answered."""
         if self.control.stop.is_set():
             raise Interrupted("step stopped")
         job.update(pool.ev.name, f"{len(batch)} more")
         ctx = EvalContext(base_url=base_url, served_name=job.config.served, cell_dir=job.cell_dir,
-                          run_dir=job.store.path, token_ids=token_ids, status=job.update, only=tuple(batch))
+                          run_dir=job.store.path, wire=wire, status=job.update, only=tuple(batch))
         t = time.monotonic()
         pool.parts.append(pool.ev.run(ctx, pool.settings))
         pool.seconds += time.monotonic() - t

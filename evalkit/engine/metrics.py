@@ -84,7 +84,9 @@ def figures(before: Scrape, after: Scrape, names: MetricNames, path: str) -> dic
     `generation_tokens` (and `requests`) are counter deltas; `tpot_mean_s` is the mean per-request
     time per output token (histogram sum delta / count delta, over `tpot_n` requests); with spec
     decoding counters, `spec_acceptance_rate` is accepted / draft tokens and `spec_mean_accepted_len`
-    1 + accepted / drafts (vLLM's own definitions). `missing` says why there are no figures.
+    1 + accepted / drafts (vLLM's own definitions); with a count of verify steps alone (SGLang's
+    `spec_verify_calls_total`) `spec_mean_accepted_len` is generation tokens / verify steps, SGLang's
+    own per-request definition (profiles/sglang.py). `missing` says why there are no figures.
     """
     out: dict[str, Any] = {"scrape_s": after.seconds}
     if before.error or after.error:
@@ -111,4 +113,6 @@ def figures(before: Scrape, after: Scrape, names: MetricNames, path: str) -> dic
                 "spec_accepted_tokens": round(accepted),
                 "spec_acceptance_rate": accepted / draft_tokens if draft_tokens else None,
                 "spec_mean_accepted_len": 1 + accepted / drafts if drafts else None}
+    elif drafts:  # verify steps only (SGLang): each yields its accepted tokens plus one
+        out |= {"spec_drafts": round(drafts), "spec_mean_accepted_len": tokens / drafts}
     return out

@@ -38,6 +38,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from evalkit.wire import Wire
+
 
 class Comparison(str, Enum):
     """How a metric of two cells is compared (verdicts.py holds the tests)."""
@@ -130,8 +132,9 @@ class EvalContext:
     """The run's folder: files shared by every cell (written by `Eval.prepare`)."""
     limit: int | None = None
     """`--limit`: at most this many questions or prompts."""
-    token_ids: bool = False
-    """The server can return token ids (`return_tokens_as_token_ids`), per its profile."""
+    wire: Wire = field(default_factory=Wire)
+    """The engine's dialect, per its profile: how it names finish reasons (evals judge the
+    canonical one, `wire.finish(raw)`) and how, if at all, it returns exact token ids."""
     status: Callable[[str, str], None] = lambda state, detail: None
     """Report progress to the live view: (state, detail), e.g. ("gsm8k", "120/1319")."""
     earlier: Mapping[str, EvalResult] = field(default_factory=dict)

@@ -116,7 +116,13 @@ def parse_prompt_logprobs(item: Prompt, answer: Mapping[str, Any]) -> dict[str, 
 
 async def _score(client: httpx.AsyncClient, settings: DivergenceSettings, served_name: str,
                  item: Prompt) -> dict[str, Any]:
-    """One prefill of one text; transient failures (connection, 429/5xx) are retried with backoff."""
+    """One prefill of one text; transient failures (connection, 429/5xx) are retried with backoff.
+
+    Unlike a stream, a non-streamed answer cannot carry an error inside a 200: vLLM 0.34.0 raises
+    GenerationError on an `error` finish (entrypoints/openai/completion/serving.py:655) and answers
+    it with HTTP 500 (entrypoints/serve/exception_handling/error_response.py:60-67); SGLang 0.5.23
+    raises an HTTP error for an aborted non-streamed request (managers/tokenizer_manager.py:1916-1921,
+    `_handle_abort_finish_reason`). Both are retried here like any other 5xx."""
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
             response = await client.post("/v1/completions", json=_body(settings, served_name, item.prompt))
@@ -253,7 +259,8 @@ class Divergence(Eval):
     def run(self, ctx: EvalContext, settings: DivergenceSettings) -> EvalResult:
         self.check(settings)
         if settings.request == "auto":  # the profile says whether the server answers in token ids
-            settings = settings.model_copy(update={"request": "prompt_logprobs" if ctx.token_ids else "echo"})
+            vllm_ids = ctx.wire.token_ids == "return_tokens_as_token_ids"  # vLLM's token-id extensions
+            settings = settings.model_copy(update={"request": "prompt_logprobs" if vllm_ids else "echo"})
         text_set = load_prompt_set(settings.texts)
         count = min(c for c in (settings.count, ctx.limit, len(text_set.prompts)) if c is not None)
         items = list(text_set.prompts[:count])

@@ -33,6 +33,7 @@ TIMING_DEPENDENT = ("engine.tokens_per_s", "engine.tpot_s", "engine.generation_t
 does a `faster_while_collapsing` flag built on them): speeds are wall-clock measurements, and the
 engine's token count includes what it generated for an early-aborted stream before it saw the
 abort (the client's count, `throughput`, does not)."""
+VERIFY_ONLY = "the engine counts verify steps but no draft tokens (SGLang): no acceptance rate"
 NO_SPEC = "the engine reported no speculative decoding counters (spec decoding off, or an engine without them)"
 
 
@@ -100,6 +101,9 @@ class EngineFigures(Eval):
             out["engine.spec_acceptance_rate"] = _sum(spec, "spec_accepted_tokens") / _sum(spec, "spec_draft_tokens")
         if spec and _sum(spec, "spec_drafts"):
             out["engine.spec_accepted_len"] = 1 + _sum(spec, "spec_accepted_tokens") / _sum(spec, "spec_drafts")
+        verify_only = [f for f in figures if f.get("spec_drafts") and "spec_draft_tokens" not in f]
+        if verify_only and not spec:  # SGLang counts verify steps only: tokens per step
+            out["engine.spec_accepted_len"] = _sum(verify_only, "generation_tokens") / _sum(verify_only, "spec_drafts")
         return out
 
     def absent(self, raw: Mapping[str, Any]) -> dict[str, str]:
@@ -119,7 +123,9 @@ class EngineFigures(Eval):
                 why[spec.name] = "the engine reported no timed requests (no TPOT histogram)"
             else:
                 has_spec = any("spec_draft_tokens" in f for f in scraped)
-                why[spec.name] = "no draft tokens were proposed" if has_spec else NO_SPEC
+                verify_only = any("spec_drafts" in f for f in scraped)
+                why[spec.name] = ("no draft tokens were proposed" if has_spec else
+                                  VERIFY_ONLY if verify_only else NO_SPEC)
         return why
 
     def cell_flags(self, record: Mapping[str, Any], row: Mapping[str, Any],

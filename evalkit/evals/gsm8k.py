@@ -30,6 +30,7 @@ from evalkit.evals import registry
 from evalkit.evals.base import SETUP_KEY, Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec, fingerprint
 from evalkit.evals.lm_eval_adapter import ResponseMeta, evaluate, lm_eval_version, prompt_key
 from evalkit.store.files import write_jsonl
+from evalkit.wire import Wire
 
 
 class GSM8KSettings(EvalSettings):
@@ -176,9 +177,11 @@ def doc_ids(ids: Sequence[str]) -> list[int]:
 def run_gsm8k(
     settings: GSM8KSettings, base_url: str, served_name: str, task_dir: Path, limit: int | None,
     log_path: Path | None = None, progress: Callable[[int, int], None] | None = None,
-    only: Sequence[str] | None = None,
+    only: Sequence[str] | None = None, wire: Wire | None = None,
 ) -> EvalResult:
-    """Score GSM8K on a running server; per-question records keep both filters' marks.
+    """Score GSM8K on a running server; per-question records keep both filters' marks and the
+    finish reason, canonical through the engine's map (`wire`) and raw: ATOM answers a cut with
+    `max_tokens` (atom/model_engine/scheduler.py at 0e9804c21), which `cut_by_max_gen_toks` counts.
 
     `only`: just these questions (ids ``test-N``), through lm-eval's `samples=` and with the
     prompts a full run asks them with, so their marks pair with a full run's.
@@ -190,6 +193,7 @@ def run_gsm8k(
         task_dir, TASK_NAME, endpoint=settings.endpoint, model_args=model_args(settings, base_url, served_name),
         limit=None if docs is not None else limit or settings.limit, seed=settings.seed, log_path=log_path,
         label="gsm8k", on_answer=(lambda done: progress(done, total)) if progress else None, samples=docs,
+        wire=wire,
     )
     result = _collect(out, meta)
     result.metrics["endpoint"] = settings.endpoint
@@ -315,7 +319,8 @@ def _repeat(settings: GSM8KSettings, ctx: EvalContext, task_dir: Path, first: Ev
     runs = [first]
     for i in range(2, settings.repeats + 1):
         ctx.status(f"gsm8k repeat {i}", "")
-        result = run_gsm8k(settings, ctx.base_url, ctx.served_name, task_dir, ctx.limit, ctx.cell_dir / "gsm8k.log")
+        result = run_gsm8k(settings, ctx.base_url, ctx.served_name, task_dir, ctx.limit, ctx.cell_dir / "gsm8k.log",
+                           wire=ctx.wire)
         write_jsonl(ctx.cell_dir / f"gsm8k.repeat{i}.samples.jsonl", result.samples)
         runs.append(result)
     ids = [row["id"] for row in first.samples]
@@ -369,7 +374,7 @@ class GSM8K(Eval):
     def run(self, ctx: EvalContext, settings: GSM8KSettings) -> EvalResult:
         task_dir = ctx.run_dir / TASK_DIR
         result = run_gsm8k(settings, ctx.base_url, ctx.served_name, task_dir, ctx.limit, ctx.cell_dir / "gsm8k.log",
-                           progress=lambda i, n: ctx.status("gsm8k", f"{i}/{n}"), only=ctx.only)
+                           progress=lambda i, n: ctx.status("gsm8k", f"{i}/{n}"), only=ctx.only, wire=ctx.wire)
         if settings.repeats > 1 and ctx.only is None:  # a subset is a step's batch: no noise floor of its own
             result.metrics["repeats"] = _repeat(settings, ctx, task_dir, result)
         return result

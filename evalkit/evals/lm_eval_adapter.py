@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import EvalError
+from evalkit.wire import Wire
 
 BACKENDS = {"completions": "evalkit-completions", "chat": "evalkit-chat-completions"}
 
@@ -46,9 +47,12 @@ def lm_eval_version() -> str:
 
 @dataclass
 class ResponseMeta:
-    """What lm-eval's client drops: per prompt, the server's finish reason, usage and attempts."""
+    """What lm-eval's client drops: per prompt, the server's finish reason (canonical, through the
+    engine's map, and raw as `engine_finish_reason`), usage and attempts."""
 
     by_prompt: dict[str, dict[str, Any]] = field(default_factory=dict)
+    wire: Wire = field(default_factory=Wire)
+    """The engine's dialect: its raw finish reasons -> evalkit's (ATOM answers `max_tokens`)."""
     on_answer: Callable[[int], None] | None = None
     """Called with the number of answers received so far (the live view's `gsm8k n/N`)."""
     answered: int = 0
@@ -62,7 +66,9 @@ class ResponseMeta:
         entry["prompt_tokens"] = (usage or {}).get("prompt_tokens")
         if "finish_reason" not in entry:  # first answer for this prompt (a retry answers again)
             self.answered += 1
-        entry["finish_reason"] = choice.get("finish_reason")
+        raw = choice.get("finish_reason")
+        entry["finish_reason"] = self.wire.finish(raw)
+        entry["engine_finish_reason"] = raw
         self.last_answer = time.monotonic()
         if self.on_answer is not None:
             self.on_answer(self.answered)
@@ -292,12 +298,13 @@ def _pin_fewshot(task: Any) -> None:
 def evaluate(
     task_dir: Path, task_name: str, *, endpoint: str, model_args: dict[str, Any], limit: int | None, seed: int,
     log_path: Path | None = None, on_answer: Callable[[int], None] | None = None, label: str | None = None,
-    samples: Sequence[int] | None = None,
+    samples: Sequence[int] | None = None, wire: Wire | None = None,
 ) -> tuple[dict[str, Any], ResponseMeta]:
     """Run one lm-eval task against a server; lm-eval's output dict and the response metadata.
 
     `samples`: just these documents (indices into the test split; lm-eval's `samples=`, which
-    excludes `limit`), asked with the prompts a full run asks them with.
+    excludes `limit`), asked with the prompts a full run asks them with. `wire`: the engine's
+    dialect, whose finish-reason map the records use (default: the OpenAI API's reasons).
 
     Any lm-eval failure becomes an EvalError (lm-eval raises bare exceptions: RetryError,
     ClientError, ...), so a bad server is that cell's error, not a crash of the matrix; `label`
@@ -318,7 +325,7 @@ def evaluate(
             _pin_fewshot(task)
         # Sorted: lm-eval maps the k-th document it iterates (in split order) to samples[k].
         limit, subset = None, {task_name: sorted(set(samples))}
-    meta = ResponseMeta(on_answer=on_answer)
+    meta = ResponseMeta(on_answer=on_answer, wire=wire or Wire())
     token = _META.set(meta)
     try:
         with _log_to(log_path):

@@ -267,6 +267,7 @@ class LmEvalTasks(Eval):
                 task_dir, wrapper, endpoint=settings.endpoint, model_args=model_args(client, ctx.base_url, ctx.served_name),
                 limit=min(limits) if limits else None, seed=settings.seed, log_path=ctx.cell_dir / "lm_eval.log",
                 label=f"lm_eval {info.name}", on_answer=lambda done, t=info.name: ctx.status(f"lm_eval {t}", str(done)),
+                wire=ctx.wire,
             )
             result = collect(out, meta, info, wrapper)
             result.metrics[SETUP_KEY] = fingerprint(setup_fields(info, task, result.metrics, settings))

@@ -5,9 +5,10 @@ Each prompt of a shipped, versioned prompt set is sent with temperature 0 and a 
 once a sample is clearly collapsed the request is closed, which stops the engine generating it
 (the verdict is the same as letting it run to `max_tokens`, at a fraction of the engine time).
 
-Token ids come from the server when its profile says it returns them
-(`return_tokens_as_token_ids`); otherwise the text is split without a tokenizer. The results say
-which.
+Token ids come from the server when its profile says it returns them (vLLM's
+`return_tokens_as_token_ids`, or `return_token_ids`: evalkit/wire.py); otherwise the text is split
+without a tokenizer. The results say which. Finish reasons are judged in evalkit's canonical terms,
+through the engine's map (`EvalContext.wire`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from evalkit.evals.base import SETUP_KEY, Comparison, Eval, EvalContext, EvalRes
 from evalkit.evals.detector import DetectorSettings, StreamingDetector, analyze_text, is_collapsed, split_text
 from evalkit.evals.prompts import Prompt, load_prompt_set
 from evalkit.store.files import read_jsonl
+from evalkit.wire import TokenIdsRequest, Wire
 
 TRANSIENT_STATUS = {429, 500, 502, 503, 504}
 MAX_ATTEMPTS = 4
@@ -77,20 +79,60 @@ async def _sse_data(response: httpx.Response) -> AsyncIterator[bytes]:
         yield pending[5:].strip()
 
 
+class StreamErrorEvent(StreamBroken):
+    """The engine ended a 200 stream with an error event instead of the generation.
+
+    vLLM 0.34.0 and SGLang 0.5.23 both answer a failure after the stream started with
+    `data: {"error": {"message": ..., "code": N}}` and then `data: [DONE]`: vLLM on an `error`
+    finish (entrypoints/openai/completion/serving.py:620-626, code 500, or 503 for a retryable
+    request error, serve/exception_handling/error_response.py:60-67), SGLang on an abort with a
+    status (serving_completions.py:356-371: 503 "Retracted under decode memory pressure ...
+    Retry later." from managers/schedule_batch.py:3496-3500, 500 on OOM) or any exception after
+    the first chunk (serving_completions.py:498-504, with its default code 400). The request was
+    accepted, so whatever the code says the failure is the engine's, and it is transient like a
+    5xx answer: the prompt is generated again."""
+
+    def __init__(self, message: str, code: object) -> None:
+        super().__init__(f"the engine ended the stream with an error (code {code}): {message}")
+
+
+def _error_event(chunk: Mapping[str, Any]) -> StreamErrorEvent | None:
+    """The stream's error event, if this chunk is one."""
+    error = chunk.get("error")
+    if error is None:
+        return None
+    if isinstance(error, Mapping):
+        return StreamErrorEvent(str(error.get("message") or "no message"), error.get("code"))
+    return StreamErrorEvent(str(error), None)
+
+
+def ids_request(settings: RepetitionSettings, wire: Wire) -> TokenIdsRequest | None:
+    """How this eval's streams ask for token ids, if at all. SGLang 0.5.23 refuses
+    `return_token_ids` on a chat stream (entrypoints/openai/serving_chat.py:1315-1320), so chat
+    through such an engine splits text."""
+    if settings.endpoint == "chat" and wire.token_ids == "return_token_ids":
+        return None
+    return wire.token_ids
+
+
 async def _stream(
-    client: httpx.AsyncClient, settings: RepetitionSettings, served_name: str, prompt: str, token_ids: bool
-) -> AsyncIterator[tuple[str, list[str], str | None]]:
-    """Yield (text delta, token pieces, finish_reason) per SSE event of one generation."""
+    client: httpx.AsyncClient, settings: RepetitionSettings, served_name: str, prompt: str,
+    ids_via: TokenIdsRequest | None,
+) -> AsyncIterator[tuple[str, list[int] | None, str | None]]:
+    """Yield (text delta, its token ids if asked for, raw finish_reason) per choice of each SSE
+    event of one generation; raise `StreamErrorEvent` on an error event."""
     if settings.endpoint == "completions":
         url = "/v1/completions"
         body: dict[str, Any] = {"prompt": prompt}
-        if token_ids:
+        if ids_via == "return_tokens_as_token_ids":
             body |= {"logprobs": 1, "return_tokens_as_token_ids": True}
     else:
         url = "/v1/chat/completions"
         body = {"messages": [{"role": "user", "content": prompt}]}
-        if token_ids:
+        if ids_via == "return_tokens_as_token_ids":
             body |= {"logprobs": True, "return_tokens_as_token_ids": True}
+    if ids_via == "return_token_ids":
+        body["return_token_ids"] = True
     body |= {"model": served_name, "max_tokens": settings.max_tokens, "temperature": 0, "stream": True}
     async with client.stream("POST", url, json=body) as response:
         if response.status_code != 200:
@@ -100,6 +142,8 @@ async def _stream(
             if data == b"[DONE]":
                 return
             chunk = json.loads(data)
+            if (error := _error_event(chunk)) is not None:
+                raise error
             for choice in chunk.get("choices") or []:
                 if settings.endpoint == "completions":
                     text = choice.get("text") or ""
@@ -107,30 +151,43 @@ async def _stream(
                 else:
                     text = (choice.get("delta") or {}).get("content") or ""
                     pieces = [t["token"] for t in ((choice.get("logprobs") or {}).get("content") or [])]
-                yield text, pieces, choice.get("finish_reason")
+                if ids_via == "return_token_ids":
+                    ids = choice.get("token_ids")
+                else:
+                    ids = _token_ids(pieces) if ids_via else None
+                yield text, ids, choice.get("finish_reason")
     raise StreamBroken("stream ended without [DONE]")
 
 
 async def _generate(
-    client: httpx.AsyncClient, settings: RepetitionSettings, served_name: str, item: Prompt, token_ids: bool
+    client: httpx.AsyncClient, settings: RepetitionSettings, served_name: str, item: Prompt, wire: Wire
 ) -> dict[str, Any]:
     """One prompt: stream, detect, maybe abort early.
 
-    Transient failures (connection errors, 429/5xx, a stream cut before `[DONE]`, a broken
-    chunk) restart the prompt from scratch with backoff: greedy decoding regenerates the same
-    text, and `attempts` records that it happened. Other HTTP errors fail at once.
+    Transient failures (connection errors, 429/5xx, a stream cut before `[DONE]` or ended by an
+    error event, a broken chunk) restart the prompt from scratch with backoff: greedy decoding
+    regenerates the same text, and `attempts` and `stream_errors` record that it happened.
+    Other HTTP errors fail at once; so does a transient failure still there after MAX_ATTEMPTS,
+    with the engine's own message, so a failed stream is never judged as a (truncated) sample.
+
+    The finish reason is the choice's first non-null one: ATOM follows the real last chunk with
+    an empty chunk saying "stop" (atom/entrypoints/openai/serving_completion.py at 0e9804c21,
+    `stream_completion_response`), which must not turn a cut into a natural end. It is judged
+    in the engine's canonical terms (`wire.finish`); the sample keeps the raw one too.
     """
+    stream_errors = 0
+    ids_via = ids_request(settings, wire)
     for attempt in range(1, MAX_ATTEMPTS + 1):
         detector = StreamingDetector(settings.detector)
         pending: list[int] = []  # ids are fed in batches: one detector call per FEED_BATCH tokens
         text_parts: list[str] = []
-        finish_reason: str | None = None
-        source = "token_ids" if token_ids else "text_split"
+        raw_reason: str | None = None
+        aborted = False
+        source = "token_ids" if ids_via else "text_split"
         try:
-            async for text, pieces, reason in _stream(client, settings, served_name, item.prompt, token_ids):
+            async for text, ids, reason in _stream(client, settings, served_name, item.prompt, ids_via):
                 text_parts.append(text)
-                ids = _token_ids(pieces) if token_ids else None
-                if token_ids and ids is None and text:
+                if ids_via and ids is None and text:
                     raise EvalError(f"repetition: prompt {item.id}: the server sent no token ids "
                                     "although its profile says it returns them")
                 if ids is not None:
@@ -140,35 +197,40 @@ async def _generate(
                         collapsed, pending = detector.feed(pending), []
                 else:
                     collapsed = detector.feed_text(text) if text else False
-                finish_reason = reason or finish_reason
+                raw_reason = raw_reason or reason
                 if collapsed and settings.early_abort:
-                    finish_reason = "aborted"
+                    aborted = True
                     break
             else:
-                if token_ids:
+                if ids_via:
                     detector.feed(pending)
+            finish_reason = "aborted" if aborted else wire.finish(raw_reason)
             analysis = detector.finish(finish_reason)
             text = "".join(text_parts)
             # Token-id evidence shows ids; for a reader, the same verdict's evidence as text.
             text_evidence = (dataclasses.asdict(analyze_text(text, finish_reason=finish_reason,
                                                             settings=settings.detector).evidence)
-                             if analysis.collapsed and token_ids else None)
+                             if analysis.collapsed and ids_via else None)
             return {
                 "id": item.id,
                 "kind": item.kind,
                 "token_source": source,
                 "attempts": attempt,
+                "stream_errors": stream_errors,
                 "finish_reason": finish_reason,
+                "engine_finish_reason": raw_reason,
                 "collapsed": analysis.collapsed,
                 **analysis.to_dict(),
                 "text_evidence": text_evidence,
                 "text": text,
             }
         except (httpx.TransportError, httpx.HTTPStatusError, StreamBroken, json.JSONDecodeError) as e:
+            stream_errors += isinstance(e, StreamErrorEvent)
             status = e.response.status_code if isinstance(e, httpx.HTTPStatusError) else None
             transient = status is None or status in TRANSIENT_STATUS
             if not transient or attempt == MAX_ATTEMPTS:
-                raise EvalError(f"repetition: prompt {item.id}: {type(e).__name__}: {e}") from e
+                tries = f" (attempt {attempt} of {MAX_ATTEMPTS})" if transient else ""
+                raise EvalError(f"repetition: prompt {item.id}: {type(e).__name__}: {e}{tries}") from e
             await asyncio.sleep(min(8.0, 0.5 * 2**attempt) * (0.5 + random.random()))
     raise AssertionError("unreachable")
 
@@ -184,7 +246,7 @@ def select_prompts(prompts: Sequence[Prompt], only: Sequence[str] | None) -> lis
 
 
 async def _run_all(
-    settings: RepetitionSettings, base_url: str, served_name: str, token_ids: bool,
+    settings: RepetitionSettings, base_url: str, served_name: str, wire: Wire,
     progress: Callable[[int, int], None] | None, only: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     prompt_set = load_prompt_set(settings.prompt_set)
@@ -197,7 +259,7 @@ async def _run_all(
         async def one(item: Prompt) -> dict[str, Any]:
             nonlocal done
             async with semaphore:
-                result = await _generate(client, settings, served_name, item, token_ids)
+                result = await _generate(client, settings, served_name, item, wire)
             done += 1
             if progress:
                 progress(done, len(items))
@@ -207,21 +269,22 @@ async def _run_all(
 
 
 def run_repetition(
-    settings: RepetitionSettings, base_url: str, served_name: str, token_ids: bool,
+    settings: RepetitionSettings, base_url: str, served_name: str, wire: Wire | None = None,
     progress: Callable[[int, int], None] | None = None, only: Sequence[str] | None = None,
 ) -> EvalResult:
     """Generate the prompt set (or just the prompts `only` names) on a running server and judge
-    every sample."""
+    every sample; `wire` is the engine's dialect (default: OpenAI's finish reasons, no ids)."""
     prompt_set = load_prompt_set(settings.prompt_set)
-    samples = asyncio.run(_run_all(settings, base_url, served_name, token_ids, progress, only))
+    wire = wire or Wire()
+    samples = asyncio.run(_run_all(settings, base_url, served_name, wire, progress, only))
     metrics = {
         **_counts(samples),
         "prompt_set": prompt_set.id,
         "prompt_set_version": prompt_set.version,
         "max_tokens": settings.max_tokens,
-        "token_source": "token_ids" if token_ids else "text_split",
+        "token_source": "token_ids" if ids_request(settings, wire) else "text_split",
     }
-    metrics[SETUP_KEY] = fingerprint(setup_fields(settings, prompt_set.version, token_ids))
+    metrics[SETUP_KEY] = fingerprint(setup_fields(settings, prompt_set.version, ids_request(settings, wire) is not None))
     return EvalResult(metrics, samples)
 
 
@@ -231,7 +294,8 @@ def _counts(samples: list[dict[str, Any]]) -> dict[str, Any]:
     collapsed = sum(1 for s in samples if s["collapsed"])
     return {"collapse_rate": collapsed / n if n else None, "collapsed": collapsed, "n": n,
             "aborted_early": sum(1 for s in samples if s.get("finish_reason") == "aborted"),
-            "hit_max_tokens": sum(1 for s in samples if s.get("finish_reason") == "length")}
+            "hit_max_tokens": sum(1 for s in samples if s.get("finish_reason") == "length"),
+            "stream_errors": sum(s.get("stream_errors", 0) for s in samples)}
 
 
 def combine(parts: list[EvalResult]) -> EvalResult:
@@ -322,7 +386,7 @@ class Repetition(Eval):
     def run(self, ctx: EvalContext, settings: RepetitionSettings) -> EvalResult:
         if ctx.limit is not None and ctx.only is None:
             settings = settings.model_copy(update={"count": min(settings.count or ctx.limit, ctx.limit)})
-        result = run_repetition(settings, ctx.base_url, ctx.served_name, ctx.token_ids,
+        result = run_repetition(settings, ctx.base_url, ctx.served_name, ctx.wire,
                                 progress=lambda i, n: ctx.status("repetition", f"{i}/{n}"), only=ctx.only)
         for name, earlier in ctx.earlier.items():  # free extra evidence: every answer generated so far
             if earlier.texts:

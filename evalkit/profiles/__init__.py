@@ -19,12 +19,14 @@ from evalkit.config import EngineSettings
 from evalkit.errors import ConfigError
 from evalkit.profiles.isolation import Isolation
 from evalkit.profiles.ran import LogReader
+from evalkit.wire import OPENAI_FINISH_REASONS, FinishMap, TokenIdsRequest, Wire
 
 PROFILES: dict[str, str] = {
     "atom": "evalkit.profiles.atom",
     "command": "evalkit.profiles.command",
     "sglang": "evalkit.profiles.sglang",
     "sim": "evalkit.profiles.sim",
+    "sim-atom": "evalkit.profiles.sim_atom",
     "vllm": "evalkit.profiles.vllm",
 }
 """Built-in profile name -> the module whose `PROFILE` it is (imported only when asked for)."""
@@ -78,7 +80,15 @@ class Profile:
     """Reads the engine's log of one launch into what it really ran (graph mode, parallel layout;
     engines rewrite what they are asked, see profiles/ran.py); None: evalkit cannot read its log."""
     supports_token_ids: bool = False
-    """Whether completions accept `return_tokens_as_token_ids` (exact ids for the detector)."""
+    """Whether completions accept vLLM's `return_tokens_as_token_ids` (exact ids for the detector)
+    and its other token-id extensions (`prompt_logprobs` keyed by id, for the divergence eval)."""
+    return_token_ids: bool = False
+    """Whether streamed completions carry each chunk's exact ids in `choices[i].token_ids` for
+    `return_token_ids: true` (SGLang's extension): the detector's ids where `supports_token_ids`
+    is False."""
+    finish_reasons: FinishMap = field(default_factory=lambda: OPENAI_FINISH_REASONS)
+    """The engine's raw finish reasons (regexes, matched whole) -> evalkit's canonical ones
+    (evalkit/wire.py); evals judge the canonical one and keep the raw one in their samples."""
     settings_supported: frozenset[str] = field(default_factory=frozenset)
     """EngineSettings fields the flag map understands; any other one set is a config error."""
     visibility_env: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES",)
@@ -106,6 +116,16 @@ class Profile:
     builds_from_source: bool = False
     """Whether a git tree of the engine lacks build outputs it needs to run (compiled extensions,
     a generated version file), so a `source` without `setup` is warned about in `evalkit plan`."""
+
+    def wire(self, *, token_ids: bool = True) -> Wire:
+        """The engine's dialect as the evals get it; `token_ids=False` for a server evalkit did not
+        start (`--base-url`), which may not be the engine the profile describes."""
+        request: TokenIdsRequest | None = None
+        if token_ids and self.supports_token_ids:
+            request = "return_tokens_as_token_ids"
+        elif token_ids and self.return_token_ids:
+            request = "return_token_ids"
+        return Wire(finish_reasons=self.finish_reasons, token_ids=request)
 
     def argv(self, settings: EngineSettings, launch: Launch, extra_args: list[str] | tuple[str, ...]) -> list[str]:
         """The full argv: entry point, the profile's flags, then the config's own args."""

@@ -27,16 +27,25 @@ ccc861dc5 (and HEAD ffdf3bb5):
 
 No setup step is needed: ATOM is pure Python at these refs (torch, aiter and friends must be
 installed for `engine.python`).
+
+Finish reasons are ATOM's own (`ATOM_FINISH_REASONS`), and every completions stream ends with the
+real last chunk, an extra empty chunk saying "stop", a usage-only chunk and `[DONE]`: the stream
+reader keeps a choice's first reason (evals/repetition.py). ATOM's chat stream, unlike its
+completions stream, sends no reason but a final "stop" (or "tool_calls";
+atom/entrypoints/openai/serving_chat.py at 0e9804c21, `stream_chat_response`): through chat a cut
+cannot be told from a natural end, so long generations on ATOM go through completions.
 """
 
 from __future__ import annotations
 
 import re
+from types import MappingProxyType
 
 from evalkit.config import EngineSettings
 from evalkit.profiles import Launch, Profile
 from evalkit.profiles.isolation import FixedPort, InternalPort, Isolation, data_parallel
 from evalkit.profiles.ran import RanAs
+from evalkit.wire import FinishMap
 
 ATOM_SETTINGS = frozenset(
     {"tensor_parallel", "data_parallel", "dp_attention", "expert_parallel", "graph_mode"}
@@ -126,6 +135,22 @@ def _last(pattern: re.Pattern[str], text: str) -> str | None:
 def _kwarg(line: str, key: str) -> str | None:
     found = re.search(_KWARG.format(key), line)
     return found.group(1) if found else None
+ATOM_FINISH_REASONS: FinishMap = MappingProxyType({
+    "max_tokens": "length",
+    "eos": "stop",
+    "stop_sequence": "stop",
+    r"stop_\d+": "stop",
+    "aborted": "aborted",
+    "stop": "stop",
+})
+"""ATOM's raw reasons -> evalkit's, read at 0e9804c21 and ccc861dc5 (unchanged between them):
+atom/model_engine/scheduler.py sets `leave_reason` to "max_tokens" (:1499, the output reached
+max_tokens), "eos" (:1481), "stop_sequence" (:1476, a stop string), f"stop_{token id}" (:1489, one of
+the model's stop token ids) or "aborted" (:778 and :1449, the client went away); the response
+carries it as `finish_reason` (atom/entrypoints/openai/api_server.py:342, serving_completion.py
+`create_completion_chunk`). "stop" is the trailing empty chunk of every stream
+(serving_completion.py, `stream_completion_response`) and the chat stream's only reason. A sequence
+refused as `unschedulable: ...` (scheduler.py:794) maps to nothing: unknown, judged as cut."""
 
 
 def atom_flags(settings: EngineSettings, launch: Launch) -> list[str]:
@@ -156,6 +181,7 @@ PROFILE = Profile(
     fatal_patterns=ATOM_FATAL_PATTERNS,
     read_log=read_atom_log,
     settings_supported=ATOM_SETTINGS,
+    finish_reasons=ATOM_FINISH_REASONS,
     # ROCm: one variable only. ROCR_VISIBLE_DEVICES filters first and HIP_VISIBLE_DEVICES then
     # indexes into what is left, so setting both to the same ids would hide devices.
     visibility_env=("HIP_VISIBLE_DEVICES",),

@@ -45,7 +45,13 @@ CUDA graph begin. backend=Y, num_tokens_per_req=...` (:755-761, `capture_decode_
 under speculative decoding; it returns without a line when decode graphs are disabled). Both are logged
 before the server answers, so once it is ready a missing line means that phase ran without graphs.
 The (decode, prefill) backends map back to evalkit's mode through `GRAPH_BACKENDS`.
-SGLang's completions take no `return_tokens_as_token_ids`, so the detector splits text.
+SGLang's completions take no `return_tokens_as_token_ids`, but `return_token_ids: true`
+(entrypoints/openai/protocol.py:394) makes each streamed choice carry its new ids,
+`{"index": 0, "text": " the", "logprobs": null, "finish_reason": null, "matched_stop": null,
+"token_ids": [279]}` (serving_completions.py:336-347 slices the request's cumulative `output_ids` to
+the chunk's; protocol.py:546-565 drops the field when not asked), so the detector reads exact ids.
+Finish reasons are OpenAI's plus "abort" (`SGLANG_FINISH_REASONS`); a failed stream ends with an
+error event (evals/repetition.py, `StreamErrorEvent`).
 
 What the engine reports: SGLang has no `/version`; `GET /server_info` (entrypoints/http_server.py:863;
 `/get_server_info` is its deprecated alias) holds `"version": __version__`. `/metrics` exists only
@@ -53,8 +59,12 @@ with `--enable-metrics` (arg_groups/fields/observability.py:70), which this prof
 `sglang:generation_tokens_total`, `sglang:num_requests_total` and the per-request TPOT histogram
 `sglang:request_time_per_output_token_seconds` (observability/metrics_collector.py:1861, :1941,
 :2058). Its speculative decoding figures are gauges of the most recent batch
-(`sglang:spec_accept_rate`, `sglang:spec_accept_length`, :512-522), not counters, so no
-per-eval acceptance can be computed from them: evalkit reports none for SGLang.
+(`sglang:spec_accept_rate`, `sglang:spec_accept_length`, :512-522), not counters, but the
+counter `sglang:spec_verify_calls_total` (:1865-1869, incremented per finished request by its
+verify steps, :2111-2112) gives the mean accepted length over an eval as SGLang defines it per
+request, completion tokens / verify calls (managers/tokenizer_manager.py:3165-3168, "includes
+bonus token"): generation tokens / verify calls (engine/metrics.py). No acceptance rate: there
+is no counter of draft tokens proposed or accepted.
 
 Comparing two SGLang commits (a `source`): the package's METADATA requires `sglang-kernel==0.4.10`
 (the kernels are a separate package, matched to the tree by hand), and a checkout builds its
@@ -79,12 +89,14 @@ path: 24 in all).
 from __future__ import annotations
 
 import re
+from types import MappingProxyType
 
 from evalkit.config import EngineSettings
 from evalkit.errors import ConfigError
 from evalkit.profiles import Launch, MetricNames, Profile
 from evalkit.profiles.isolation import InternalPort, Isolation
 from evalkit.profiles.ran import RanAs
+from evalkit.wire import FinishMap
 
 SGLANG_SETTINGS = frozenset(
     {"tensor_parallel", "data_parallel", "dp_attention", "expert_parallel", "graph_mode", "max_num_seqs"}
@@ -103,6 +115,13 @@ CAPTURE = re.compile(r"Capture target (prefill|decode|verify) CUDA graph begin\.
 PREFILL_DROPPED = re.compile(r"Disable prefill CUDA graph")
 MODE_OF_BACKENDS = {backends: mode for mode, backends in GRAPH_BACKENDS.items() if mode != "NONE"}
 """(decode, prefill) backends -> evalkit graph mode (no graphs: `eager`)."""
+SGLANG_FINISH_REASONS: FinishMap = MappingProxyType({"stop": "stop", "length": "length", "abort": "aborted"})
+"""SGLang 0.5.23's reasons: `CompletionResponseStreamChoice.finish_reason` is one of "stop", "length",
+"content_filter", "abort" (entrypoints/openai/protocol.py:550), set from the scheduler's
+FINISH_MATCHED_TOKEN / FINISH_MATCHED_STR ("stop"), FINISH_LENGTH ("length") and FINISH_ABORT
+("abort"; managers/schedule_batch.py:284-345). An abort with an HTTP status never arrives as a
+reason: it is a stream's error event (serving_completions.py:356-371). SGLang never sends
+"content_filter"."""
 SGLANG_FATAL_PATTERNS = (
     r"Scheduler hit an exception",
     r"RuntimeError: CUDA error",
@@ -167,6 +186,8 @@ PROFILE = Profile(
     fatal_patterns=SGLANG_FATAL_PATTERNS,
     read_log=read_sglang_log,
     supports_token_ids=False,
+    return_token_ids=True,
+    finish_reasons=SGLANG_FINISH_REASONS,
     settings_supported=SGLANG_SETTINGS,
     version_path="/server_info",
     metrics_path="/metrics",
@@ -174,6 +195,7 @@ PROFILE = Profile(
         generation_tokens="sglang:generation_tokens_total",
         tpot="sglang:request_time_per_output_token_seconds",
         requests="sglang:num_requests_total",
+        spec_drafts="sglang:spec_verify_calls_total",
     ),
     isolation=Isolation(
         cache_env=("SGLANG_CACHE_DIR",),

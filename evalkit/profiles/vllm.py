@@ -77,11 +77,13 @@ from __future__ import annotations
 
 import json
 import re
+from types import MappingProxyType
 
 from evalkit.config import EngineSettings
 from evalkit.profiles import Launch, MetricNames, Profile
 from evalkit.profiles.isolation import Isolation
 from evalkit.profiles.ran import RanAs
+from evalkit.wire import FinishMap
 
 VLLM_SETTINGS = frozenset(
     {"tensor_parallel", "data_parallel", "expert_parallel", "graph_mode", "max_num_seqs"}
@@ -115,6 +117,14 @@ vllm/v1/executor/multiproc_executor.py:316 (a worker process died), vllm/v1/engi
 (EngineDeadError: every later request fails), CUDA faults, OOM."""
 
 
+VLLM_FINISH_REASONS: FinishMap = MappingProxyType(
+    {"stop": "stop", "length": "length", "abort": "aborted", "repetition": "length"}
+)
+"""vLLM 0.34.0's reasons (vllm/v1/engine/__init__.py:37, FINISH_REASON_STRINGS; :69-80 says what
+each means): "repetition" is the engine cutting a loop it detected, only for requests asking for
+`repetition_detection` (v1/core/sched/utils.py:129-137), a cut like "length"; "error" never reaches
+a client as a reason: it becomes a 500 answer or a stream's error event (completion/serving.py:409,
+:620-626)."""
 VLLM_METRICS = MetricNames(
     generation_tokens="vllm:generation_tokens_total",
     tpot="vllm:request_time_per_output_token_seconds",
@@ -152,6 +162,7 @@ PROFILE = Profile(
     fatal_patterns=VLLM_FATAL_PATTERNS,
     read_log=read_vllm_log,
     supports_token_ids=True,
+    finish_reasons=VLLM_FINISH_REASONS,
     settings_supported=VLLM_SETTINGS,
     version_path="/version",
     metrics_path="/metrics",

@@ -45,6 +45,7 @@ from evalkit.run.records import (
     now,
 )
 from evalkit.store import RunStore, write_jsonl
+from evalkit.wire import Wire
 
 PORT_ATTEMPTS = 3
 """Ports tried per cell when another process takes the chosen one first (`PortInUse`)."""
@@ -112,9 +113,9 @@ class CellControl:
             self._timer.cancel()
 
 
-EvalsBody = Callable[["CellJob", str, CellRecord, bool], None]
-"""What runs against the ready server: (job, base_url, record, token_ids); it fills the record's
-metrics and timings and writes the samples. `_run_evals` for a matrix cell; a bisect step runs its
+EvalsBody = Callable[["CellJob", str, CellRecord, Wire], None]
+"""What runs against the ready server: (job, base_url, record, the engine's wire dialect); it fills
+the record's metrics and timings and writes the samples. `_run_evals` for a matrix cell; a bisect step runs its
 batches (evalkit/bisect/step.py) through the same lifecycle."""
 
 
@@ -138,7 +139,7 @@ def run_cell(job: CellJob, control: CellControl, body: EvalsBody | None = None) 
             record.launch = {"base_url": job.base_url, "note": EXTERNAL_NOTE}
             check_version(job.base_url, get_profile(job.config.engine.profile), job.source, record, job.cell.id,
                           job.progress)
-            body(job, job.base_url, record, False)
+            body(job, job.base_url, record, get_profile(job.config.engine.profile).wire(token_ids=False))
         else:
             _build_source(job, record, control)
             _run_with_engine(job, record, control, body)
@@ -208,7 +209,7 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
                 check_version(launch.base_url, launch.profile, job.source, record, job.cell.id, job.progress)
                 job.update("ready", f"in {ready.warmup_s:.1f} s")
                 try:
-                    body(job, launch.base_url, record, launch.profile.supports_token_ids)
+                    body(job, launch.base_url, record, launch.profile.wire())
                 except EvalError as e:
                     engine.check_alive()  # an engine that died or hung mid-eval is the real reason
                     e.log_tail = engine.log_tail()
@@ -256,7 +257,7 @@ def _read_engine_log(job: CellJob, launch: CellLaunch, engine: EngineProcess, re
         raise_if_broken(record.log_checks, engine.log_tail())
 
 
-def _run_evals(job: CellJob, base_url: str, record: CellRecord, token_ids: bool) -> None:
+def _run_evals(job: CellJob, base_url: str, record: CellRecord, wire: Wire) -> None:
     """Every enabled eval against one running server, in registry order; each writes its samples
     beside cell.json and its raw metrics under its name, and sees the results of those before it.
     The engine's /metrics are scraped around each eval (unless `evals.engine` is off)."""
@@ -269,7 +270,7 @@ def _run_evals(job: CellJob, base_url: str, record: CellRecord, token_ids: bool)
         for ev, settings in registry.enabled(job.config.evals):
             job.update(ev.name)
             ctx = EvalContext(base_url=base_url, served_name=job.config.served, cell_dir=job.cell_dir,
-                              run_dir=job.store.path, limit=job.limit, token_ids=token_ids, status=job.update,
+                              run_dir=job.store.path, limit=job.limit, wire=wire, status=job.update,
                               earlier=dict(earlier))
             t = time.monotonic()
             result = ev.run(ctx, settings)

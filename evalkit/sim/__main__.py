@@ -14,6 +14,7 @@ import textwrap
 from collections.abc import Sequence
 
 from evalkit.sim.config import (
+    DIALECTS,
     FAULT_HELP,
     FAULT_KINDS,
     GRAPH_MODES,
@@ -108,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--sim-ran-mode", choices=GRAPH_MODES, metavar="MODE",
                      help="run and log this CUDA-graph mode whatever was asked, like an engine that downgrades "
                           "(ATOM's Engine kwargs line still shows the request; one of %(choices)s)")
+    sim.add_argument("--sim-dialect", choices=DIALECTS, default="vllm",
+                     help="the wire format: vllm (default: logprobs, echo, token ids, /version, /metrics) or atom "
+                          "(ATOM's own finish reasons and stream ending, 422s, no logprobs, no /version or /metrics)")
     sim.add_argument("--sim-seed", type=int, default=0, help="seed of every decision (default 0)")
     sim.add_argument("--sim-startup-seconds", type=_non_negative, default=0.0,
                      help="simulated load and graph capture before the port is bound")
@@ -141,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--sim-fault-after", type=int, default=0, metavar="N",
                      help="completion requests served before crash-after / hang-after / fatal-log")
     sim.add_argument("--sim-fault-rate", type=_share, default=1.0, metavar="F",
-                     help="share of requests hit by http-500 / malformed-json / truncated-stream")
+                     help="share of requests hit by http-500 / malformed-json / truncated-stream / stream-error "
+                          "(from request N+1)")
     sim.add_argument("--sim-version", default=Reports.version,
                      help="what GET /version reports (a source build's names its commit: 0.32.1.dev3+g<hash>)")
     sim.add_argument("--sim-spec-decode", type=_non_negative_int, default=0, metavar="K",
@@ -170,6 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run the server until it is stopped; the exit code."""
     args = build_parser().parse_args(argv)
     try:
+        if args.sim_dialect == "atom" and args.served_model_name is not None:
+            # ATOM has no such flag before 5e491a90b (after the fix): its parser refuses it
+            raise SimConfigError("--served-model-name: ATOM at 0e9804c21/ccc861dc5 has no such flag "
+                                 "(--sim-dialect atom serves the --model string)")
         fix, source, fix_path = _resolve_fix(args)
     except SimConfigError as error:
         print(f"evalkit.sim: error: {error}", file=sys.stderr, flush=True)
@@ -212,6 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         faults=Faults(frozenset(args.sim_fault), after=args.sim_fault_after, rate=args.sim_fault_rate),
         reports=Reports(version=args.sim_version, spec_tokens=args.sim_spec_decode,
                         spec_acceptance=args.sim_spec_acceptance),
+        dialect=args.sim_dialect,
     )
     request = AtomRequest(
         tensor_parallel=args.tensor_parallel_size, data_parallel=args.data_parallel_size,

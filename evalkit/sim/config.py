@@ -101,6 +101,12 @@ class Timing:
     to 1); 0 chooses: 16 when unpaced, else enough for at most 100 events a second."""
 
 
+Dialect = Literal["vllm", "atom"]
+"""What the simulator speaks on the wire (``--sim-dialect``): ``vllm``, an OpenAI server with vLLM's
+extensions (logprobs, echo, token ids, ``/version``, ``/metrics``), which the demo's divergence eval
+needs; or ``atom``, ATOM's own server as read at 0e9804c21 (evalkit/sim/atom_wire.py)."""
+DIALECTS: tuple[Dialect, ...] = ("vllm", "atom")
+
 FaultKind = Literal[
     "crash-startup",
     "never-ready",
@@ -109,6 +115,7 @@ FaultKind = Literal[
     "http-500",
     "malformed-json",
     "truncated-stream",
+    "stream-error",
     "ignore-sigterm",
     "spawn-orphan",
     "fatal-log",
@@ -122,6 +129,8 @@ FAULT_HELP: dict[FaultKind, str] = {
     "http-500": "a share F of completion requests get HTTP 500",
     "malformed-json": "a share F of non-streamed responses are cut-off, invalid JSON",
     "truncated-stream": "a share F of streams end half-way without a final chunk or [DONE]",
+    "stream-error": "a share F of streams end half-way with an error event, then [DONE] (as vLLM and "
+    "SGLang end a stream that fails after it started)",
     "ignore-sigterm": "SIGTERM is ignored; only SIGKILL ends the process",
     "spawn-orphan": "at start-up, spawn a child in the same process group that outlives the "
     "parent unless the group is killed (logs 'sim: spawned child pid N')",
@@ -139,9 +148,10 @@ class Faults:
 
     kinds: frozenset[FaultKind] = field(default_factory=frozenset)
     after: int = 0
-    """For crash-after / hang-after / fatal-log: completion requests served before the fault."""
+    """For crash-after / hang-after / fatal-log: completion requests served before the fault; the
+    share-based faults spare the first N requests too."""
     rate: float = 1.0
-    """For http-500 / malformed-json / truncated-stream: share of requests affected."""
+    """For http-500 / malformed-json / truncated-stream / stream-error: share of requests affected."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +182,8 @@ class ServerConfig:
     faults: Faults
     reports: Reports = field(default_factory=Reports)
     """What /version and /metrics say (evalkit/sim/reports.py)."""
+    dialect: Dialect = "vllm"
+    """The wire format: vLLM's (default) or ATOM's."""
 
 
 class SimConfigError(Exception):

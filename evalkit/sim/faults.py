@@ -8,7 +8,12 @@ Every fault is off unless named with ``--sim-fault KIND`` (repeatable); ``FAULT_
 - A crash is ``os._exit(1)``: no cleanup, no graceful close, as when an engine dies.
 - truncated-stream ends the HTTP response cleanly but without the final chunk and
   ``data: [DONE]``: only a client that checks for [DONE] notices.
-- Which requests a share F hits is a hash of (seed, kind, request number): reproducible.
+- stream-error ends a stream half-way the way vLLM 0.34.0 and SGLang 0.5.23 end one that failed
+  after it started (vllm/entrypoints/openai/completion/serving.py:620-626,
+  sglang/srt/entrypoints/openai/serving_completions.py:356-371 and :498-504): an event
+  ``{"error": {"message", "type", "param", "code"}}``, then ``data: [DONE]``, all inside the 200.
+- Which requests a share F hits is a hash of (seed, kind, request number): reproducible; the
+  first N (``--sim-fault-after``) are spared.
 - The orphan gives up after an hour, so a leak in a broken test run is bounded.
 """
 
@@ -66,7 +71,8 @@ class FaultState:
 
     def hits(self, kind: FaultKind, request_number: int) -> bool:
         """Whether a rate-based fault hits this request."""
-        return self.has(kind) and unit(self.seed, kind, request_number) < self.faults.rate
+        return (self.has(kind) and request_number > self.faults.after
+                and unit(self.seed, kind, request_number) < self.faults.rate)
 
 
 def spawn_orphan() -> int:

@@ -67,6 +67,8 @@ class Generation:
 
     tokens: list[str]
     finish_reason: FinishReason
+    stop_string: bool = False
+    """Ended by one of the request's stop strings rather than by the model (ATOM tells them apart)."""
 
 
 @dataclass(frozen=True)
@@ -209,4 +211,4 @@ def _apply_stop(tokens: list[str], finish: FinishReason, stop: tuple[str, ...]) 
     cut = min((at for at in (text.find(s) for s in stop if s) if at >= 0), default=-1)
     if cut < 0:
         return Generation(tokens, finish)
-    return Generation(tokenize(text[:cut]), "stop")
+    return Generation(tokenize(text[:cut]), "stop", stop_string=True)

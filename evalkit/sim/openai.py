@@ -20,7 +20,8 @@ default ``--max-logprobs``) or -1 (the whole vocabulary) get vLLM's 400. ``echo`
 still generates one token, which ``usage`` counts. Tokens can be returned as ``token_id:N``
 (``return_tokens_as_token_ids``) so a client gets exact ids. ``text_offset`` counts
 characters from the start of the returned text (with ``echo``, from the start of the prompt)
-and keeps counting across streamed chunks.
+and keeps counting across streamed chunks. ``return_token_ids`` adds the choice's ids, and each
+streamed chunk's own ids (``token_ids``), as vLLM 0.34.0 and SGLang 0.5.23 stream them.
 """
 
 from __future__ import annotations
@@ -43,11 +44,13 @@ Json = dict[str, Any]
 class BadRequest(Exception):
     """A request the server rejects with an OpenAI-style error body."""
 
-    def __init__(self, message: str, *, param: str | None = None, status: int = 400) -> None:
+    def __init__(self, message: str, *, param: str | None = None, status: int = 400, body: Json | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         self.status = status
+        self.body = body
+        """The whole error body where the dialect's differs from OpenAI's envelope (ATOM's FastAPI)."""
 
 
 def error_body(message: str, kind: str, status: int, param: str | None = None) -> Json:
@@ -407,9 +410,12 @@ def chunk_choice(
             "logprobs": chat_logprobs(scored, options) if scored and tokens else None,
             "finish_reason": finish_reason,
         }
-    return {
+    out: Json = {
         "index": index,
         "text": text,
         "logprobs": completion_logprobs(tokens, list(scored), options, offset) if scored and tokens else None,
         "finish_reason": finish_reason,
     }
+    if options.return_token_ids:  # the chunk's new ids, as vLLM and SGLang stream them
+        out["token_ids"] = [token_id(t) for t in tokens]
+    return out

@@ -6,7 +6,9 @@ streams, which ``asyncio.sleep`` between events. A streaming client that disconn
 Starlette cancel the stream at its next ``await``: generation stops at once, and
 ``/sim/stats`` shows both the tokens really produced and the aborted streams, so a test can
 prove that an early abort saves engine work. ``/version`` and ``/metrics`` report what vLLM's
-do (evalkit/sim/reports.py), counted at the same places as those stats.
+do (evalkit/sim/reports.py), counted at the same places as those stats. In ATOM's dialect
+(``--sim-dialect atom``, evalkit/sim/atom_wire.py) requests are validated, answered and streamed
+as ATOM does, and neither endpoint exists.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from evalkit.sim import openai
+from evalkit.sim import atom_wire, openai
 from evalkit.sim.config import ServerConfig
 from evalkit.sim.faults import FaultState
 from evalkit.sim.logprobs import Scorer
@@ -55,6 +57,8 @@ class Stats:
 
     completion_tokens_generated: int = 0
     aborted_streams: int = 0
+    stream_errors: int = 0
+    """Streams ended by the stream-error fault's error event."""
 
 
 def _error(message: str, status: int, param: str | None = None) -> JSONResponse:
@@ -74,17 +78,18 @@ class Simulator:
         self.metrics = EngineMetrics(config.served_model_name, config.reports)
         self._model_names = (config.served_model_name, config.model)
         self._ready_at = float("inf")
-        self.app = Starlette(
-            routes=[
-                Route("/health", self.health, methods=["GET"]),
-                Route("/v1/models", self.models, methods=["GET"]),
-                Route("/v1/completions", self.completions, methods=["POST"]),
-                Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
-                Route("/sim/stats", self.sim_stats, methods=["GET"]),
-                Route("/version", self.version, methods=["GET"]),
-                Route("/metrics", self.prometheus, methods=["GET"]),
-            ],
-        )
+        self.atom = config.dialect == "atom"
+        routes = [
+            Route("/health", self.health, methods=["GET"]),
+            Route("/v1/models", self.models, methods=["GET"]),
+            Route("/v1/completions", self.completions, methods=["POST"]),
+            Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
+            Route("/sim/stats", self.sim_stats, methods=["GET"]),
+        ]
+        if not self.atom:  # ATOM at 0e9804c21 serves neither
+            routes += [Route("/version", self.version, methods=["GET"]),
+                       Route("/metrics", self.prometheus, methods=["GET"])]
+        self.app = Starlette(routes=routes)
 
     def start_serving(self) -> None:
         """Called once the port is bound: the warm-up period starts now."""
@@ -148,15 +153,17 @@ class Simulator:
             return _error("simulated internal error (--sim-fault http-500)", 500)
         try:
             body = json.loads(await request.body())
-            parsed = openai.parse(
-                body,
-                chat=chat,
-                model_names=self._model_names,
-                max_model_len=self.config.max_model_len,
-            )
+            if self.atom:
+                parsed = atom_wire.parse(body, chat=chat, model=self.config.model,
+                                         max_model_len=self.config.max_model_len)
+            else:
+                parsed = openai.parse(body, chat=chat, model_names=self._model_names,
+                                      max_model_len=self.config.max_model_len)
         except json.JSONDecodeError as error:
             return _error(f"invalid JSON body: {error}", 400)
         except BadRequest as error:
+            if error.body is not None:
+                return JSONResponse(error.body, status_code=error.status)
             return _error(error.message, error.status, error.param)
         options = parsed.options
         generations = [
@@ -164,9 +171,9 @@ class Simulator:
         ]
         scores = [self._scores(parsed, i, g) for i, g in enumerate(generations)]
         if options.stream:
-            truncate = self.faults.hits("truncated-stream", number)
+            cut = next((kind for kind in ("truncated-stream", "stream-error") if self.faults.hits(kind, number)), None)
             return StreamingResponse(
-                self._stream(parsed, generations, scores, truncate), media_type="text/event-stream"
+                self._stream(parsed, generations, scores, cut), media_type="text/event-stream"
             )
         return await self._respond(parsed, generations, scores, number)
 
@@ -208,7 +215,10 @@ class Simulator:
             self.metrics.finished(len(g.tokens), g.finish_reason, per_token)
         prefix = "chatcmpl-" if request.chat else "cmpl-"
         body = self._envelope(request, prefix + uuid.uuid4().hex, int(time.time()))
-        body["choices"] = [openai.choice(request, i, g, s) for i, (g, s) in enumerate(zip(generations, scores))]
+        if self.atom:
+            body["choices"] = [atom_wire.choice(request, i, g) for i, g in enumerate(generations)]
+        else:
+            body["choices"] = [openai.choice(request, i, g, s) for i, (g, s) in enumerate(zip(generations, scores))]
         body["usage"] = openai.usage(sum(request.prompt_tokens), produced)
         text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
         if self.faults.hits("malformed-json", number):
@@ -220,9 +230,11 @@ class Simulator:
         request: CompletionRequest,
         generations: list[Generation],
         scores: list[Scores | None],
-        truncate: bool,
+        cut: str | None,
     ) -> AsyncIterator[bytes]:
-        """SSE events for every choice in turn, paced per token, ending ``data: [DONE]``."""
+        """SSE events for every choice in turn, paced per token, ending ``data: [DONE]``; `cut`
+        (a fault) ends the stream half-way: without a word (truncated-stream) or with an error
+        event and [DONE] (stream-error)."""
         timing = self.config.timing
         rate = timing.tokens_per_second
         per_event = timing.stream_interval or (COALESCE if rate <= 0 else max(1, round(rate / EVENTS_PER_SECOND)))
@@ -234,7 +246,7 @@ class Simulator:
             head["usage"] = None
         loop = asyncio.get_running_loop()
         total = sum(len(g.tokens) for g in generations)
-        cut_at = total // 2 if truncate else total + 1
+        cut_at = total // 2 if cut else total + 1
         ended = False  # by us: complete, or cut by the truncated-stream fault
         sent = 0
 
@@ -247,7 +259,8 @@ class Simulator:
             start = loop.time()
             for index, generation in enumerate(generations):
                 if request.chat:
-                    yield event(openai.chunk_choice(request, index, [], None, 0, None, first=True))
+                    yield event(atom_wire.chunk(request, index, [], None, first=True) if self.atom
+                                else openai.chunk_choice(request, index, [], None, 0, None, first=True))
                 tokens, offset = generation.tokens, 0
                 first_at: float | None = None
                 for begin in range(0, len(tokens), per_event):
@@ -255,6 +268,11 @@ class Simulator:
                     piece = tokens[begin : begin + per_event]
                     if sent + len(piece) >= cut_at:
                         ended = True
+                        if cut == "stream-error":
+                            self.stats.stream_errors += 1
+                            yield _sse(error_body("simulated generation error (--sim-fault stream-error)",
+                                                  "InternalServerError", 500))
+                            yield b"data: [DONE]\n\n"
                         return
                     if rate > 0:
                         await asyncio.sleep(max(0.0, start + (sent + len(piece)) / rate - loop.time()))
@@ -265,12 +283,24 @@ class Simulator:
                     self.metrics.generated(len(piece))
                     first_at = loop.time() if first_at is None else first_at
                     scored = None if scores[index] is None else scores[index].generated[begin : begin + per_event]
-                    yield event(openai.chunk_choice(request, index, piece, scored, offset, None))
+                    if self.atom:  # the real reason rides on the last content chunk
+                        last = begin + per_event >= len(tokens)
+                        yield event(atom_wire.chunk(request, index, piece,
+                                                    atom_wire.last_reason(request, generation) if last else None))
+                    else:
+                        yield event(openai.chunk_choice(request, index, piece, scored, offset, None))
                     offset += sum(map(len, piece))
                 per_token = (loop.time() - first_at) / (len(tokens) - 1) if first_at is not None and len(tokens) > 1 else None
                 self.metrics.finished(len(tokens), generation.finish_reason, per_token)
-                yield event(openai.chunk_choice(request, index, [], None, offset, generation.finish_reason))
-            if include_usage:
+                if self.atom:
+                    if not tokens and not request.chat:
+                        yield event(atom_wire.chunk(request, index, [], atom_wire.finish_reason(generation)))
+                    yield event(atom_wire.chunk(request, index, [], "stop"))  # ATOM's extra closing chunk
+                else:
+                    yield event(openai.chunk_choice(request, index, [], None, offset, generation.finish_reason))
+            if self.atom:  # always, with no `choices` at all
+                yield _sse({**head, "usage": openai.usage(sum(request.prompt_tokens), sent)})
+            elif include_usage:
                 yield _sse({**head, "choices": [], "usage": openai.usage(sum(request.prompt_tokens), sent)})
             yield b"data: [DONE]\n\n"
             ended = True
