@@ -13,7 +13,9 @@ the cause::
     │   ├── EngineExited         the process ended before it was ready (exit code, log tail)
     │   │   └── PortInUse        ... because its port was taken (run/cell.py retries another)
     │   ├── StartupTimeout       not ready within the startup timeout
-    │   └── EngineFault          a fatal line in its log (e.g. "Memory access fault")
+    │   ├── EngineFault          a fatal line in its log (e.g. "Memory access fault")
+    │   └── TreeNotProven        its package would import from outside the cell's source tree
+    │                            (checked before the engine starts, which it then never does)
     ├── EvalError                an eval could not produce a score (that cell's error; exit 2
     │                            when raised before any cell, e.g. missing GSM8K data)
     └── StreamBroken             a stream closed before [DONE] (transient: generated again)
@@ -108,6 +110,11 @@ class StartupTimeout(EngineError):
 
 class EngineFault(EngineError):
     """The engine log printed a line that the profile marks as fatal."""
+
+
+class TreeNotProven(EngineError):
+    """The cell's interpreter would import the engine's package from outside the cell's source
+    tree (engine/imports.py): the cell would run other code than its commit, so it does not start."""
 
 
 class EvalError(EvalkitError):

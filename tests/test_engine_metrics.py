@@ -66,7 +66,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     config.write_text(f"""
 model: sim/engine-report
 served_name: engine-report
-engine: {{profile: sim, args: {COMMON}}}
+engine: {{profile: sim, package: simfix, args: {COMMON}}}
 axes:
   cell:
     base: {{source: {{repo: "{repo}", ref: "{c1}"}}, args: [{reports}, {spec}, "0.7"]}}

@@ -14,6 +14,9 @@ from evalkit.errors import ConfigError
 from evalkit.matrix import expand
 from evalkit.redact import REDACTED
 
+SAFE = {"PYTHONSAFEPATH": "1"}
+"""Every `python -m` engine starts with it: the working directory is not put first on sys.path."""
+
 
 def launch_of(engine: dict[str, Any], port: int | str = 8000, top: dict[str, Any] | None = None,
               source_dir: Path | None = None, devices: tuple[int, ...] | None = None) -> CellLaunch:
@@ -30,19 +33,19 @@ def launch_of(engine: dict[str, Any], port: int | str = 8000, top: dict[str, Any
 ])
 def test_given_devices_are_made_visible_through_the_profiles_variable(profile: str, variable: str) -> None:
     launch = launch_of({"profile": profile}, top={"devices": {"count": 4}}, devices=(2, 3))
-    assert launch.env == {variable: "2,3"}
+    assert launch.env == {variable: "2,3", **SAFE}
 
 
 def test_the_config_can_name_the_visibility_variables() -> None:
     top = {"devices": {"count": 4, "visibility_env": ["ROCR_VISIBLE_DEVICES", "MY_DEVICES"]}}
     launch = launch_of({"profile": "atom"}, top=top, devices=(1,))
-    assert launch.env == {"ROCR_VISIBLE_DEVICES": "1", "MY_DEVICES": "1"}
+    assert launch.env == {"ROCR_VISIBLE_DEVICES": "1", "MY_DEVICES": "1", **SAFE}
 
 
 def test_no_visibility_variable_without_declared_devices() -> None:
     """Without a `devices:` section the box's devices are not evalkit's to hand out."""
-    assert launch_of({"profile": "vllm"}, devices=(0,)).env == {}
-    assert launch_of({"profile": "vllm"}, top={"devices": {"count": 4}}).env == {}
+    assert launch_of({"profile": "vllm"}, devices=(0,)).env == SAFE
+    assert launch_of({"profile": "vllm"}, top={"devices": {"count": 4}}).env == SAFE
 
 
 # Source tree: a checked-out worktree goes first on PYTHONPATH, ahead of what was there.
@@ -50,7 +53,7 @@ def test_no_visibility_variable_without_declared_devices() -> None:
 def test_source_dir_goes_first_on_the_inherited_pythonpath(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PYTHONPATH", "/site/extra")
     launch = launch_of({"profile": "sim"}, source_dir=tmp_path)
-    assert launch.env == {"PYTHONPATH": os.pathsep.join([str(tmp_path), "/site/extra"])}
+    assert launch.env == {"PYTHONPATH": os.pathsep.join([str(tmp_path), "/site/extra"]), **SAFE}
 
 
 def test_source_dir_goes_first_on_the_configs_pythonpath(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -61,12 +64,12 @@ def test_source_dir_goes_first_on_the_configs_pythonpath(monkeypatch: pytest.Mon
 
 def test_source_dir_alone_when_nothing_was_on_pythonpath(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("PYTHONPATH", raising=False)
-    assert launch_of({"profile": "sim"}, source_dir=tmp_path).env == {"PYTHONPATH": str(tmp_path)}
+    assert launch_of({"profile": "sim"}, source_dir=tmp_path).env == {"PYTHONPATH": str(tmp_path), **SAFE}
 
 
 def test_no_source_dir_leaves_pythonpath_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", "/site/extra")
-    assert launch_of({"profile": "sim", "env": {"A": "1"}}).env == {"A": "1"}
+    assert launch_of({"profile": "sim", "env": {"A": "1"}}).env == {"A": "1", **SAFE}
 
 
 # The command profile: the config's argv template, placeholders substituted, no shell.
@@ -118,10 +121,10 @@ def test_display_redacts_secrets_but_the_launch_keeps_them() -> None:
     launch = launch_of(engine, top={"secret_env": ["MY_PRIVATE"]})
     shown = launch.display(["MY_PRIVATE"])
     assert shown["argv"][-3:] == ["--api-key", REDACTED, f"--hf-token={REDACTED}"]
-    assert shown["env"] == {"HF_TOKEN": REDACTED, "MY_PRIVATE": REDACTED, "PLAIN": "1"}
+    assert shown["env"] == {"HF_TOKEN": REDACTED, "MY_PRIVATE": REDACTED, "PLAIN": "1", **SAFE}
     assert shown["port"] == 8000 and shown["host"] == "127.0.0.1" and shown["health_path"] == "/health"
     assert launch.argv[-3:] == ["--api-key", "sk-real", "--hf-token=hf-real"]
-    assert launch.env == {"HF_TOKEN": "hf-env", "MY_PRIVATE": "mine", "PLAIN": "1"}
+    assert launch.env == {"HF_TOKEN": "hf-env", "MY_PRIVATE": "mine", "PLAIN": "1", **SAFE}
 
 
 # Readiness and failure lines: the profile's, extended or overridden by the config.

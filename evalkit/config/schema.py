@@ -55,6 +55,17 @@ class Source(StrictModel):
 
     repo: str = Field(min_length=1, description="Local path or clonable URL of the engine repo.")
     ref: str = Field(min_length=1, description="Commit, tag or branch; resolved to a SHA.")
+    subdir: str | None = Field(
+        default=None, description="Where the engine's package lives inside the checkout (SGLang: `python`); this "
+                          "directory goes on PYTHONPATH. Default: the profile's; \"\" is the checkout's root.")
+
+    @field_validator("subdir")
+    @classmethod
+    def _inside_checkout(cls, subdir: str | None) -> str | None:
+        """A subdirectory must stay inside the checkout: the import proof compares against it."""
+        if subdir is not None and (subdir.startswith(("/", "~")) or ".." in subdir.replace("\\", "/").split("/")):
+            raise ValueError("must be a path inside the checkout (relative, no '..')")
+        return subdir
 
 
 class AxisValue(StrictModel):
@@ -90,6 +101,10 @@ class EngineConfig(StrictModel):
     health_path: str | None = Field(None, description="Override the profile's health endpoint.")
     metrics_path: str | None = Field(None, description="Override the profile's Prometheus endpoint (scraped around each eval).")
     fatal_patterns: list[str] = Field(default_factory=list, description="Extra log regexes that fail a cell at once.")
+    package: str | None = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="The engine's top-level package, whose import path proves which tree runs (default: the "
+                    "profile's; the `command` profile has none unless given here).")
 
 
 class Evals(StrictModel):

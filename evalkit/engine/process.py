@@ -66,6 +66,7 @@ class EngineProcess:
     hang_timeout_s: float | None = None
     """While evals run: no /health answer for this long means the engine hangs; it is stopped."""
     cwd: Path | None = None
+    """Where the engine starts: the cell's own empty directory (engine/launch.py says why)."""
     timings: ReadyTimings = field(default_factory=ReadyTimings)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _started_at: float = field(default=0.0, init=False, repr=False)
@@ -228,17 +229,20 @@ class EngineProcess:
             return ""
         return "\n".join(text.splitlines()[-lines:])
 
+    def launch_log(self) -> str:
+        """This launch's lines of the engine log (a retried cell's log also holds earlier ones)."""
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(self._launch_offset)
+                return f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
     def effective_mode(self) -> str | None:
         """The graph mode the engine's own log says it chose, if the profile knows the line."""
         if not self.effective_mode_pattern:
             return None
-        try:
-            with self.log_path.open("rb") as f:
-                f.seek(self._launch_offset)
-                text = f.read().decode("utf-8", "replace")
-        except FileNotFoundError:
-            return None
-        found = re.findall(self.effective_mode_pattern, text)
+        found = re.findall(self.effective_mode_pattern, self.launch_log())
         return found[-1] if found else None
 
     # -- monitor ---------------------------------------------------------------------------

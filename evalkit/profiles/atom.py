@@ -8,6 +8,10 @@ atom/entrypoints/openai/api_server.py) and checked at the fix commit ccc861dc5:
 FULL) or `--enforce-eager`. `--served-model-name` only exists since 5e491a90b (after the fix), so
 it is passed only when the config asks for a served name other than the model.
 ATOM's completions protocol drops `logprobs`, so the detector splits text instead of using ids.
+
+The tree that runs: the package `atom` sits at the root of ROCm/ATOM (`atom/entrypoints/openai_server.py`
+at 0e9804c21 and ccc861dc5, `git ls-tree`), so a worktree's root goes on PYTHONPATH. No start-up line
+naming ATOM's own file is known, so the import path is the only proof of the tree.
 """
 
 from __future__ import annotations
@@ -57,4 +61,5 @@ PROFILE = Profile(
     # ROCm: one variable only. ROCR_VISIBLE_DEVICES filters first and HIP_VISIBLE_DEVICES then
     # indexes into what is left, so setting both to the same ids would hide devices.
     visibility_env=("HIP_VISIBLE_DEVICES",),
+    package="atom",
 )

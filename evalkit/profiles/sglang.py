@@ -50,6 +50,16 @@ with `--enable-metrics` (arg_groups/fields/observability.py:70), which this prof
 :2058). Its speculative decoding figures are gauges of the most recent batch
 (`sglang:spec_accept_rate`, `sglang:spec_accept_length`, :512-522), not counters, so no
 per-eval acceptance can be computed from them: evalkit reports none for SGLang.
+
+The tree that runs: SGLang's repository keeps its package at `python/sglang/` (sgl-project/sglang:
+python/pyproject.toml builds the wheel from `python/`, and python/sglang/launch_server.py is the
+module above), so a worktree's `python/` goes on PYTHONPATH, not its root (where there is no
+`sglang/` and the installed build would be imported instead). Started as `python -m
+sglang.launch_server`, sglang/launch_server.py:71 (0.5.23 wheel) warns under `if __name__ ==
+"__main__"`: `warnings.warn("'python -m sglang.launch_server' is still supported, but 'sglang
+serve' is the recommended entrypoint. ...", UserWarning)`, printed as `<its path>:71: UserWarning:
+...`: the path of the file that ran, the third witness of its tree. Its `/server_info` version is
+the installed distribution's, which names no commit: the import path is the proof.
 """
 
 from __future__ import annotations
@@ -78,6 +88,8 @@ SGLANG_FATAL_PATTERNS = (
     r"Memory access fault by GPU",
 )
 """The scheduler's crash line (managers/scheduler.py:6372), CUDA faults, OOM."""
+SGLANG_STARTUP_FILE = r"(?P<path>/[^\n]*?/sglang/launch_server\.py):\d+: UserWarning"
+"""The `python -m sglang.launch_server` warning of sglang/launch_server.py:71 (0.5.23): the file that ran."""
 
 
 def sglang_flags(settings: EngineSettings, launch: Launch) -> list[str]:
@@ -121,4 +133,7 @@ PROFILE = Profile(
         tpot="sglang:request_time_per_output_token_seconds",
         requests="sglang:num_requests_total",
     ),
+    package="sglang",
+    source_subdir="python",
+    startup_file_pattern=SGLANG_STARTUP_FILE,
 )

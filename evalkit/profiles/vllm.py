@@ -42,6 +42,13 @@ any more) and, with `--speculative-config`, `vllm:spec_decode_num_drafts_total`,
 (v1/spec_decode/metrics.py:224-229; its log line's acceptance rate is accepted / draft tokens and
 its mean acceptance length 1 + accepted / drafts, :107-114). Every sample carries
 `model_name` and `engine` (the DP rank) labels: evalkit sums them.
+
+The tree that runs: the package `vllm` sits at the root of vllm-project/vllm
+(`vllm/entrypoints/openai/api_server.py`), so a worktree's root goes on PYTHONPATH. In the vllm
+0.34.0 wheel that module warns at import, in `__main__` (so Python's default filters show it):
+`warnings.warn("`vllm.entrypoints.openai.api_server` is deprecated ...", DeprecationWarning)` at
+vllm/entrypoints/openai/api_server.py:24, printed as `<its path>:24: DeprecationWarning: ...`:
+the path of the file the engine really ran, the third witness of its tree.
 """
 
 from __future__ import annotations
@@ -70,6 +77,10 @@ VLLM_FATAL_PATTERNS = (
 """vllm/v1/engine/core.py:1512/2663 (`EngineCore encountered a fatal error.`),
 vllm/v1/executor/multiproc_executor.py:316 (a worker process died), vllm/v1/engine/exceptions.py:12
 (EngineDeadError: every later request fails), CUDA faults, OOM."""
+
+
+VLLM_STARTUP_FILE = r"(?P<path>/[^\n]*?/vllm/entrypoints/openai/api_server\.py):\d+: DeprecationWarning"
+"""The deprecation warning of vllm/entrypoints/openai/api_server.py:24 (vllm 0.34.0): the file that ran."""
 
 
 VLLM_METRICS = MetricNames(
@@ -113,4 +124,6 @@ PROFILE = Profile(
     version_path="/version",
     metrics_path="/metrics",
     metric_names=VLLM_METRICS,
+    package="vllm",
+    startup_file_pattern=VLLM_STARTUP_FILE,
 )
