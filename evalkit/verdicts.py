@@ -290,6 +290,7 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         row["setup"] = {ev.name: setup["hash"] for ev in registry.evals() if (setup := setup_of(cell, ev.name))}
         row["effective_mode"] = cell.get("effective_mode")
         row["source"] = cell.get("source")
+        row["imports"] = cell.get("imports")
         row["engine_version"] = cell.get("engine_version")
         row["timings"] = cell.get("timings", {})
         rows.append(row)

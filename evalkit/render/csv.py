@@ -67,6 +67,7 @@ def records(summary: dict[str, Any]) -> list[dict[str, Any]]:
         rec |= {"status": cell["status"], "error": cell.get("error"),
                 "source_repo": strip_userinfo(src.get("repo") or "") or None, "source_ref": src.get("ref"),
                 "source_sha": src.get("sha"), "engine_version": cell.get("engine_version"),
+                "import_origin": (cell.get("imports") or {}).get("origin"),
                 "effective_mode": cell.get("effective_mode")}
         rec |= _flat_columns(cell["metrics"])
         for against, _ in AGAINST:

@@ -16,7 +16,7 @@ from evalkit.evals.base import MetricSpec
 from evalkit.render.compare_table import (compare_columns, compare_legend, compare_rows, compare_title, flip_specs,
                                           flips, flips_suffix, run_facts)
 from evalkit.render.details import Details
-from evalkit.render.header import SIM_NOTE, facts, legend, sources, title, verdict_line
+from evalkit.render.header import SIM_NOTE, facts, imports, legend, sources, title, verdict_line
 from evalkit.render.markdown_details import details_sections, id_list
 from evalkit.render.table import Pivot, columns, pivots, table_rows
 from evalkit.render.text import html_text, md_cell, md_code, md_fence
@@ -64,7 +64,10 @@ def report(summary: dict[str, Any], details: Details) -> str:
     for src in sources(summary):
         lines.append(f"- engine source {md_code(src['repo'])} @ {md_code(src['ref'])} → "
                      f"{md_code(src['sha'] or '?')}: {md_cell(', '.join(src['cells']))}")
-    if sources(summary):
+    for found in imports(summary):
+        lines.append(f"- engine package {md_code(found['package'])} imported from {md_code(found['origin'])} "
+                     f"({md_cell(found['said'])}): {md_cell(', '.join(found['cells']))}")
+    if sources(summary) or imports(summary):
         lines.append("")
     if summary.get("simulated"):
         lines += [f"> {md_cell(SIM_NOTE)}", ""]

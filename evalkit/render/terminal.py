@@ -14,7 +14,7 @@ from rich.table import Table
 
 from evalkit.render.compare_table import compare_columns, compare_legend, compare_rows, compare_title, run_facts
 from evalkit.render.details import Details
-from evalkit.render.header import SIM_NOTE, facts, legend, title, verdict_line
+from evalkit.render.header import SIM_NOTE, facts, imports, legend, title, verdict_line
 from evalkit.render.table import Column, Pivot, Row, columns, pivots, table_rows
 from evalkit.render.text import MAX_CELL_CHARS, term_text, truncate
 
@@ -110,6 +110,9 @@ def report(summary: dict[str, Any], details: Details) -> list[RenderableType]:
     out += [_pivot(p) for p in pivots(summary)]
     if summary.get("simulated"):
         out.append(f"[dim]{term_text(SIM_NOTE)}[/dim]")
+    for found in imports(summary):
+        said = f"{found['package']} imported from {found['origin']} ({found['said']}): {', '.join(found['cells'])}"
+        out.append(f"[dim]{term_text(said)}[/dim]")
     for cell in summary["cells"]:
         for flag in cell["flags"]:
             marker = "[bold red]FAIL[/bold red]" if flag["action"] == "fail" else "[yellow]warn[/yellow]"
