@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,64 @@ def test_health_path_and_fatal_patterns_come_from_the_profile_and_the_config() -
     assert launch.health_path == "/health_generate"
     assert launch.fatal_patterns[-1] == "my fault" and len(launch.fatal_patterns) > 1
     assert launch_of({"profile": "sglang", "health_path": "/ping"}).health_path == "/ping"
+
+
+# The engine starts in an empty directory: paths a config gives relative to where evalkit runs
+# keep that meaning, made absolute at launch build when they exist there.
+
+def test_relative_paths_that_exist_where_evalkit_runs_are_made_absolute(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models" / "tiny").mkdir(parents=True)
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").symlink_to(sys.executable)
+    (tmp_path / "serve.py").write_text("")
+    (tmp_path / "prompts.txt").write_text("")
+    config = parse_config({"model": "models/tiny", "engine": {
+        "profile": "command", "python": "venv/bin/python", "args": ["--prompts", "prompts.txt", "--dtype=prompts.txt"],
+        "command": ["{python}", "serve.py", "--model", "{model}", "--port", "{port}", "--as", "{served_name}"]}},
+        "cfg.yaml")
+    launch = build_launch(config, expand(config)[0], 8000)
+    assert launch.argv == [f"{tmp_path}/venv/bin/python", f"{tmp_path}/serve.py", "--model", f"{tmp_path}/models/tiny",
+                           "--port", "8000", "--as", "models/tiny", "--prompts", f"{tmp_path}/prompts.txt",
+                           "--dtype=prompts.txt"]
+    assert launch.python == f"{tmp_path}/venv/bin/python"  # the venv's link, not what it points to
+
+
+def test_names_that_are_not_paths_here_reach_the_engine_verbatim(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = parse_config({"model": "deepseek-ai/DeepSeek-V4-Pro", "engine": {"profile": "vllm", "python": "python3"}},
+                          "cfg.yaml")
+    launch = build_launch(config, expand(config)[0], 8000)
+    assert launch.argv[:5] == ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model",
+                               "deepseek-ai/DeepSeek-V4-Pro"]
+
+
+def test_the_command_profile_keeps_the_script_directory_on_sys_path() -> None:
+    """`python serve.py` imports what lies beside it; PYTHONSAFEPATH would take that away."""
+    assert launch_of({"profile": "command", "command": ["{python}", "serve.py"]}).env == {}
+
+
+# The package that proves the tree, and where it lives in a checkout.
+
+def test_sglang_s_package_directory_is_the_checkout_s_python_folder(tmp_path: Path) -> None:
+    launch = launch_of({"profile": "sglang", "source": {"repo": "/r", "ref": "a"}}, source_dir=tmp_path)
+    assert (launch.package, launch.tree) == ("sglang", tmp_path / "python")
+    assert launch.env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path / "python")
+
+
+def test_a_source_names_its_own_subdirectory_and_a_config_its_own_package(tmp_path: Path) -> None:
+    launch = launch_of({"profile": "sglang", "source": {"repo": "/r", "ref": "a", "subdir": ""}}, source_dir=tmp_path)
+    assert launch.tree == tmp_path
+    launch = launch_of({"profile": "command", "package": "myserver", "command": ["srv"],
+                        "source": {"repo": "/r", "ref": "a", "subdir": "src"}}, source_dir=tmp_path)
+    assert (launch.package, launch.tree) == ("myserver", tmp_path / "src")
+    assert (launch_of({"profile": "vllm"}).package, launch_of({"profile": "vllm"}).tree) == ("vllm", None)
+    assert launch_of({"profile": "command", "command": ["srv"]}).package is None
+
+
+@pytest.mark.parametrize("subdir", ["../elsewhere", "/abs", "python/../../x"])
+def test_a_subdirectory_must_stay_inside_the_checkout(subdir: str) -> None:
+    with pytest.raises(ConfigError, match=r"^cfg\.yaml: engine\.source\.subdir: must be a path inside the checkout"):
+        launch_of({"profile": "sglang", "source": {"repo": "/r", "ref": "a", "subdir": subdir}})

@@ -14,6 +14,8 @@ directory that holds a decoy `fakeserve/` package, as evalkit run from an engine
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 import subprocess
@@ -23,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from evalkit.engine.imports import prove
 from evalkit.gitinfo import MISMATCH_WORDS
 from evalkit.profiles.sglang import SGLANG_STARTUP_FILE
 from evalkit.profiles.vllm import VLLM_STARTUP_FILE
@@ -63,7 +66,8 @@ evals:
 """)
     done = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(config), "--run-id", "t",
                            "--results-dir", str(root / "results"), "--cache-dir", str(root / "cache"), "--json",
-                           "--limit", "5", "--no-history"], cwd=decoy, capture_output=True, text=True, timeout=300)
+                           "--limit", "5", "--no-history"], cwd=decoy, capture_output=True, text=True, timeout=300,
+                          check=False)
     path = root / "results" / "t"
     cells = {d.name: json.loads((d / "cell.json").read_text()) for d in path.iterdir() if (d / "cell.json").exists()}
     return {"done": done, "path": path, "cells": cells, "shas": shas, "cache": (root / "cache").resolve(),
@@ -151,7 +155,7 @@ def test_the_report_shows_each_cell_s_import_origin(run: dict[str, Any]) -> None
             "(inside its source tree): one") in md
     assert f"({MISMATCH_WORDS}" not in md and f"warn wrapped: {MISMATCH_WORDS}" in md
     assert f"OUTSIDE its source tree {run['cache'] / 'worktrees' / run['shas']['one']}): wrongdir" in md
-    rows = {row["cell"]: row for row in __import__("csv").DictReader(__import__("io").StringIO(render(summary, "csv")))}
+    rows = {row["cell"]: row for row in csv.DictReader(io.StringIO(render(summary, "csv") or ""))}
     assert rows["two"]["import_origin"] == f"{tree(run, 'two')}/fakeserve/__init__.py"
     html = render(summary, "html") or ""
     assert "engine imports" in html
@@ -170,3 +174,36 @@ def test_the_startup_patterns_read_the_file_sglang_and_vllm_log() -> None:
     assert found and found.group("path") == "/opt/venv/lib/python3.11/site-packages/sglang/launch_server.py"
     found = re.search(VLLM_STARTUP_FILE, vllm)
     assert found and found.group("path") == "/src/vllm wt/vllm/entrypoints/openai/api_server.py"
+
+
+# The proof itself: the engine's interpreter asked, with its env and working directory.
+
+def test_python_puts_the_working_directory_first_unless_pythonsafepath_is_set(tmp_path: Path) -> None:
+    """The fact behind the neutral directory (CPython PyConfig.safe_path, 3.11): what the probe
+    sees from a directory holding a package is that package, ahead of PYTHONPATH."""
+    here, there = tmp_path / "checkout", tmp_path / "tree"
+    write_package(here, "here")
+    write_package(there, "there")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(there)}
+    assert prove(sys.executable, "fakeserve", env, here).origin == str(here / "fakeserve" / "__init__.py")
+    safe = prove(sys.executable, "fakeserve", {**env, "PYTHONSAFEPATH": "1"}, here)
+    assert safe.origin == str(there / "fakeserve" / "__init__.py") and safe.outside(there) is None
+    assert not (here / "fakeserve" / "IMPORTED").exists()  # find_spec imports nothing
+
+
+def test_a_package_found_nowhere_or_by_no_interpreter_is_outside_every_tree(tmp_path: Path) -> None:
+    missing = prove(sys.executable, "no_such_package_xyz", {"PATH": "/usr/bin:/bin"}, tmp_path)
+    assert missing.origin is None and missing.outside(tmp_path) == (
+        f"nowhere ({sys.executable} finds no package 'no_such_package_xyz')")
+    broken = prove(str(tmp_path / "no-python"), "fakeserve", {}, tmp_path)
+    assert broken.origin is None and broken.outside(tmp_path).startswith(f"nowhere (cannot run {tmp_path}/no-python")
+
+
+def test_a_namespace_package_must_lie_wholly_inside_the_tree(tmp_path: Path) -> None:
+    inner, outer = tmp_path / "tree" / "ns", tmp_path / "site" / "ns"
+    inner.mkdir(parents=True)
+    outer.mkdir(parents=True)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path / 'tree'}:{tmp_path / 'site'}", "PYTHONSAFEPATH": "1"}
+    proof = prove(sys.executable, "ns", env, tmp_path)
+    assert proof.origin == str(inner) and proof.locations == (str(inner), str(outer))
+    assert proof.outside(tmp_path / "tree") == str(outer)
