@@ -43,7 +43,7 @@ def demo_config(repo: Path, folder: Path) -> Path:
     demo = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
     config = {
         "model": "sim/bisect-bench", "served_name": "bisect-bench",
-        "engine": {"profile": "sim", "args": ["--sim-fix-module", "simfix", "--sim-startup-seconds", "0.5",
+        "engine": {"profile": "sim", "package": "simfix", "args": ["--sim-fix-module", "simfix", "--sim-startup-seconds", "0.5",
                                               "--sim-seed", "0"],
                    "settings": {"tensor_parallel": 8, "dp_attention": True, "graph_mode": "PIECEWISE"}},
         "axes": {"src": {"head": {"source": {"repo": str(repo), "ref": "main"}}}},

@@ -15,7 +15,9 @@ the cause::
     │   ├── StartupTimeout       not ready within the startup timeout
     │   ├── EngineFault          a fatal line in its log (e.g. "Memory access fault")
     │   ├── SetupFailed          its source tree's setup step (the build) failed         exit 3
-    │   └── LogAssertionFailed   its log breaks a config `log:` assertion (checked before the evals)
+    │   ├── LogAssertionFailed   its log breaks a config `log:` assertion (checked before the evals)
+    │   └── TreeNotProven        its package would import from outside the cell's source tree
+    │                            (checked before the engine starts, which it then never does)
     ├── EvalError                an eval could not produce a score (that cell's error; exit 2
     │                            when raised before any cell, e.g. missing GSM8K data)
     └── StreamBroken             a stream closed before [DONE] (transient: generated again)
@@ -127,6 +129,11 @@ class SetupFailed(EngineError):
 class LogAssertionFailed(EngineError):
     """Once ready, the engine's log broke an assertion of the config (`log:`): the cell did not
     run what its axis values say, so its evals are not run."""
+
+
+class TreeNotProven(EngineError):
+    """The cell's interpreter would import the engine's package from outside the cell's source
+    tree (engine/imports.py): the cell would run other code than its commit, so it does not start."""
 
 
 class EvalError(EvalkitError):

@@ -307,6 +307,7 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         row["log_checks"] = cell.get("log_checks")
         row["flags"] += ran_as_flags(cell)
         row["source"] = cell.get("source")
+        row["imports"] = cell.get("imports")
         row["engine_version"] = cell.get("engine_version")
         row["timings"] = cell.get("timings", {})
         rows.append(row)

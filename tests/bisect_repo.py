@@ -69,6 +69,7 @@ model: sim/{name}
 served_name: {name}
 engine:
   profile: sim
+  package: simfix
   args: ["--sim-fix-module", "simfix", "--sim-startup-seconds", "0", "--sim-seed", "0"]
   settings: {{tensor_parallel: 8, dp_attention: true, graph_mode: PIECEWISE}}
 axes:

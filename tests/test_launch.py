@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,9 @@ from evalkit.engine import PORT_PLACEHOLDER, CellLaunch, build_launch
 from evalkit.errors import ConfigError
 from evalkit.matrix import expand
 from evalkit.redact import REDACTED
+
+SAFE = {"PYTHONSAFEPATH": "1"}
+"""Every `python -m` engine starts with it: the working directory is not put first on sys.path."""
 
 
 def launch_of(engine: dict[str, Any], port: int | str = 8000, top: dict[str, Any] | None = None,
@@ -30,19 +34,19 @@ def launch_of(engine: dict[str, Any], port: int | str = 8000, top: dict[str, Any
 ])
 def test_given_devices_are_made_visible_through_the_profiles_variable(profile: str, variable: str) -> None:
     launch = launch_of({"profile": profile}, top={"devices": {"count": 4}}, devices=(2, 3))
-    assert launch.env == {variable: "2,3"}
+    assert launch.env == {variable: "2,3", **SAFE}
 
 
 def test_the_config_can_name_the_visibility_variables() -> None:
     top = {"devices": {"count": 4, "visibility_env": ["ROCR_VISIBLE_DEVICES", "MY_DEVICES"]}}
     launch = launch_of({"profile": "atom"}, top=top, devices=(1,))
-    assert launch.env == {"ROCR_VISIBLE_DEVICES": "1", "MY_DEVICES": "1"}
+    assert launch.env == {"ROCR_VISIBLE_DEVICES": "1", "MY_DEVICES": "1", **SAFE}
 
 
 def test_no_visibility_variable_without_declared_devices() -> None:
     """Without a `devices:` section the box's devices are not evalkit's to hand out."""
-    assert launch_of({"profile": "vllm"}, devices=(0,)).env == {}
-    assert launch_of({"profile": "vllm"}, top={"devices": {"count": 4}}).env == {}
+    assert launch_of({"profile": "vllm"}, devices=(0,)).env == SAFE
+    assert launch_of({"profile": "vllm"}, top={"devices": {"count": 4}}).env == SAFE
 
 
 # Source tree: a checked-out worktree goes first on PYTHONPATH, ahead of what was there.
@@ -50,7 +54,7 @@ def test_no_visibility_variable_without_declared_devices() -> None:
 def test_source_dir_goes_first_on_the_inherited_pythonpath(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PYTHONPATH", "/site/extra")
     launch = launch_of({"profile": "sim"}, source_dir=tmp_path)
-    assert launch.env == {"PYTHONPATH": os.pathsep.join([str(tmp_path), "/site/extra"])}
+    assert launch.env == {"PYTHONPATH": os.pathsep.join([str(tmp_path), "/site/extra"]), **SAFE}
 
 
 def test_source_dir_goes_first_on_the_configs_pythonpath(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -61,12 +65,12 @@ def test_source_dir_goes_first_on_the_configs_pythonpath(monkeypatch: pytest.Mon
 
 def test_source_dir_alone_when_nothing_was_on_pythonpath(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("PYTHONPATH", raising=False)
-    assert launch_of({"profile": "sim"}, source_dir=tmp_path).env == {"PYTHONPATH": str(tmp_path)}
+    assert launch_of({"profile": "sim"}, source_dir=tmp_path).env == {"PYTHONPATH": str(tmp_path), **SAFE}
 
 
 def test_no_source_dir_leaves_pythonpath_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", "/site/extra")
-    assert launch_of({"profile": "sim", "env": {"A": "1"}}).env == {"A": "1"}
+    assert launch_of({"profile": "sim", "env": {"A": "1"}}).env == {"A": "1", **SAFE}
 
 
 # The command profile: the config's argv template, placeholders substituted, no shell.
@@ -118,10 +122,10 @@ def test_display_redacts_secrets_but_the_launch_keeps_them() -> None:
     launch = launch_of(engine, top={"secret_env": ["MY_PRIVATE"]})
     shown = launch.display(["MY_PRIVATE"])
     assert shown["argv"][-3:] == ["--api-key", REDACTED, f"--hf-token={REDACTED}"]
-    assert shown["env"] == {"HF_TOKEN": REDACTED, "MY_PRIVATE": REDACTED, "PLAIN": "1"}
+    assert shown["env"] == {"HF_TOKEN": REDACTED, "MY_PRIVATE": REDACTED, "PLAIN": "1", **SAFE}
     assert shown["port"] == 8000 and shown["host"] == "127.0.0.1" and shown["health_path"] == "/health"
     assert launch.argv[-3:] == ["--api-key", "sk-real", "--hf-token=hf-real"]
-    assert launch.env == {"HF_TOKEN": "hf-env", "MY_PRIVATE": "mine", "PLAIN": "1"}
+    assert launch.env == {"HF_TOKEN": "hf-env", "MY_PRIVATE": "mine", "PLAIN": "1", **SAFE}
 
 
 # Readiness and failure lines: the profile's, extended or overridden by the config.
@@ -131,3 +135,64 @@ def test_health_path_and_fatal_patterns_come_from_the_profile_and_the_config() -
     assert launch.health_path == "/health_generate"
     assert launch.fatal_patterns[-1] == "my fault" and len(launch.fatal_patterns) > 1
     assert launch_of({"profile": "sglang", "health_path": "/ping"}).health_path == "/ping"
+
+
+# The engine starts in an empty directory: paths a config gives relative to where evalkit runs
+# keep that meaning, made absolute at launch build when they exist there.
+
+def test_relative_paths_that_exist_where_evalkit_runs_are_made_absolute(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models" / "tiny").mkdir(parents=True)
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").symlink_to(sys.executable)
+    (tmp_path / "serve.py").write_text("")
+    (tmp_path / "prompts.txt").write_text("")
+    config = parse_config({"model": "models/tiny", "engine": {
+        "profile": "command", "python": "venv/bin/python", "args": ["--prompts", "prompts.txt", "--dtype=prompts.txt"],
+        "command": ["{python}", "serve.py", "--model", "{model}", "--port", "{port}", "--as", "{served_name}"]}},
+        "cfg.yaml")
+    launch = build_launch(config, expand(config)[0], 8000)
+    assert launch.argv == [f"{tmp_path}/venv/bin/python", f"{tmp_path}/serve.py", "--model", f"{tmp_path}/models/tiny",
+                           "--port", "8000", "--as", "models/tiny", "--prompts", f"{tmp_path}/prompts.txt",
+                           "--dtype=prompts.txt"]
+    assert launch.python == f"{tmp_path}/venv/bin/python"  # the venv's link, not what it points to
+
+
+def test_names_that_are_not_paths_here_reach_the_engine_verbatim(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = parse_config({"model": "deepseek-ai/DeepSeek-V4-Pro", "engine": {"profile": "vllm", "python": "python3"}},
+                          "cfg.yaml")
+    launch = build_launch(config, expand(config)[0], 8000)
+    assert launch.argv[:5] == ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model",
+                               "deepseek-ai/DeepSeek-V4-Pro"]
+
+
+def test_the_command_profile_keeps_the_script_directory_on_sys_path() -> None:
+    """`python serve.py` imports what lies beside it; PYTHONSAFEPATH would take that away."""
+    assert launch_of({"profile": "command", "command": ["{python}", "serve.py"]}).env == {}
+
+
+# The package that proves the tree, and where it lives in a checkout.
+
+def test_sglang_s_package_directory_is_the_checkout_s_python_folder(tmp_path: Path) -> None:
+    launch = launch_of({"profile": "sglang", "source": {"repo": "/r", "ref": "a"}}, source_dir=tmp_path)
+    assert (launch.package, launch.tree) == ("sglang", tmp_path / "python")
+    assert launch.env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path / "python")
+
+
+def test_a_source_names_its_own_subdirectory_and_a_config_its_own_package(tmp_path: Path) -> None:
+    launch = launch_of({"profile": "sglang", "source": {"repo": "/r", "ref": "a", "subdir": ""}}, source_dir=tmp_path)
+    assert launch.tree == tmp_path
+    launch = launch_of({"profile": "command", "package": "myserver", "command": ["srv"],
+                        "source": {"repo": "/r", "ref": "a", "subdir": "src"}}, source_dir=tmp_path)
+    assert (launch.package, launch.tree) == ("myserver", tmp_path / "src")
+    assert (launch_of({"profile": "vllm"}).package, launch_of({"profile": "vllm"}).tree) == ("vllm", None)
+    assert launch_of({"profile": "command", "command": ["srv"]}).package is None
+
+
+@pytest.mark.parametrize("subdir", ["../elsewhere", "/abs", "python/../../x"])
+def test_a_subdirectory_must_stay_inside_the_checkout(subdir: str) -> None:
+    with pytest.raises(ConfigError, match=r"^cfg\.yaml: engine\.source\.subdir: must be a path inside the checkout"):
+        launch_of({"profile": "sglang", "source": {"repo": "/r", "ref": "a", "subdir": subdir}})

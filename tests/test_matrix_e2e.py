@@ -36,6 +36,7 @@ model: sim/src-test
 served_name: src-test
 engine:
   profile: sim
+  package: simfix
   args: ["--sim-fix-module", "simfix"]
   settings: {{tensor_parallel: 8, dp_attention: true, graph_mode: PIECEWISE}}
 axes:

@@ -27,7 +27,7 @@ def test_deepseek_v4_atom_argv(cell) -> None:  # type: ignore[no-untyped-def]
     expected = (ATOM_PREFIX + ATOM_PARALLEL[cell.axes["parallel"]] + ATOM_GRAPH[cell.axes["graph"]]
                 + ["--kv_cache_dtype", "fp8", "--hf-overrides", '{"use_index_cache": true, "index_topk_freq": 4}'])
     assert launch.argv == expected
-    assert launch.env == {"AITER_BF16_FP8_MOE_BOUND": "0", "ATOM_MOE_GU_ITLV": "1"}
+    assert launch.env == {"AITER_BF16_FP8_MOE_BOUND": "0", "ATOM_MOE_GU_ITLV": "1", "PYTHONSAFEPATH": "1"}
     assert cell.source is not None and cell.source.ref == {"fixon": "ccc861dc5", "fixoff": "0e9804c21"}[cell.axes["fix"]]
     assert launch.health_path == "/health"
 

@@ -10,6 +10,7 @@ every argv to vLLM's and SGLang's own argument parsers.
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -53,7 +54,8 @@ def test_vllm_deepseek_argv(cell) -> None:  # type: ignore[no-untyped-def]
     assert launch.argv == expected
     # FlashInfer and symmetric-memory all-reduce run before custom all-reduce and NCCL in vLLM 0.34.0
     # (cuda_communicator.py `all_reduce`): off, so the axis switches custom all-reduce alone.
-    assert launch.env == {"VLLM_ALLREDUCE_USE_FLASHINFER": "0", "VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}
+    assert launch.env == {"VLLM_ALLREDUCE_USE_FLASHINFER": "0", "VLLM_ALLREDUCE_USE_SYMM_MEM": "0",
+                          "PYTHONSAFEPATH": "1"}
     assert launch.health_path == "/health"
     assert launch.profile.supports_token_ids
 
@@ -67,7 +69,7 @@ def test_sglang_deepseek_argv(cell) -> None:  # type: ignore[no-untyped-def]
                 + ["--trust-remote-code", "--enforce-disable-flashinfer-allreduce-fusion"]
                 + ([] if custom_ar else ["--disable-custom-all-reduce"]))
     assert launch.argv == expected
-    assert launch.env == ({"SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2": "1"} if custom_ar else {})
+    assert launch.env == ({"SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2": "1"} if custom_ar else {}) | {"PYTHONSAFEPATH": "1"}
     assert launch.health_path == "/health_generate"  # a real generation, as SGLang's own tests poll
     assert not launch.profile.supports_token_ids
     # Deprecated spellings in 0.5.23 (server_args.py:407-424) are never produced.
@@ -207,6 +209,9 @@ def test_vllm_tiny_config_is_sim_free_and_runs_from_the_repo_root() -> None:
     assert config.engine.profile == "vllm" and config.ab is not None and config.ab.axis == "batch"
     assert not config.model.startswith("/") and not (config.engine.python or "/").startswith("/")
     launch = build_launch(config, cells[0], 1234)
-    assert launch.argv[:3] == [".evalkit-cache/real-engine/vllm-venv/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
-    assert launch.env == {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    # relative to the directory evalkit runs in: made absolute once the venv exists there
+    python = ".evalkit-cache/real-engine/vllm-venv/bin/python"
+    python = os.path.abspath(python) if os.path.exists(python) else python
+    assert launch.argv[:3] == [python, "-m", "vllm.entrypoints.openai.api_server"]
+    assert launch.env == {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONSAFEPATH": "1"}
     assert "--enforce-eager" in launch.argv and launch.argv[-4:] == ["--max-model-len", "2048", "--dtype", "float32"]

@@ -35,13 +35,20 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
     click.echo(f"# {path}: {len(cells)} cells, engine profile {config.engine.profile}")
     builds: dict[tuple[str, str], str] = {}
     for cell in cells:
-        isolated = isolate(build_launch(config, cell, config.engine.port or PORT_PLACEHOLDER), config, None, None)
-        shown = isolated.launch.display(config.secret_env)
+        checkout = Path("<checkout>") if cell.source else None  # the worktree's path is known once checked out
+        isolated = isolate(build_launch(config, cell, config.engine.port or PORT_PLACEHOLDER, source_dir=checkout),
+                           config, None, None)
+        launch = isolated.launch
+        shown = launch.display(config.secret_env)
         click.echo(f"\n[{cell.id}] " + " ".join(f"{k}={v}" for k, v in cell.axes.items()))
         env = shown["env"]
         if env:
             click.echo("  env:    " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items()))  # type: ignore[union-attr]
         click.echo("  argv:   " + shlex.join(shown["argv"]))  # type: ignore[arg-type]
+        click.echo("  cwd:    the cell's own empty folder (engine_cwd), never this directory")
+        if launch.package:
+            said = f"must import from inside {launch.tree}" if launch.tree else "its import path is recorded"
+            click.echo(f"  import: {launch.package} {said}")
         source = describe_source(cell.source, cache_dir)
         if source:
             sha = source["sha"] or f"? ({source['note']})"

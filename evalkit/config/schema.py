@@ -60,6 +60,18 @@ class Source(StrictModel):
         description="argv run once per worktree, in it, before its first engine start (a build: vLLM's compiled "
                     "extensions, SGLang's kernels); placeholders {python} {worktree}. See engine/setup.py.")
 
+    subdir: str | None = Field(
+        default=None, description="Where the engine's package lives inside the checkout (SGLang: `python`); this "
+                          "directory goes on PYTHONPATH. Default: the profile's; \"\" is the checkout's root.")
+
+    @field_validator("subdir")
+    @classmethod
+    def _inside_checkout(cls, subdir: str | None) -> str | None:
+        """A subdirectory must stay inside the checkout: the import proof compares against it."""
+        if subdir is not None and (subdir.startswith(("/", "~")) or ".." in subdir.replace("\\", "/").split("/")):
+            raise ValueError("must be a path inside the checkout (relative, no '..')")
+        return subdir
+
 
 class LogAssertion(StrictModel):
     """A line the engine's log must (or must not) hold once the engine is ready, checked before the
@@ -130,6 +142,10 @@ class EngineConfig(StrictModel):
         True, description="Give each engine launch empty compile caches (the profile names them; engine/isolation.py); "
                           "false keeps the engine's own, for users who know its cache keys.")
     log: list[LogAssertion] = Field(default_factory=list, description="Assertions on every cell's engine log.")
+    package: str | None = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="The engine's top-level package, whose import path proves which tree runs (default: the "
+                    "profile's; the `command` profile has none unless given here).")
 
 
 class Evals(StrictModel):

@@ -65,6 +65,7 @@ class EngineProcess:
     hang_timeout_s: float | None = None
     """While evals run: no /health answer for this long means the engine hangs; it is stopped."""
     cwd: Path | None = None
+    """Where the engine starts: the cell's own empty directory (engine/launch.py says why)."""
     timings: ReadyTimings = field(default_factory=ReadyTimings)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _started_at: float = field(default=0.0, init=False, repr=False)

@@ -126,6 +126,20 @@ class Profile:
         elif token_ids and self.return_token_ids:
             request = "return_token_ids"
         return Wire(finish_reasons=self.finish_reasons, token_ids=request)
+    package: str | None = None
+    """The engine's top-level package (`atom`, `vllm`, `sglang`): before the engine starts, its own
+    interpreter is asked where this package imports from, and for a cell with a source tree the
+    answer must lie inside the tree (evalkit/engine/imports.py). None: nothing to prove."""
+    source_subdir: str = ""
+    """Where `package` lives inside a checkout of the engine's repository ("" its root; SGLang's
+    `python`): that directory goes on PYTHONPATH. A config's `source.subdir` overrides it."""
+    startup_file_pattern: str | None = None
+    """Log regex with a `path` group: a line the engine writes at start-up naming one of its own
+    files (a warning's `file:line:`); for a source tree the first such path must lie inside it."""
+    safe_path: bool = True
+    """Start the engine with PYTHONSAFEPATH=1, so that `python -m` does not put the working
+    directory first on sys.path. False for a template that runs a script (`python serve.py`),
+    which the variable would stop from importing the modules beside it."""
 
     def argv(self, settings: EngineSettings, launch: Launch, extra_args: list[str] | tuple[str, ...]) -> list[str]:
         """The full argv: entry point, the profile's flags, then the config's own args."""

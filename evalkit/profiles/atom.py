@@ -34,6 +34,10 @@ reader keeps a choice's first reason (evals/repetition.py). ATOM's chat stream, 
 completions stream, sends no reason but a final "stop" (or "tool_calls";
 atom/entrypoints/openai/serving_chat.py at 0e9804c21, `stream_chat_response`): through chat a cut
 cannot be told from a natural end, so long generations on ATOM go through completions.
+
+The tree that runs: the package `atom` sits at the root of ROCm/ATOM (`atom/entrypoints/openai_server.py`
+at 0e9804c21 and ccc861dc5, `git ls-tree`), so a worktree's root goes on PYTHONPATH. No start-up line
+naming ATOM's own file is known, so the import path is the only proof of the tree.
 """
 
 from __future__ import annotations
@@ -186,4 +190,5 @@ PROFILE = Profile(
     # indexes into what is left, so setting both to the same ids would hide devices.
     visibility_env=("HIP_VISIBLE_DEVICES",),
     isolation=ATOM_ISOLATION,
+    package="atom",
 )

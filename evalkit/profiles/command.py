@@ -4,6 +4,9 @@ Placeholders `{python}`, `{host}`, `{port}`, `{model}` and `{served_name}` are s
 argv element; nothing is ever passed through a shell. The template reaches this profile the way
 every profile gets what it needs, through `Launch`, so the launch code has no case for it. The
 template is the whole command line: logical settings have no flags here (use args instead).
+The server may be anything, so it has no package to prove unless the config names one
+(`engine.package`), and PYTHONSAFEPATH is not set: a template running `python serve.py` relies on
+the script's directory being first on sys.path, which the variable would remove.
 """
 
 from __future__ import annotations
@@ -32,4 +35,4 @@ def template_flags(settings: EngineSettings, launch: Launch) -> list[str]:
     return out
 
 
-PROFILE = Profile(name="command", entrypoint=(), flags=template_flags)
+PROFILE = Profile(name="command", entrypoint=(), flags=template_flags, safe_path=False)

@@ -84,6 +84,16 @@ the ZMQ and rendezvous ports are `--port` + 233 and the six after it (:819-850),
 HTTP ports 233 apart would collide: `--dist-init-addr 127.0.0.1:P` (fields/parallel.py:32) moves
 them to a block evalkit keeps free (P .. P+6, plus one per DP rank on the SGLANG_RUST_SERVER
 path: 24 in all).
+
+The tree that runs: SGLang's repository keeps its package at `python/sglang/` (sgl-project/sglang:
+python/pyproject.toml builds the wheel from `python/`, and python/sglang/launch_server.py is the
+module above), so a worktree's `python/` goes on PYTHONPATH, not its root (where there is no
+`sglang/` and the installed build would be imported instead). Started as `python -m
+sglang.launch_server`, sglang/launch_server.py:71 (0.5.23 wheel) warns under `if __name__ ==
+"__main__"`: `warnings.warn("'python -m sglang.launch_server' is still supported, but 'sglang
+serve' is the recommended entrypoint. ...", UserWarning)`, printed as `<its path>:71: UserWarning:
+...`: the path of the file that ran, the third witness of its tree. Its `/server_info` version is
+the installed distribution's, which names no commit: the import path is the proof.
 """
 
 from __future__ import annotations
@@ -129,6 +139,8 @@ SGLANG_FATAL_PATTERNS = (
     r"Memory access fault by GPU",
 )
 """The scheduler's crash line (managers/scheduler.py:6372), CUDA faults, OOM."""
+SGLANG_STARTUP_FILE = r"(?P<path>/[^\n]*?/sglang/launch_server\.py):\d+: UserWarning"
+"""The `python -m sglang.launch_server` warning of sglang/launch_server.py:71 (0.5.23): the file that ran."""
 
 
 def read_sglang_log(text: str) -> RanAs:
@@ -204,4 +216,7 @@ PROFILE = Profile(
                                      when=lambda settings: bool(settings.dp_attention))),
     ),
     builds_from_source=True,
+    package="sglang",
+    source_subdir="python",
+    startup_file_pattern=SGLANG_STARTUP_FILE,
 )

@@ -4,6 +4,8 @@ It runs on the CPU, so it needs no device lock, and its runs are marked as simul
 what vLLM reports, under vLLM's names (`/version`, `/metrics`; see profiles/vllm.py), and it is
 scraped as an external server too: nobody else's requests reach a simulator a test started.
 It prints ATOM's own start-up lines (evalkit/sim/startup.py), so ATOM's log reader reads it.
+Its top package is evalkit's own; a config whose source tree holds the simulator's fix module
+(`--sim-fix-module simfix`) names that module as `engine.package`, the package the tree provides.
 """
 
 from __future__ import annotations
@@ -32,4 +34,5 @@ PROFILE = Profile(
     metrics_path="/metrics",
     metric_names=VLLM_METRICS,
     scrape_external=True,
+    package="evalkit",
 )

@@ -71,6 +71,13 @@ an empty one. Internal ports: none fixed on one host. The DP master port comes f
 free-picked, envs.py:769-772), and `--data-parallel-rpc-port` (29550, parallel.py:169) is used
 only when engines live on other nodes (v1/engine/utils.py:1342-1351: all-local engines handshake
 over IPC).
+
+The tree that runs: the package `vllm` sits at the root of vllm-project/vllm
+(`vllm/entrypoints/openai/api_server.py`), so a worktree's root goes on PYTHONPATH. In the vllm
+0.34.0 wheel that module warns at import, in `__main__` (so Python's default filters show it):
+`warnings.warn("`vllm.entrypoints.openai.api_server` is deprecated ...", DeprecationWarning)` at
+vllm/entrypoints/openai/api_server.py:24, printed as `<its path>:24: DeprecationWarning: ...`:
+the path of the file the engine really ran, the third witness of its tree.
 """
 
 from __future__ import annotations
@@ -125,6 +132,10 @@ each means): "repetition" is the engine cutting a loop it detected, only for req
 `repetition_detection` (v1/core/sched/utils.py:129-137), a cut like "length"; "error" never reaches
 a client as a reason: it becomes a 500 answer or a stream's error event (completion/serving.py:409,
 :620-626)."""
+VLLM_STARTUP_FILE = r"(?P<path>/[^\n]*?/vllm/entrypoints/openai/api_server\.py):\d+: DeprecationWarning"
+"""The deprecation warning of vllm/entrypoints/openai/api_server.py:24 (vllm 0.34.0): the file that ran."""
+
+
 VLLM_METRICS = MetricNames(
     generation_tokens="vllm:generation_tokens_total",
     tpot="vllm:request_time_per_output_token_seconds",
@@ -169,4 +180,6 @@ PROFILE = Profile(
     metric_names=VLLM_METRICS,
     isolation=Isolation(cache_env=("VLLM_CACHE_ROOT",)),
     builds_from_source=True,
+    package="vllm",
+    startup_file_pattern=VLLM_STARTUP_FILE,
 )

@@ -68,6 +68,7 @@ def records(summary: dict[str, Any]) -> list[dict[str, Any]]:
         rec |= {"status": cell["status"], "error": cell.get("error"),
                 "source_repo": strip_userinfo(src.get("repo") or "") or None, "source_ref": src.get("ref"),
                 "source_sha": src.get("sha"), "engine_version": cell.get("engine_version"),
+                "import_origin": (cell.get("imports") or {}).get("origin"),
                 "effective_mode": cell.get("effective_mode"),
                 "ran_as_asked": (cell.get("ran_as") or {}).get("agrees"),
                 "log_checks": checks_text(cell.get("log_checks"))}

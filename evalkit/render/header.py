@@ -28,6 +28,20 @@ def sources(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"repo": r, "ref": ref, "sha": sha, "cells": ids} for (r, ref, sha), ids in groups.items()]
 
 
+def imports(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Where each cell's engine package imported from (asked before it started), grouped: one
+    entry per (package, origin, verdict) with its cells, in run order; `said` is the verdict in
+    words: inside the cell's source tree, OUTSIDE it (the cell did not start), or no tree to prove."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for cell in summary["cells"]:
+        found = cell.get("imports")
+        if found:
+            said = {True: "inside its source tree", False: f"OUTSIDE its source tree {found.get('tree')}",
+                    None: "no source tree"}[found.get("inside")]
+            groups.setdefault((found["package"], found.get("origin") or "nowhere", said), []).append(cell["id"])
+    return [{"package": p, "origin": o, "said": s, "cells": ids} for (p, o, s), ids in groups.items()]
+
+
 def _source_label(source: dict[str, Any], summary: dict[str, Any]) -> str:
     """`ccc861dc5ab1 (fix=fixon)` when one axis value names the source's cells."""
     sha = (source["sha"] or "?")[:12]

@@ -180,6 +180,11 @@ def _facts(cell: dict[str, Any], engine: dict[str, Any]) -> str:
         rows.append(("engine env", " ".join(f"{k}={shlex.quote(str(v))}" for k, v in launch["env"].items())))
     if launch.get("base_url"):
         rows.append(("server", f"{launch['base_url']} ({launch.get('note') or 'external'})"))
+    found = cell.get("imports") or {}
+    if found:
+        said = {True: "inside the source tree", False: f"OUTSIDE the source tree {found.get('tree')}",
+                None: "no source tree"}[found.get("inside")]
+        rows.append(("engine imports", f"{found['package']} from {found.get('origin') or 'nowhere'} ({said})"))
     if ran := ran_text(cell.get("ran_as")):
         rows.append(("engine ran (its log)", ran))
     elif engine.get("effective_mode"):

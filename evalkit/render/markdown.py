@@ -25,7 +25,7 @@ from evalkit.render.compare_table import (
 )
 from evalkit.render.details import Details
 from evalkit.render.engine_log import engine_log_lines, engine_log_title
-from evalkit.render.header import SIM_NOTE, facts, legend, sources, title, verdict_line
+from evalkit.render.header import SIM_NOTE, facts, imports, legend, sources, title, verdict_line
 from evalkit.render.markdown_details import details_sections, id_list
 from evalkit.render.regressions import regression_lines
 from evalkit.render.table import Pivot, columns, pivots, table_rows
@@ -74,7 +74,10 @@ def report(summary: dict[str, Any], details: Details) -> str:
     for src in sources(summary):
         lines.append(f"- engine source {md_code(src['repo'])} @ {md_code(src['ref'])} → "
                      f"{md_code(src['sha'] or '?')}: {md_cell(', '.join(src['cells']))}")
-    if sources(summary):
+    for found in imports(summary):
+        lines.append(f"- engine package {md_code(found['package'])} imported from {md_code(found['origin'])} "
+                     f"({md_cell(found['said'])}): {md_cell(', '.join(found['cells']))}")
+    if sources(summary) or imports(summary):
         lines.append("")
     if summary.get("simulated"):
         lines += [f"> {md_cell(SIM_NOTE)}", ""]

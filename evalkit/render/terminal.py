@@ -21,7 +21,7 @@ from evalkit.render.compare_table import (
 )
 from evalkit.render.details import Details
 from evalkit.render.engine_log import engine_log_lines, engine_log_title
-from evalkit.render.header import SIM_NOTE, facts, legend, title, verdict_line
+from evalkit.render.header import SIM_NOTE, facts, imports, legend, title, verdict_line
 from evalkit.render.regressions import regression_lines
 from evalkit.render.table import Column, Pivot, Row, columns, pivots, table_rows
 from evalkit.render.text import MAX_CELL_CHARS, term_text, truncate
@@ -118,6 +118,9 @@ def report(summary: dict[str, Any], details: Details) -> list[RenderableType]:
     out += [_pivot(p) for p in pivots(summary)]
     if summary.get("simulated"):
         out.append(f"[dim]{term_text(SIM_NOTE)}[/dim]")
+    for found in imports(summary):
+        said = f"{found['package']} imported from {found['origin']} ({found['said']}): {', '.join(found['cells'])}"
+        out.append(f"[dim]{term_text(said)}[/dim]")
     if lines := engine_log_lines(summary):
         out.append(term_text(engine_log_title(summary)))
         out += [f"[dim]  {term_text(line)}[/dim]" for line in lines]

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.config import MatrixConfig
-from evalkit.engine import CellLaunch, EngineProcess, PortBook, build_launch
+from evalkit.engine import PORT_PLACEHOLDER, CellLaunch, EngineProcess, PortBook, build_launch
+from evalkit.engine.imports import prove
 from evalkit.engine.isolation import isolate, release
 from evalkit.engine.setup import ensure_built, setup_plan
 from evalkit.engine.sources import ResolvedSource
-from evalkit.errors import EngineError, EvalError, PortInUse, SetupFailed
+from evalkit.errors import EngineError, EvalError, PortInUse, SetupFailed, TreeNotProven
 from evalkit.evals import registry
 from evalkit.evals.base import EvalContext, EvalResult
 from evalkit.evals.engine_figures import scraping_enabled
@@ -38,6 +39,7 @@ from evalkit.run.records import (
     FINISHED,
     CellError,
     CellRecord,
+    ImportInfo,
     IsolationRecord,
     SetupRecord,
     SourceInfo,
@@ -52,6 +54,9 @@ PORT_ATTEMPTS = 3
 PORTS = PortBook()
 """Every port this process hands to an engine: cells side by side never get the same one."""
 EXTERNAL_NOTE = "external server: not started by evalkit"
+ENGINE_CWD = "engine_cwd"
+"""The folder of a cell's directory that its engine starts in: empty, evalkit's own, never a
+checkout (engine/launch.py says why). Whatever the engine writes there stays with the cell."""
 
 
 @dataclass(frozen=True)
@@ -188,10 +193,14 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
     """Start the engine (another port if one is lost to a race), run the evals, stop it."""
     config, timings = job.config, record.timings
     log_path = job.cell_dir / "engine.log"
+    cwd = (job.cell_dir / ENGINE_CWD).resolve()
+    cwd.mkdir(parents=True, exist_ok=True)
+    worktree = job.source.worktree if job.source else None
+    _prove_tree(job, record, build_launch(config, job.cell, PORT_PLACEHOLDER, worktree, job.devices, cwd=cwd))
     for attempt in range(1, PORT_ATTEMPTS + 1):
         port = config.engine.port or PORTS.take(config.engine.host)
-        isolated = isolate(build_launch(config, job.cell, port, job.source.worktree if job.source else None,
-                                        job.devices), config, PORTS, job.cell_dir)
+        isolated = isolate(build_launch(config, job.cell, port, worktree, job.devices, cwd=cwd), config, PORTS,
+                           job.cell_dir)
         launch = isolated.launch
         record.launch = launch.display(config.secret_env)
         record.isolation = IsolationRecord.model_validate(isolated.record)
@@ -206,7 +215,8 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
                 timings.update(engine_start_s=ready.health_s, engine_ready_s=ready.warmup_s,
                                warmup_attempts=ready.warmup_attempts)
                 _read_engine_log(job, launch, engine, record)
-                check_version(launch.base_url, launch.profile, job.source, record, job.cell.id, job.progress)
+                check_version(launch.base_url, launch.profile, job.source, record, job.cell.id, job.progress,
+                              tree=launch.tree, log_text=engine.launch_log())
                 job.update("ready", f"in {ready.warmup_s:.1f} s")
                 try:
                     body(job, launch.base_url, record, launch.profile.wire())
@@ -227,6 +237,25 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
             scrub_file(log_path, secret_values({**os.environ, **launch.env}, config.secret_env))
 
 
+def _prove_tree(job: CellJob, record: CellRecord, launch: CellLaunch) -> None:
+    """Before the engine starts, ask its own interpreter, with its environment and working
+    directory, where its package imports from, and record the answer; for a cell with a source
+    tree, an answer outside the tree fails the cell now (`TreeNotProven`): the engine would run
+    other code than the cell's commit, and both sides of an A/B could run the same."""
+    if launch.package is None:
+        return
+    proof = prove(launch.python, launch.package, {**os.environ, **launch.env}, launch.cwd)
+    record.imports = ImportInfo(package=proof.package, origin=proof.origin, error=proof.error)
+    if launch.tree is None:
+        return
+    outside = proof.outside(launch.tree)
+    record.imports.tree, record.imports.inside = str(launch.tree), outside is None
+    if outside is not None:
+        sha = job.source.sha[:12] if job.source else "?"
+        raise TreeNotProven(f"engine package {proof.package!r} would import from {outside}, not from the cell's "
+                            f"source tree {launch.tree} ({sha}): the engine was not started")
+
+
 def _engine_for(launch: CellLaunch, config: MatrixConfig, log_path: Path) -> EngineProcess:
     return EngineProcess(
         argv=launch.argv,
@@ -238,6 +267,7 @@ def _engine_for(launch: CellLaunch, config: MatrixConfig, log_path: Path) -> Eng
         fatal_patterns=launch.fatal_patterns,
         stop_grace_s=config.timeouts.stop_grace,
         hang_timeout_s=config.timeouts.hang,
+        cwd=launch.cwd,
     )
 
 

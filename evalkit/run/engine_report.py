@@ -1,5 +1,11 @@
-"""A cell's side of what the engine reports: its version checked against the source tree, its
-`/metrics` scraped around each eval, and the throughput the client saw.
+"""A cell's side of what the engine reports: which tree it ran, its `/metrics` scraped around each
+eval, and the throughput the client saw.
+
+Which tree ran has up to three witnesses, in order of weight: where the engine's package imports
+from (asked of its interpreter before it started, run/cell.py; the proof), the commit its
+version names (gitinfo.py; an unbuilt vLLM says `dev`, SGLang the installed distribution's
+version, so a version alone proves little), and the path of its own file in a start-up line of
+its log (the running process's own word). `check_version` weighs them into `engine_check`.
 
 The cell lifecycle calls `check_version` once the engine is ready and wraps each eval in an
 `EngineScrapes`; both only write to the cell's record and the progress, and neither can fail a
@@ -11,35 +17,82 @@ sets `scrape_external`, because a shared server's counters count other clients' 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import httpx
 
+from evalkit.engine.imports import inside, logged_file
 from evalkit.engine.metrics import TIMEOUT_S, Scrape, figures, read_version, scrape
 from evalkit.engine.sources import ResolvedSource
 from evalkit.evals.base import EvalResult
-from evalkit.gitinfo import match_source
+from evalkit.gitinfo import MISMATCH_WORDS, match_source
 from evalkit.profiles import Profile
 from evalkit.run.options import Progress
-from evalkit.run.records import CellRecord, EngineCheck
+from evalkit.run.records import CellRecord, EngineCheck, Witness
+
+Status = Literal["match", "mismatch", "unknown"]
 
 
 def check_version(base_url: str, profile: Profile, source: ResolvedSource | None, record: CellRecord,
-                  cell_id: str, progress: Progress) -> None:
-    """Record the engine's version and, for a source tree, whether the engine runs it; a mismatch
-    is also a `warning` line in the live progress, at once, not only in the report at the end."""
-    if profile.version_path is None:
-        return
-    version, error = read_version(base_url, profile.version_path)
-    record.engine_version = version
+                  cell_id: str, progress: Progress, tree: Path | None = None, log_text: str = "") -> None:
+    """Record the engine's version and, for a source tree, whether the engine runs it, from every
+    witness there is (`tree`: where its package must import from; `log_text`: this launch's engine
+    log); a mismatch is also a `warning` line in the live progress, at once, not only in the report."""
+    version, error = read_version(base_url, profile.version_path) if profile.version_path else (None, None)
+    if profile.version_path:
+        record.engine_version = version
     if source is None:
-        record.engine_check = EngineCheck(status="unknown", message=error or "no source tree to check against")
+        if profile.version_path:
+            record.engine_check = EngineCheck(status="unknown", message=error or "no source tree to check against")
         return
-    found = match_source(version, source.sha)
-    record.engine_check = EngineCheck(status=found.status, commit=found.commit, source_sha=source.sha,
-                                      message=f"{found.message} ({error})" if error else found.message)
-    if found.status == "mismatch":
-        progress.update(cell_id, "warning", found.message)
+    witnesses = []
+    if record.imports is not None and record.imports.inside is not None:
+        witnesses.append(Witness(kind="import", status="match" if record.imports.inside else "mismatch",
+                                 message=f"{record.imports.package} imports from {record.imports.origin}"))
+    found = match_source(version, source.sha) if profile.version_path else None
+    if found is not None:
+        witnesses.append(Witness(kind="version", status=found.status,
+                                 message=f"{found.message} ({error})" if error else found.message))
+    if tree is not None and profile.startup_file_pattern:
+        witnesses.append(_log_witness(logged_file(log_text, profile.startup_file_pattern), tree))
+    if not witnesses:
+        return
+    status, message = weigh(witnesses, source.sha)
+    record.engine_check = EngineCheck(status=status, commit=found.commit if found else None, source_sha=source.sha,
+                                      message=message, witnesses=witnesses)
+    if status == "mismatch":
+        progress.update(cell_id, "warning", message)
+
+
+def _log_witness(path: str | None, tree: Path) -> Witness:
+    if path is None:
+        return Witness(kind="log", status="unknown", message="no start-up line naming the engine's own file")
+    if inside(path, tree):
+        return Witness(kind="log", status="match", message=f"the engine logged its file {path}")
+    return Witness(kind="log", status="mismatch",
+                   message=f"{MISMATCH_WORDS}: the engine logged its file {path}, outside its tree {tree}")
+
+
+def weigh(witnesses: list[Witness], sha: str) -> tuple[Status, str]:
+    """One verdict from the witnesses. The running engine's own logged file outside the tree is a
+    mismatch whatever else says; otherwise an import path inside the tree proves it (a version that
+    names no commit, or another one, is then only noted: an unbuilt or stale-built tree, not
+    another tree); without an import proof the version decides, as it did alone before."""
+    by = {w.kind: w for w in witnesses}
+    log, imported, version = by.get("log"), by.get("import"), by.get("version")
+    if log is not None and log.status == "mismatch":
+        return "mismatch", log.message
+    if imported is not None and imported.status == "match":
+        notes = [w.message for w in (log, version) if w is not None and w.status != "mismatch"]
+        if version is not None and version.status == "mismatch":  # the tree runs: its version is stale
+            notes.append(version.message.removeprefix(f"{MISMATCH_WORDS}: ") + ", a build of another commit?")
+        return "match", "; ".join([f"the engine runs {sha[:12]}: {imported.message}", *notes])
+    if version is not None and version.status != "unknown":
+        return version.status, version.message
+    if log is not None and log.status == "match":
+        return "match", f"the engine runs {sha[:12]}: {log.message}"
+    return "unknown", "; ".join(w.message for w in witnesses)
 
 
 class EngineScrapes:

@@ -132,17 +132,48 @@ class IsolationRecord(_Record):
     """Engine flag -> the value evalkit gave this launch (its internal ports, from the port book)."""
 
 
+class ImportInfo(_Record):
+    """Where the engine's top package imports from, as the cell's own interpreter, environment and
+    working directory answered before the engine started (evalkit/engine/imports.py)."""
+
+    package: str
+    """The package asked about (`engine.package`, else the profile's: `atom`, `vllm`, `sglang`)."""
+    origin: str | None
+    """Its `__init__.py` (or a namespace package's first directory); None: not importable."""
+    tree: str | None = None
+    """The source tree it must import from (worktree or its package subdirectory); None: the cell
+    has no source tree, and the origin is recorded only."""
+    inside: bool | None = None
+    """Whether every place it imports from lies in `tree`; None without a tree."""
+    error: str | None = None
+    """Why the interpreter could not say, when it could not."""
+
+
+class Witness(_Record):
+    """One piece of evidence about which tree the engine ran."""
+
+    kind: Literal["import", "version", "log"]
+    """`import`: where its package imports from (the proof); `version`: the commit its version
+    endpoint names; `log`: the path of its own file in a start-up line of its log."""
+    status: Literal["match", "mismatch", "unknown"]
+    message: str
+
+
 class EngineCheck(_Record):
-    """Does the engine run the source tree the cell checked out? (evalkit/gitinfo.py)"""
+    """Does the engine run the source tree the cell checked out? (run/engine_report.py)"""
 
     status: Literal["match", "mismatch", "unknown"]
-    """`mismatch` is the loud one: the engine reports a commit other than the checkout's."""
+    """`mismatch` is the loud one: the engine logged a file outside the tree, or (with no import
+    proof) its version names a commit other than the checkout's. A version that names no commit
+    or another one never makes a mismatch when the import path proves the tree."""
     commit: str | None = None
     """The commit the engine's version names, if it names one."""
     source_sha: str | None = None
     """The checked-out commit; None when the cell has no source tree."""
     message: str
     """One line: what was compared, or why nothing could be (no version, a release version)."""
+    witnesses: list[Witness] = []
+    """Each piece of evidence (import path, version, logged file) with its own verdict."""
 
 
 class RanAsRecord(_Record):
@@ -222,8 +253,13 @@ class CellRecord(_File):
     """The config's log assertions that apply to this cell, each with its result; absent when none apply."""
     engine_version: str | None = None
     """What the engine's version endpoint reports (its profile's `version_path`), read once ready."""
+    imports: ImportInfo | None = None
+    """Where the engine's package imports from, asked before it started; absent when the engine
+    names no package (or evalkit started none). A source cell whose answer lies outside its tree
+    fails with `TreeNotProven` before its engine starts."""
     engine_check: EngineCheck | None = None
-    """The engine's version against the cell's source tree; absent when the profile has no version."""
+    """Which tree the engine ran, from its import path, version and logged file; absent when none
+    of them can be known."""
     engine_metrics: dict[str, Any] = {}
     """Per eval name, what the engine's `/metrics` counters say it did during that eval
     (`generation_tokens`, `requests`, `tpot_mean_s`, `tpot_n`, `spec_*`, `scrape_s`; see
