@@ -18,6 +18,7 @@ import csv
 import io
 import json
 import re
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,14 @@ from tests.tree_engine import make_tree_repo, write_package
 DECOY = '''from pathlib import Path
 Path(__file__).with_name("IMPORTED").touch()
 '''
+
+
+
+def with_checkout_on_path() -> dict[str, str]:
+    """evalkit's environment with this checkout importable, for the profile `tests.tree_engine:PROFILE`
+    (the matrix runs in a directory of its own, as a user would, where `tests` is not importable)."""
+    root = str(Path(__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +76,7 @@ evals:
     done = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(config), "--run-id", "t",
                            "--results-dir", str(root / "results"), "--cache-dir", str(root / "cache"), "--json",
                            "--limit", "5", "--no-history"], cwd=decoy, capture_output=True, text=True, timeout=300,
-                          check=False)
+                          check=False, env=with_checkout_on_path())
     path = root / "results" / "t"
     cells = {d.name: json.loads((d / "cell.json").read_text()) for d in path.iterdir() if (d / "cell.json").exists()}
     return {"done": done, "path": path, "cells": cells, "shas": shas, "cache": (root / "cache").resolve(),
