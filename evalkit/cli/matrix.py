@@ -38,6 +38,8 @@ from evalkit.cli.report import show_run
 @click.option("--no-history", is_flag=True, help="Do not record finished cells in the history database.")
 @click.option("--notify", metavar="CMD", help="Run CMD (split like a shell would, run without one) with the "
               "markdown report's path appended, after the run; e.g. --notify 'scripts/post-to-chat --channel ci'.")
+@click.option("--strict", is_flag=True, help="Exit 5 when nothing broke but a failing threshold's check is "
+              "INCONCLUSIVE (its test could not have seen the margin): for nightlies that must not pass on too little data.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json on stdout; progress stays on stderr.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 @click.pass_context
@@ -45,7 +47,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
            dry_run: bool, run_id: str | None, resume_run: str | None, results_dir: Path, cache_dir: Path,
            base_url: str | None, served_name: str | None, executor: str | None, max_parallel: int | None, lock_file: Path, no_lock: bool,
            history_db: Path | None,
-           no_history: bool, notify: str | None, as_json: bool, quiet: bool) -> None:
+           no_history: bool, notify: str | None, strict: bool, as_json: bool, quiet: bool) -> None:
     """Run the matrix: start each cell's engine, run GSM8K and the collapse check, report.
 
     Results go to RESULTS_DIR/RUN_ID/ (run.json, summary.json, table.md, one folder per cell).
@@ -59,6 +61,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     """
     from evalkit.run.api import MatrixRequest, run_matrix
     from evalkit.run.progress import make_progress
+    from evalkit.verdicts import strict_exit_code
 
     if dry_run:
         ctx.invoke(plan, model=model, config_path=config_path, only=only, results_dir=results_dir, cache_dir=cache_dir)
@@ -84,7 +87,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
         console().print(f"results: {outcome.run_path}")
     if notify:
         _notify(notify, outcome.run_path / "table.md", outcome.summary["exit_code"])
-    sys.exit(outcome.exit_code)
+    sys.exit(strict_exit_code(outcome.summary) if strict and not outcome.interrupted else outcome.exit_code)
 
 
 def _notify(command: str, markdown_path: Path, exit_code: int) -> None:
