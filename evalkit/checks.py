@@ -33,7 +33,14 @@ from evalkit.config.schema import EQUIVALENCE_CHECKS
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison
 from evalkit.multiplicity import METHOD_WORDS, Method, adjust
-from evalkit.power import equivalence_margin, equivalence_n, fisher_mde, fisher_n, mcnemar_mde, mcnemar_n
+from evalkit.power import (
+    equivalence_margin,
+    equivalence_n,
+    fisher_mde,
+    fisher_n,
+    mcnemar_mde,
+    mcnemar_n,
+)
 from evalkit.stats import paired_equivalence, wilson_interval
 
 PASS, FAIL, INCONCLUSIVE, NOT_CHECKED = "PASS", "FAIL", "INCONCLUSIVE", "NOT_CHECKED"
@@ -173,9 +180,7 @@ def decide(record: dict[str, Any], p_adj: float | None, p_equivalent_adj: float 
     mde = record["mde"]
     if beyond and significant:
         out["outcome"] = FAIL
-    elif beyond or (p_adj is not None and (mde is None or mde > margin * factor)):
-        out["outcome"] = INCONCLUSIVE
-    elif p_adj is None and mde is not None and mde > margin * factor:
+    elif beyond or (p_adj is not None and (mde is None or mde > margin * factor)) or p_adj is None and mde is not None and mde > margin * factor:
         out["outcome"] = INCONCLUSIVE
     else:
         out["outcome"] = PASS

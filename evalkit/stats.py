@@ -29,9 +29,18 @@ from typing import Any
 from scipy.stats import binomtest, fisher_exact, norm
 
 __all__ = [
-    "wilson_interval", "Proportion", "proportion", "Paired", "paired_comparison",
-    "FisherResult", "fisher_collapse", "NoiseFloor", "noise_floor", "is_regression",
-    "Equivalence", "paired_equivalence",
+    "Equivalence",
+    "FisherResult",
+    "NoiseFloor",
+    "Paired",
+    "Proportion",
+    "fisher_collapse",
+    "is_regression",
+    "noise_floor",
+    "paired_comparison",
+    "paired_equivalence",
+    "proportion",
+    "wilson_interval",
 ]
 
 

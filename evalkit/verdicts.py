@@ -17,7 +17,13 @@ from typing import Any
 
 from evalkit import checks
 from evalkit.config import MatrixConfig, Threshold
-from evalkit.errors import EXIT_CELL_FAILED, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLD
+from evalkit.errors import (
+    EXIT_CELL_FAILED,
+    EXIT_INCONCLUSIVE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_THRESHOLD,
+)
 from evalkit.evals import registry
 from evalkit.evals.base import (
     SETUP_KEY,

@@ -9,8 +9,15 @@ from pathlib import Path
 
 import click
 
-from evalkit.cli._common import (EXIT_CODES_HELP, _Command, cache_dir_option, console, model_options, only_option,
-                                 results_dir_option)
+from evalkit.cli._common import (
+    EXIT_CODES_HELP,
+    _Command,
+    cache_dir_option,
+    console,
+    model_options,
+    only_option,
+    results_dir_option,
+)
 from evalkit.cli.plan import plan
 from evalkit.cli.report import show_run
 
