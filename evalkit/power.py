@@ -9,8 +9,8 @@ checked by simulation in tests/test_power.py:
   exact over the number of discordant questions (the model in its docstring);
 * counts of rare events (Fisher exact, one-sided, a rise): `fisher_power`, exact over both
   binomial counts;
-* equivalence on paired marks (two one-sided tests): `equivalence_margin` / `equivalence_n`, the
-  normal approximation of Connor (1987) at a true difference of 0;
+* equivalence on paired marks (two one-sided tests): `equivalence_margin` / `equivalence_n`, at a
+  true difference of 0 (Connor 1987's variance, Newcombe's interval);
 * TensorRT-LLM's accuracy gate (as the project's engine reference, REFERENCE.md section 11,
   records it): threshold = ref - z(alpha) sqrt(2 sigma^2 / n)
   and MDE = (z(alpha) + z(beta)) sqrt(2 sigma^2 / n), one-sided, sigma = 0.5 for 0/1 scores:
@@ -26,6 +26,8 @@ from collections.abc import Callable
 
 import numpy as np
 from scipy.stats import binom, hypergeom, norm
+
+from evalkit.stats import newcombe_paired
 
 POWER = 0.8
 """Default power of every MDE (beta = 0.2, as NeMo Evaluator and TensorRT-LLM use)."""
@@ -155,30 +157,40 @@ def fisher_n(margin: float, base_rate: float, alpha: float, power: float = POWER
     return _smallest_n(lambda n: fisher_power(n, n, base_rate, margin, alpha) >= power, most=int(3 * guess) + 100)
 
 
-def equivalence_margin(n: int, discordance: float, alpha: float, power: float = POWER) -> float | None:
-    """The smallest margin two one-sided tests at alpha show with probability >= power, when the
-    truth is no change: (z(1 - alpha) + z(1 - beta/2)) sqrt(discordance / n).
+def _tost_power_terms(n: int, discordance: float, alpha: float) -> tuple[float, float]:
+    """(half-width, sd) at a true difference of 0: the half-width of the (1 - 2 alpha) Newcombe
+    interval TOST uses (stats.paired_equivalence), at the expected counts (half the discordant
+    questions each way, every concordant one right: the widest), and the standard deviation
+    sqrt(discordance / n) of the observed difference (Connor 1987)."""
+    spread = max(discordance, 1 / n)  # a deterministic engine: one question's worth
+    flips = round(n * spread / 2)
+    low, high = newcombe_paired(n - 2 * flips, flips, flips, 0, 1 - 2 * alpha)
+    return (high - low) / 2, math.sqrt(spread / n)
 
-    At a true difference of 0 the paired difference has variance discordance / n (Connor RJ,
-    "Sample size for testing differences in proportions for the paired-sample design",
-    Biometrics 1987;43:207-211); TOST then needs both one-sided bounds inside the margin, hence
-    beta/2 per side (Chow, Shao & Wang, "Sample Size Calculations in Clinical Research", 2nd ed.
-    2008, the two one-sided tests' sample size at a true difference of 0). A deterministic engine (discordance 0) is given one question's worth.
-    """
+
+def equivalence_margin(n: int, discordance: float, alpha: float, power: float = POWER) -> float | None:
+    """The smallest margin two one-sided tests at alpha show with probability >= power when the
+    truth is no change: the interval's half-width plus z(1 - beta/2) sd of the observed difference
+    (both bounds must land inside: beta/2 per side, Chow, Shao & Wang, "Sample Size Calculations
+    in Clinical Research", 2nd ed. 2008, the TOST sample size at a true difference of 0). With
+    the Wald interval this is Connor (1987)'s (z(1 - alpha) + z(1 - beta/2)) sqrt(discordance / n);
+    Newcombe's interval is a little wider at small counts, and the simulation in
+    tests/test_power.py holds the power it promises."""
     if n <= 0:
         return None
-    spread = max(discordance, 1 / n)
-    return float((norm.ppf(1 - alpha) + norm.ppf(1 - (1 - power) / 2)) * math.sqrt(spread / n))
+    half, sd = _tost_power_terms(n, discordance, alpha)
+    return float(half + norm.ppf(1 - (1 - power) / 2) * sd)
 
 
 def equivalence_n(margin: float, discordance: float, alpha: float, power: float = POWER) -> int | None:
     """Questions two one-sided tests need to show equivalence within `margin` (`equivalence_margin`
-    solved for n)."""
+    solved for n, bounded by Connor's normal approximation times four)."""
     if margin <= 0:
         return None
     z = norm.ppf(1 - alpha) + norm.ppf(1 - (1 - power) / 2)
-    n = math.ceil(z * z * max(discordance, 1e-9) / (margin * margin))
-    return max(n, math.ceil(z / margin))  # discordance 0: still one question's worth inside the margin
+    guess = z * z * max(discordance, margin) / (margin * margin)
+    return _smallest_n(lambda n: equivalence_margin(n, discordance, alpha, power) <= margin,  # type: ignore[operator]
+                       most=int(4 * guess) + 100)
 
 
 def gate_mde(n: int, alpha: float = 0.05, power: float = POWER, sigma: float = 0.5) -> float:
