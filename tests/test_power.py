@@ -10,13 +10,22 @@ import pytest
 from scipy.stats import false_discovery_control, fisher_exact
 
 from evalkit.multiplicity import adjust, benjamini_hochberg, holm
-from evalkit.power import (equivalence_margin, equivalence_n, fisher_mde, fisher_n, fisher_power, gate_mde, gate_room,
-                           mcnemar_mde, mcnemar_n)
+from evalkit.power import (
+    equivalence_margin,
+    equivalence_n,
+    fisher_mde,
+    fisher_n,
+    fisher_power,
+    gate_mde,
+    gate_room,
+    mcnemar_mde,
+    mcnemar_n,
+)
 from evalkit.stats import paired_comparison, paired_equivalence
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import verdict_power  # noqa: E402  (the benchmark script: its simulation, run small here)
+import verdict_power
 
 
 def test_tensorrt_llm_gate_figures_for_gsm8k() -> None:
