@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.table import Table
 
+from evalkit.render.checks import check_lines
 from evalkit.render.compare_table import compare_columns, compare_legend, compare_rows, compare_title, run_facts
 from evalkit.render.details import Details
 from evalkit.render.header import SIM_NOTE, facts, legend, title, verdict_line
@@ -110,6 +111,7 @@ def report(summary: dict[str, Any], details: Details) -> list[RenderableType]:
     out += [_pivot(p) for p in pivots(summary)]
     if summary.get("simulated"):
         out.append(f"[dim]{term_text(SIM_NOTE)}[/dim]")
+    out += [f"[dim]{term_text(line)}[/dim]" for line in check_lines(summary)]
     for cell in summary["cells"]:
         for flag in cell["flags"]:
             marker = "[bold red]FAIL[/bold red]" if flag["action"] == "fail" else "[yellow]warn[/yellow]"
