@@ -11,11 +11,19 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
-from evalkit.redact import redact_argv
 from evalkit.evals.base import MetricSpec
+from evalkit.redact import redact_argv
 from evalkit.render.checks import check_lines, check_table
-from evalkit.render.compare_table import (compare_columns, compare_legend, compare_rows, compare_title, flip_specs,
-                                          flips, flips_suffix, run_facts)
+from evalkit.render.compare_table import (
+    compare_columns,
+    compare_legend,
+    compare_rows,
+    compare_title,
+    flip_specs,
+    flips,
+    flips_suffix,
+    run_facts,
+)
 from evalkit.render.details import Details
 from evalkit.render.header import SIM_NOTE, facts, legend, sources, title, verdict_line
 from evalkit.render.markdown_details import details_sections, id_list

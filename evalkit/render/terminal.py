@@ -13,7 +13,13 @@ from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.table import Table
 
 from evalkit.render.checks import check_lines
-from evalkit.render.compare_table import compare_columns, compare_legend, compare_rows, compare_title, run_facts
+from evalkit.render.compare_table import (
+    compare_columns,
+    compare_legend,
+    compare_rows,
+    compare_title,
+    run_facts,
+)
 from evalkit.render.details import Details
 from evalkit.render.header import SIM_NOTE, facts, legend, title, verdict_line
 from evalkit.render.table import Column, Pivot, Row, columns, pivots, table_rows
