@@ -72,7 +72,7 @@ def test_holm_adjusts_each_threshold_across_its_cells(tmp_path: Path) -> None:
     run = make_run(tmp_path, 400, cells)
     holm = summarize(run, config(list(cells), alpha=0.001))
     none = summarize(run, config(list(cells), alpha=0.001, multiplicity="none"))
-    (c1,) = [c for c in holm["cells"] if c["id"] == "c1"][0]["checks"]
+    (c1,) = next(c for c in holm["cells"] if c["id"] == "c1")["checks"]
     assert c1["p_adj"] == min(1.0, 10 * c1["p"]) and c1["family"] == 10 and c1["multiplicity"] == "holm"
     assert outcomes(none)["c1"] == "FAIL" and none["exit_code"] == EXIT_THRESHOLD
     assert outcomes(holm)["c1"] == "INCONCLUSIVE" and holm["exit_code"] == EXIT_OK
