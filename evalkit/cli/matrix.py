@@ -71,7 +71,8 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     from evalkit.verdicts import strict_exit_code
 
     if dry_run:
-        ctx.invoke(plan, model=model, config_path=config_path, only=only, results_dir=results_dir, cache_dir=cache_dir)
+        ctx.invoke(plan, model=model, config_path=config_path, only=only, results_dir=results_dir, cache_dir=cache_dir,
+                   limit=limit)
         return
     request = MatrixRequest(
         model=model, config_path=config_path, only=only, limit=limit, run_id=run_id, resume=resume_run,
