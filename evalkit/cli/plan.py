@@ -32,7 +32,6 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
     """
     from evalkit.engine.launch import PORT_PLACEHOLDER, build_launch, describe_source
     from evalkit.matrix import expand, select
-
     from evalkit.power_plan import noise_from, plan_lines
 
     config, path = load(model, config_path)
