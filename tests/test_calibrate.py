@@ -9,11 +9,17 @@ import numpy as np
 import pytest
 import yaml
 
-from evalkit.calibrate import MetricNoise, paired_noise, suggested, suggested_min, yaml_snippet
-from evalkit.power import POWER
-from evalkit.power import mcnemar_mde as detectable_drop
+from evalkit.calibrate import (
+    MetricNoise,
+    paired_noise,
+    suggested,
+    suggested_min,
+    yaml_snippet,
+)
 from evalkit.config import parse_config
 from evalkit.evals import registry
+from evalkit.power import POWER
+from evalkit.power import mcnemar_mde as detectable_drop
 from evalkit.stats import paired_comparison
 
 
