@@ -6,16 +6,14 @@ how many questions flip between runs, and from that the smallest drop the paired
 detect at the configured alpha. `evalkit calibrate` prints the result as a YAML snippet to
 paste under `thresholds:`.
 
-The power model (McNemar exact, two-sided, as verdicts.py uses): between two runs of the same
-cell a share `p_d` of the n questions flips, half each way. A regression of `d` makes another
-`d * n` questions wrong, so of the D = n (p_d + d) discordant questions b = n (p_d / 2 + d) went
-right -> wrong. The drop is detected when the binomial test of b out of D against 1/2 rejects
-at alpha; the minimum detectable drop is the smallest d with that probability >= `power`.
+The power model is power.py's (`mcnemar_mde`: McNemar exact, two-sided, as verdicts.py tests):
+the minimum detectable drop at the measured flip rate. A suggested `min` leaves room for the
+binomial noise of n questions on top of the run-to-run spread (`suggested_min`), so that one
+question flipped by batch noise does not fail a nightly.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import shutil
 import statistics
@@ -28,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from evalkit.errors import EXIT_CELL_FAILED, ConfigError, EvalkitError
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.power import POWER, mcnemar_mde, mcnemar_n
 from evalkit.store.files import check_run_id, new_run_id
 
 if TYPE_CHECKING:
@@ -35,69 +34,15 @@ if TYPE_CHECKING:
     from evalkit.run.api import MatrixRequest
     from evalkit.run.options import Progress
 
-POWER = 0.8
-STEP = 0.0005
-"""Resolution of the minimum detectable drop (0.05 points)."""
 DEFAULT_ALPHA = 0.01
+NIGHTLY_CELLS = 12
+"""Cells of a nightly matrix the suggested `min` is gated on, when the config does not say (the demo's)."""
 
 
 class CalibrationFailed(EvalkitError):
     """A repeat's cell did not run: its noise cannot be measured."""
 
     cli_exit_code = EXIT_CELL_FAILED
-
-
-def detectable_drop(n: int, flip_rate: float, alpha: float, power: float = POWER) -> float | None:
-    """Smallest accuracy drop the McNemar exact test detects with probability >= `power`.
-
-    None when no drop up to the whole question set would be (n too small). Power grows with the
-    drop, so the grid of STEP-sized drops is bisected.
-    """
-    low, high = 0, int((1 - flip_rate) / STEP)  # detected at `high` steps, not at `low`
-    if high < 1 or detection_power(n, flip_rate, high * STEP, alpha) < power:
-        return None
-    while high - low > 1:
-        middle = (low + high) // 2
-        if detection_power(n, flip_rate, middle * STEP, alpha) >= power:
-            high = middle
-        else:
-            low = middle
-    return round(high * STEP, 4)
-
-
-def detection_power(n: int, flip_rate: float, drop: float, alpha: float) -> float:
-    """P(McNemar p < alpha) under the model above, exactly: the number of discordant questions
-    D ~ Binomial(n, flip_rate + drop), and b | D ~ Binomial(D, (flip_rate / 2 + drop) / (flip_rate + drop)).
-
-    D is summed over, not fixed at its mean: with few discordant questions (a clean engine) the
-    chance of seeing enough of them is most of the story.
-    """
-    import numpy as np
-    from scipy.stats import binom
-
-    share = flip_rate + drop
-    if share <= 0:
-        return 0.0
-    q = min(1.0, (flip_rate / 2 + drop) / share)
-    mean, sd = n * share, math.sqrt(n * share * (1 - share))
-    ds = np.arange(max(1, int(mean - 8 * sd - 2)), min(n, int(mean + 8 * sd + 2)) + 1)
-    total = 0.0
-    for discordant, weight in zip(ds, binom.pmf(ds, n, share)):
-        critical = _critical_count(int(discordant), alpha)
-        if critical is not None:
-            total += weight * binom.sf(critical - 1, discordant, q)
-    return float(total)
-
-
-@functools.lru_cache(maxsize=4096)
-def _critical_count(discordant: int, alpha: float) -> int | None:
-    """Smallest b whose two-sided exact binomial p-value against 1/2 is below alpha."""
-    import numpy as np
-    from scipy.stats import binom
-
-    bs = np.arange(math.ceil(discordant / 2), discordant + 1)
-    below = np.nonzero(np.minimum(1.0, 2 * binom.sf(bs - 1, discordant, 0.5)) < alpha)[0]
-    return int(bs[below[0]]) if len(below) else None
 
 
 @dataclass(frozen=True)
@@ -136,8 +81,8 @@ def paired_noise(spec: MetricSpec, runs: Sequence[Mapping[str, bool]], values: S
         flips.append(sum(a[q] != b[q] for q in shared) / n if n else 0.0)
         diffs.append(abs(sum(a[q] for q in shared) - sum(b[q] for q in shared)) / n if n else 0.0)
     flip_rate = statistics.fmean(flips) if flips else 0.0
-    drop = detectable_drop(n, flip_rate, alpha) if n else None
-    drop_full = detectable_drop(full_n, flip_rate, alpha) if full_n and full_n != n else None
+    drop = mcnemar_mde(n, flip_rate, alpha) if n else None
+    drop_full = mcnemar_mde(full_n, flip_rate, alpha) if full_n and full_n != n else None
     return MetricNoise(spec.name, list(values), n, flip_rate, max(diffs) if diffs else 0.0, drop, drop_full,
                        full_n if drop_full is not None else None)
 
@@ -157,18 +102,49 @@ def _ceil(x: float, step: float = 0.005) -> float:
     return math.ceil(x / step - 1e-9) * step
 
 
-def suggested(noise: MetricNoise, spec: MetricSpec, alpha: float) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class MinGate:
+    """A suggested `min` and the false failures it implies for a healthy cell."""
+
+    limit: float
+    per_run: float
+    """Chance that one healthy run of the cell falls below `limit`."""
+    per_nightly: float
+    """Chance that any of `cells` healthy cells does, in one nightly."""
+    cells: int
+
+
+def suggested_min(noise: MetricNoise, alpha: float, cells: int = NIGHTLY_CELLS) -> MinGate:
+    """A `min` a healthy cell fails in at most `alpha` of nightlies of `cells` cells.
+
+    The room below the measured mean is TensorRT-LLM's, z(alpha_run) sqrt(2 sigma^2 / n) (power.py
+    `gate_room`'s formula: a run of n questions against a mean itself measured on n), with sigma^2 = p(1 - p)
+    the binomial variance at the measured mean, plus the run-to-run spread: sd^2 adds to the
+    variance. alpha_run = 1 - (1 - alpha)^(1 / cells) splits the nightly's rate over its cells.
+    Three identical runs (sd 0) still leave the binomial room: the mean itself is not a gate.
+    """
+    from scipy.stats import norm
+
+    p, n = noise.mean, noise.n or 1
+    per_run_target = 1 - (1 - alpha) ** (1 / cells)
+    z = float(norm.ppf(1 - per_run_target))
+    spread = math.sqrt(2 * max(p * (1 - p), 1 / n) / n + noise.sd ** 2)  # 2 sigma^2 / n, plus the spread
+    limit = round(_floor(min(p - z * spread, min(noise.values))), 3)
+    per_run = float(norm.cdf((limit - p) / spread)) if spread else 0.0
+    return MinGate(limit, per_run, 1 - (1 - per_run) ** cells, cells)
+
+
+def suggested(noise: MetricNoise, spec: MetricSpec, alpha: float, cells: int = NIGHTLY_CELLS) -> list[dict[str, Any]]:
     """Threshold rules the measured noise supports, in the config's `thresholds:` shape.
 
-    * `min` (higher is better): the worst run, less three standard deviations, rounded down to
-      half a point: a healthy rerun stays above it;
+    * `min` (higher is better): `suggested_min`, rounded down to half a point;
     * `max_drop_*` with `alpha`: the larger of the detectable drop and the largest swing between
       two runs, rounded up: smaller drops are either undetectable or rerun noise;
     * counts (lower is better): `max` at the worst run's rate plus one event's worth, and
       `max_rise_*` at the same margin with `alpha`.
     """
     if spec.comparison is Comparison.PAIRED:
-        rules: list[dict[str, Any]] = [{"metric": spec.name, "min": round(_floor(min(noise.values) - 3 * noise.sd), 3)}]
+        rules: list[dict[str, Any]] = [{"metric": spec.name, "min": suggested_min(noise, alpha, cells).limit}]
         drop = max(noise.detectable_drop or 0.0, noise.max_pairwise_diff or 0.0)
         if drop:
             for check in ("max_drop_vs_baseline", "max_drop_ab"):
@@ -188,7 +164,8 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.1f} points"
 
 
-def yaml_snippet(header: Sequence[str], noises: Sequence[tuple[MetricSpec, MetricNoise]], alpha: float) -> str:
+def yaml_snippet(header: Sequence[str], noises: Sequence[tuple[MetricSpec, MetricNoise]], alpha: float,
+                 cells: int = NIGHTLY_CELLS) -> str:
     """The YAML to paste into a config: comments with the measurements, then `thresholds:`."""
     lines = [f"# {line}" for line in header]
     rules: list[dict[str, Any]] = []
@@ -198,12 +175,18 @@ def yaml_snippet(header: Sequence[str], noises: Sequence[tuple[MetricSpec, Metri
         if noise.flip_rate is not None:
             lines.append(f"#   {noise.flip_rate * 100:.1f}% of {noise.n} questions flip between two runs; "
                          f"largest swing {_pct(noise.max_pairwise_diff)}")
-            lines.append(f"#   smallest drop McNemar detects at alpha {alpha:g} with {POWER:.0%} power: "
+            lines.append(f"#   smallest drop McNemar detects at alpha {alpha:g} with {POWER:.0%} power (MDE): "
                          f"{_pct(noise.detectable_drop)} at {noise.n} questions"
                          + (f", {_pct(noise.detectable_drop_full)} at {noise.full_n}" if noise.full_n else ""))
+            need = mcnemar_n(0.02, noise.flip_rate, alpha)
+            lines.append(f"#   a 2-point drop needs {need if need else 'out of reach'} questions at that power")
+            gate = suggested_min(noise, alpha, cells)
+            lines.append(f"#   min {gate.limit:g} leaves room for {noise.n} questions' binomial noise and the spread: "
+                         f"a healthy run fails it {gate.per_run:.2g} of the time, a nightly of {gate.cells} cells "
+                         f"{gate.per_nightly:.2g}")
         elif noise.counts:
             lines.append(f"#   events per run: {', '.join(map(str, noise.counts))} of {noise.n}")
-        rules += suggested(noise, spec, alpha)
+        rules += suggested(noise, spec, alpha, cells)
     lines.append("thresholds:")
     for rule in rules:
         lines.append("  - {" + ", ".join(f"{k}: {v:g}" if isinstance(v, float) else f"{k}: {v}"
@@ -226,11 +209,13 @@ class Calibration:
     noises: list[tuple[MetricSpec, MetricNoise]]
     alphas: dict[str, float]
     yaml: str
+    cells: int = NIGHTLY_CELLS
+    """Cells of the config's matrix: the nightly the suggested `min` is gated on."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"cell": self.cell, "path": str(self.path), "runs": [str(r) for r in self.runs],
                 "metrics": [asdict(n) | {"mean": n.mean, "sd": n.sd, "alpha": self.alphas[s.name],
-                                         "suggested": suggested(n, s, self.alphas[s.name])}
+                                         "suggested": suggested(n, s, self.alphas[s.name], self.cells)}
                             for s, n in self.noises],
                 "yaml": self.yaml}
 
@@ -293,7 +278,8 @@ def run_calibration(request: MatrixRequest, cell_id: str, repeats: int, alpha: f
     n = {noise.n for _, noise in noises if noise.flip_rate is not None}
     header = [f"evalkit calibrate: {repeats} runs of {cell.id} ({config_path.name}, model {config.model})",
               f"{folder}" + (f"; {', '.join(map(str, sorted(n)))} questions per run" if n else "")]
-    snippet = yaml_snippet(header, noises, min(alphas.values(), default=DEFAULT_ALPHA))
-    calibration = Calibration(cell.id, folder, runs, noises, alphas, snippet)
+    cells = len(expand(config))
+    snippet = yaml_snippet(header, noises, min(alphas.values(), default=DEFAULT_ALPHA), cells)
+    calibration = Calibration(cell.id, folder, runs, noises, alphas, snippet, cells)
     write_json(folder / "calibrate.json", calibration.to_dict())
     return calibration

@@ -25,7 +25,7 @@ def _b_minus_a(spec: MetricSpec, a_dir: Path, b_dir: Path, a: dict[str, Any], b:
         return found
     if spec.comparison is Comparison.COUNT:
         return {"diff": found["diff"], "p_value": found["p_two_sided"], "p_greater": found["p_greater"]}
-    return {k: v for k, v in found.items() if not k.startswith("right_only")}
+    return {k: v for k, v in found.items() if not k.startswith("right_only") and k != "both_right"}
 
 
 def _run_meta(run: dict[str, Any], cells: dict[str, dict[str, Any]]) -> dict[str, Any]:

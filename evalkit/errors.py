@@ -39,6 +39,7 @@ EXIT_THRESHOLD = 1
 EXIT_BAD_INPUT = 2
 EXIT_CELL_FAILED = 3
 EXIT_LOCKED = 4
+EXIT_INCONCLUSIVE = 5
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES: dict[int, str] = {
@@ -47,6 +48,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_BAD_INPUT: "bad input (config, arguments, source ref); nothing started",
     EXIT_CELL_FAILED: "a cell failed to run (engine crash, timeout, eval error)",
     EXIT_LOCKED: "another run holds the device lock",
+    EXIT_INCONCLUSIVE: "only with --strict: nothing broke, but a failing threshold's check was INCONCLUSIVE (too few samples to tell)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C / SIGTERM); finished cells kept",
 }
 """The exit codes of `evalkit matrix` and `evalkit report` (the CLI's --help prints this table)."""

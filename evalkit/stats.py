@@ -29,8 +29,18 @@ from typing import Any
 from scipy.stats import binomtest, fisher_exact, norm
 
 __all__ = [
-    "wilson_interval", "Proportion", "proportion", "Paired", "paired_comparison",
-    "FisherResult", "fisher_collapse", "NoiseFloor", "noise_floor", "is_regression",
+    "Equivalence",
+    "FisherResult",
+    "NoiseFloor",
+    "Paired",
+    "Proportion",
+    "fisher_collapse",
+    "is_regression",
+    "noise_floor",
+    "paired_comparison",
+    "paired_equivalence",
+    "proportion",
+    "wilson_interval",
 ]
 
 
@@ -127,7 +137,7 @@ class Paired(_ToDict):
     b_only_ids: tuple[str, ...] = ()
 
 
-def _newcombe_paired(e: int, f: int, g: int, h: int, confidence: float) -> tuple[float, float]:
+def newcombe_paired(e: int, f: int, g: int, h: int, confidence: float) -> tuple[float, float]:
     """Newcombe (1998) method 10: Wilson limits for both margins combined by square-and-add
     with the continuity-corrected correlation phi*. Cells e=both, f=a_only, g=b_only,
     h=neither. Ref: Newcombe RG, "Improved confidence intervals for the difference between
@@ -175,7 +185,7 @@ def paired_comparison(
     p_value = float(binomtest(a_only, disc, 0.5).pvalue) if disc else 1.0
     if n:
         acc_a, acc_b = (both + a_only) / n, (both + b_only) / n
-        low, high = _newcombe_paired(both, a_only, b_only, neither, confidence)
+        low, high = newcombe_paired(both, a_only, b_only, neither, confidence)
     else:
         acc_a = acc_b = math.nan
         low, high = -1.0, 1.0
@@ -266,3 +276,62 @@ def newcombe_unpaired(k1: int, n1: int, k2: int, n2: int, confidence: float = 0.
     l2, u2 = wilson_interval(k2, n2, confidence)
     d = p1 - p2
     return d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+
+
+@dataclass(frozen=True)
+class Equivalence(_ToDict):
+    """Whether a paired difference stays inside +-margin: two one-sided tests (TOST).
+
+    p_equivalent: the larger of the two one-sided p-values of H0 "diff <= -margin" and H0 "diff
+    >= +margin" (small: equivalence shown); p_outside: the smaller of the one-sided p-values of
+    H0 "diff >= -margin" and H0 "diff <= +margin" (small: the difference is shown to be beyond
+    the margin, on the side where it lies). (low, high): the (1 - 2 alpha) interval, which lies
+    inside +-margin exactly when p_equivalent < alpha (Schuirmann DJ, "A comparison of the two
+    one-sided tests procedure and the power approach for assessing the equivalence of average
+    bioavailability", J Pharmacokinet Biopharm 1987;15:657-680).
+    """
+
+    margin: float
+    diff: float
+    p_equivalent: float
+    p_outside: float
+    low: float
+    high: float
+    confidence: float
+
+
+def _one_sided_p(e: int, f: int, g: int, h: int, bound: float, side: str) -> float:
+    """The one-sided p-value of "diff beyond `bound`" by inverting Newcombe's interval: the alpha
+    whose one-sided (1 - alpha) limit on `side` ("low": the lower limit exceeds the bound; "high":
+    the upper limit is below it) just reaches `bound`; 1.0 when the estimate itself does not."""
+    n = e + f + g + h
+    diff = (f - g) / n
+    if (side == "low" and diff <= bound) or (side == "high" and diff >= bound):
+        return 1.0
+    lo, hi = 1e-15, 0.5  # one-sided alpha: the limit moves towards the estimate as alpha grows
+    for _ in range(32):  # halves log(alpha)'s range of 35 each step: 1e-8 relative at the end
+        mid = math.sqrt(lo * hi)
+        low, high = newcombe_paired(e, f, g, h, 1 - 2 * mid)
+        beyond = low > bound if side == "low" else high < bound
+        if beyond:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def paired_equivalence(both: int, a_only: int, b_only: int, neither: int, margin: float,
+                       alpha: float) -> Equivalence:
+    """TOST on paired 0/1 marks with the margin in accuracy units (0.02 = 2 points), each
+    one-sided test by inverting Newcombe's method-10 interval (the interval `paired_comparison`
+    reports), so the verdict and the printed interval always agree."""
+    if margin <= 0 or not 0 < alpha < 0.5:
+        raise ValueError(f"need margin > 0 and 0 < alpha < 0.5, got {margin}, {alpha}")
+    n = both + a_only + b_only + neither
+    if n == 0:
+        return Equivalence(margin, math.nan, 1.0, 1.0, -1.0, 1.0, 1 - 2 * alpha)
+    args = (both, a_only, b_only, neither)
+    p_equivalent = max(_one_sided_p(*args, -margin, "low"), _one_sided_p(*args, margin, "high"))
+    p_outside = min(_one_sided_p(*args, margin, "low"), _one_sided_p(*args, -margin, "high"))
+    low, high = newcombe_paired(*args, 1 - 2 * alpha)
+    return Equivalence(margin, (a_only - b_only) / n, p_equivalent, p_outside, low, high, 1 - 2 * alpha)

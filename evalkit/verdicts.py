@@ -15,8 +15,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from evalkit import checks
 from evalkit.config import MatrixConfig, Threshold
-from evalkit.errors import EXIT_CELL_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLD
+from evalkit.errors import (
+    EXIT_CELL_FAILED,
+    EXIT_INCONCLUSIVE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_THRESHOLD,
+)
 from evalkit.evals import registry
 from evalkit.evals.base import (
     SETUP_KEY,
@@ -87,17 +94,6 @@ def unmeasured(record: dict[str, Any]) -> dict[str, str]:
     return _merged(record, lambda ev, raw: ev.absent(raw))
 
 
-def _not_checked(threshold: Threshold, cell: dict[str, Any], label: str) -> dict[str, Any] | None:
-    """The flag of a threshold on a metric the cell lacks for a known reason: a gate that cannot
-    be checked must not pass silently (like a setup mismatch). None when nothing says why."""
-    reason = (cell.get("unmeasured") or {}).get(threshold.metric)
-    if reason is None:
-        return None
-    return {"metric": threshold.metric, "check": threshold.check, "limit": threshold.value, "value": None,
-            "action": threshold.action, "not_checked": reason,
-            "message": f"{cell['id']}: {label} not checked: {reason}"}
-
-
 def compare(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, flats: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Deltas of `cell` against `ref` (cell - ref), per compared metric: paired metrics on the
     shared questions (McNemar), counts with Fisher (one-sided, a rise), continuous values as a
@@ -120,7 +116,7 @@ def compare_at(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_di
             if found is None:
                 continue
             if spec.comparison is Comparison.COUNT:  # a gate asks about a rise: the one-sided p
-                found = {"diff": found["diff"], "p_value": found["p_greater"], "p_two_sided": found["p_two_sided"]}
+                found = {"p_value": found.pop("p_greater"), **found}
             elif spec.comparison in (Comparison.PAIRED, Comparison.PAIRWISE):
                 found["noise_floor"] = _noise_floor(spec, cell, ref)
             result[spec.name] = found | ev.extra_delta(spec, cell_dir, ref_dir)
@@ -163,7 +159,7 @@ def delta(spec: MetricSpec, this_dir: Path, ref_dir: Path, this: dict[str, Any],
             return None
         p = paired_comparison([a[i] for i in shared], [b[i] for i in shared], ids=shared)
         return {"diff": p.diff, "p_value": p.p_value, "ci95": [p.low, p.high], "n": p.n,
-                "right_only_in_cell": p.a_only, "right_only_in_reference": p.b_only,
+                "right_only_in_cell": p.a_only, "right_only_in_reference": p.b_only, "both_right": p.both,
                 "flipped_to_wrong": list(p.b_only_ids), "flipped_to_right": list(p.a_only_ids)}
     if spec.comparison is Comparison.COUNT:
         k, n, k_ref, n_ref = (this.get(spec.count_metric or ""), this.get(spec.n_metric or ""),
@@ -171,7 +167,8 @@ def delta(spec: MetricSpec, this_dir: Path, ref_dir: Path, this: dict[str, Any],
         if not n or not n_ref or k is None or k_ref is None:
             return None
         f = fisher_collapse(k, n, k_ref, n_ref)
-        return {"diff": f.diff, "p_greater": f.p_greater, "p_two_sided": f.p_two_sided}
+        return {"diff": f.diff, "p_greater": f.p_greater, "p_two_sided": f.p_two_sided, "n": n, "n_reference": n_ref,
+                "rate_reference": k_ref / n_ref}
     if spec.comparison is Comparison.CONTINUOUS:
         value, ref_value = this.get(spec.name), ref.get(spec.name)
         if value is None or ref_value is None:
@@ -191,70 +188,22 @@ def _noise_floor(spec: MetricSpec, cell: dict[str, Any], ref: dict[str, Any]) ->
     return max(floors) if floors else None
 
 
-_TEST_NAMES = {Comparison.PAIRED: "McNemar", Comparison.COUNT: "Fisher"}
-
-
 def check_threshold(threshold: Threshold, row: dict[str, Any], metrics: dict[str, Any],
                     reference_word: str | None = None) -> dict[str, Any] | None:
-    """One threshold on one summary-shaped row (`id`, and `vs_baseline` / `vs_ab` from `compare`):
-    its flag, or None. `reference_word` names the reference in the message (default: "baseline"
-    or "fix-on twin"; a bisect says "good end")."""
-    return _check(threshold, row, metrics, reference_word)
+    """One threshold on one summary-shaped row (`id`, and `vs_baseline` / `vs_ab` from `compare`),
+    alone (a family of one: a bisect's ends): its flag, or None. `reference_word` names the
+    reference in the message (default: "baseline" or "fix-on twin"; a bisect says "good end")."""
+    record = checks.assess(threshold, 0, row, metrics)
+    if record is None:
+        return None
+    (decided,) = checks.family([record], "none")
+    return checks.flag(threshold, decided, row["id"], metrics, reference_word)
 
 
-def _check(threshold: Threshold, cell: dict[str, Any], metrics: dict[str, Any],
-           reference_word: str | None = None) -> dict[str, Any] | None:
-    """The broken-threshold flag for one cell, or None if the rule holds (or does not apply)."""
-    check, limit, metric = threshold.check, threshold.value, threshold.metric
-    spec = registry.metric(metric)
-    label = spec.label if spec else metric
-    if check in ("min", "max"):
-        value = metrics.get(metric)
-        if value is None:
-            return _not_checked(threshold, cell, label)
-        if value >= limit if check == "min" else value <= limit:
-            return None
-        words = f"{cell['id']}: {label} {value:.3f} {'<' if check == 'min' else '>'} {check} {limit:g}"
-        return {"metric": metric, "check": check, "limit": limit, "value": value, "action": threshold.action,
-                "message": words}
-    against = "vs_baseline" if check.endswith("vs_baseline") else "vs_ab"
-    delta = (cell.get(against) or {}).get(metric)
-    if delta is None:
-        return _not_checked(threshold, cell, label) if metrics.get(metric) is None else None
-    if delta.get("setup_differs") or delta.get("refused"):  # a gate that cannot be checked must not pass silently
-        ref_id = cell[against]["reference"]
-        why = (f"eval setup differs ({', '.join(delta['setup_differs'])})" if delta.get("setup_differs")
-               else delta["refused"])
-        return {"metric": metric, "check": check, "limit": limit, "value": metrics.get(metric), "reference": ref_id,
-                "action": threshold.action, **{k: delta[k] for k in ("setup_differs", "refused") if delta.get(k)},
-                "message": f"{cell['id']}: {label} not compared with {ref_id}: {why}"}
-    change = -delta["diff"] if check.startswith("max_drop") else delta["diff"]
-    if change <= limit:
-        return None
-    if delta.get("noise_floor") is not None and abs(delta["diff"]) <= delta["noise_floor"]:
-        return None  # no larger than re-running the same cell moved it: not a regression
-    p = delta["p_value"]
-    if threshold.alpha is not None and not (p is not None and p < threshold.alpha):
-        return None
-    ref_id = cell[against]["reference"]
-    ref_word = reference_word or ("baseline" if against == "vs_baseline" else "fix-on twin")
-    if spec is not None and spec.comparison is Comparison.PAIRWISE:  # no value of its own: the one between the two
-        floor = f", noise floor {delta['noise_floor']:.3g}" if delta.get("noise_floor") is not None else ""
-        between = delta.get("value", delta["diff"])
-        return {"metric": metric, "check": check, "limit": limit, "value": between, "diff": delta["diff"],
-                "p_value": p, "reference": ref_id, "action": threshold.action,
-                "message": f"{cell['id']}: {label} vs {ref_word} {ref_id} {between:.3g} "
-                           f"({'rise' if change == delta['diff'] else 'drop'} {change:.3g} > {limit:g}{floor})"}
-    value = metrics.get(metric)
-    change_words = (f"{delta['diff']:+.3f}" if spec is not None and spec.comparison is Comparison.CONTINUOUS
-                    else f"{delta['diff'] * 100:+.1f} points")  # shares move in points; other numbers as they are
-    words = f"{cell['id']}: {label} {value:.3f} vs {ref_word} {ref_id} {value - delta['diff']:.3f}, {change_words}"
-    if p is not None:
-        words += f", {_TEST_NAMES.get(spec.comparison, 'test') if spec else 'test'} p = {p:.2g}"
-    if threshold.alpha is not None:
-        words += f" < {threshold.alpha:g}"
-    return {"metric": metric, "check": check, "limit": limit, "value": value, "diff": delta["diff"],
-            "p_value": p, "reference": ref_id, "action": threshold.action, "message": words}
+def _flags(config: MatrixConfig, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The flags of the row's FAIL and NOT_CHECKED checks (`checks.assess_matrix` ran)."""
+    return [f for record in row["checks"]
+            if (f := checks.flag(config.thresholds[record["threshold"]], record, row["id"], row["metrics"]))]
 
 
 def _setups(cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -300,7 +249,6 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         twin = next((c for c in cells if c.get("axes") == wanted), None) if wanted else None
         if twin and twin["status"] == "ok":
             row["vs_ab"] = compare(cell, twin, run_path, flats)
-        row["flags"] = [f for t in config.thresholds if ok and (f := _check(t, row, row["metrics"]))]
         row["setup"] = {ev.name: setup["hash"] for ev in registry.evals() if (setup := setup_of(cell, ev.name))}
         row["effective_mode"] = cell.get("effective_mode")
         row["ran_as"] = cell.get("ran_as")
@@ -311,12 +259,17 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         row["engine_version"] = cell.get("engine_version")
         row["timings"] = cell.get("timings", {})
         rows.append(row)
+    checks.assess_matrix(config, rows)
+    for row in rows:
+        row["flags"] = _flags(config, row)
     base_row = next((r for r in rows if baseline and r["id"] == baseline["id"] and r["status"] == "ok"), None)
     for cell, row in zip(cells, rows):
         if row["status"] == "ok":
             row["flags"] += [f for ev in registry.evals() for f in ev.cell_flags(cell, row, base_row)]
     failed = sum(1 for r in rows if r["status"] == "error")
     not_run = sum(1 for r in rows if r["status"] not in ("ok", "error"))
+    outcomes = {o: sum(1 for r in rows for c in r["checks"] if c["outcome"] == o) for o in checks.OUTCOMES}
+    inconclusive = sum(1 for r in rows for c in r["checks"] if c["outcome"] == checks.INCONCLUSIVE and c["action"] == "fail")
     broken = sum(1 for r in rows for f in r["flags"] if f["action"] == "fail")
     warned = sum(1 for r in rows for f in r["flags"] if f["action"] == "warn")
     if run.get("status") == "interrupted":
@@ -348,5 +301,15 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         "broken_thresholds": broken,
         "warnings": warned,
         "exit_code": code,
+        "multiplicity": config.multiplicity,
+        "check_outcomes": outcomes,
+        "inconclusive_checks": inconclusive,
         **({"regressions": regressions} if regressions is not None else {}),
     }
+
+
+def strict_exit_code(summary: dict[str, Any]) -> int:
+    """`--strict`: EXIT_INCONCLUSIVE where the run would exit 0 but a failing threshold's check is
+    INCONCLUSIVE (a nightly that must not pass on too little evidence); every other code as is."""
+    code = int(summary["exit_code"])
+    return EXIT_INCONCLUSIVE if code == EXIT_OK and summary.get("inconclusive_checks") else code

@@ -9,9 +9,17 @@ import numpy as np
 import pytest
 import yaml
 
-from evalkit.calibrate import POWER, MetricNoise, detectable_drop, paired_noise, suggested, yaml_snippet
+from evalkit.calibrate import (
+    MetricNoise,
+    paired_noise,
+    suggested,
+    suggested_min,
+    yaml_snippet,
+)
 from evalkit.config import parse_config
 from evalkit.evals import registry
+from evalkit.power import POWER
+from evalkit.power import mcnemar_mde as detectable_drop
 from evalkit.stats import paired_comparison
 
 
@@ -72,12 +80,25 @@ def test_the_snippet_is_a_thresholds_section_evalkit_accepts() -> None:
     section = yaml.safe_load(text)
     config = parse_config({"model": "m", "engine": {"profile": "sim"}, **section}, "snippet")
     rules = {(t.metric, t.check): t for t in config.thresholds}
-    assert rules[("gsm8k.flexible", "min")].value == pytest.approx(0.925)  # 0.937 - 3 x 0.0025, rounded down
+    # mean 0.9397 less z(1 - 0.01/12) = 3.14 x sqrt(2 x 0.0566 / 1319 + 0.0025^2) = 0.0298, rounded down
+    assert rules[("gsm8k.flexible", "min")].value == pytest.approx(0.905)
     assert rules[("gsm8k.flexible", "max_drop_ab")].value == pytest.approx(0.025)
     assert rules[("gsm8k.flexible", "max_drop_ab")].alpha == 0.01
     assert rules[("repetition.collapse_rate", "max")].value == pytest.approx(0.035)
     assert "3.0% of 1319 questions flip" in text
-    assert suggested(accuracy, flex, 0.01)[0] == {"metric": "gsm8k.flexible", "min": 0.925}
+    assert suggested(accuracy, flex, 0.01)[0] == {"metric": "gsm8k.flexible", "min": 0.905}
+    assert "a healthy run fails it" in text and "a nightly of 12 cells" in text
+
+
+def test_identical_runs_still_leave_room_for_binomial_noise_and_say_the_false_failure_rate() -> None:
+    # the issue's case: three identical runs of 200 questions at 0.945 suggested min 0.945 (the mean)
+    same = MetricNoise("gsm8k.flexible", [0.945] * 3, n=200, flip_rate=0.0, max_pairwise_diff=0.0)
+    gate = suggested_min(same, alpha=0.01, cells=12)
+    assert gate.limit < 0.945 - 0.05  # z(0.01/12) sqrt(2 x 0.052 / 200) = 7.2 points of room
+    assert gate.per_nightly <= 0.01 and gate.per_run <= 0.01 / 12
+    # simulated: healthy runs of 200 questions at 0.945 fall below it at most at the stated rate
+    runs = np.random.default_rng(4).binomial(200, 0.945, 200_000) / 200
+    assert float(np.mean(runs < gate.limit)) <= 2 * gate.per_run + 1e-4
 
 
 CALIBRATE_CONFIG = """\

@@ -96,7 +96,8 @@ def test_the_markdown_shows_the_toy_eval_in_the_matrix_pivot_legend_and_details(
     md = render(summary, "markdown", run_path)
     assert md is not None
     found = tables(md)
-    matrix = dict(zip(found.headers[-1], found.bodies[-1][3]))  # dp8-fixoff
+    at = found.headers.index([c.header for c in columns()])
+    matrix = dict(zip(found.headers[at], found.bodies[at][3]))  # dp8-fixoff
     assert matrix["toy score"] == "4.000" and matrix["crashes"] == "3 of 4"
     assert matrix["Δ crash vs twin"] == "**+75.0 (p=0.071)** ❌"  # Fisher, one-sided: 3/4 vs 0/4
     assert matrix["cell"] == "**dp8-fixoff** ❌"
@@ -108,7 +109,7 @@ def test_the_markdown_shows_the_toy_eval_in_the_matrix_pivot_legend_and_details(
     assert "`toy-run/dp8-fixoff/toy.samples.jsonl`" in md
     assert "**s-0**" in md and "**s-2**" in md and "**s-3**" not in md  # the crashed samples, from its samples file
     html = gfm().render(md)
-    assert html.count("<details>") == html.count("</details>") == 1  # no question flipped: only the crashes
+    assert html.count("<details>") == html.count("</details>") == 2  # no question flipped: the checks and the crashes
 
 
 def test_the_csv_has_the_toy_fields_and_a_diff_and_p_value_per_reference(toy_run: tuple[Path, dict]) -> None:

@@ -109,10 +109,13 @@ def test_pivots_and_matrix_show_the_markdown_texts_and_marks(run: tuple[Path, di
     page = Page(render(summary, "html", run_path) or "")
     md = tables(render(summary, "markdown", run_path) or "")
     html_tables = [t["rows"] for t in page.tables if t["class"] in ("pivot", "matrix")]
-    assert len(html_tables) == len(md.bodies) == 3  # two pivots, the matrix
+    assert len(html_tables) == len(md.bodies) - 1 == 3  # two pivots, the matrix (and the checks, compared below)
     for rows, header, body in zip(html_tables, md.headers, md.bodies):
         assert [text for text, _ in rows[0]] == [md_plain(h)[0] for h in header]
         assert [[(text, mark) for text, mark in row] for row in rows[1:]] == [[md_plain(c) for c in line] for line in body]
+    (checks,) = [t["rows"] for t in page.tables if t["class"] == "checks"]
+    assert [text for text, _ in checks[0]] == [md_plain(h)[0] for h in md.headers[-1]]
+    assert [[text for text, _ in row] for row in checks[1:]] == [[md_plain(c)[0] for c in line] for line in md.bodies[-1]]
     matrix = page.table("matrix")
     fixoff = next(row for row in matrix if row[0][0] == "dp8-fixoff")
     assert fixoff[0][1] == "fail" and "0.750" in fixoff[3][0] and fixoff[3][1] == "fail"

@@ -122,10 +122,10 @@ def test_hostile_output_cannot_break_the_table_or_the_details(hostile_run: tuple
     md = render(summary, "markdown", run_path)
     html = rendered(md)
     assert "script" not in html.starts and "\x1b" not in md and "\u202e" not in md
-    assert html.starts["details"] == html.ends["details"] == 2  # dp8-fixoff's flips and its collapse evidence
-    assert html.starts["summary"] == 2
+    assert html.starts["details"] == html.ends["details"] == 3  # the checks; dp8-fixoff's flips and its collapse evidence
+    assert html.starts["summary"] == 3
     assert html.starts["pre"] == html.ends["pre"]
-    assert html.starts.get("table") == html.ends.get("table") == 3  # two pivots and the matrix
+    assert html.starts.get("table") == html.ends.get("table") == 4  # two pivots, the matrix and the checks
     # The reader sees the model's words, minus control sequences, exactly as written.
     assert clean_block(HOSTILE) in html.pre
     assert any("</pre> <script>" in text for text in html.pre)  # from the loop evidence
@@ -171,6 +171,7 @@ def test_flipped_questions_and_evidence_are_folded(hostile_run: tuple[Path, dict
     run_path, summary = hostile_run
     html = rendered(render(summary, "markdown", run_path))
     assert html.summaries == [
+        "Every check (outcome · adjusted p · minimum detectable effect)",
         "dp8-fixoff: flipped questions (7 to wrong, 0 to right vs baseline; 7 to wrong, 0 to right vs twin)",
         "dp8-fixoff: 2 of 4 long generations collapsed",
     ]
@@ -182,7 +183,8 @@ def test_without_details_or_repetition_the_report_still_renders(tmp_path: Path) 
     md = render(summary, "markdown")  # no run folder to read: flipped ids from the summary, no answers
     assert "Collapse" not in md and "<pre>" not in md
     assert "right there, wrong here (2): test-18, test-19" in md
-    assert [row[4] for row in tables(md).bodies[-1]] == ["-", "-"]
+    found = tables(md)
+    assert [row[4] for row in found.bodies[found.headers.index([c.header for c in columns()])]] == ["-", "-"]
 
 
 def test_footer_is_the_command_in_a_fence_with_keys_redacted(hostile_run: tuple[Path, dict]) -> None:

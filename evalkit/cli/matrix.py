@@ -51,6 +51,8 @@ if TYPE_CHECKING:
               help="For each cell that breaks a failing threshold it passed in the previous run of this config, "
                    "bisect the engine source between the two runs' commits and add the first bad commit to the report "
                    "(never changes the exit code).")
+@click.option("--strict", is_flag=True, help="Exit 5 when nothing broke but a failing threshold's check is "
+              "INCONCLUSIVE (its test could not have seen the margin): for nightlies that must not pass on too little data.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json on stdout; progress stays on stderr.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 @click.pass_context
@@ -58,7 +60,8 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
            dry_run: bool, run_id: str | None, resume_run: str | None, results_dir: Path, cache_dir: Path,
            base_url: str | None, served_name: str | None, executor: str | None, max_parallel: int | None, lock_file: Path, no_lock: bool,
            history_db: Path | None,
-           no_history: bool, notify: str | None, junit_path: Path | None, bisect_on_regression: bool, as_json: bool, quiet: bool) -> None:
+           no_history: bool, notify: str | None, junit_path: Path | None, bisect_on_regression: bool, strict: bool,
+           as_json: bool, quiet: bool) -> None:
     """Run the matrix: start each cell's engine, run GSM8K and the collapse check, report.
 
     Results go to RESULTS_DIR/RUN_ID/ (run.json, summary.json, table.md, one folder per cell).
@@ -72,9 +75,11 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     """
     from evalkit.run.api import MatrixRequest, run_matrix
     from evalkit.run.progress import make_progress
+    from evalkit.verdicts import strict_exit_code
 
     if dry_run:
-        ctx.invoke(plan, model=model, config_path=config_path, only=only, results_dir=results_dir, cache_dir=cache_dir)
+        ctx.invoke(plan, model=model, config_path=config_path, only=only, results_dir=results_dir, cache_dir=cache_dir,
+                   limit=limit)
         return
     request = MatrixRequest(
         model=model, config_path=config_path, only=only, limit=limit, run_id=run_id, resume=resume_run,
@@ -104,7 +109,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
         publish(table.read_text(encoding="utf-8"), str(table), outcome.summary, stdout_is_data=as_json)
     if notify:
         _notify(notify, outcome.run_path / "table.md", outcome.summary["exit_code"])
-    sys.exit(outcome.exit_code)
+    sys.exit(strict_exit_code(outcome.summary) if strict and not outcome.interrupted else outcome.exit_code)
 
 
 def _bisect_regressions(outcome: MatrixOutcome, request: MatrixRequest, progress: Progress) -> MatrixOutcome:

@@ -14,14 +14,22 @@ from evalkit.cli._common import _Command, cache_dir_option, load, model_options,
 @click.command(cls=_Command)
 @model_options
 @only_option
+@click.option("--limit", type=click.IntRange(min=1), help="Cap questions per eval, as `matrix --limit` would: the MDEs follow.")
+@click.option("--calibration", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="A calibrate.json: its measured flips and event rates replace the assumed ones.")
 @results_dir_option
 @cache_dir_option(help="Engine source worktrees.")
-def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], results_dir: Path, cache_dir: Path) -> None:
-    """Print every cell's exact argv, env and source without starting anything.
+def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], results_dir: Path, cache_dir: Path,
+         limit: int | None = None, calibration: Path | None = None) -> None:
+    """Print every cell's exact argv, env and source, and each threshold's power, without starting anything.
+
+    Per threshold: the n it is checked on, the smallest change it detects (MDE) at its alpha and
+    power, and the n its margin needs.
 
     \b
     Example:
       evalkit plan --model deepseek-v4 --only parallel=dp8
+      evalkit plan --model demo --limit 50
     """
     import sys
 
@@ -29,10 +37,13 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
     from evalkit.engine.launch import PORT_PLACEHOLDER, build_launch, describe_source
     from evalkit.engine.setup import describe_setup
     from evalkit.matrix import expand, select
+    from evalkit.power_plan import noise_from, plan_lines
 
     config, path = load(model, config_path)
     cells = select(expand(config), only, config)
     click.echo(f"# {path}: {len(cells)} cells, engine profile {config.engine.profile}")
+    for line in plan_lines(config, limit, noise_from(calibration)):
+        click.echo(line)
     builds: dict[tuple[str, str], str] = {}
     for cell in cells:
         checkout = Path("<checkout>") if cell.source else None  # the worktree's path is known once checked out

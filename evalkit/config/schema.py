@@ -166,14 +166,21 @@ class Evals(StrictModel):
         return self
 
 
-CHECKS = ("min", "max", "max_drop_vs_baseline", "max_drop_ab", "max_rise_vs_baseline", "max_rise_ab")
+CHECKS = ("min", "max", "max_drop_vs_baseline", "max_drop_ab", "max_rise_vs_baseline", "max_rise_ab",
+          "equivalent_vs_baseline", "equivalent_ab")
+EQUIVALENCE_CHECKS = ("equivalent_vs_baseline", "equivalent_ab")
 
 
 class Threshold(StrictModel):
     """One rule; exactly one of the checks is set.
 
     `min`/`max` bound a cell's own value; `max_drop_*`/`max_rise_*` bound its delta against the
-    baseline cell or against its fix-on twin (`ab`), in absolute units (0.02 = 2 points).
+    baseline cell or against its fix-on twin (`ab`), in absolute units (0.02 = 2 points);
+    `equivalent_*` passes only when the paired difference is shown to lie inside +-margin (two
+    one-sided tests at `alpha`: the contract "must not move"). Every check is PASS, FAIL or
+    INCONCLUSIVE (checks.py): a tested delta that is not significant is INCONCLUSIVE when the
+    smallest drop its test could see with probability `power` (its MDE) exceeds the margin
+    times `inconclusive_factor`.
     """
 
     metric: str = Field(description="A registered eval's metric, e.g. gsm8k.flexible.")
@@ -183,7 +190,13 @@ class Threshold(StrictModel):
     max_drop_ab: float | None = Field(None, ge=0)
     max_rise_vs_baseline: float | None = Field(None, ge=0)
     max_rise_ab: float | None = Field(None, ge=0)
-    alpha: float | None = Field(None, gt=0, lt=1, description="Count a delta only when p < alpha.")
+    equivalent_vs_baseline: float | None = Field(None, gt=0)
+    equivalent_ab: float | None = Field(None, gt=0)
+    alpha: float | None = Field(None, gt=0, lt=1, description="Count a delta only when p < alpha "
+                                "(the family-adjusted p, see `multiplicity`).")
+    power: float = Field(0.8, gt=0, lt=1, description="Power at which the check's MDE is reported.")
+    inconclusive_factor: float = Field(2.0, ge=1, description="A non-significant check is INCONCLUSIVE when its "
+                                       "MDE exceeds the margin times this (NeMo Evaluator uses 2; 1 is strict).")
     action: Literal["fail", "warn"] = "fail"
 
     @field_validator("metric")
@@ -202,7 +215,21 @@ class Threshold(StrictModel):
         if len(set_checks) != 1:
             raise ValueError(f"set exactly one of {', '.join(CHECKS)} (got {set_checks or 'none'})")
         self._fits_pairwise(set_checks[0])
+        self._fits_equivalence(set_checks[0])
         return self
+
+    def _fits_equivalence(self, check: str) -> None:
+        """Two one-sided tests need paired marks (the shared questions) and a level."""
+        from evalkit.evals import registry
+        from evalkit.evals.base import Comparison
+
+        if check not in EQUIVALENCE_CHECKS:
+            return
+        spec = registry.metric(self.metric)
+        if spec is None or spec.comparison is not Comparison.PAIRED:
+            raise ValueError(f"{check}: {self.metric} is not scored per question (equivalence is tested on paired marks)")
+        if self.alpha is None or self.alpha >= 0.5:
+            raise ValueError(f"{check}: set alpha (below 0.5): two one-sided tests at alpha, a {{1 - 2 alpha}} interval")
 
     def _fits_pairwise(self, check: str) -> None:
         """A metric measured between two cells (PAIRWISE) has no value of its own and no p-value,
@@ -292,6 +319,9 @@ class MatrixConfig(StrictModel):
     ab: ABAxis | None = None
     evals: Evals = Field(default_factory=Evals)
     thresholds: list[Threshold] = Field(default_factory=list)
+    multiplicity: Literal["holm", "bh", "none"] = Field(
+        "holm", description="How each threshold's p-values are adjusted across the cells it is checked on "
+                            "(evalkit/multiplicity.py): holm (any false alarm <= alpha), bh (false discovery rate), none.")
     timeouts: Timeouts = Field(default_factory=Timeouts)
     secret_env: list[str] = Field(default_factory=list, description="Extra env names to redact.")
     devices: Devices | None = Field(None, description="Declare the box's devices to run cells in parallel.")

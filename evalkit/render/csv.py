@@ -80,6 +80,10 @@ def records(summary: dict[str, Any]) -> list[dict[str, Any]]:
                 delta = comparison.get(metric) or {}
                 rec[f"{against}.{metric}.diff"] = delta.get("diff")
                 rec[f"{against}.{metric}.p_value"] = delta.get("p_value")
+        for check in cell.get("checks") or []:
+            key = f"check.{check['threshold'] + 1}"
+            rec |= {f"{key}.outcome": check["outcome"], f"{key}.p": check.get("p"), f"{key}.p_adj": check.get("p_adj"),
+                    f"{key}.mde": check.get("mde")}
         flags = cell.get("flags", [])
         rec |= {"broken": sum(f["action"] == "fail" for f in flags), "warnings": sum(f["action"] == "warn" for f in flags),
                 "flags": "; ".join(f["message"] for f in flags) or None,

@@ -85,6 +85,9 @@ def verdict_line(summary: dict[str, Any]) -> tuple[bool, str]:
     ok = not failed and not broken and summary.get("status") != "interrupted"
     words = [f"{broken} threshold{'s' if broken != 1 else ''} broken", f"{failed} of {n} cells failed to run",
              f"{warned} warning{'s' if warned != 1 else ''}"]
+    if summary.get("inconclusive_checks"):  # too little evidence to pass: --strict exits 5 on it
+        words.insert(1, f"{summary['inconclusive_checks']} check{'s' if summary['inconclusive_checks'] != 1 else ''} "
+                        "INCONCLUSIVE")
     if summary.get("status") == "interrupted":
         words.insert(0, "run interrupted")
     return ok, ", ".join(words) + f"; exit {summary['exit_code']}"

@@ -26,6 +26,7 @@ from typing import Any
 
 from evalkit.redact import redact_argv
 from evalkit.render import forest
+from evalkit.render.checks import check_lines, check_table
 from evalkit.render.compare_table import (compare_columns, compare_legend, compare_rows, compare_title, flip_specs,
                                           flips, flips_suffix, run_facts)
 from evalkit.render.details import Details
@@ -130,6 +131,18 @@ def _matrix(summary: dict[str, Any], attrs: dict[str, str]) -> str:
     return f'<table class="matrix"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def _checks(summary: dict[str, Any]) -> list[str]:
+    """Checks: a line per threshold, and the table of cells x thresholds (INCONCLUSIVE marked ⚠)."""
+    lines = check_lines(summary)
+    if not lines:
+        return []
+    headers, rows, marks = check_table(summary)
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(_td(t, m) for t, m in zip(row, mark_row)) + "</tr>" for row, mark_row in zip(rows, marks))
+    return ["<h2>Checks: PASS, FAIL or INCONCLUSIVE</h2>", '<ul class="checks">' + "".join(f"<li>{esc(line)}</li>" for line in lines)
+            + "</ul>", f'<table class="checks"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>']
+
+
 FILTERS = ('<div class="filters"><label>Cell or axis value <input id="filter-cell" type="search"></label>'
            '<label>Status <select id="filter-status"><option value="">all</option><option value="ok">ok</option>'
            '<option value="error">error</option><option value="flagged">flagged</option></select></label>'
@@ -154,6 +167,7 @@ def report(summary: dict[str, Any], details: Details) -> str:
     if plot := forest.svg(summary):
         parts += ["<h2>Differences</h2>", f'<figure class="forest">{plot}</figure>']
     parts += ["<h2>All cells</h2>", FILTERS, _matrix(summary, attrs), f'<p class="legend">{esc(legend(summary))}</p>']
+    parts += _checks(summary)
     flags = [f for c in summary["cells"] for f in c["flags"]]
     if flags:
         parts.append("<h2>Thresholds</h2><ul class=\"thresholds\">" + "".join(

@@ -13,6 +13,7 @@ from typing import Any
 
 from evalkit.evals.base import MetricSpec
 from evalkit.redact import redact_argv
+from evalkit.render.checks import check_lines, check_table
 from evalkit.render.compare_table import (
     compare_columns,
     compare_legend,
@@ -60,6 +61,18 @@ def _pivot(p: Pivot) -> list[str]:
     return md_table((md_cell(h) for h in [p.corner, *p.columns]), body)
 
 
+def _checks(summary: dict[str, Any]) -> list[str]:
+    """`#### Checks`: a line per threshold, then cells x thresholds folded (outcome, adjusted p, MDE)."""
+    lines = check_lines(summary)
+    if not lines:
+        return []
+    headers, rows, marks = check_table(summary)
+    body = [[_marked(text, mark) for text, mark in zip(row, mark_row)] for row, mark_row in zip(rows, marks)]
+    return ["#### Checks: PASS, FAIL or INCONCLUSIVE", "", *(f"- {md_cell(line, limit=1000)}" for line in lines), "",
+            "<details><summary>Every check (outcome · adjusted p · minimum detectable effect)</summary>", "",
+            *md_table((md_cell(h) for h in headers), body), "", "</details>", ""]
+
+
 def _reproduce(summary: dict[str, Any]) -> list[str]:
     if not summary.get("command"):
         return []
@@ -85,6 +98,7 @@ def report(summary: dict[str, Any], details: Details) -> str:
     for p in pivots(summary):
         lines += [f"#### {md_cell(p.title)}", "", *_pivot(p), ""]
     lines += ["#### All cells", "", *_matrix(summary), "", md_cell(legend(summary), limit=1000), ""]
+    lines += _checks(summary)
     flags = [f for c in summary["cells"] for f in c["flags"]]
     if flags:
         lines += ["#### Thresholds", ""]

@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.table import Table
 
+from evalkit.render.checks import check_lines
 from evalkit.render.compare_table import (
     compare_columns,
     compare_legend,
@@ -124,6 +125,7 @@ def report(summary: dict[str, Any], details: Details) -> list[RenderableType]:
     if lines := engine_log_lines(summary):
         out.append(term_text(engine_log_title(summary)))
         out += [f"[dim]  {term_text(line)}[/dim]" for line in lines]
+    out += [f"[dim]{term_text(line)}[/dim]" for line in check_lines(summary)]
     for cell in summary["cells"]:
         for flag in cell["flags"]:
             marker = "[bold red]FAIL[/bold red]" if flag["action"] == "fail" else "[yellow]warn[/yellow]"

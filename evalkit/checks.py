@@ -1,0 +1,270 @@
+"""Each threshold on each cell: PASS, FAIL or INCONCLUSIVE, with its MDE, p and adjusted p.
+
+A check that found nothing is only a pass if it could have found something. Per threshold and
+cell (the summary row's `checks`, one record each):
+
+* a delta against a reference (`max_drop_*`, `max_rise_*`) with `alpha` FAILS when the change is
+  beyond the margin (and beyond the noise floor of repeats) and its p-value, adjusted across the
+  cells the threshold is checked on (multiplicity.py, `multiplicity:` in the config), is below
+  alpha. Otherwise it is INCONCLUSIVE when its test could not have seen a change of the margin:
+  its MDE (power.py: from its n and the observed discordance for paired marks, the reference's
+  rate for counts) exceeds margin x `inconclusive_factor`, or the change is beyond the margin
+  without significance; else PASS. Without a test (no alpha, a continuous value, a value between
+  two cells) the MDE is the noise floor of repeats when known;
+* `equivalent_*` PASSES when two one-sided tests show the paired difference inside +-margin
+  (adjusted p below alpha), FAILS when it is shown beyond the margin, else INCONCLUSIVE;
+* `min`/`max` FAIL when the value is beyond the limit, as always; a share with a known n is
+  INCONCLUSIVE when the limit lies inside its one-sided (1 - alpha) Wilson bound (alpha 0.05
+  when the threshold sets none): one question more or less could break it;
+* NOT_CHECKED: the cell lacks the metric for a known reason, or the two setups differ.
+
+`flags` (broken or warned) stay what they were: a FAIL or a NOT_CHECKED makes one, with the same
+message as before plus the adjusted p-value when it differs.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from evalkit.config import MatrixConfig, Threshold
+from evalkit.config.schema import EQUIVALENCE_CHECKS
+from evalkit.evals import registry
+from evalkit.evals.base import Comparison
+from evalkit.multiplicity import METHOD_WORDS, Method, adjust
+from evalkit.power import (
+    equivalence_margin,
+    equivalence_n,
+    fisher_mde,
+    fisher_n,
+    mcnemar_mde,
+    mcnemar_n,
+)
+from evalkit.stats import paired_equivalence, wilson_interval
+
+PASS, FAIL, INCONCLUSIVE, NOT_CHECKED = "PASS", "FAIL", "INCONCLUSIVE", "NOT_CHECKED"
+OUTCOMES = (FAIL, INCONCLUSIVE, PASS, NOT_CHECKED)
+OWN_ALPHA = 0.05
+"""The one-sided level of a `min`/`max` check's Wilson bound when the threshold sets no alpha."""
+_TEST_NAMES = {Comparison.PAIRED: "McNemar", Comparison.COUNT: "Fisher"}
+
+
+def rule_text(threshold: Threshold) -> str:
+    """`gsm8k.flexible max_drop_vs_baseline 0.02 alpha 0.01`: a threshold in one line."""
+    alpha = f" alpha {threshold.alpha:g}" if threshold.alpha is not None else ""
+    return f"{threshold.metric} {threshold.check} {threshold.value:g}{alpha}"
+
+
+def _against(check: str) -> str:
+    return "vs_baseline" if check.endswith("vs_baseline") else "vs_ab"
+
+
+@functools.lru_cache(maxsize=4096)
+def _paired_mde(n: int, discordant: int, alpha: float, power: float) -> float | None:
+    return mcnemar_mde(n, discordant / n, alpha, power) if n else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _count_mde(n: int, n_ref: int, base_rate: float, alpha: float, power: float) -> float | None:
+    return fisher_mde(n, n_ref, base_rate, alpha, power)
+
+
+def assess(threshold: Threshold, index: int, row: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """The check record of `threshold` (the config's `index`-th) on one summary row, before the
+    family adjustment (`decide` finishes it); None when the threshold does not apply to the cell
+    (a delta against a reference the cell does not have, e.g. the baseline itself)."""
+    check, limit, metric = threshold.check, threshold.value, threshold.metric
+    spec = registry.metric(metric)
+    base: dict[str, Any] = {"threshold": index, "rule": rule_text(threshold), "metric": metric, "check": check,
+                            "margin": limit, "action": threshold.action, "alpha": threshold.alpha,
+                            "power": threshold.power, "factor": threshold.inconclusive_factor,
+                            "reference": None, "value": metrics.get(metric), "diff": None, "n": None,
+                            "p": None, "p_adj": None, "mde": None, "n_needed": None, "outcome": None}
+    if check in ("min", "max"):
+        if metrics.get(metric) is None:
+            reason = (row.get("unmeasured") or {}).get(metric)
+            return base | {"outcome": NOT_CHECKED, "why": reason} if reason else None
+        return base | _own_value(threshold, metrics)
+    against = _against(check)
+    delta = (row.get(against) or {}).get(metric)
+    if delta is None:
+        reason = (row.get("unmeasured") or {}).get(metric) if metrics.get(metric) is None else None
+        return base | {"outcome": NOT_CHECKED, "why": reason} if reason else None
+    base["reference"] = row[against]["reference"]
+    if delta.get("setup_differs") or delta.get("refused"):
+        why = (f"eval setup differs ({', '.join(delta['setup_differs'])})" if delta.get("setup_differs")
+               else delta["refused"])
+        return base | {"outcome": NOT_CHECKED, "why": why,
+                       **{k: delta[k] for k in ("setup_differs", "refused") if delta.get(k)}}
+    base |= {"diff": delta["diff"], "n": delta.get("n"), "noise_floor": delta.get("noise_floor")}
+    if spec is not None and spec.comparison is Comparison.PAIRWISE:
+        base["between"] = delta.get("value", delta["diff"])
+    if check in EQUIVALENCE_CHECKS:
+        return base | _equivalence(threshold, delta)
+    tested = threshold.alpha is not None and delta.get("p_value") is not None
+    base["p"] = delta.get("p_value") if tested else None
+    if not tested:
+        base["mde"] = delta.get("noise_floor")
+        base["untestable"] = threshold.alpha is not None  # an alpha with no test: never significant
+    elif spec is not None and spec.comparison is Comparison.PAIRED and delta.get("n"):
+        discordant = delta["right_only_in_cell"] + delta["right_only_in_reference"]
+        base |= {"discordance": discordant / delta["n"],
+                 "mde": _paired_mde(delta["n"], discordant, threshold.alpha, threshold.power)}
+    elif spec is not None and spec.comparison is Comparison.COUNT and delta.get("n") and delta.get("n_reference"):
+        base |= {"base_rate": delta["rate_reference"], "n_reference": delta["n_reference"],
+                 "mde": _count_mde(delta["n"], delta["n_reference"], delta["rate_reference"], threshold.alpha,
+                                   threshold.power)}
+    return base
+
+
+def _own_value(threshold: Threshold, metrics: dict[str, Any]) -> dict[str, Any]:
+    """A `min`/`max` check: FAIL beyond the limit; INCONCLUSIVE when a share's one-sided Wilson
+    bound (its n known) reaches past the limit; else PASS."""
+    value, limit = metrics[threshold.metric], threshold.value
+    broken = value < limit if threshold.check == "min" else value > limit
+    out: dict[str, Any] = {"outcome": FAIL if broken else PASS}
+    n = _n_of(threshold.metric, metrics)
+    if n and not broken and 0 <= value <= 1:
+        alpha = threshold.alpha or OWN_ALPHA
+        low, high = wilson_interval(round(value * n), n, 1 - 2 * alpha)
+        out |= {"n": n, "ci": [low, high], "ci_level": 1 - 2 * alpha}
+        if (low < limit) if threshold.check == "min" else (high > limit):
+            out["outcome"] = INCONCLUSIVE
+    return out
+
+
+def _n_of(metric: str, metrics: dict[str, Any]) -> int | None:
+    """The n behind a share: a count's `n_metric`, else the eval's `<eval>.n` (GSM8K's questions)."""
+    spec = registry.metric(metric)
+    if spec is None or spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
+        return None
+    ev = registry.eval_of(metric)
+    n = metrics.get(spec.n_metric or (f"{ev.name}.n" if ev else ""))
+    return int(n) if isinstance(n, (int, float)) and n > 0 else None
+
+
+def _equivalence(threshold: Threshold, delta: dict[str, Any]) -> dict[str, Any]:
+    """TOST on the paired marks; `p` is the p-value of "moved beyond the margin", `p_equivalent`
+    that of "inside it"."""
+    alpha = threshold.alpha or OWN_ALPHA
+    n, f, g = delta["n"], delta["right_only_in_cell"], delta["right_only_in_reference"]
+    both = delta.get("both_right")
+    if both is None:  # stored before both_right: the cell's share and its flips give it
+        both = round(delta.get("acc_cell", 0) * n) - f
+    eq = paired_equivalence(both, f, g, n - both - f - g, threshold.value, alpha)
+    return {"p": eq.p_outside, "p_equivalent": eq.p_equivalent, "ci": [eq.low, eq.high], "ci_level": eq.confidence,
+            "discordance": (f + g) / n, "mde": equivalence_margin(n, (f + g) / n, alpha, threshold.power)}
+
+
+def decide(record: dict[str, Any], p_adj: float | None, p_equivalent_adj: float | None = None) -> dict[str, Any]:
+    """The record's outcome from its adjusted p-value(s) (None: not tested). See the module docstring."""
+    if record["outcome"] in (NOT_CHECKED,) or record["check"] in ("min", "max"):
+        return record
+    out = record | {"p_adj": p_adj}
+    margin, alpha, factor = record["margin"], record["alpha"], record["factor"]
+    if record["check"] in EQUIVALENCE_CHECKS:
+        out["p_equivalent_adj"] = p_equivalent_adj
+        if p_equivalent_adj is not None and p_equivalent_adj < alpha:
+            out["outcome"] = PASS
+        elif p_adj is not None and p_adj < alpha:
+            out["outcome"] = FAIL
+        else:
+            out["outcome"] = INCONCLUSIVE
+        return _with_n_needed(out)
+    change = -record["diff"] if record["check"].startswith("max_drop") else record["diff"]
+    floor = record.get("noise_floor")
+    beyond = change > margin and not (floor is not None and abs(record["diff"]) <= floor)
+    # untested: the observed change decides, unless the threshold asked for a test it cannot have
+    significant = (p_adj < alpha) if p_adj is not None else not record.get("untestable")
+    mde = record["mde"]
+    if beyond and significant:
+        out["outcome"] = FAIL
+    elif beyond or (p_adj is not None and (mde is None or mde > margin * factor)) or p_adj is None and mde is not None and mde > margin * factor:
+        out["outcome"] = INCONCLUSIVE
+    else:
+        out["outcome"] = PASS
+    return _with_n_needed(out)
+
+
+def _with_n_needed(record: dict[str, Any]) -> dict[str, Any]:
+    """An INCONCLUSIVE tested check says how many questions (or samples) its margin needs."""
+    if record["outcome"] != INCONCLUSIVE or record["alpha"] is None:
+        return record
+    alpha, power, margin = record["alpha"], record["power"], record["margin"]
+    if record["check"] in EQUIVALENCE_CHECKS:
+        return record | {"n_needed": equivalence_n(margin, record["discordance"], alpha, power)}
+    if "discordance" in record:
+        return record | {"n_needed": mcnemar_n(margin, record["discordance"], alpha, power)}
+    if "base_rate" in record:
+        return record | {"n_needed": fisher_n(margin, record["base_rate"], alpha, power)}
+    return record
+
+
+def family(records: Sequence[dict[str, Any]], method: Method) -> list[dict[str, Any]]:
+    """One threshold's records over the cells: their p-values adjusted together, then decided."""
+    tested = [i for i, r in enumerate(records) if r.get("p") is not None and r["outcome"] != NOT_CHECKED]
+    adjusted = dict(zip(tested, adjust([records[i]["p"] for i in tested], method)))
+    equivalent = [i for i in tested if records[i].get("p_equivalent") is not None]
+    adjusted_eq = dict(zip(equivalent, adjust([records[i]["p_equivalent"] for i in equivalent], method)))
+    return [decide(r | {"family": len(tested), "multiplicity": method}, adjusted.get(i), adjusted_eq.get(i))
+            for i, r in enumerate(records)]
+
+
+def assess_matrix(config: MatrixConfig, rows: list[dict[str, Any]]) -> None:
+    """Every threshold on every ok row, adjusted per threshold across the cells: sets `checks`."""
+    for row in rows:
+        row["checks"] = []
+    ok = [row for row in rows if row["status"] == "ok"]
+    for index, threshold in enumerate(config.thresholds):
+        found = [(row, r) for row in ok if (r := assess(threshold, index, row, row["metrics"])) is not None]
+        for (row, _), record in zip(found, family([r for _, r in found], config.multiplicity)):
+            row["checks"].append(record)
+
+
+def flag(threshold: Threshold, record: dict[str, Any], cell_id: str, metrics: dict[str, Any],
+         reference_word: str | None = None) -> dict[str, Any] | None:
+    """The broken-threshold flag of a FAIL or NOT_CHECKED record (the `flags` list's shape and
+    words), None otherwise. `reference_word` names the reference (default: "baseline" or "fix-on
+    twin"; a bisect says "good end")."""
+    check, limit, metric = threshold.check, threshold.value, threshold.metric
+    spec = registry.metric(metric)
+    label = spec.label if spec else metric
+    common = {"metric": metric, "check": check, "limit": limit, "action": threshold.action}
+    if record["outcome"] == NOT_CHECKED:
+        if record["reference"] is None:
+            return common | {"value": None, "not_checked": record["why"],
+                             "message": f"{cell_id}: {label} not checked: {record['why']}"}
+        return common | {"value": metrics.get(metric), "reference": record["reference"],
+                         **{k: record[k] for k in ("setup_differs", "refused") if record.get(k)},
+                         "message": f"{cell_id}: {label} not compared with {record['reference']}: {record['why']}"}
+    if record["outcome"] != FAIL:
+        return None
+    value = metrics.get(metric)
+    if check in ("min", "max"):
+        return common | {"value": value, "message": f"{cell_id}: {label} {value:.3f} {'<' if check == 'min' else '>'} "
+                                                     f"{check} {limit:g}"}
+    ref_id = record["reference"]
+    ref_word = reference_word or ("baseline" if _against(check) == "vs_baseline" else "fix-on twin")
+    diff, p, p_adj = record["diff"], record["p"], record["p_adj"]
+    common |= {"diff": diff, "p_value": p, "p_adj": p_adj, "reference": ref_id}
+    if spec is not None and spec.comparison is Comparison.PAIRWISE:  # no value of its own: the one between the two
+        floor = f", noise floor {record['noise_floor']:.3g}" if record.get("noise_floor") is not None else ""
+        change = -diff if check.startswith("max_drop") else diff
+        between = record.get("between", diff)
+        return common | {"value": between, "message": f"{cell_id}: {label} vs {ref_word} {ref_id} {between:.3g} "
+                                                   f"({'rise' if change == diff else 'drop'} {change:.3g} > {limit:g}{floor})"}
+    continuous = spec is not None and spec.comparison is Comparison.CONTINUOUS
+    change_words = f"{diff:+.3f}" if continuous else f"{diff * 100:+.1f} points"
+    words = f"{cell_id}: {label} {value:.3f} vs {ref_word} {ref_id} {value - diff:.3f}, {change_words}"
+    if check in EQUIVALENCE_CHECKS:
+        low, high = record["ci"]
+        words += (f" outside ±{limit * 100:g} points ({record['ci_level']:.0%} CI {low * 100:+.1f} to "
+                  f"{high * 100:+.1f})")
+    if p is not None:
+        words += f", {_TEST_NAMES.get(spec.comparison, 'test') if spec else 'test'} p = {p:.2g}"
+        if p_adj is not None and record.get("family", 1) > 1 and p_adj != p:
+            words += f", {METHOD_WORDS.get(record.get('multiplicity', 'none'), '')} p = {p_adj:.2g}"
+    if threshold.alpha is not None:
+        words += f" < {threshold.alpha:g}"
+    return common | {"value": value, "message": words}

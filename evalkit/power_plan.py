@@ -1,0 +1,114 @@
+"""Before spending engine-hours: what each threshold of a config could detect at its n.
+
+`evalkit plan` prints, per threshold, the n it will be checked on (questions, generations; a
+`--limit` caps them, as the run would), the MDE at the threshold's alpha and power (power.py), and
+the n its margin needs. The MDE depends on what the engine does between two runs: the share of
+questions that flip (paired marks) and the base rate of events (counts). Measured values come from
+`evalkit calibrate` (its calibrate.json); otherwise the stated assumptions below are used, and the
+lines say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalkit.checks import rule_text
+from evalkit.config import MatrixConfig, Threshold
+from evalkit.config.schema import EQUIVALENCE_CHECKS
+from evalkit.evals import registry
+from evalkit.evals.base import Comparison
+from evalkit.power import (equivalence_margin, equivalence_n, fisher_mde, fisher_n, gate_room, mcnemar_mde,
+                           mcnemar_n)
+
+ASSUMED_DISCORDANCE = 0.03
+"""Share of questions flipping between two healthy cells when nothing was measured: about what
+batch-variant numerics flip (the simulator's ~3% per layout, README "What the demo prints")."""
+ASSUMED_BASE_RATE = 0.0
+"""Events (collapses) per sample in a healthy cell when nothing was measured: none, the most
+optimistic MDE (a real base rate makes it larger)."""
+
+
+@dataclass(frozen=True)
+class Noise:
+    """What the MDEs assume: per metric, the discordance or base rate, and where it came from."""
+
+    discordance: dict[str, float]
+    base_rate: dict[str, float]
+    source: str
+
+
+def noise_from(calibration: Path | None) -> Noise:
+    """The measured noise of a calibrate.json, or none (the assumptions apply)."""
+    if calibration is None:
+        return Noise({}, {}, "assumed")
+    from evalkit.store import read_json
+
+    found = read_json(calibration)
+    disc = {m["metric"]: m["flip_rate"] for m in found.get("metrics", []) if m.get("flip_rate") is not None}
+    rates = {m["metric"]: sum(m["values"]) / len(m["values"]) for m in found.get("metrics", [])
+             if m.get("counts") and m.get("values")}
+    return Noise(disc, rates, f"measured by calibrate ({calibration})")
+
+
+def planned_n(config: MatrixConfig, metric: str, limit: int | None) -> int | None:
+    """Questions or samples the metric's eval will score per cell: its `count` setting, else the
+    eval's size, capped by --limit (as the run caps them)."""
+    ev = registry.eval_of(metric)
+    if ev is None:
+        return None
+    settings = getattr(config.evals, ev.name, None)
+    n = getattr(settings, "count", None) or ev.size
+    if n is None:
+        return limit
+    return min(n, limit) if limit else n
+
+
+def _pts(x: float | None) -> str:
+    return "out of reach" if x is None else f"{x * 100:.1f} points"
+
+
+def _needed(n: int | None) -> str:
+    return "out of reach" if n is None else str(n)
+
+
+def threshold_line(threshold: Threshold, n: int | None, noise: Noise) -> str:
+    """One threshold's power at n, in one line."""
+    head = rule_text(threshold)
+    spec = registry.metric(threshold.metric)
+    if n is None or spec is None:
+        return f"{head}: n unknown"
+    alpha, power, margin = threshold.alpha, threshold.power, threshold.value
+    if threshold.check in ("min", "max"):
+        if spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
+            return f"{head}: a bound on the cell's own value"
+        return (f"{head}: at n {n} a rerun moves a 0/1 score by up to {_pts(gate_room(n, alpha or 0.05))} "
+                f"(TensorRT-LLM's room, one-sided {alpha or 0.05:g}): a limit closer to the expected value flakes")
+    if alpha is None or spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
+        return f"{head}: no test (a change beyond the margin and the noise floor fails)"
+    if spec.comparison is Comparison.PAIRED:
+        d = noise.discordance.get(threshold.metric, ASSUMED_DISCORDANCE)
+        what = f"{d:.1%} of questions flipping between healthy runs ({'assumed' if threshold.metric not in noise.discordance else 'measured'})"
+        if threshold.check in EQUIVALENCE_CHECKS:
+            mde, needed = equivalence_margin(n, d, alpha, power), equivalence_n(margin, d, alpha, power)
+            kind = "smallest margin TOST shows"
+        else:
+            mde, needed = mcnemar_mde(n, d, alpha, power), mcnemar_n(margin, d, alpha, power)
+            kind = "MDE"
+    else:
+        r = noise.base_rate.get(threshold.metric, ASSUMED_BASE_RATE)
+        what = f"base rate {r:.1%} ({'assumed' if threshold.metric not in noise.base_rate else 'measured'})"
+        mde, needed, kind = fisher_mde(n, n, r, alpha, power), fisher_n(margin, r, alpha, power), "MDE"
+    verdict = ("INCONCLUSIVE expected on a healthy cell" if mde is None or mde > margin * threshold.inconclusive_factor
+               else "a healthy cell can PASS")
+    return (f"{head}: n {n}, {kind} {_pts(mde)} at power {power:.0%} ({what}); margin {_pts(margin)} needs "
+            f"n {_needed(needed)}; {verdict}")
+
+
+def plan_lines(config: MatrixConfig, limit: int | None, noise: Noise) -> list[str]:
+    """The power section of `evalkit plan`: a header, then a line per threshold."""
+    if not config.thresholds:
+        return []
+    head = (f"# power per threshold ({'--limit ' + str(limit) if limit else 'full evals'}; noise {noise.source}; "
+            f"p-values adjusted across cells: {config.multiplicity})")
+    return [head, *(f"#   {threshold_line(t, planned_n(config, t.metric, limit), noise)}" for t in config.thresholds)]
