@@ -253,15 +253,14 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         row["effective_mode"] = cell.get("effective_mode")
         row["ran_as"] = cell.get("ran_as")
         row["log_checks"] = cell.get("log_checks")
-        row["flags"] += ran_as_flags(cell)
         row["source"] = cell.get("source")
         row["imports"] = cell.get("imports")
         row["engine_version"] = cell.get("engine_version")
         row["timings"] = cell.get("timings", {})
         rows.append(row)
     checks.assess_matrix(config, rows)
-    for row in rows:
-        row["flags"] = _flags(config, row)
+    for cell, row in zip(cells, rows):
+        row["flags"] = _flags(config, row) + ran_as_flags(cell)
     base_row = next((r for r in rows if baseline and r["id"] == baseline["id"] and r["status"] == "ok"), None)
     for cell, row in zip(cells, rows):
         if row["status"] == "ok":
