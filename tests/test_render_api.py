@@ -27,7 +27,7 @@ def run(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
 
 
 def test_the_formats_are_the_cli_choices_terminal_first() -> None:
-    assert list(FORMATS) == ["terminal", "markdown", "csv", "json", "html"]
+    assert list(FORMATS) == ["terminal", "markdown", "csv", "json", "html", "junit"]
 
 
 @pytest.mark.parametrize("fmt", ["markdown", "csv", "json", "html"])

@@ -17,6 +17,7 @@ styles) and a PNG for `evalkit report RUN --plot FILE`.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,9 @@ from evalkit.stats import newcombe_unpaired
 REFERENCES = (("vs_baseline", "baseline"), ("vs_ab", "twin"))
 _RANK = {"FAIL": 3, "INCONCLUSIVE": 2, "PASS": 1}
 _COLOURS = {"FAIL": "#c62828", "INCONCLUSIVE": "#e69500", "PASS": "#455a64", None: "#90a4ae"}
+_INLINE_ONLY = re.compile(r'<metadata>.*?</metadata>|<!--.*?-->|\s+xmlns(?::xlink)?="[^"]*"', re.S)
+"""What an SVG file needs and an inline one does not: its metadata block (a creation date, links to
+RDF vocabularies), comments, and namespace declarations (HTML's parser knows svg and xlink)."""
 ROW_INCHES = 0.24
 """Height per row: 8-point labels stay apart at 96 rows (48 cells x 2 references)."""
 
@@ -154,12 +158,14 @@ def svg(summary: Mapping[str, Any]) -> str | None:
     fig = _figure(summary)
     if fig is None:
         return None
+    for artist in fig.findobj():  # no clip paths: the page references nothing, not even url(#id)
+        artist.set_clip_on(False)
     buffer = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none"}):
-        fig.savefig(buffer, format="svg")
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "evalkit"}):  # the same run, the same bytes
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
     _close(fig)
     text = buffer.getvalue()
-    return text[text.index("<svg"):]
+    return _INLINE_ONLY.sub("", text[text.index("<svg"):])
 
 
 def png(summary: Mapping[str, Any], out_path: Path) -> bool:
