@@ -17,7 +17,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evalkit.devices.model import DeviceProcess, DeviceState, Inventory, Snapshot, ToolFailed, number, run_tool
+from evalkit.devices.model import (
+    DeviceProcess,
+    DeviceState,
+    Inventory,
+    Snapshot,
+    ToolFailed,
+    number,
+    run_tool,
+)
 
 TOOL = "amd-smi"
 MIB = {"B": 1 / 2**20, "KB": 1 / 1024, "KIB": 1 / 1024, "MB": 1.0, "MIB": 1.0, "GB": 1024.0, "GIB": 1024.0}
@@ -66,7 +74,8 @@ def parse_processes(text: str) -> list[DeviceProcess]:
             info = item.get("process_info") if isinstance(item, dict) else None
             if not isinstance(info, dict) or "pid" not in info:
                 continue  # "No running processes detected"
-            memory = info.get("memory_usage") if isinstance(info.get("memory_usage"), dict) else {}
+            memory = info.get("memory_usage")
+            memory = memory if isinstance(memory, dict) else {}
             out.append(DeviceProcess(int(info["pid"]), str(info.get("name", "?")), int(e["gpu"]),
                                      mib(memory.get("vram_mem", info.get("mem_usage")))))
     return out

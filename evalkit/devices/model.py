@@ -87,7 +87,8 @@ class ToolFailed(Exception):
 def run_tool(argv: list[str]) -> str:
     """A vendor tool's stdout; `ToolFailed` when it fails, times out or cannot start."""
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S,
+                             check=False)
     except (OSError, subprocess.SubprocessError) as e:
         raise ToolFailed(f"{argv[0]}: {e}") from e
     if out.returncode != 0:

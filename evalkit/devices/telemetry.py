@@ -28,7 +28,7 @@ class Sampler:
         self._uuid: dict[int, str] = {}
         self.samples = 0
 
-    def __enter__(self) -> Sampler:
+    def __enter__(self) -> Sampler:  # noqa: PYI034 - not meant to be subclassed
         self._thread.start()
         return self
 

@@ -98,6 +98,6 @@ class _Sampled:
     def __enter__(self) -> None:
         self.sampler.__enter__()
 
-    def __exit__(self, *exc: Any) -> None:
-        self.sampler.__exit__(*exc)
+    def __exit__(self, *exc: object) -> None:
+        self.sampler.__exit__(None, None, None)
         self.gpu.telemetry = self.sampler.summary()
