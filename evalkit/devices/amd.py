@@ -17,15 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evalkit.devices.model import (
-    DeviceProcess,
-    DeviceState,
-    Inventory,
-    Snapshot,
-    ToolFailed,
-    number,
-    run_tool,
-)
+from evalkit.devices.model import DeviceProcess, DeviceState, Inventory, Snapshot, ToolFailed, number, run_tool
 
 TOOL = "amd-smi"
 MIB = {"B": 1 / 2**20, "KB": 1 / 1024, "KIB": 1 / 1024, "MB": 1.0, "MIB": 1.0, "GB": 1024.0, "GIB": 1024.0}

@@ -13,15 +13,7 @@ import csv
 import io
 import re
 
-from evalkit.devices.model import (
-    DeviceProcess,
-    DeviceState,
-    Inventory,
-    Snapshot,
-    ToolFailed,
-    number,
-    run_tool,
-)
+from evalkit.devices.model import DeviceProcess, DeviceState, Inventory, Snapshot, ToolFailed, number, run_tool
 
 TOOL = "nvidia-smi"
 GPU_FIELDS = "index,uuid,name,memory.used,memory.total,utilization.gpu,driver_version"

@@ -25,25 +25,11 @@ from evalkit.run import gpus
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.external import choose_served_name, normalise_base_url, served_models
 from evalkit.run.lock import DeviceLock
-from evalkit.run.matrix import (
-    PreparedRun,
-    execute,
-    prepare,
-    prepare_sources,
-    redacted_snapshot,
-)
+from evalkit.run.matrix import PreparedRun, execute, prepare, prepare_sources, redacted_snapshot
 from evalkit.run.options import Progress, RunOptions, Silent
 from evalkit.run.records import RunRecord
 from evalkit.run.signals import interrupts_raise
-from evalkit.store import (
-    RunStore,
-    atomic_write_text,
-    check_run_id,
-    new_run_id,
-    read_json,
-    resolve_run,
-    write_json,
-)
+from evalkit.store import RunStore, atomic_write_text, check_run_id, new_run_id, read_json, resolve_run, write_json
 
 EXTERNAL_CELL = "external"
 """The one cell of a `base_url` run."""

@@ -20,13 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.config import MatrixConfig
-from evalkit.engine import (
-    PORT_PLACEHOLDER,
-    CellLaunch,
-    EngineProcess,
-    PortBook,
-    build_launch,
-)
+from evalkit.engine import PORT_PLACEHOLDER, CellLaunch, EngineProcess, PortBook, build_launch
 from evalkit.engine.imports import prove
 from evalkit.engine.isolation import isolate, release
 from evalkit.engine.setup import ensure_built, setup_plan
