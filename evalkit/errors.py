@@ -9,6 +9,7 @@ the cause::
     ├── ConfigError              bad input: config file, CLI arguments, run ids        exit 2
     ├── SourceError              an engine source {repo, ref} that cannot be checked out exit 2
     ├── LockHeld                 another run holds the device lock                      exit 4
+    │   └── GpusBusy             other processes use the run's GPUs (before any cell)   exit 4
     ├── EngineError              one cell's engine did not serve (that cell's error)
     │   ├── EngineExited         the process ended before it was ready (exit code, log tail)
     │   │   └── PortInUse        ... because its port was taken (run/cell.py retries another)
@@ -16,8 +17,9 @@ the cause::
     │   ├── EngineFault          a fatal line in its log (e.g. "Memory access fault")
     │   ├── SetupFailed          its source tree's setup step (the build) failed         exit 3
     │   ├── LogAssertionFailed   its log breaks a config `log:` assertion (checked before the evals)
-    │   └── TreeNotProven        its package would import from outside the cell's source tree
-    │                            (checked before the engine starts, which it then never does)
+    │   ├── TreeNotProven        its package would import from outside the cell's source tree
+    │   │                        (checked before the engine starts, which it then never does)
+    │   └── GpuMemoryHeld        its GPUs' memory was not given back after it stopped
     ├── EvalError                an eval could not produce a score (that cell's error; exit 2
     │                            when raised before any cell, e.g. missing GSM8K data)
     └── StreamBroken             a stream closed before [DONE] (transient: generated again)
@@ -47,7 +49,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_THRESHOLD: "a failing threshold broke",
     EXIT_BAD_INPUT: "bad input (config, arguments, source ref); nothing started",
     EXIT_CELL_FAILED: "a cell failed to run (engine crash, timeout, eval error)",
-    EXIT_LOCKED: "another run holds the device lock",
+    EXIT_LOCKED: "another run holds the device lock, or other processes use the GPUs (--wait-for-gpus)",
     EXIT_INCONCLUSIVE: "only with --strict: nothing broke, but a failing threshold's check was INCONCLUSIVE (too few samples to tell)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C / SIGTERM); finished cells kept",
 }
@@ -88,6 +90,11 @@ class LockHeld(EvalkitError):
     """Another evalkit run holds the device lock."""
 
     cli_exit_code = EXIT_LOCKED
+
+
+class GpusBusy(LockHeld):
+    """Before the first cell, other processes hold memory on (or compute on) the run's GPUs: an
+    engine started now would share a GPU by accident (evalkit/devices/busy.py)."""
 
 
 class EngineError(EvalkitError):
@@ -155,3 +162,10 @@ class Interrupted(BaseException):
     A BaseException, like KeyboardInterrupt, so that no `except Exception` on the way (a cell's
     error handling, lm-eval's retries) mistakes a stop for a failure.
     """
+
+
+class GpuMemoryHeld(EngineError):
+    """After a cell's engine stopped, its GPUs' used memory did not come back near the level seen
+    before the cell within `timeouts.gpu_release`: the next cell would fail with out-of-memory and
+    be blamed on its engine (evalkit/devices/release.py). The message names the holders."""
+

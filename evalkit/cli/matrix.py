@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 @click.option("--lock-file", type=click.Path(path_type=Path), default=Path("/tmp/evalkit-devices.lock"), show_default=True,
               help="Taken while engines run on declared devices or a real engine, so two runs never share GPUs.")
 @click.option("--no-lock", is_flag=True, help="Do not take the device lock.")
+@click.option("--wait-for-gpus", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Wait up to SECONDS for GPUs other processes use, instead of refusing (exit 4) at once "
+                   "[default: the config's timeouts.gpus_busy].")
 @click.option("--history-db", type=click.Path(path_type=Path), help="History database [default: RESULTS_DIR/history.db].")
 @click.option("--no-history", is_flag=True, help="Do not record finished cells in the history database.")
 @click.option("--notify", metavar="CMD", help="Run CMD (split like a shell would, run without one) with the "
@@ -59,7 +62,7 @@ if TYPE_CHECKING:
 def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only: tuple[str, ...], limit: int | None,
            dry_run: bool, run_id: str | None, resume_run: str | None, results_dir: Path, cache_dir: Path,
            base_url: str | None, served_name: str | None, executor: str | None, max_parallel: int | None, lock_file: Path, no_lock: bool,
-           history_db: Path | None,
+           wait_for_gpus: float | None, history_db: Path | None,
            no_history: bool, notify: str | None, junit_path: Path | None, bisect_on_regression: bool, strict: bool,
            as_json: bool, quiet: bool) -> None:
     """Run the matrix: start each cell's engine, run GSM8K and the collapse check, report.
@@ -85,7 +88,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
         model=model, config_path=config_path, only=only, limit=limit, run_id=run_id, resume=resume_run,
         results_dir=results_dir, cache_dir=cache_dir, base_url=base_url, served_name=served_name, executor=executor, max_parallel=max_parallel,
         lock_file=lock_file, lock=not no_lock, history_db=history_db, history=not no_history,
-        command_line=("evalkit", *sys.argv[1:]),
+        command_line=("evalkit", *sys.argv[1:]), wait_for_gpus=wait_for_gpus,
     )
     progress = make_progress(quiet)
     try:

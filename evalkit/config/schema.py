@@ -265,6 +265,9 @@ class Timeouts(StrictModel):
     hang: float = Field(300.0, gt=0, description="Seconds without a /health answer while evals run = a hang.")
     cell: float | None = Field(None, gt=0, description="Budget of one cell; over it the cell is stopped and fails.")
     run: float | None = Field(None, gt=0, description="Budget of the run; cells not started in time are skipped.")
+    gpu_release: float = Field(120.0, gt=0, description="Seconds after an engine stops for its GPUs' memory to come back.")
+    gpus_busy: float = Field(0.0, ge=0, description="Seconds to wait for GPUs used by other processes before the "
+                             "first cell (0: refuse at once); `--wait-for-gpus` overrides.")
 
 
 class Devices(StrictModel):

@@ -137,4 +137,5 @@ def _engine(cell_dir: Path) -> dict[str, Any]:
     if not tail and log.is_file():
         with log.open(encoding="utf-8", errors="replace") as f:
             tail = "".join(deque(f, maxlen=LOG_TAIL_LINES))
-    return {"launch": record.get("launch"), "effective_mode": record.get("effective_mode"), "log_tail": tail}
+    return {"launch": record.get("launch"), "effective_mode": record.get("effective_mode"), "log_tail": tail,
+            "gpu": record.get("gpu")}

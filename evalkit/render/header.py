@@ -11,6 +11,7 @@ from typing import Any
 
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, MetricSpec
+from evalkit.render.gpus import box_text
 from evalkit.render.numbers import date_text
 from evalkit.render.text import strip_userinfo
 
@@ -75,6 +76,8 @@ def facts(summary: dict[str, Any], run: dict[str, Any]) -> list[str]:
         out.append(f"evalkit {run['evalkit_version']}{sha}")
     if run.get("lm_eval_version"):
         out.append(f"lm-eval {run['lm_eval_version']}")
+    if gpus := box_text(run.get("gpus")):
+        out.append(gpus)
     return out
 
 

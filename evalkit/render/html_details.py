@@ -24,6 +24,7 @@ from evalkit.evals import registry
 from evalkit.evals.base import Eval, MetricSpec
 from evalkit.render.details import Details, cell_flips, cell_worst
 from evalkit.render.engine_log import checks_text, ran_text
+from evalkit.render.gpus import cell_rows
 from evalkit.render.text import clean, clean_block, strip_userinfo, truncate
 
 MAX_SAMPLE_CHARS = 4_000
@@ -193,6 +194,7 @@ def _facts(cell: dict[str, Any], engine: dict[str, Any]) -> str:
         rows.append(("log checks", checks))
     if cell.get("engine_version"):
         rows.append(("engine version", cell["engine_version"]))
+    rows += cell_rows(engine.get("gpu"))
     timings = cell.get("timings") or {}
     if timings:
         rows.append(("timings", ", ".join(f"{k} {v}" for k, v in timings.items())))

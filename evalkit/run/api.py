@@ -21,6 +21,7 @@ from typing import Any
 from evalkit.config import MatrixConfig, load_config, resolve_config
 from evalkit.errors import EXIT_INTERRUPTED, ConfigError, Interrupted
 from evalkit.matrix import Cell, baseline_cell, expand, select
+from evalkit.run import gpus
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.external import choose_served_name, normalise_base_url, served_models
 from evalkit.run.lock import DeviceLock
@@ -73,6 +74,9 @@ class MatrixRequest:
     """Record every finished cell, then the finished run, in the history database."""
     command_line: tuple[str, ...] = ()
     """Stored in run.json and shown in the report ("evalkit matrix ...")."""
+    wait_for_gpus: float | None = None
+    """Seconds to wait for GPUs other processes use before the first cell (`--wait-for-gpus`);
+    default the config's `timeouts.gpus_busy` (0: refuse at once, `GpusBusy`, exit 4)."""
 
 
 @dataclass(frozen=True)
@@ -95,8 +99,8 @@ def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> Matr
     """Load and check the config, plan the cells, preflight the executor, take the lock, run,
     then write summary.json, table.md and the history.
 
-    Raises ConfigError, SourceError, LockHeld or EvalError for bad input, before anything is
-    created. `progress` hears every cell's states (default: nothing is shown); the caller closes it.
+    Raises ConfigError, SourceError, LockHeld (GpusBusy: other processes use the GPUs) or EvalError
+    for bad input, before anything is created. `progress` hears every cell's states (default: nothing is shown); the caller closes it.
     """
     from evalkit.store import history
 
@@ -116,6 +120,8 @@ def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> Matr
     interrupted = False
     try:
         with _device_lock(request, prepared):
+            if prepared.options.executor == "local":
+                gpus.preflight(config, prepared.options.base_url, request.wait_for_gpus)
             store = execute(prepared, on_cell_done)
     except Interrupted:
         interrupted = True

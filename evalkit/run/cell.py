@@ -34,6 +34,7 @@ from evalkit.profiles import get_profile
 from evalkit.redact import scrub, scrub_file, secret_values
 from evalkit.run.engine_log import applicable, check_log, raise_if_broken, read_ran_as
 from evalkit.run.engine_report import EngineScrapes, check_version
+from evalkit.run.gpus import CellGpus
 from evalkit.run.options import Progress
 from evalkit.run.records import (
     FINISHED,
@@ -197,6 +198,7 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
     cwd.mkdir(parents=True, exist_ok=True)
     worktree = job.source.worktree if job.source else None
     _prove_tree(job, record, build_launch(config, job.cell, PORT_PLACEHOLDER, worktree, job.devices, cwd=cwd))
+    gpus = CellGpus(config, job.devices, record)
     for attempt in range(1, PORT_ATTEMPTS + 1):
         port = config.engine.port or PORTS.take(config.engine.host)
         isolated = isolate(build_launch(config, job.cell, port, worktree, job.devices, cwd=cwd), config, PORTS,
@@ -208,7 +210,7 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
         t0 = time.monotonic()
         engine = _engine_for(launch, config, log_path)
         try:
-            with engine:
+            with gpus.engine(control.stop), engine:
                 control.attach(engine)
                 record.engine_pid = engine.pid
                 ready = engine.wait_ready(config.timeouts.startup, config.timeouts.warmup)
@@ -219,7 +221,8 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
                               tree=launch.tree, log_text=engine.launch_log())
                 job.update("ready", f"in {ready.warmup_s:.1f} s")
                 try:
-                    body(job, launch.base_url, record, launch.profile.wire())
+                    with gpus.sampling():
+                        body(job, launch.base_url, record, launch.profile.wire())
                 except EvalError as e:
                     engine.check_alive()  # an engine that died or hung mid-eval is the real reason
                     e.log_tail = engine.log_tail()

@@ -32,6 +32,7 @@ from evalkit.matrix import Cell
 from evalkit.profiles import Profile, get_profile
 from evalkit.redact import redact_env
 from evalkit.run.executor import Executor, OnCellDone
+from evalkit.run.gpus import provenance
 from evalkit.run.local import LocalExecutor
 from evalkit.run.options import Progress, RunOptions
 from evalkit.run.records import FINISHED, CellRecord, HostInfo, RunRecord, now
@@ -154,6 +155,7 @@ def redacted_snapshot(config: MatrixConfig) -> dict[str, Any]:
 def run_info(run: PreparedRun) -> RunRecord:
     """run.json of a new run: what runs, where, with which versions; secrets redacted."""
     config, options = run.config, run.options
+    gpus = provenance(config, options.base_url) if options.executor == "local" else None
     return RunRecord(
         run_id=options.run_id,
         status="running",
@@ -176,6 +178,7 @@ def run_info(run: PreparedRun) -> RunRecord:
         host=HostInfo(hostname=socket.gethostname(), platform=platform.platform(), cpus=os.cpu_count()),
         started_at=now(),
         finished_at=None,
+        **({"gpus": gpus} if gpus else {}),
     )
 
 

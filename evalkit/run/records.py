@@ -209,6 +209,20 @@ class LogCheck(_Record):
     """The first line that matched (for `not appear`, the one that breaks it); None: no line did."""
 
 
+class GpuRecord(_Record):
+    """The GPUs a cell's engine ran on (evalkit/run/gpus.py); absent without a GPU tool."""
+
+    uuids: list[str] = []
+    """The UUIDs of the cell's devices, as the vendor tool names them."""
+    before_mib: dict[str, int] = {}
+    """Device index -> used MiB before the engine started: the level its memory must come back to."""
+    release: dict[str, Any] | None = None
+    """After the engine stopped: `wait_s`, `released`, and on timeout `over_mib` and the `held`
+    processes (pid, name, device, used_mib)."""
+    telemetry: dict[str, Any] | None = None
+    """While the evals ran: `interval_s`, `samples`, per device `peak_used_mib` and `mean_util_pct`."""
+
+
 class CellRecord(_File):
     """cell.json: one cell's status, launch, timings and raw metrics.
 
@@ -229,6 +243,8 @@ class CellRecord(_File):
     """The engine source tree, or None when the engine runs from what is installed."""
     devices: list[int] | None = None
     """The device ids the cell ran on, when the config declares devices."""
+    gpu: GpuRecord | None = None
+    """Its GPUs' UUIDs, memory given back after the engine, telemetry; absent without a GPU tool."""
     setup: SetupRecord | None = None
     """The source tree's setup step; absent when the source names none."""
     isolation: IsolationRecord | None = None
@@ -355,6 +371,9 @@ class RunRecord(_File):
     lm_eval_version: str | None = None
     python: str | None = None
     host: HostInfo | None = None
+    gpus: dict[str, Any] | None = None
+    """The GPUs of the box (evalkit/devices/model.py `Inventory`): vendor, driver, runtime (CUDA or
+    ROCm) and its version, count, per device index, uuid, name, total_mib; absent without a GPU tool."""
     started_at: str | None = None
     """UTC start of the first driver."""
     finished_at: str | None = None
