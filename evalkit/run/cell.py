@@ -228,7 +228,8 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
                     e.log_tail = engine.log_tail()
                     raise
                 t_stop = time.monotonic()
-            timings["engine_stop_s"] = round(time.monotonic() - t_stop, 3)
+            # the wait for the GPUs' memory (after the engine stopped) is timed on its own, as gpu_release_s
+            timings["engine_stop_s"] = round(time.monotonic() - t_stop - float(timings.get("gpu_release_s") or 0), 3)
             return
         except PortInUse:
             if config.engine.port or attempt == PORT_ATTEMPTS or control.stop.is_set():
