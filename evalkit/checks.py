@@ -104,6 +104,7 @@ def assess(threshold: Threshold, index: int, row: dict[str, Any], metrics: dict[
         return base | _equivalence(threshold, delta)
     tested = threshold.alpha is not None and delta.get("p_value") is not None
     base["p"] = delta.get("p_value") if tested else None
+    base["p_value"] = delta.get("p_value")  # shown in the flag's words even when no alpha asks for a test
     if not tested:
         base["mde"] = delta.get("noise_floor")
         base["untestable"] = threshold.alpha is not None  # an alpha with no test: never significant
@@ -246,7 +247,7 @@ def flag(threshold: Threshold, record: dict[str, Any], cell_id: str, metrics: di
                                                      f"{check} {limit:g}"}
     ref_id = record["reference"]
     ref_word = reference_word or ("baseline" if _against(check) == "vs_baseline" else "fix-on twin")
-    diff, p, p_adj = record["diff"], record["p"], record["p_adj"]
+    diff, p, p_adj = record["diff"], record.get("p_value", record["p"]), record["p_adj"]
     common |= {"diff": diff, "p_value": p, "p_adj": p_adj, "reference": ref_id}
     if spec is not None and spec.comparison is Comparison.PAIRWISE:  # no value of its own: the one between the two
         floor = f", noise floor {record['noise_floor']:.3g}" if record.get("noise_floor") is not None else ""
