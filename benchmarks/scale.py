@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
@@ -86,4 +87,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # No options; the parser gives `--help` (the docstring) instead of a full benchmark run.
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()
