@@ -51,8 +51,9 @@ def fill_m001(db: sqlite3.Connection) -> None:
 
 
 def main() -> None:
-    from evalkit.render.trend import trend_table
     from rich.console import Console
+
+    from evalkit.render.trend import trend_table
 
     tmp = Path(tempfile.mkdtemp(prefix="evalkit-history-"))
     db = sqlite3.connect(tmp / "history.db")

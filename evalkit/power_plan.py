@@ -18,8 +18,7 @@ from evalkit.config import MatrixConfig, Threshold
 from evalkit.config.schema import EQUIVALENCE_CHECKS
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison
-from evalkit.power import (equivalence_margin, equivalence_n, fisher_mde, fisher_n, gate_room, mcnemar_mde,
-                           mcnemar_n)
+from evalkit.power import equivalence_margin, equivalence_n, fisher_mde, fisher_n, gate_room, mcnemar_mde, mcnemar_n
 
 ASSUMED_DISCORDANCE = 0.03
 """Share of questions flipping between two healthy cells when nothing was measured: about what

@@ -31,9 +31,16 @@ from evalkit.bisect.records import FOLDER_PREFIX, BisectRecord, CommitInfo, EndR
 from evalkit.bisect.step import run_step
 from evalkit.config import MatrixConfig, find_config, load_config, resolve_config
 from evalkit.engine.sources import checkout
+from evalkit.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_ENDS_NOT_AS_CLAIMED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_ONLY_UNTESTABLE,
+    ConfigError,
+    Interrupted,
+)
 from evalkit.evals import registry
-from evalkit.errors import (EXIT_BAD_INPUT, EXIT_ENDS_NOT_AS_CLAIMED, EXIT_INTERRUPTED, EXIT_OK, EXIT_ONLY_UNTESTABLE,
-                            ConfigError, Interrupted)
 from evalkit.matrix import Cell, expand
 from evalkit.profiles import get_profile
 from evalkit.run.cell import CellControl, CellJob, run_cell

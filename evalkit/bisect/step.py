@@ -153,10 +153,10 @@ class _StepBody:
                 break
         questions, generations, tokens = self.usage()
         # cell.json `step`, written with the rest of the record by run_cell
-        setattr(record, "step", {"verdict": self.judgement.verdict if self.judgement else None,
-                                 "reason": self.judgement.reason if self.judgement else "",
-                                 "questions": questions, "generations": generations, "generation_tokens": tokens,
-                                 "evidence": self.evidence(record, job.cell_dir)})
+        record.step = {"verdict": self.judgement.verdict if self.judgement else None,
+                       "reason": self.judgement.reason if self.judgement else "",
+                       "questions": questions, "generations": generations, "generation_tokens": tokens,
+                       "evidence": self.evidence(record, job.cell_dir)}
 
     def _run(self, pool: _Pool, batch: list[str], job: CellJob, base_url: str, record: CellRecord,
              wire: Wire) -> None:

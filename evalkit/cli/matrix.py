@@ -11,8 +11,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from evalkit.cli._common import (EXIT_CODES_HELP, _Command, cache_dir_option, console, model_options, only_option,
-                                 results_dir_option)
+from evalkit.cli._common import (
+    EXIT_CODES_HELP,
+    _Command,
+    cache_dir_option,
+    console,
+    model_options,
+    only_option,
+    results_dir_option,
+)
 from evalkit.cli._github import publish
 from evalkit.cli.plan import plan
 from evalkit.cli.report import show_run, write_report

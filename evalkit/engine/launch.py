@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.config import MatrixConfig, Source
+from evalkit.engine.sources import peek_sha
 from evalkit.errors import SourceError
 from evalkit.matrix import Cell
 from evalkit.profiles import Launch, Profile, get_profile
 from evalkit.redact import redact_argv, redact_env
-from evalkit.engine.sources import peek_sha
 
 PORT_PLACEHOLDER = "<port>"
 

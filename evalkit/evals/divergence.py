@@ -39,9 +39,17 @@ import httpx
 from pydantic import Field
 
 from evalkit.errors import ConfigError, EvalError
-from evalkit.evals import divergence_stats, registry
-from evalkit.evals.base import SETUP_KEY, Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec, fingerprint
-from evalkit.evals import prompts
+from evalkit.evals import divergence_stats, prompts, registry
+from evalkit.evals.base import (
+    SETUP_KEY,
+    Comparison,
+    Eval,
+    EvalContext,
+    EvalResult,
+    EvalSettings,
+    MetricSpec,
+    fingerprint,
+)
 from evalkit.evals.prompts import Prompt, load_prompt_set
 from evalkit.store.files import read_jsonl
 

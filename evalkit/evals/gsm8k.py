@@ -27,7 +27,16 @@ from pydantic import Field
 
 from evalkit.errors import EvalError
 from evalkit.evals import registry
-from evalkit.evals.base import SETUP_KEY, Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec, fingerprint
+from evalkit.evals.base import (
+    SETUP_KEY,
+    Comparison,
+    Eval,
+    EvalContext,
+    EvalResult,
+    EvalSettings,
+    MetricSpec,
+    fingerprint,
+)
 from evalkit.evals.lm_eval_adapter import ResponseMeta, evaluate, lm_eval_version, prompt_key
 from evalkit.store.files import write_jsonl
 from evalkit.wire import Wire

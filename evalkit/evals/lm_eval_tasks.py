@@ -27,7 +27,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from evalkit.errors import EvalError
 from evalkit.evals import registry
-from evalkit.evals.base import SETUP_KEY, Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec, fingerprint
+from evalkit.evals.base import (
+    SETUP_KEY,
+    Comparison,
+    Eval,
+    EvalContext,
+    EvalResult,
+    EvalSettings,
+    MetricSpec,
+    fingerprint,
+)
 from evalkit.evals.lm_eval_catalogue import TaskInfo, resolve, unknown_task
 from evalkit.evals.lm_eval_records import collect, data_hash, files_hash
 

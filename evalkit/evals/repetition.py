@@ -26,7 +26,16 @@ from pydantic import Field
 
 from evalkit.errors import EvalError, StreamBroken
 from evalkit.evals import registry
-from evalkit.evals.base import SETUP_KEY, Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec, fingerprint
+from evalkit.evals.base import (
+    SETUP_KEY,
+    Comparison,
+    Eval,
+    EvalContext,
+    EvalResult,
+    EvalSettings,
+    MetricSpec,
+    fingerprint,
+)
 from evalkit.evals.detector import DetectorSettings, StreamingDetector, analyze_text, is_collapsed, split_text
 from evalkit.evals.prompts import Prompt, load_prompt_set
 from evalkit.store.files import read_jsonl

@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import ConfigError
+from evalkit.evals.base import SETUP_KEY
 from evalkit.redact import redact_argv
 from evalkit.render.text import strip_userinfo
 from evalkit.store import read_json
-from evalkit.evals.base import SETUP_KEY
 from evalkit.verdicts import flat_metrics
 
 DB_NAME = "history.db"
