@@ -275,7 +275,7 @@ def run_calibration(request: MatrixRequest, cell_id: str, repeats: int, alpha: f
                                                   full_n=ev.size)))
             elif spec.comparison is Comparison.COUNT:
                 noises.append((spec, count_noise(spec, flats)))
-    n = {noise.n for _, noise in noises if noise.flip_rate is not None}
+    n = {noise.n for _, noise in noises if noise.flip_rate is not None and noise.n is not None}
     header = [f"evalkit calibrate: {repeats} runs of {cell.id} ({config_path.name}, model {config.model})",
               f"{folder}" + (f"; {', '.join(map(str, sorted(n)))} questions per run" if n else "")]
     cells = len(expand(config))

@@ -27,7 +27,16 @@ from typing import Any
 from evalkit.bisect import search
 from evalkit.bisect.commits import CommitRange, commit_range
 from evalkit.bisect.ends import Ends, judge_ends
-from evalkit.bisect.records import FOLDER_PREFIX, BisectRecord, CommitInfo, EndRecord, StepRecord, folder_of, load
+from evalkit.bisect.records import (
+    FOLDER_PREFIX,
+    BisectRecord,
+    BisectStatus,
+    CommitInfo,
+    EndRecord,
+    StepRecord,
+    folder_of,
+    load,
+)
 from evalkit.bisect.step import run_step
 from evalkit.config import MatrixConfig, find_config, load_config, resolve_config
 from evalkit.engine.sources import checkout
@@ -198,7 +207,7 @@ def _resume(request: BisectRequest, progress: Progress) -> _Bisect:
 def _refuse_other_terms(request: BisectRequest, record: BisectRecord) -> None:
     """A resumed bisect keeps the terms it started with: an option that says otherwise is an error,
     never silently ignored (the user would believe they bisect another cell or range)."""
-    given = {"--cell": (request.cell, record.cell), "--good": (request.good, record.good_ref),
+    given: dict[str, tuple[object, object]] = {"--cell": (request.cell, record.cell), "--good": (request.good, record.good_ref),
              "--bad": (request.bad, record.bad_ref), "--axis": (request.axis, record.axis),
              "--limit": (request.limit, record.limit), "--good-run": (request.good_run, record.good_run)}
     if request.all_parents and record.first_parent:
@@ -363,7 +372,7 @@ def _excerpt(run: _Bisect) -> dict[str, Any] | None:
             "text": evidence.get("excerpt") or str(row.get("text", ""))[:200]}
 
 
-def _finish(run: _Bisect, status: str, message: str) -> None:
-    run.record.status = status  # type: ignore[assignment]
+def _finish(run: _Bisect, status: BisectStatus, message: str) -> None:
+    run.record.status = status
     run.record.message = message
     run.progress.update(run.record.cell, status, message)

@@ -104,7 +104,7 @@ def as_reference_checks(thresholds: list[Threshold]) -> list[Threshold]:
     for t in thresholds:
         if t.check.endswith("_ab"):
             fields = t.model_dump(exclude_none=True, exclude={t.check})
-            t = Threshold(**fields, **{t.check.removesuffix("_ab") + "_vs_baseline": t.value})
+            t = Threshold.model_validate({**fields, t.check.removesuffix("_ab") + "_vs_baseline": t.value})
         if t not in out:
             out.append(t)
     return out
@@ -116,7 +116,7 @@ def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float
     good, bad = read_json(good_dir / "cell.json"), read_json(bad_dir / "cell.json")
     labels = {"good": label(good, "good end"), "bad": label(bad, "bad end")}
     paired_spec, count_spec = step_metrics(config)
-    base = {"flags": [], "good_flags": [], "evidence": {}, "test": None, "alpha": alpha, "labels": labels,
+    base: dict[str, Any] = {"flags": [], "good_flags": [], "evidence": {}, "test": None, "alpha": alpha, "labels": labels,
             "paired_metric": paired_spec.name if paired_spec else None,
             "count_metric": count_spec.name if count_spec else None}
     for record, name in ((good, "good"), (bad, "bad")):

@@ -100,7 +100,9 @@ class LogAssertion(StrictModel):
 
     @property
     def pattern(self) -> str:
-        return self.must_appear if self.must_appear is not None else self.must_not_appear  # type: ignore[return-value]
+        pattern = self.must_appear if self.must_appear is not None else self.must_not_appear
+        assert pattern is not None, "_one_pattern: exactly one is set"
+        return pattern
 
 
 class AxisValue(StrictModel):
@@ -395,7 +397,7 @@ def config_model() -> type[MatrixConfig]:
     if model is None:
         fields: dict[str, Any] = {
             ev.name: (ev.settings, Field(default_factory=ev.settings)) if ev.default_enabled
-            else (ev.settings | None, None)  # type: ignore[operator]
+            else (ev.settings | None, None)
             for ev in registry.evals()
         }
         evals = create_model("Evals", __base__=Evals, __module__=__name__, **fields)

@@ -240,14 +240,14 @@ class Divergence(Eval):
     def __init__(self) -> None:
         self._in_use = False
 
-    @property  # type: ignore[override]
-    def metrics(self) -> tuple[MetricSpec, ...]:
+    @property
+    def metrics(self) -> tuple[MetricSpec, ...]:  # type: ignore[override]
         """SPECS while a config names the eval or a stored cell ran it; else none, so a report of a
         run without it has no columns of dashes (and a threshold on it needs `evals.divergence`)."""
         return SPECS if self._in_use else ()
 
-    @property  # type: ignore[override]
-    def csv_fields(self) -> tuple[str, ...]:
+    @property
+    def csv_fields(self) -> tuple[str, ...]:  # type: ignore[override]
         """The per-cell facts, in the CSV of a run that has the eval (like its metrics)."""
         noise = tuple(f"divergence.noise_{spec.name.removeprefix('divergence.')}" for spec in SPECS)
         return ("divergence.n", "divergence.tokens", "divergence.repeats", *noise) if self._in_use else ()
