@@ -39,7 +39,7 @@ from evalkit.bisect.records import (
 )
 from evalkit.bisect.step import run_step
 from evalkit.config import MatrixConfig, find_config, load_config, resolve_config
-from evalkit.engine.sources import checkout
+from evalkit.engine.sources import DEFAULT_CACHE_DIR, checkout
 from evalkit.errors import (
     EXIT_BAD_INPUT,
     EXIT_ENDS_NOT_AS_CLAIMED,
@@ -53,13 +53,13 @@ from evalkit.evals import registry
 from evalkit.matrix import Cell, expand
 from evalkit.profiles import get_profile
 from evalkit.run.cell import CellControl, CellJob, run_cell
-from evalkit.run.lock import DeviceLock
+from evalkit.run.lock import DEFAULT_LOCK_FILE, DeviceLock
 from evalkit.run.matrix import redacted_snapshot
 from evalkit.run.options import Progress, Silent
 from evalkit.run.records import CellRecord, now
 from evalkit.run.scheduler import device_need
 from evalkit.run.signals import interrupts_raise, signals_held
-from evalkit.store import RunStore, check_run_id, new_run_id, read_jsonl, resolve_run
+from evalkit.store import DEFAULT_RESULTS_DIR, RunStore, check_run_id, new_run_id, read_jsonl, resolve_run
 
 DEFAULT_ALPHA = 0.01
 """Each step's false-alarm rate when no threshold of the config sets `alpha`."""
@@ -89,10 +89,10 @@ class BisectRequest:
     resume: str | None = None
     """A bisect id (or its folder): continue it, finished steps reused."""
     bisect_id: str | None = None
-    results_dir: Path = Path("results")
-    cache_dir: Path = Path(".evalkit-cache")
+    results_dir: Path = DEFAULT_RESULTS_DIR
+    cache_dir: Path = DEFAULT_CACHE_DIR
     seed: int = 0
-    lock_file: Path = Path("/tmp/evalkit-devices.lock")
+    lock_file: Path = DEFAULT_LOCK_FILE
     lock: bool = True
     command_line: tuple[str, ...] = ()
 

@@ -16,6 +16,7 @@ from evalkit.cli._common import (
     _Command,
     cache_dir_option,
     console,
+    lock_file_option,
     model_options,
     only_option,
     results_dir_option,
@@ -45,8 +46,7 @@ if TYPE_CHECKING:
               help="Where cells run: this machine, or one Slurm job per cell (default: the config's executor.kind).")
 @click.option("--max-parallel", type=click.IntRange(min=1), default=None,
               help="Cells side by side (needs `devices` in the config). Default: as many as the devices allow.")
-@click.option("--lock-file", type=click.Path(path_type=Path), default=Path("/tmp/evalkit-devices.lock"), show_default=True,
-              help="Taken while engines run on declared devices or a real engine, so two runs never share GPUs.")
+@lock_file_option
 @click.option("--no-lock", is_flag=True, help="Do not take the device lock.")
 @click.option("--history-db", type=click.Path(path_type=Path), help="History database [default: RESULTS_DIR/history.db].")
 @click.option("--no-history", is_flag=True, help="Do not record finished cells in the history database.")
