@@ -12,6 +12,7 @@ was expected``.
 from __future__ import annotations
 
 import re
+from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
@@ -169,7 +170,27 @@ class Evals(StrictModel):
 
 CHECKS = ("min", "max", "max_drop_vs_baseline", "max_drop_ab", "max_rise_vs_baseline", "max_rise_ab",
           "equivalent_vs_baseline", "equivalent_ab")
-EQUIVALENCE_CHECKS = ("equivalent_vs_baseline", "equivalent_ab")
+
+
+class ThresholdKind(str, Enum):
+    """What a check bounds, parsed once from its name: `max_drop_ab` is MAX_DROP (against the
+    fix-on twin). Flags and summary.json keep the name; code asks the kind."""
+
+    MIN = "min"
+    MAX = "max"
+    MAX_DROP = "max_drop"
+    MAX_RISE = "max_rise"
+    EQUIVALENT = "equivalent"
+
+    @classmethod
+    def of(cls, check: str) -> ThresholdKind:
+        """The kind of a check name (a Threshold field, a flag's `check`); ValueError for no check."""
+        return cls(check.removesuffix("_vs_baseline").removesuffix("_ab"))
+
+    @property
+    def own_value(self) -> bool:
+        """Bounds a cell's own value (min, max), not its delta against a reference."""
+        return self in (ThresholdKind.MIN, ThresholdKind.MAX)
 
 
 class Threshold(StrictModel):
@@ -224,7 +245,7 @@ class Threshold(StrictModel):
         from evalkit.evals import registry
         from evalkit.evals.base import Comparison
 
-        if check not in EQUIVALENCE_CHECKS:
+        if ThresholdKind.of(check) is not ThresholdKind.EQUIVALENT:
             return
         spec = registry.metric(self.metric)
         if spec is None or spec.comparison is not Comparison.PAIRED:
@@ -242,10 +263,10 @@ class Threshold(StrictModel):
         spec = registry.metric(self.metric)
         if spec is None or spec.comparison is not Comparison.PAIRWISE:
             return
-        way = "max_drop" if spec.higher_is_better else "max_rise"
-        if not check.startswith(way):
-            raise ValueError(f"{check}: {self.metric} is measured between two cells: use {way}_vs_baseline "
-                             f"or {way}_ab")
+        way = ThresholdKind.MAX_DROP if spec.higher_is_better else ThresholdKind.MAX_RISE
+        if ThresholdKind.of(check) is not way:
+            raise ValueError(f"{check}: {self.metric} is measured between two cells: use {way.value}_vs_baseline "
+                             f"or {way.value}_ab")
         if self.alpha is not None:
             raise ValueError(f"alpha: {self.metric} has no test (a value between two cells, with a noise floor "
                              "from repeats instead)")
@@ -253,6 +274,10 @@ class Threshold(StrictModel):
     @property
     def check(self) -> str:
         return next(c for c in CHECKS if getattr(self, c) is not None)
+
+    @property
+    def kind(self) -> ThresholdKind:
+        return ThresholdKind.of(self.check)
 
     @property
     def value(self) -> float:
