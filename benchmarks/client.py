@@ -38,11 +38,11 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evalkit.evals.gsm8k import GSM8KSettings  # noqa: E402
-from evalkit.evals.repetition import RepetitionSettings  # noqa: E402
 from evalkit.engine import EngineProcess, free_port  # noqa: E402
 from evalkit.evals import gsm8k, repetition  # noqa: E402
+from evalkit.evals.gsm8k import GSM8KSettings  # noqa: E402
 from evalkit.evals.prompts import load_prompt_set  # noqa: E402
+from evalkit.evals.repetition import RepetitionSettings  # noqa: E402
 from evalkit.wire import Wire
 
 SERVED = "bench"

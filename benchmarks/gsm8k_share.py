@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evalkit.evals.gsm8k import GSM8KSettings  # noqa: E402
 from evalkit.evals import gsm8k  # noqa: E402
+from evalkit.evals.gsm8k import GSM8KSettings  # noqa: E402
 from tests.conftest import running_sim  # noqa: E402
 
 OWN_HOOKS = ("amodel_call", "parse_generations", "record", "attempt", "_prompt_key")

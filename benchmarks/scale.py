@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
@@ -14,8 +15,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evalkit.config import parse_config  # noqa: E402
-from evalkit.matrix import expand  # noqa: E402
 from evalkit.engine.launch import PORT_PLACEHOLDER, build_launch  # noqa: E402
+from evalkit.matrix import expand  # noqa: E402
 from evalkit.store import write_json, write_jsonl  # noqa: E402
 
 
@@ -86,4 +87,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # No options; the parser gives `--help` (the docstring) instead of a full benchmark run.
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()

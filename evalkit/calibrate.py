@@ -23,7 +23,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalkit.errors import EXIT_CELL_FAILED, ConfigError, EvalkitError
+from evalkit.errors import CalibrationFailed, ConfigError
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.power import POWER, mcnemar_mde, mcnemar_n
@@ -37,12 +37,6 @@ if TYPE_CHECKING:
 DEFAULT_ALPHA = 0.01
 NIGHTLY_CELLS = 12
 """Cells of a nightly matrix the suggested `min` is gated on, when the config does not say (the demo's)."""
-
-
-class CalibrationFailed(EvalkitError):
-    """A repeat's cell did not run: its noise cannot be measured."""
-
-    cli_exit_code = EXIT_CELL_FAILED
 
 
 @dataclass(frozen=True)
@@ -275,7 +269,7 @@ def run_calibration(request: MatrixRequest, cell_id: str, repeats: int, alpha: f
                                                   full_n=ev.size)))
             elif spec.comparison is Comparison.COUNT:
                 noises.append((spec, count_noise(spec, flats)))
-    n = {noise.n for _, noise in noises if noise.flip_rate is not None}
+    n = {noise.n for _, noise in noises if noise.flip_rate is not None and noise.n is not None}
     header = [f"evalkit calibrate: {repeats} runs of {cell.id} ({config_path.name}, model {config.model})",
               f"{folder}" + (f"; {', '.join(map(str, sorted(n)))} questions per run" if n else "")]
     cells = len(expand(config))

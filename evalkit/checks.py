@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalkit.config import MatrixConfig, Threshold
-from evalkit.config.schema import EQUIVALENCE_CHECKS
+from evalkit.config.schema import ThresholdKind
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison
 from evalkit.multiplicity import METHOD_WORDS, Method, adjust
@@ -81,7 +81,7 @@ def assess(threshold: Threshold, index: int, row: dict[str, Any], metrics: dict[
                             "power": threshold.power, "factor": threshold.inconclusive_factor,
                             "reference": None, "value": metrics.get(metric), "diff": None, "n": None,
                             "p": None, "p_adj": None, "mde": None, "n_needed": None, "outcome": None}
-    if check in ("min", "max"):
+    if threshold.kind.own_value:
         if metrics.get(metric) is None:
             reason = (row.get("unmeasured") or {}).get(metric)
             return base | {"outcome": NOT_CHECKED, "why": reason} if reason else None
@@ -100,7 +100,7 @@ def assess(threshold: Threshold, index: int, row: dict[str, Any], metrics: dict[
     base |= {"diff": delta["diff"], "n": delta.get("n"), "noise_floor": delta.get("noise_floor")}
     if spec is not None and spec.comparison is Comparison.PAIRWISE:
         base["between"] = delta.get("value", delta["diff"])
-    if check in EQUIVALENCE_CHECKS:
+    if threshold.kind is ThresholdKind.EQUIVALENT:
         return base | _equivalence(threshold, delta)
     tested = threshold.alpha is not None and delta.get("p_value") is not None
     base["p"] = delta.get("p_value") if tested else None
@@ -160,11 +160,12 @@ def _equivalence(threshold: Threshold, delta: dict[str, Any]) -> dict[str, Any]:
 
 def decide(record: dict[str, Any], p_adj: float | None, p_equivalent_adj: float | None = None) -> dict[str, Any]:
     """The record's outcome from its adjusted p-value(s) (None: not tested). See the module docstring."""
-    if record["outcome"] in (NOT_CHECKED,) or record["check"] in ("min", "max"):
+    kind = ThresholdKind.of(record["check"])
+    if record["outcome"] in (NOT_CHECKED,) or kind.own_value:
         return record
     out = record | {"p_adj": p_adj}
     margin, alpha, factor = record["margin"], record["alpha"], record["factor"]
-    if record["check"] in EQUIVALENCE_CHECKS:
+    if kind is ThresholdKind.EQUIVALENT:
         out["p_equivalent_adj"] = p_equivalent_adj
         if p_equivalent_adj is not None and p_equivalent_adj < alpha:
             out["outcome"] = PASS
@@ -173,7 +174,7 @@ def decide(record: dict[str, Any], p_adj: float | None, p_equivalent_adj: float 
         else:
             out["outcome"] = INCONCLUSIVE
         return _with_n_needed(out)
-    change = -record["diff"] if record["check"].startswith("max_drop") else record["diff"]
+    change = -record["diff"] if kind is ThresholdKind.MAX_DROP else record["diff"]
     floor = record.get("noise_floor")
     beyond = change > margin and not (floor is not None and abs(record["diff"]) <= floor)
     # untested: the observed change decides, unless the threshold asked for a test it cannot have
@@ -193,7 +194,7 @@ def _with_n_needed(record: dict[str, Any]) -> dict[str, Any]:
     if record["outcome"] != INCONCLUSIVE or record["alpha"] is None:
         return record
     alpha, power, margin = record["alpha"], record["power"], record["margin"]
-    if record["check"] in EQUIVALENCE_CHECKS:
+    if ThresholdKind.of(record["check"]) is ThresholdKind.EQUIVALENT:
         return record | {"n_needed": equivalence_n(margin, record["discordance"], alpha, power)}
     if "discordance" in record:
         return record | {"n_needed": mcnemar_n(margin, record["discordance"], alpha, power)}
@@ -242,7 +243,7 @@ def flag(threshold: Threshold, record: dict[str, Any], cell_id: str, metrics: di
     if record["outcome"] != FAIL:
         return None
     value = metrics.get(metric)
-    if check in ("min", "max"):
+    if threshold.kind.own_value:
         return common | {"value": value, "message": f"{cell_id}: {label} {value:.3f} {'<' if check == 'min' else '>'} "
                                                      f"{check} {limit:g}"}
     ref_id = record["reference"]
@@ -251,14 +252,14 @@ def flag(threshold: Threshold, record: dict[str, Any], cell_id: str, metrics: di
     common |= {"diff": diff, "p_value": p, "p_adj": p_adj, "reference": ref_id}
     if spec is not None and spec.comparison is Comparison.PAIRWISE:  # no value of its own: the one between the two
         floor = f", noise floor {record['noise_floor']:.3g}" if record.get("noise_floor") is not None else ""
-        change = -diff if check.startswith("max_drop") else diff
+        change = -diff if ThresholdKind.of(check) is ThresholdKind.MAX_DROP else diff
         between = record.get("between", diff)
         return common | {"value": between, "message": f"{cell_id}: {label} vs {ref_word} {ref_id} {between:.3g} "
                                                    f"({'rise' if change == diff else 'drop'} {change:.3g} > {limit:g}{floor})"}
     continuous = spec is not None and spec.comparison is Comparison.CONTINUOUS
     change_words = f"{diff:+.3f}" if continuous else f"{diff * 100:+.1f} points"
     words = f"{cell_id}: {label} {value:.3f} vs {ref_word} {ref_id} {value - diff:.3f}, {change_words}"
-    if check in EQUIVALENCE_CHECKS:
+    if ThresholdKind.of(check) is ThresholdKind.EQUIVALENT:
         low, high = record["ci"]
         words += (f" outside ±{limit * 100:g} points ({record['ci_level']:.0%} CI {low * 100:+.1f} to "
                   f"{high * 100:+.1f})")

@@ -152,6 +152,12 @@ class EvalError(EvalkitError):
     """The engine log's last lines, attached by run/cell.py when the engine is still alive."""
 
 
+class CalibrationFailed(EvalkitError):
+    """A repeat of `evalkit calibrate` did not run its cell: that cell's noise cannot be measured."""
+
+    cli_exit_code = EXIT_CELL_FAILED
+
+
 class StreamBroken(EvalkitError):
     """The server closed a stream before `[DONE]`: transient, the prompt is generated again."""
 

@@ -189,7 +189,7 @@ def equivalence_n(margin: float, discordance: float, alpha: float, power: float 
         return None
     z = norm.ppf(1 - alpha) + norm.ppf(1 - (1 - power) / 2)
     guess = z * z * max(discordance, margin) / (margin * margin)
-    return _smallest_n(lambda n: equivalence_margin(n, discordance, alpha, power) <= margin,  # type: ignore[operator]
+    return _smallest_n(lambda n: (m := equivalence_margin(n, discordance, alpha, power)) is not None and m <= margin,
                        most=int(4 * guess) + 100)
 
 

@@ -15,11 +15,10 @@ from pathlib import Path
 
 from evalkit.checks import rule_text
 from evalkit.config import MatrixConfig, Threshold
-from evalkit.config.schema import EQUIVALENCE_CHECKS
+from evalkit.config.schema import ThresholdKind
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison
-from evalkit.power import (equivalence_margin, equivalence_n, fisher_mde, fisher_n, gate_room, mcnemar_mde,
-                           mcnemar_n)
+from evalkit.power import equivalence_margin, equivalence_n, fisher_mde, fisher_n, gate_room, mcnemar_mde, mcnemar_n
 
 ASSUMED_DISCORDANCE = 0.03
 """Share of questions flipping between two healthy cells when nothing was measured: about what
@@ -79,7 +78,7 @@ def threshold_line(threshold: Threshold, n: int | None, noise: Noise) -> str:
     if n is None or spec is None:
         return f"{head}: n unknown"
     alpha, power, margin = threshold.alpha, threshold.power, threshold.value
-    if threshold.check in ("min", "max"):
+    if threshold.kind.own_value:
         if spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
             return f"{head}: a bound on the cell's own value"
         return (f"{head}: at n {n} a rerun moves a 0/1 score by up to {_pts(gate_room(n, alpha or 0.05))} "
@@ -89,7 +88,7 @@ def threshold_line(threshold: Threshold, n: int | None, noise: Noise) -> str:
     if spec.comparison is Comparison.PAIRED:
         d = noise.discordance.get(threshold.metric, ASSUMED_DISCORDANCE)
         what = f"{d:.1%} of questions flipping between healthy runs ({'assumed' if threshold.metric not in noise.discordance else 'measured'})"
-        if threshold.check in EQUIVALENCE_CHECKS:
+        if threshold.kind is ThresholdKind.EQUIVALENT:
             mde, needed = equivalence_margin(n, d, alpha, power), equivalence_n(margin, d, alpha, power)
             kind = "smallest margin TOST shows"
         else:

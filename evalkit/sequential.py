@@ -95,6 +95,7 @@ from evalkit.stats import wilson_interval
 __all__ = ["PairedCounts", "Count", "Judgement", "StepTest", "batch_schedule", "Simulation", "simulate"]
 
 Verdict = Literal["bad", "good", "undecided"]
+_VERDICT_OF_CODE: dict[int, Verdict] = {1: "bad", -1: "good", 0: "undecided"}
 
 ALTERNATIVE_LEVEL = 0.90
 """One-sided confidence of the lower bounds that shrink the bad end's effect into H1: a commit
@@ -278,7 +279,7 @@ class StepTest:
             raise ValueError("judge: exhausted before any question or generation was answered")
         code, fallback, logs = self._decide(np.array(p.n), np.array(p.lost), np.array(p.gained),
                                             np.array(c.n), np.array(c.k), exhausted)
-        verdict: Verdict = {1: "bad", -1: "good", 0: "undecided"}[int(code)]
+        verdict = _VERDICT_OF_CODE[int(code)]
         statistics: dict[str, Any] = {
             "decided_by": None if verdict == "undecided" else "exhausted" if bool(fallback) else "boundary"}
         good_at = -math.log(self.beta)
@@ -300,10 +301,11 @@ class StepTest:
                 "p_bound": min(1.0, c_t.delta + math.exp(-bad_log)),
                 "rate_h1": c_t.v, "rate_h0_bound": c_t.u, "rate_h0": c_t.r0, "delta": c_t.delta}
         if self.joint_alpha:
+            assert self.collapses is not None, "joint_alpha is set only with both tests"
             joint_log = float(logs["gsm8k"][0] + logs["collapses"][0])
             statistics["joint"] = {"alpha": self.joint_alpha, "log_lr_bad": joint_log,
                                    "bad_at": -math.log(self.joint_alpha),
-                                   "p_bound": min(1.0, self.collapses.delta + math.exp(-joint_log))}  # type: ignore[union-attr]
+                                   "p_bound": min(1.0, self.collapses.delta + math.exp(-joint_log))}
         return Judgement(verdict, _reason(verdict, bool(fallback), statistics), statistics)
 
     def _decide(self, n: np.ndarray, lost: np.ndarray, gained: np.ndarray, m: np.ndarray,

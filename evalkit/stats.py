@@ -24,9 +24,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from itertools import combinations
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from scipy.stats import binomtest, fisher_exact, norm
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "Equivalence",
@@ -56,7 +59,7 @@ def _json_safe(value: Any) -> Any:
 class _ToDict:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (tuples -> lists, nan/inf -> None)."""
-        return {k: _json_safe(v) for k, v in asdict(self).items()}  # type: ignore[call-overload]
+        return {k: _json_safe(v) for k, v in asdict(cast("DataclassInstance", self)).items()}
 
 
 def _z(confidence: float) -> float:
@@ -148,7 +151,7 @@ def newcombe_paired(e: int, f: int, g: int, h: int, confidence: float) -> tuple[
     l1, u1 = wilson_interval(k1, n, confidence)
     l2, u2 = wilson_interval(k2, n, confidence)
     denom = k1 * (n - k1) * k2 * (n - k2)
-    num = e * h - f * g
+    num: float = e * h - f * g
     if num > 0:
         num = max(num - n / 2, 0.0)
     phi = num / math.sqrt(denom) if denom > 0 else 0.0  # 0 when any margin is empty

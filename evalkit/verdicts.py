@@ -11,7 +11,7 @@ a delta only when it is significant, so noise on a small `--limit` does not fail
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +54,8 @@ def marks(cell_dir: Path, spec: MetricSpec) -> dict[str, bool]:
         return {}
     fields = tuple(m.mark_field for m in ev.metrics if m.mark_field)
     column = fields.index(spec.mark_field)
-    return {qid: row[column] for qid, row in _marks_file(cell_dir / ev.samples_file, fields).items()
-            if row[column] is not None}
+    return {qid: mark for qid, row in _marks_file(cell_dir / ev.samples_file, fields).items()
+            if (mark := row[column]) is not None}
 
 
 def _marks_file(path: Path, fields: tuple[str, ...]) -> dict[str, tuple[bool | None, ...]]:
@@ -74,7 +74,7 @@ def _read_marks(path: Path, mtime_ns: int, size: int, fields: tuple[str, ...]) -
     return {row["id"]: tuple(None if row.get(f) is None else bool(row[f]) for f in fields) for row in read_jsonl(path)}
 
 
-def _merged(record: dict[str, Any], part: Callable[[Eval, dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+def _merged(record: dict[str, Any], part: Callable[[Eval, Mapping[str, Any]], dict[str, Any]]) -> dict[str, Any]:
     """`part(eval, raw)` of every eval that ran in this cell, merged in eval order."""
     out: dict[str, Any] = {}
     for ev in registry.evals():

@@ -18,7 +18,6 @@ import pytest
 
 from tests.toy_engine import SETUP, make_toy_repo
 
-
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -8,9 +8,9 @@ import re
 import subprocess
 import sys
 import tarfile
-from xml.etree import ElementTree
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 import xmlschema

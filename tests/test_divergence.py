@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings as hyp_settings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 
 from evalkit.config import parse_config
 from evalkit.errors import ConfigError, EvalError

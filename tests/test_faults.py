@@ -17,7 +17,6 @@ import pytest
 
 from evalkit.evals.engine_figures import TIMING_DEPENDENT
 
-
 HEALTHY = "{args: [--sim-seed, '1']}"
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.evals.gsm8k import GSM8KSettings
 from evalkit.errors import EvalError
 from evalkit.evals import gsm8k, lm_eval_adapter
+from evalkit.evals.gsm8k import GSM8KSettings
 from tests.conftest import running_sim
 
 

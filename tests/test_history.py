@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from rich.console import Console
 
 from evalkit.errors import ConfigError
@@ -20,7 +19,15 @@ from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, EvalSettings, MetricSpec
 from evalkit.render.trend import layout, panel_label, panels, trend_table
 from evalkit.store.history import (
-    MIGRATIONS, History, Point, by_cell, cell_recorder, m001_initial, migrate, parse_since, record_finished_run,
+    MIGRATIONS,
+    History,
+    Point,
+    by_cell,
+    cell_recorder,
+    m001_initial,
+    migrate,
+    parse_since,
+    record_finished_run,
 )
 from tests.test_report_helpers import CellSpec, cell_record, loop_text, write_run
 

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from evalkit.evals.repetition import RepetitionSettings
 from evalkit.evals import repetition
+from evalkit.evals.repetition import RepetitionSettings
 from evalkit.wire import Wire
 from tests.sim_helpers import SimServer
 

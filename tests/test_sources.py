@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from evalkit.config import Source
-from evalkit.errors import SourceError
 from evalkit.engine.sources import checkout, peek_sha
+from evalkit.errors import SourceError
 
 
 def git(repo: Path, *args: str) -> str:

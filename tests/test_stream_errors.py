@@ -15,7 +15,8 @@ import pytest
 
 from evalkit.errors import EvalError
 from evalkit.evals import repetition
-from evalkit.evals.repetition import MAX_ATTEMPTS, RepetitionSettings
+from evalkit.evals.http_client import MAX_ATTEMPTS
+from evalkit.evals.repetition import RepetitionSettings
 from evalkit.sim.hashing import unit
 from evalkit.wire import Wire
 from tests.sim_helpers import SimServer

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.config import parse_config
-from evalkit.store import write_json, write_jsonl
 from evalkit.errors import EXIT_OK, EXIT_THRESHOLD
+from evalkit.store import write_json, write_jsonl
 from evalkit.verdicts import summarize
 
 N = 400

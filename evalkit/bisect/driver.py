@@ -27,23 +27,39 @@ from typing import Any
 from evalkit.bisect import search
 from evalkit.bisect.commits import CommitRange, commit_range
 from evalkit.bisect.ends import Ends, judge_ends
-from evalkit.bisect.records import FOLDER_PREFIX, BisectRecord, CommitInfo, EndRecord, StepRecord, folder_of, load
+from evalkit.bisect.records import (
+    FOLDER_PREFIX,
+    BisectRecord,
+    BisectStatus,
+    CommitInfo,
+    EndRecord,
+    StepRecord,
+    folder_of,
+    load,
+)
 from evalkit.bisect.step import run_step
 from evalkit.config import MatrixConfig, find_config, load_config, resolve_config
-from evalkit.engine.sources import checkout
+from evalkit.engine.sources import DEFAULT_CACHE_DIR, checkout
+from evalkit.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_ENDS_NOT_AS_CLAIMED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_ONLY_UNTESTABLE,
+    ConfigError,
+    Interrupted,
+)
 from evalkit.evals import registry
-from evalkit.errors import (EXIT_BAD_INPUT, EXIT_ENDS_NOT_AS_CLAIMED, EXIT_INTERRUPTED, EXIT_OK, EXIT_ONLY_UNTESTABLE,
-                            ConfigError, Interrupted)
 from evalkit.matrix import Cell, expand
 from evalkit.profiles import get_profile
 from evalkit.run.cell import CellControl, CellJob, run_cell
-from evalkit.run.lock import DeviceLock
+from evalkit.run.lock import DEFAULT_LOCK_FILE, DeviceLock
 from evalkit.run.matrix import redacted_snapshot
 from evalkit.run.options import Progress, Silent
 from evalkit.run.records import CellRecord, now
 from evalkit.run.scheduler import device_need
 from evalkit.run.signals import interrupts_raise, signals_held
-from evalkit.store import RunStore, check_run_id, new_run_id, read_jsonl, resolve_run
+from evalkit.store import DEFAULT_RESULTS_DIR, RunStore, check_run_id, new_run_id, read_jsonl, resolve_run
 
 DEFAULT_ALPHA = 0.01
 """Each step's false-alarm rate when no threshold of the config sets `alpha`."""
@@ -73,10 +89,10 @@ class BisectRequest:
     resume: str | None = None
     """A bisect id (or its folder): continue it, finished steps reused."""
     bisect_id: str | None = None
-    results_dir: Path = Path("results")
-    cache_dir: Path = Path(".evalkit-cache")
+    results_dir: Path = DEFAULT_RESULTS_DIR
+    cache_dir: Path = DEFAULT_CACHE_DIR
     seed: int = 0
-    lock_file: Path = Path("/tmp/evalkit-devices.lock")
+    lock_file: Path = DEFAULT_LOCK_FILE
     lock: bool = True
     command_line: tuple[str, ...] = ()
 
@@ -191,7 +207,7 @@ def _resume(request: BisectRequest, progress: Progress) -> _Bisect:
 def _refuse_other_terms(request: BisectRequest, record: BisectRecord) -> None:
     """A resumed bisect keeps the terms it started with: an option that says otherwise is an error,
     never silently ignored (the user would believe they bisect another cell or range)."""
-    given = {"--cell": (request.cell, record.cell), "--good": (request.good, record.good_ref),
+    given: dict[str, tuple[object, object]] = {"--cell": (request.cell, record.cell), "--good": (request.good, record.good_ref),
              "--bad": (request.bad, record.bad_ref), "--axis": (request.axis, record.axis),
              "--limit": (request.limit, record.limit), "--good-run": (request.good_run, record.good_run)}
     if request.all_parents and record.first_parent:
@@ -356,7 +372,7 @@ def _excerpt(run: _Bisect) -> dict[str, Any] | None:
             "text": evidence.get("excerpt") or str(row.get("text", ""))[:200]}
 
 
-def _finish(run: _Bisect, status: str, message: str) -> None:
-    run.record.status = status  # type: ignore[assignment]
+def _finish(run: _Bisect, status: BisectStatus, message: str) -> None:
+    run.record.status = status
     run.record.message = message
     run.progress.update(run.record.cell, status, message)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.config import MatrixConfig, Threshold
+from evalkit.config.schema import ThresholdKind
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.sequential import Count, PairedCounts, StepTest
@@ -25,7 +26,6 @@ from evalkit.verdicts import check_threshold, compare_at, flat_metrics
 
 REFERENCE_WORD = "good end"
 """How threshold messages name the reference ("... vs good end <sha> 0.940, -7.0 points")."""
-OWN_VALUE = ("min", "max")
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def as_reference_checks(thresholds: list[Threshold]) -> list[Threshold]:
     for t in thresholds:
         if t.check.endswith("_ab"):
             fields = t.model_dump(exclude_none=True, exclude={t.check})
-            t = Threshold(**fields, **{t.check.removesuffix("_ab") + "_vs_baseline": t.value})
+            t = Threshold.model_validate({**fields, t.check.removesuffix("_ab") + "_vs_baseline": t.value})
         if t not in out:
             out.append(t)
     return out
@@ -116,7 +116,7 @@ def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float
     good, bad = read_json(good_dir / "cell.json"), read_json(bad_dir / "cell.json")
     labels = {"good": label(good, "good end"), "bad": label(bad, "bad end")}
     paired_spec, count_spec = step_metrics(config)
-    base = {"flags": [], "good_flags": [], "evidence": {}, "test": None, "alpha": alpha, "labels": labels,
+    base: dict[str, Any] = {"flags": [], "good_flags": [], "evidence": {}, "test": None, "alpha": alpha, "labels": labels,
             "paired_metric": paired_spec.name if paired_spec else None,
             "count_metric": count_spec.name if count_spec else None}
     for record, name in ((good, "good"), (bad, "bad")):
@@ -135,7 +135,7 @@ def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float
     row = {"id": labels["bad"], "vs_baseline": evidence}
     checks = as_reference_checks(list(config.thresholds))
     flags = [f for t in checks if (f := check_threshold(t, row, flat_bad, REFERENCE_WORD))]
-    good_flags = [f for t in checks if t.check in OWN_VALUE
+    good_flags = [f for t in checks if t.kind.own_value
                   and (f := check_threshold(t, {"id": labels["good"]}, flat_good)) and f["action"] == "fail"]
     base |= {"flags": flags, "good_flags": good_flags}
     try:
@@ -145,7 +145,7 @@ def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float
     except ValueError as e:
         test, untestable = None, str(e)
     base["test"] = test
-    failing = sorted((f for f in flags if f["action"] == "fail"), key=lambda f: f["check"] in OWN_VALUE)  # deltas first
+    failing = sorted((f for f in flags if f["action"] == "fail"), key=lambda f: ThresholdKind.of(f["check"]).own_value)  # deltas first
     if good_flags:
         reason = f"the good end is not good: {good_flags[0]['message']}"
     elif not failing:

@@ -152,8 +152,9 @@ class _StepBody:
             if self.judgement.verdict != "undecided":
                 break
         questions, generations, tokens = self.usage()
-        # cell.json `step`, written with the rest of the record by run_cell
-        setattr(record, "step", {"verdict": self.judgement.verdict if self.judgement else None,
+        # cell.json `step`, written with the rest of the record by run_cell: an extra field of
+        # CellRecord that only bisect steps carry, hence setattr
+        setattr(record, "step", {"verdict": self.judgement.verdict if self.judgement else None,  # noqa: B010
                                  "reason": self.judgement.reason if self.judgement else "",
                                  "questions": questions, "generations": generations, "generation_tokens": tokens,
                                  "evidence": self.evidence(record, job.cell_dir)})
@@ -183,8 +184,7 @@ class _StepBody:
     def paired(self) -> PairedCounts | None:
         """The step vs the good end on the questions asked so far."""
         spec = registry.metric(self.ends.paired_metric) if self.ends.paired_metric else None
-        rows = self._rows(spec) if spec and spec.mark_field else None
-        if rows is None:
+        if spec is None or spec.mark_field is None or (rows := self._rows(spec)) is None:
             return None
         pairs = [(self.good_marks[row["id"]], bool(row[spec.mark_field])) for row in rows if row["id"] in self.good_marks]
         return PairedCounts(n=len(pairs), lost=sum(1 for g, s in pairs if g and not s),
@@ -213,8 +213,7 @@ class _StepBody:
     def _excerpt(self) -> dict[str, Any] | None:
         """One generation that collapsed here but not at the good end: its id, onset and excerpt."""
         spec = registry.metric(self.ends.count_metric) if self.ends.count_metric else None
-        rows = self._rows(spec) if spec and spec.event_field else None
-        if not rows:
+        if spec is None or spec.event_field is None or not (rows := self._rows(spec)):
             return None
         ev = registry.eval_of(spec.name)
         good = {row["id"]: row for row in read_jsonl(self.good_dir / ev.samples_file)} if ev else {}
@@ -262,8 +261,9 @@ def run_step(job: CellJob, control: CellControl, good_dir: Path, ends: Ends, *, 
         reason = _untestable_reason(record)
         return StepOutcome("untestable", reason, questions, generations, tokens,
                            {"looks": body.looks, "notes": notes}, wall, record)
-    return StepOutcome(body.judgement.verdict, body.judgement.reason, questions, generations,  # type: ignore[arg-type]
-                       tokens, step["evidence"], wall, record)
+    verdict = body.judgement.verdict
+    assert verdict != "undecided", "a finished step's last judgement is exhausted, so decided"
+    return StepOutcome(verdict, body.judgement.reason, questions, generations, tokens, step["evidence"], wall, record)
 
 
 def _untestable_reason(record: CellRecord) -> str:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 
+from evalkit.engine.sources import DEFAULT_CACHE_DIR
 from evalkit.errors import EXIT_BAD_INPUT, EXIT_CODES, EXIT_INTERRUPTED, EvalkitError
+from evalkit.run.lock import DEFAULT_LOCK_FILE
+from evalkit.store import DEFAULT_RESULTS_DIR
 
 if TYPE_CHECKING:
     from evalkit.config import MatrixConfig
@@ -80,10 +84,18 @@ def only_option(f: Any) -> Any:
 
 def results_dir_option(f: Any) -> Any:
     """--results-dir (default: results)."""
-    return click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)(f)
+    return click.option("--results-dir", type=click.Path(path_type=Path), default=DEFAULT_RESULTS_DIR,
+                        show_default=True)(f)
+
+
+def lock_file_option(f: Any) -> Any:
+    """--lock-file (default: /tmp/evalkit-devices.lock), the device lock of every command that starts engines."""
+    return click.option("--lock-file", type=click.Path(path_type=Path), default=DEFAULT_LOCK_FILE, show_default=True,
+                        help="Taken while engines run on declared devices or a real engine, so two runs never "
+                        "share GPUs.")(f)
 
 
 def cache_dir_option(help: str | None = None) -> Decorator:
     """--cache-dir (default: .evalkit-cache), the engine source worktrees."""
-    return click.option("--cache-dir", type=click.Path(path_type=Path), default=Path(".evalkit-cache"),
+    return click.option("--cache-dir", type=click.Path(path_type=Path), default=DEFAULT_CACHE_DIR,
                         show_default=True, help=help)

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import click
 
-from evalkit.cli._common import _Command, cache_dir_option, console, echo_output, model_options, results_dir_option
+from evalkit.cli._common import (
+    _Command,
+    cache_dir_option,
+    console,
+    echo_output,
+    lock_file_option,
+    model_options,
+    results_dir_option,
+)
 from evalkit.errors import BISECT_EXIT_CODES
 
 BISECT_EXIT_HELP = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in BISECT_EXIT_CODES.items())
@@ -26,7 +34,7 @@ BISECT_EXIT_HELP = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for 
 @click.option("--bisect-id", help="Name of the bisect (folder RESULTS_DIR/bisect-ID; default: timestamp-cell).")
 @results_dir_option
 @cache_dir_option()
-@click.option("--lock-file", type=click.Path(path_type=Path), default=Path("/tmp/evalkit-devices.lock"), show_default=True)
+@lock_file_option
 @click.option("--no-lock", is_flag=True, help="Do not take the device lock.")
 @click.option("--format", "fmt", type=click.Choice(["terminal", "markdown", "json"]), default="terminal", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print bisect.json on stdout; progress stays on stderr.")

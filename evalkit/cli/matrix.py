@@ -11,8 +11,16 @@ from typing import TYPE_CHECKING
 
 import click
 
-from evalkit.cli._common import (EXIT_CODES_HELP, _Command, cache_dir_option, console, model_options, only_option,
-                                 results_dir_option)
+from evalkit.cli._common import (
+    EXIT_CODES_HELP,
+    _Command,
+    cache_dir_option,
+    console,
+    lock_file_option,
+    model_options,
+    only_option,
+    results_dir_option,
+)
 from evalkit.cli._github import publish
 from evalkit.cli.plan import plan
 from evalkit.cli.report import show_run, write_report
@@ -38,8 +46,7 @@ if TYPE_CHECKING:
               help="Where cells run: this machine, or one Slurm job per cell (default: the config's executor.kind).")
 @click.option("--max-parallel", type=click.IntRange(min=1), default=None,
               help="Cells side by side (needs `devices` in the config). Default: as many as the devices allow.")
-@click.option("--lock-file", type=click.Path(path_type=Path), default=Path("/tmp/evalkit-devices.lock"), show_default=True,
-              help="Taken while engines run on declared devices or a real engine, so two runs never share GPUs.")
+@lock_file_option
 @click.option("--no-lock", is_flag=True, help="Do not take the device lock.")
 @click.option("--wait-for-gpus", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
               help="Wait up to SECONDS for GPUs other processes use, instead of refusing (exit 4) at once "

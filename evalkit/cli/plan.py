@@ -54,8 +54,8 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
         click.echo(f"\n[{cell.id}] " + " ".join(f"{k}={v}" for k, v in cell.axes.items()))
         env = shown["env"]
         if env:
-            click.echo("  env:    " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items()))  # type: ignore[union-attr]
-        click.echo("  argv:   " + shlex.join(shown["argv"]))  # type: ignore[arg-type]
+            click.echo("  env:    " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items()))
+        click.echo("  argv:   " + shlex.join(shown["argv"]))
         click.echo("  cwd:    the cell's own empty folder (engine_cwd), never this directory")
         if launch.package:
             said = f"must import from inside {launch.tree}" if launch.tree else "its import path is recorded"

@@ -12,10 +12,10 @@ was expected``.
 from __future__ import annotations
 
 import re
+from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
-
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_STARTUP_TIMEOUT_S = 45 * 60  # ATOM's CI waits 45 x 60 s for a large model
@@ -101,7 +101,9 @@ class LogAssertion(StrictModel):
 
     @property
     def pattern(self) -> str:
-        return self.must_appear if self.must_appear is not None else self.must_not_appear  # type: ignore[return-value]
+        pattern = self.must_appear if self.must_appear is not None else self.must_not_appear
+        assert pattern is not None, "_one_pattern: exactly one is set"
+        return pattern
 
 
 class AxisValue(StrictModel):
@@ -168,7 +170,27 @@ class Evals(StrictModel):
 
 CHECKS = ("min", "max", "max_drop_vs_baseline", "max_drop_ab", "max_rise_vs_baseline", "max_rise_ab",
           "equivalent_vs_baseline", "equivalent_ab")
-EQUIVALENCE_CHECKS = ("equivalent_vs_baseline", "equivalent_ab")
+
+
+class ThresholdKind(str, Enum):
+    """What a check bounds, parsed once from its name: `max_drop_ab` is MAX_DROP (against the
+    fix-on twin). Flags and summary.json keep the name; code asks the kind."""
+
+    MIN = "min"
+    MAX = "max"
+    MAX_DROP = "max_drop"
+    MAX_RISE = "max_rise"
+    EQUIVALENT = "equivalent"
+
+    @classmethod
+    def of(cls, check: str) -> ThresholdKind:
+        """The kind of a check name (a Threshold field, a flag's `check`); ValueError for no check."""
+        return cls(check.removesuffix("_vs_baseline").removesuffix("_ab"))
+
+    @property
+    def own_value(self) -> bool:
+        """Bounds a cell's own value (min, max), not its delta against a reference."""
+        return self in (ThresholdKind.MIN, ThresholdKind.MAX)
 
 
 class Threshold(StrictModel):
@@ -223,7 +245,7 @@ class Threshold(StrictModel):
         from evalkit.evals import registry
         from evalkit.evals.base import Comparison
 
-        if check not in EQUIVALENCE_CHECKS:
+        if ThresholdKind.of(check) is not ThresholdKind.EQUIVALENT:
             return
         spec = registry.metric(self.metric)
         if spec is None or spec.comparison is not Comparison.PAIRED:
@@ -241,10 +263,10 @@ class Threshold(StrictModel):
         spec = registry.metric(self.metric)
         if spec is None or spec.comparison is not Comparison.PAIRWISE:
             return
-        way = "max_drop" if spec.higher_is_better else "max_rise"
-        if not check.startswith(way):
-            raise ValueError(f"{check}: {self.metric} is measured between two cells: use {way}_vs_baseline "
-                             f"or {way}_ab")
+        way = ThresholdKind.MAX_DROP if spec.higher_is_better else ThresholdKind.MAX_RISE
+        if ThresholdKind.of(check) is not way:
+            raise ValueError(f"{check}: {self.metric} is measured between two cells: use {way.value}_vs_baseline "
+                             f"or {way.value}_ab")
         if self.alpha is not None:
             raise ValueError(f"alpha: {self.metric} has no test (a value between two cells, with a noise floor "
                              "from repeats instead)")
@@ -252,6 +274,10 @@ class Threshold(StrictModel):
     @property
     def check(self) -> str:
         return next(c for c in CHECKS if getattr(self, c) is not None)
+
+    @property
+    def kind(self) -> ThresholdKind:
+        return ThresholdKind.of(self.check)
 
     @property
     def value(self) -> float:
@@ -399,7 +425,7 @@ def config_model() -> type[MatrixConfig]:
     if model is None:
         fields: dict[str, Any] = {
             ev.name: (ev.settings, Field(default_factory=ev.settings)) if ev.default_enabled
-            else (ev.settings | None, None)  # type: ignore[operator]
+            else (ev.settings | None, None)
             for ev in registry.evals()
         }
         evals = create_model("Evals", __base__=Evals, __module__=__name__, **fields)

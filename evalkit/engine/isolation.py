@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from pathlib import Path
+from typing import Any
 
 from evalkit.config import MatrixConfig
 from evalkit.engine.launch import CellLaunch
@@ -45,7 +46,8 @@ class Isolated:
     """A launch with its own caches and ports, and what cell.json records of them."""
 
     launch: CellLaunch
-    record: dict[str, object]
+    record: dict[str, Any]
+    """cell.json's `isolation`: JSON values, read back by `describe_isolation`."""
     cache_root: Path | None
     """The folder to remove once the engine has stopped (None: nothing was made)."""
 
@@ -56,7 +58,7 @@ def isolate(launch: CellLaunch, config: MatrixConfig, ports: PortBook | None, ce
     folders emptied) now, right before the launch."""
     isolation = launch.profile.isolation
     argv, env = list(launch.argv), dict(launch.env)
-    record: dict[str, object] = {}
+    record: dict[str, Any] = {}
     given: dict[str, str] = {}
     for spec in isolation.internal_ports:
         if not spec.when(launch.cell.settings) or spec.flag in argv:
@@ -131,10 +133,10 @@ def describe_isolation(isolated: Isolated, shared: dict[str, str]) -> list[str]:
     """What `evalkit plan` says of a launch's caches and shared host resources, one line each."""
     record = isolated.record
     lines = [f"cache:  {name}={where} (empty at each launch, removed after)"
-             for name, where in dict(record.get("cache_env") or {}).items()]  # type: ignore[call-overload]
+             for name, where in dict(record.get("cache_env") or {}).items()]
     lines += [f"cache:  {folder} emptied before each launch (no variable moves it)"
-              for folder in list(record.get("emptied") or [])]  # type: ignore[call-overload]
+              for folder in list(record.get("emptied") or [])]
     lines += [f"cache:  {name}={value} as the config sets it (not made fresh)"
-              for name, value in dict(record.get("kept") or {}).items()]  # type: ignore[call-overload]
+              for name, value in dict(record.get("kept") or {}).items()]
     lines += [f"shared: {why}: never side by side with another cell that needs it" for why in shared.values()]
     return lines

@@ -16,13 +16,14 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from evalkit.config import MatrixConfig, Source
+from evalkit.engine.sources import peek_sha
 from evalkit.errors import SourceError
 from evalkit.matrix import Cell
 from evalkit.profiles import Launch, Profile, get_profile
 from evalkit.redact import redact_argv, redact_env
-from evalkit.engine.sources import peek_sha
 
 PORT_PLACEHOLDER = "<port>"
 
@@ -54,7 +55,7 @@ class CellLaunch:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def display(self, secret_env: list[str]) -> dict[str, object]:
+    def display(self, secret_env: list[str]) -> dict[str, Any]:
         """The launch as it may be shown or stored: secrets redacted."""
         return {
             "argv": redact_argv(self.argv),

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import random
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -39,14 +38,20 @@ import httpx
 from pydantic import Field
 
 from evalkit.errors import ConfigError, EvalError
-from evalkit.evals import divergence_stats, registry
-from evalkit.evals.base import SETUP_KEY, Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec, fingerprint
-from evalkit.evals import prompts
+from evalkit.evals import divergence_stats, prompts, registry
+from evalkit.evals.base import (
+    SETUP_KEY,
+    Comparison,
+    Eval,
+    EvalContext,
+    EvalResult,
+    EvalSettings,
+    MetricSpec,
+    fingerprint,
+)
+from evalkit.evals.http_client import MAX_ATTEMPTS, Bounded, back_off, is_transient, pooled_client
 from evalkit.evals.prompts import Prompt, load_prompt_set
 from evalkit.store.files import read_jsonl
-
-TRANSIENT_STATUS = {429, 500, 502, 503, 504}
-MAX_ATTEMPTS = 4
 
 
 class DivergenceSettings(EvalSettings):
@@ -130,10 +135,9 @@ async def _score(client: httpx.AsyncClient, settings: DivergenceSettings, served
             answer = response.json()
             break
         except (httpx.TransportError, httpx.HTTPStatusError, ValueError) as e:
-            status = e.response.status_code if isinstance(e, httpx.HTTPStatusError) else None
-            if (status is not None and status not in TRANSIENT_STATUS) or attempt == MAX_ATTEMPTS:
+            if not is_transient(e) or attempt == MAX_ATTEMPTS:
                 raise EvalError(f"divergence: text {item.id}: {type(e).__name__}: {e}") from e
-            await asyncio.sleep(min(8.0, 0.5 * 2**attempt) * (0.5 + random.random()))
+            await back_off(attempt)
     parse = parse_echo if settings.request == "echo" else parse_prompt_logprobs
     scored = {key: values[:settings.max_tokens] for key, values in parse(item, answer).items()}
     return {"id": item.id, "kind": item.kind, "n_tokens": len(scored["tokens"]), "attempts": attempt, **scored}
@@ -142,20 +146,13 @@ async def _score(client: httpx.AsyncClient, settings: DivergenceSettings, served
 async def _score_all(settings: DivergenceSettings, base_url: str, served_name: str, items: list[Prompt],
                      progress: Callable[[int, int], None]) -> list[list[dict[str, Any]]]:
     """Every text, `repeats` times (each repeat one prefill per text): rows per repeat, in set order."""
-    semaphore = asyncio.Semaphore(settings.concurrency)
-    done, total = 0, len(items) * settings.repeats
-    limits = httpx.Limits(max_connections=settings.concurrency, max_keepalive_connections=settings.concurrency)
-    async with httpx.AsyncClient(base_url=base_url, timeout=settings.timeout, limits=limits) as client:
+    async with pooled_client(base_url, settings.concurrency, settings.timeout) as client:
 
         async def one(item: Prompt) -> dict[str, Any]:
-            nonlocal done
-            async with semaphore:
-                row = await _score(client, settings, served_name, item)
-            done += 1
-            progress(done, total)
-            return row
+            return await _score(client, settings, served_name, item)
 
-        return [list(await asyncio.gather(*(one(item) for item in items))) for _ in range(settings.repeats)]
+        bounded = Bounded(one, settings.concurrency, len(items) * settings.repeats, progress)
+        return [await bounded.map(items) for _ in range(settings.repeats)]
 
 
 def setup_fields(settings: DivergenceSettings, version: str) -> dict[str, Any]:
@@ -232,14 +229,14 @@ class Divergence(Eval):
     def __init__(self) -> None:
         self._in_use = False
 
-    @property  # type: ignore[override]
-    def metrics(self) -> tuple[MetricSpec, ...]:
+    @property
+    def metrics(self) -> tuple[MetricSpec, ...]:  # type: ignore[override]
         """SPECS while a config names the eval or a stored cell ran it; else none, so a report of a
         run without it has no columns of dashes (and a threshold on it needs `evals.divergence`)."""
         return SPECS if self._in_use else ()
 
-    @property  # type: ignore[override]
-    def csv_fields(self) -> tuple[str, ...]:
+    @property
+    def csv_fields(self) -> tuple[str, ...]:  # type: ignore[override]
         """The per-cell facts, in the CSV of a run that has the eval (like its metrics)."""
         noise = tuple(f"divergence.noise_{spec.name.removeprefix('divergence.')}" for spec in SPECS)
         return ("divergence.n", "divergence.tokens", "divergence.repeats", *noise) if self._in_use else ()

@@ -20,14 +20,23 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import yaml
 from pydantic import Field
 
 from evalkit.errors import EvalError
 from evalkit.evals import registry
-from evalkit.evals.base import SETUP_KEY, Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec, fingerprint
+from evalkit.evals.base import (
+    SETUP_KEY,
+    Comparison,
+    Eval,
+    EvalContext,
+    EvalResult,
+    EvalSettings,
+    MetricSpec,
+    fingerprint,
+)
 from evalkit.evals.lm_eval_adapter import ResponseMeta, evaluate, lm_eval_version, prompt_key
 from evalkit.store.files import write_jsonl
 from evalkit.wire import Wire
@@ -92,7 +101,7 @@ def write_task_yaml(directory: Path, settings: GSM8KSettings) -> Path:
     with upstream.open(encoding="utf-8") as f:
         upstream_until = yaml.load(f, Loader=_IgnoreTagsLoader)["generation_kwargs"]["until"]
     files = check_data()
-    task = {
+    task: dict[str, Any] = {
         "include": str(upstream),
         "task": TASK_NAME,
         "tag": [],
@@ -120,12 +129,30 @@ class _IgnoreTagsLoader(yaml.SafeLoader):
 _IgnoreTagsLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
 
 
-def request_timeout(settings: GSM8KSettings) -> float:
+class ClientSettings(Protocol):
+    """The lm-eval client settings GSM8K and `evals.lm_eval` share by name; `evals.lm_eval` fills
+    `max_gen_toks` from each task before asking for the backend arguments."""
+
+    @property
+    def endpoint(self) -> str: ...
+    @property
+    def num_concurrent(self) -> int: ...
+    @property
+    def max_retries(self) -> int: ...
+    @property
+    def timeout(self) -> float | None: ...
+    @property
+    def max_gen_toks(self) -> int | None: ...
+    @property
+    def seed(self) -> int: ...
+
+
+def request_timeout(settings: ClientSettings) -> float:
     """lm-eval's 300 s default, growing with `max_gen_toks` for long reasoning answers."""
-    return settings.timeout or max(300.0, settings.max_gen_toks * 0.1)
+    return settings.timeout or max(300.0, (settings.max_gen_toks or 0) * 0.1)
 
 
-def model_args(settings: GSM8KSettings, base_url: str, served_name: str) -> dict[str, Any]:
+def model_args(settings: ClientSettings, base_url: str, served_name: str) -> dict[str, Any]:
     """The backend arguments; the equality test passes the same ones to the `lm_eval` CLI."""
     path = "/v1/completions" if settings.endpoint == "completions" else "/v1/chat/completions"
     return {
@@ -149,6 +176,7 @@ def check_endpoint(settings: GSM8KSettings, base_url: str, served_name: str) -> 
     """
     import httpx
 
+    body: dict[str, Any]
     if settings.endpoint == "chat":
         path, body = "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}
     else:

@@ -181,7 +181,8 @@ def compile_template(template: str) -> Callable[[dict[str, Any]], str]:
     if not (len(body) == 1 and isinstance(body[0], nodes.Output)
             and all(isinstance(n, (nodes.TemplateData, nodes.Name)) for n in body[0].nodes)):
         return lambda doc: compiled.render(**doc)
-    parts = tuple((n.data, None) if isinstance(n, nodes.TemplateData) else ("", n.name) for n in body[0].nodes)
+    parts = tuple((n.data, None) if isinstance(n, nodes.TemplateData) else ("", n.name) for n in body[0].nodes
+                  if isinstance(n, (nodes.TemplateData, nodes.Name)))  # all are (above); narrows the type
 
     def render(doc: dict[str, Any]) -> str:
         try:

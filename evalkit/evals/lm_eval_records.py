@@ -71,7 +71,7 @@ def collect(out: dict[str, Any], meta: ResponseMeta, info: TaskInfo, wrapper: st
     scores = {key: float(results[f"{m},{f}"]) for key, m, f in keys}
     paired = {}
     for key, _, _ in keys:
-        values = [r.get(f"{info.name}.{key}") for r in rows]
+        values: list[Any] = [r.get(f"{info.name}.{key}") for r in rows]
         binary = bool(values) and all(v in (0, 1) for v in values)  # True/False are 0/1 too
         paired[key] = binary and abs(sum(values) / len(values) - scores[key]) < 1e-9
         if paired[key]:

@@ -18,7 +18,7 @@ questions two cells share, flips in the report); any other is CONTINUOUS.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,7 +27,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from evalkit.errors import EvalError
 from evalkit.evals import registry
-from evalkit.evals.base import SETUP_KEY, Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec, fingerprint
+from evalkit.evals.base import (
+    SETUP_KEY,
+    Comparison,
+    Eval,
+    EvalContext,
+    EvalResult,
+    EvalSettings,
+    MetricSpec,
+    fingerprint,
+)
 from evalkit.evals.lm_eval_catalogue import TaskInfo, resolve, unknown_task
 from evalkit.evals.lm_eval_records import collect, data_hash, files_hash
 
@@ -199,6 +208,11 @@ def _specs_of(info: TaskInfo) -> list[MetricSpec]:
     return specs(info.name, [(key, *kinds[metric]) for key, metric, _ in info.keys()])
 
 
+def _answered(ctx: EvalContext, label: str) -> Callable[[int], None]:
+    """One task's progress: its answered count under its own label."""
+    return lambda done: ctx.status(label, str(done))
+
+
 class LmEvalTasks(Eval):
     """Any lm-eval task; its metrics are the configured tasks' (see `resolve_metrics`)."""
 
@@ -212,13 +226,13 @@ class LmEvalTasks(Eval):
         """Metric name -> (task, spec), as `resolve_metrics` last set them."""
         self._lock = threading.Lock()
 
-    @property  # type: ignore[override]
-    def metrics(self) -> tuple[MetricSpec, ...]:
+    @property
+    def metrics(self) -> tuple[MetricSpec, ...]:  # type: ignore[override]
         with self._lock:
             return tuple(spec for _, spec in self._known.values())
 
-    @property  # type: ignore[override]
-    def csv_fields(self) -> tuple[str, ...]:
+    @property
+    def csv_fields(self) -> tuple[str, ...]:  # type: ignore[override]
         """Each score with its stderr, then each task's question count."""
         with self._lock:
             known = list(self._known.items())
@@ -266,7 +280,7 @@ class LmEvalTasks(Eval):
             out, meta = evaluate(
                 task_dir, wrapper, endpoint=settings.endpoint, model_args=model_args(client, ctx.base_url, ctx.served_name),
                 limit=min(limits) if limits else None, seed=settings.seed, log_path=ctx.cell_dir / "lm_eval.log",
-                label=f"lm_eval {info.name}", on_answer=lambda done, t=info.name: ctx.status(f"lm_eval {t}", str(done)),
+                label=f"lm_eval {info.name}", on_answer=_answered(ctx, f"lm_eval {info.name}"),
                 wire=ctx.wire,
             )
             result = collect(out, meta, info, wrapper)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import random
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -26,14 +25,22 @@ from pydantic import Field
 
 from evalkit.errors import EvalError, StreamBroken
 from evalkit.evals import registry
-from evalkit.evals.base import SETUP_KEY, Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec, fingerprint
+from evalkit.evals.base import (
+    SETUP_KEY,
+    Comparison,
+    Eval,
+    EvalContext,
+    EvalResult,
+    EvalSettings,
+    MetricSpec,
+    fingerprint,
+)
 from evalkit.evals.detector import DetectorSettings, StreamingDetector, analyze_text, is_collapsed, split_text
+from evalkit.evals.http_client import MAX_ATTEMPTS, Bounded, back_off, is_transient, pooled_client
 from evalkit.evals.prompts import Prompt, load_prompt_set
 from evalkit.store.files import read_jsonl
 from evalkit.wire import TokenIdsRequest, Wire
 
-TRANSIENT_STATUS = {429, 500, 502, 503, 504}
-MAX_ATTEMPTS = 4
 FEED_BATCH = 64
 """Token ids per detector call: the detector looks every 64 tokens anyway (check_every)."""
 
@@ -226,12 +233,11 @@ async def _generate(
             }
         except (httpx.TransportError, httpx.HTTPStatusError, StreamBroken, json.JSONDecodeError) as e:
             stream_errors += isinstance(e, StreamErrorEvent)
-            status = e.response.status_code if isinstance(e, httpx.HTTPStatusError) else None
-            transient = status is None or status in TRANSIENT_STATUS
+            transient = is_transient(e)
             if not transient or attempt == MAX_ATTEMPTS:
                 tries = f" (attempt {attempt} of {MAX_ATTEMPTS})" if transient else ""
                 raise EvalError(f"repetition: prompt {item.id}: {type(e).__name__}: {e}{tries}") from e
-            await asyncio.sleep(min(8.0, 0.5 * 2**attempt) * (0.5 + random.random()))
+            await back_off(attempt)
     raise AssertionError("unreachable")
 
 
@@ -251,21 +257,12 @@ async def _run_all(
 ) -> list[dict[str, Any]]:
     prompt_set = load_prompt_set(settings.prompt_set)
     items = select_prompts(prompt_set.prompts[: settings.count], only)
-    semaphore = asyncio.Semaphore(settings.concurrency)
-    done = 0
-    limits = httpx.Limits(max_connections=settings.concurrency, max_keepalive_connections=settings.concurrency)
-    async with httpx.AsyncClient(base_url=base_url, timeout=settings.timeout, limits=limits) as client:
+    async with pooled_client(base_url, settings.concurrency, settings.timeout) as client:
 
         async def one(item: Prompt) -> dict[str, Any]:
-            nonlocal done
-            async with semaphore:
-                result = await _generate(client, settings, served_name, item, wire)
-            done += 1
-            if progress:
-                progress(done, len(items))
-            return result
+            return await _generate(client, settings, served_name, item, wire)
 
-        return list(await asyncio.gather(*(one(item) for item in items)))
+        return await Bounded(one, settings.concurrency, len(items), progress).map(items)
 
 
 def run_repetition(

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from evalkit.config import EngineSettings
 from evalkit.errors import ConfigError

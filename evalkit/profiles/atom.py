@@ -124,7 +124,7 @@ def read_atom_log(text: str) -> RanAs:
     ranks = None
     if ranks_line is not None:
         evidence.append(ranks_line)
-        ranks = int(DP_ATTENTION.search(ranks_line).group(1))  # type: ignore[union-attr]
+        ranks = int(found.group(1)) if (found := DP_ATTENTION.search(ranks_line)) else None
     return RanAs(mode=mode, tensor_parallel=int(tp) if tp else None, data_parallel=int(dp) if dp else None,
                  dp_attention=ranks_line is not None, dp_attention_ranks=ranks,
                  evidence=evidence)

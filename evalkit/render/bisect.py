@@ -129,10 +129,10 @@ def terminal(record: dict[str, Any]) -> Sequence[RenderableType]:
     if record.get("untestable"):
         out.append(Text("could be any of: " + " ".join(s[:12] for s in record["untestable"])))
     steps = Table(title=f"steps ({len(record.get('steps', []))}; engine starts {record.get('engine_starts', 0)})")
-    for h in STEP_HEADERS:
-        steps.add_column(h)
-    for row in _step_rows(record):
-        steps.add_row(*map(term_text, row))
+    for header in STEP_HEADERS:
+        steps.add_column(header)
+    for step_row in _step_rows(record):
+        steps.add_row(*map(term_text, step_row))
     out.append(steps)
     return out
 

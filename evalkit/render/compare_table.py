@@ -41,7 +41,7 @@ def _cell(row: dict[str, Any]) -> str:
     note = {"a": " (only in A)", "b": " (only in B)"}.get(row["in"], "")
     if row["in"] == "both" and not row["status_a"] == row["status_b"] == "ok":
         note += f" (A {row['status_a']}, B {row['status_b']})"
-    return row["id"] + note
+    return str(row["id"]) + note
 
 
 def _side(spec: MetricSpec, side: str) -> Callable[[dict[str, Any]], str]:

@@ -108,7 +108,7 @@ def load_details(run_path: Path, summary: dict[str, Any]) -> Details:
     if (run_path / "run.json").is_file():
         details.run = {k: v for k, v in read_json(run_path / "run.json").items() if k != "config"}
     wanted: dict[tuple[str, str, str], set[str]] = {}  # (eval, samples file, cell) -> ids: one read per file
-    for ev, spec in ((ev, spec) for ev in registry.evals() for spec in ev.metrics):
+    for ev, spec in ((e, s) for e in registry.evals() for s in e.metrics):
         for cell in summary["cells"]:
             if spec.details == "flips" and (ids := flipped_to_wrong(cell, spec.name)):
                 refs = {(cell.get(against) or {}).get("reference") for against, _ in AGAINST}
@@ -118,11 +118,11 @@ def load_details(run_path: Path, summary: dict[str, Any]) -> Details:
                   and cell["metrics"].get(spec.count_metric)):
                 event = spec.event_field
                 details.events.setdefault(spec.name, {})[cell["id"]] = _read(
-                    run_path / cell["id"] / ev.samples_file, lambda row: bool(row.get(event)))
+                    run_path / cell["id"] / ev.samples_file, lambda row: bool(row.get(event)))  # noqa: B023 - called here
     for cell in summary["cells"]:
         details.engines[cell["id"]] = _engine(run_path / cell["id"])
     for (eval_name, samples_file, cell_id), ids in wanted.items():
-        rows = _read(run_path / cell_id / samples_file, lambda row: row.get("id") in ids)
+        rows = _read(run_path / cell_id / samples_file, lambda row: row.get("id") in ids)  # noqa: B023 - called here
         details.samples.setdefault(eval_name, {})[cell_id] = {row["id"]: row for row in rows}
     return details
 

@@ -94,7 +94,7 @@ def panels(summary: Mapping[str, Any]) -> list[Panel]:
     for spec in registry.metrics():
         if spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
             continue
-        rows, margins = [], set()
+        rows, margins = [], set[float]()
         for row in summary.get("cells", []):
             for against, word in REFERENCES:
                 delta = (row.get(against) or {}).get(spec.name)

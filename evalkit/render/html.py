@@ -27,8 +27,16 @@ from typing import Any
 from evalkit.redact import redact_argv
 from evalkit.render import forest
 from evalkit.render.checks import check_lines, check_table
-from evalkit.render.compare_table import (compare_columns, compare_legend, compare_rows, compare_title, flip_specs,
-                                          flips, flips_suffix, run_facts)
+from evalkit.render.compare_table import (
+    compare_columns,
+    compare_legend,
+    compare_rows,
+    compare_title,
+    flip_specs,
+    flips,
+    flips_suffix,
+    run_facts,
+)
 from evalkit.render.details import Details
 from evalkit.render.header import SIM_NOTE, facts, legend, sources, title, verdict_line
 from evalkit.render.html_details import cell_sections, esc
@@ -180,6 +188,11 @@ def report(summary: dict[str, Any], details: Details) -> str:
     return page(heading, "\n".join(parts))
 
 
+def _id_items(ids: list[str]) -> str:
+    """Question ids as list items, so a reader can find each in the samples; a dash when none."""
+    return "".join(f'<li data-qid="{esc(i)}">{esc(i)}</li>' for i in ids) or "<li>-</li>"
+
+
 def compare(result: dict[str, Any]) -> str:
     """The compare table as one HTML page, with each cell's flipped question ids folded."""
     heading = compare_title(result)
@@ -200,9 +213,9 @@ def compare(result: dict[str, Any]) -> str:
             if not paired or not (paired["flipped_to_wrong"] or paired["flipped_to_right"]):
                 continue
             wrong, right = paired["flipped_to_wrong"], paired["flipped_to_right"]
-            ids = lambda items: "".join(f'<li data-qid="{esc(i)}">{esc(i)}</li>' for i in items) or "<li>-</li>"
             parts.append(f'<details class="cell"><summary>{esc(row["id"])}: {len(wrong)} to wrong, {len(right)} '
                          f"to right{esc(flips_suffix(spec))}</summary><p>Right in A, wrong in B:</p>"
-                         f'<ul class="ids">{ids(wrong)}</ul><p>Wrong in A, right in B:</p><ul class="ids">{ids(right)}</ul>'
+                         f'<ul class="ids">{_id_items(wrong)}</ul><p>Wrong in A, right in B:</p>'
+                         f'<ul class="ids">{_id_items(right)}</ul>'
                          "</details>")
     return page(heading, "\n".join(parts))

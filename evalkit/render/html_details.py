@@ -212,7 +212,7 @@ def cell_sections(summary: dict[str, Any], details: Details, attrs: dict[str, st
     out = []
     for cell in summary["cells"]:
         blocks = []
-        for ev, spec in ((ev, spec) for ev in registry.evals() for spec in ev.metrics):
+        for ev, spec in ((e, s) for e in registry.evals() for s in e.metrics):
             if spec.details == "flips":
                 blocks.append(_flips(spec, ev, cell, details))
             elif spec.details == "events":

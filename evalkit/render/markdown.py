@@ -105,8 +105,8 @@ def report(summary: dict[str, Any], details: Details) -> str:
         lines += [f"- {FAIL_MARK} **FAIL** {md_cell(f['message'])}" if f["action"] == "fail"
                   else f"- {WARN_MARK} warn {md_cell(f['message'])}" for f in flags]
         lines.append("")
-    if found := regression_lines(summary):
-        lines += ["#### Regressions bisected", "", *(f"- {md_cell(line, limit=1000)}" for line in found), ""]
+    if bisected := regression_lines(summary):
+        lines += ["#### Regressions bisected", "", *(f"- {md_cell(line, limit=1000)}" for line in bisected), ""]
     if log_lines := engine_log_lines(summary):
         lines += [f"<details><summary>{html_text(engine_log_title(summary))}</summary>", "",
                   *(f"- {md_cell(line)}" for line in log_lines), "", "</details>", ""]

@@ -150,7 +150,7 @@ def details_sections(summary: dict[str, Any], details: Details) -> list[str]:
     places` sections, with their blocks."""
     budget = _Budget(MAX_DETAILS_CHARS)
     cells, out = summary["cells"], []
-    for ev, spec in ((ev, spec) for ev in registry.evals() for spec in ev.metrics):
+    for ev, spec in ((e, s) for e in registry.evals() for s in e.metrics):
         if spec.details == "flips":
             heading = f"Flipped questions ({spec.label})"
             blocks = [line for cell in cells for line in _flips(spec, ev, cell, details, budget)]

@@ -118,7 +118,7 @@ def _rows(series: list[Point], spec: MetricSpec | None) -> list[tuple[Point, str
     for p in series:
         value = p.metrics.get(spec.name) if spec is not None else None
         setup = p.setups.get(eval_name)
-        differs = setup_differences(previous_setup, setup) if value is not None and previous is not None else []
+        differs: list[str] = setup_differences(previous_setup, setup) if value is not None and previous is not None else []
         if differs:
             change = f"setup: {', '.join(differs)}"
         else:

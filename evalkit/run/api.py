@@ -19,17 +19,27 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.config import MatrixConfig, load_config, resolve_config
+from evalkit.engine.sources import DEFAULT_CACHE_DIR
 from evalkit.errors import EXIT_INTERRUPTED, ConfigError, Interrupted
 from evalkit.matrix import Cell, baseline_cell, expand, select
 from evalkit.run import gpus
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.external import choose_served_name, normalise_base_url, served_models
-from evalkit.run.lock import DeviceLock
+from evalkit.run.lock import DEFAULT_LOCK_FILE, DeviceLock
 from evalkit.run.matrix import PreparedRun, execute, prepare, prepare_sources, redacted_snapshot
 from evalkit.run.options import Progress, RunOptions, Silent
 from evalkit.run.records import RunRecord
 from evalkit.run.signals import interrupts_raise
-from evalkit.store import RunStore, atomic_write_text, check_run_id, new_run_id, read_json, resolve_run, write_json
+from evalkit.store import (
+    DEFAULT_RESULTS_DIR,
+    RunStore,
+    atomic_write_text,
+    check_run_id,
+    new_run_id,
+    read_json,
+    resolve_run,
+    write_json,
+)
 
 EXTERNAL_CELL = "external"
 """The one cell of a `base_url` run."""
@@ -52,8 +62,8 @@ class MatrixRequest:
     """The run folder's name; default: timestamp-config name."""
     resume: str | None = None
     """A run id, path or `latest`: continue that run (same config, its limit and only)."""
-    results_dir: Path = Path("results")
-    cache_dir: Path = Path(".evalkit-cache")
+    results_dir: Path = DEFAULT_RESULTS_DIR
+    cache_dir: Path = DEFAULT_CACHE_DIR
     """Engine source checkouts (bare clones and worktrees)."""
     base_url: str | None = None
     """Evaluate a running server: one cell `external`, no engine started. Its root, `.../v1` or
@@ -64,7 +74,7 @@ class MatrixRequest:
     """`local` (this machine) or `slurm` (one job per cell); default: the config's executor.kind."""
     max_parallel: int | None = None
     """Cells side by side (with declared devices); default: as many as the devices allow."""
-    lock_file: Path = Path("/tmp/evalkit-devices.lock")
+    lock_file: Path = DEFAULT_LOCK_FILE
     lock: bool = True
     """Take the device lock when engines use devices: a local run of a config that declares
     devices or whose engine profile uses them (not the simulator, not an external server)."""

@@ -18,6 +18,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from evalkit.config import MatrixConfig
 from evalkit.engine import PORT_PLACEHOLDER, CellLaunch, EngineProcess, PortBook, build_launch
@@ -152,7 +153,7 @@ def run_cell(job: CellJob, control: CellControl, body: EvalsBody | None = None) 
         record.status = "ok"
     except Exception as e:  # noqa: BLE001 - any failure is this cell's error; the matrix goes on
         expected = isinstance(e, (EngineError, EvalError))
-        extra = {} if expected else {"traceback": scrub(traceback.format_exc(), secrets)}
+        extra: dict[str, Any] = {} if expected else {"traceback": scrub(traceback.format_exc(), secrets)}
         record = failed_cell(job.cell, _error_of(e, expected, secrets, control), base=record, **extra)
     finally:
         control.cancel()

@@ -16,6 +16,9 @@ from typing import IO
 
 from evalkit.errors import LockHeld
 
+DEFAULT_LOCK_FILE = Path("/tmp/evalkit-devices.lock")
+"""The device lock every run takes unless told (`--lock-file`): one path, so two runs of any
+command, from any directory, see each other."""
 
 class DeviceLock:
     def __init__(self, path: Path, run_id: str) -> None:

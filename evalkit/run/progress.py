@@ -101,11 +101,11 @@ class LiveProgress:
             return self._render()
 
     def _eta(self) -> str:
-        done = [v for v in self.cells.values() if v.finished and v.started]
+        took = [v.finished - v.started for v in self.cells.values() if v.finished and v.started]
         left = sum(1 for v in self.cells.values() if v.state not in DONE_STATES)
-        if not done or not left:
+        if not took or not left:
             return "-"
-        per_cell = sum(v.finished - v.started for v in done) / len(done)  # type: ignore[operator]
+        per_cell = sum(took) / len(took)
         running = max(1, sum(1 for v in self.cells.values() if v.started and not v.finished))
         return f"{per_cell * left / running:.0f} s"
 

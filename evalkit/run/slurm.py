@@ -43,9 +43,22 @@ from evalkit.run.executor import OnCellDone
 from evalkit.run.options import Progress, RunOptions
 from evalkit.run.records import FINISHED, CellError, CellRecord, failed_cell, now
 from evalkit.run.signals import signals_held
-from evalkit.run.slurm_commands import (GONE, KILLED_STATES, TERMINAL_STATES, JobStatus, SlurmCommands, cell_command,
-                                        exit_status, final_status, job_name, job_script, parse_scontrol, query_states,
-                                        sacct_rows, sbatch_argv)
+from evalkit.run.slurm_commands import (
+    GONE,
+    KILLED_STATES,
+    TERMINAL_STATES,
+    JobStatus,
+    SlurmCommands,
+    cell_command,
+    exit_status,
+    final_status,
+    job_name,
+    job_script,
+    parse_scontrol,
+    query_states,
+    sacct_rows,
+    sbatch_argv,
+)
 from evalkit.store import RunStore, read_json, write_json
 
 SCRIPT_NAME = "slurm-job.sh"

@@ -54,7 +54,7 @@ class TestSet:
     @classmethod
     def load(cls) -> TestSet:
         """Read the test split shipped inside the evalkit package."""
-        path = resources.files("evalkit").joinpath("data", "gsm8k", "test.jsonl")
+        path = resources.files("evalkit") / "data" / "gsm8k" / "test.jsonl"
         problems = []
         with path.open("r", encoding="utf-8") as lines:
             for index, line in enumerate(lines):

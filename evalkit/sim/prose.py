@@ -33,7 +33,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 @cache
 def _sentences() -> tuple[str, ...]:
     """All sentences of the train split, loaded on first use (~0.1 s) to keep start-up fast."""
-    path = resources.files("evalkit").joinpath("data", "gsm8k", "train.jsonl")
+    path = resources.files("evalkit") / "data" / "gsm8k" / "train.jsonl"
     found: list[str] = []
     with path.open("r", encoding="utf-8") as lines:
         for line in lines:

@@ -38,9 +38,9 @@ class EngineMetrics:
         self._tpot = Histogram("vllm:request_time_per_output_token_seconds",
                                "Histogram of time_per_output_token_seconds per request.", names,
                                buckets=TPOT_BUCKETS, registry=self.registry).labels(**labels)
-        self._spec: tuple[Counter, Counter, Counter] | None = None
+        self._spec: tuple[Counter, ...] | None = None  # drafts, draft tokens, accepted
         if reports.spec_tokens > 0:
-            self._spec = tuple(  # type: ignore[assignment]
+            self._spec = tuple(
                 Counter(name, doc, names, registry=self.registry).labels(**labels)
                 for name, doc in (("vllm:spec_decode_num_drafts", "Number of spec decoding drafts."),
                                   ("vllm:spec_decode_num_draft_tokens", "Number of draft tokens."),

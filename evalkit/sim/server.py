@@ -282,7 +282,7 @@ class Simulator:
                     self.stats.completion_tokens_generated += len(piece)
                     self.metrics.generated(len(piece))
                     first_at = loop.time() if first_at is None else first_at
-                    scored = None if scores[index] is None else scores[index].generated[begin : begin + per_event]
+                    scored = None if (score := scores[index]) is None else score.generated[begin : begin + per_event]
                     if self.atom:  # the real reason rides on the last content chunk
                         last = begin + per_event >= len(tokens)
                         yield event(atom_wire.chunk(request, index, piece,

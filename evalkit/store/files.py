@@ -26,6 +26,8 @@ from typing import IO, Any
 
 from evalkit.errors import ConfigError
 
+DEFAULT_RESULTS_DIR = Path("results")
+"""Where run folders go unless told (`--results-dir`, MatrixRequest, BisectRequest): the one default."""
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 """A whole run id (fullmatch: `$` would accept a trailing newline)."""
 

@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import ConfigError
+from evalkit.evals.base import SETUP_KEY
 from evalkit.redact import redact_argv
 from evalkit.render.text import strip_userinfo
 from evalkit.store import read_json
-from evalkit.evals.base import SETUP_KEY
 from evalkit.verdicts import flat_metrics
 
 DB_NAME = "history.db"
@@ -354,9 +354,10 @@ class History:
             WHERE {' AND '.join(where)}
             ORDER BY r.started_at, r.run_id, c.rowid, m.name"""
         points: list[Point] = []
-        for *head, setups, name, value in self.db.execute(sql, params):
-            if not points or (points[-1].run_id, points[-1].cell_id) != (head[0], head[1]):
-                points.append(Point(*head, setups=json.loads(setups) if setups else {}))
+        for run_id, cell_id, started, run_model, engine, status, sha, setups, name, value in self.db.execute(sql, params):
+            if not points or (points[-1].run_id, points[-1].cell_id) != (run_id, cell_id):
+                points.append(Point(run_id, cell_id, started, run_model, engine, status, sha,
+                                    setups=json.loads(setups) if setups else {}))
             if name is not None:
                 points[-1].metrics[name] = value
         return points

@@ -18,8 +18,8 @@ import yaml
 
 from evalkit.config import MatrixConfig, load_config, parse_config
 from evalkit.config.loader import _UniqueKeyLoader
-from evalkit.matrix import expand
 from evalkit.engine.launch import build_launch
+from evalkit.matrix import expand
 from tests.conftest import CONFIGS
 from tests.real_engine.helpers import REPORT, SGLANG_PARSER, venv_tool
 

@@ -28,13 +28,22 @@ import yaml
 from evalkit.config import load_config
 from evalkit.config.loader import _UniqueKeyLoader
 from evalkit.engine import EngineProcess, free_port
+from evalkit.engine.launch import build_launch
 from evalkit.errors import EngineError
 from evalkit.evals import gsm8k
 from evalkit.matrix import expand
-from evalkit.engine.launch import build_launch
 from tests.conftest import CONFIGS
 from tests.real_engine.helpers import (
-    REPORT, RUNS, TINY_MODEL, alive, engine_processes, evalkit_cli, pids_in_log, read_cells, read_jsonl, venv_tool,
+    REPORT,
+    RUNS,
+    TINY_MODEL,
+    alive,
+    engine_processes,
+    evalkit_cli,
+    pids_in_log,
+    read_cells,
+    read_jsonl,
+    venv_tool,
 )
 
 pytestmark = pytest.mark.real_engine

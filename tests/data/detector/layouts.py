@@ -89,9 +89,11 @@ def diagonal(rng: random.Random, n: int, m: int) -> Matrix:
 def sparse(rng: random.Random, n: int, m: int) -> Matrix:
     density = rng.uniform(0.01, 0.15)
     if rng.random() < 0.5:
-        value: Callable[[], float] = lambda: rng.choice([1, 1, 1, 2, 3, -1, rng.randint(1, 99)])
+        def value() -> float:
+            return rng.choice([1, 1, 1, 2, 3, -1, rng.randint(1, 99)])
     else:
-        value = lambda: round(rng.uniform(-5, 5), rng.choice([1, 2]))
+        def value() -> float:
+            return round(rng.uniform(-5, 5), rng.choice([1, 2]))
     return [[value() if rng.random() < density else 0 for _ in range(m)] for _ in range(n)]
 
 

@@ -8,7 +8,7 @@ seed). The good end (the root commit) runs once as `evalkit matrix`; each seed's
 with `--good-run` and runs its bad end in full and its steps sequentially. Printed per seed: the
 commit found, engine starts, steps; then the median step against the full cell.
 
-    python benchmarks/bisect.py [--seeds 3] [--commits 64]
+    python benchmarks/bisect_cost.py [--seeds 3] [--commits 64]
 """
 
 from __future__ import annotations
