@@ -18,7 +18,6 @@ import pytest
 
 from evalkit.evals.engine_figures import TIMING_DEPENDENT
 
-
 HEALTHY = "[--sim-seed, '1']"
 PACED = "[--sim-seed, '1', --sim-tokens-per-second, '100']"
 """A healthy cell slow enough for a signal to land inside the phase a test waits for."""
@@ -126,7 +125,7 @@ def seconds(record: dict) -> float:
 @pytest.mark.parametrize("name", list(FAULTS))
 def test_fault_becomes_the_cells_error_within_its_timeouts(
         fault_matrix: tuple[Path, subprocess.CompletedProcess[str], dict], name: str) -> None:
-    tmp, done, summary = fault_matrix
+    tmp, _, summary = fault_matrix
     _, words, code = FAULTS[name]
     faulty = cell(summary, name)
     assert faulty["status"] == "error" and words in faulty["error"], faulty
@@ -156,7 +155,7 @@ def test_engine_ignoring_sigterm_and_its_orphan_child_are_killed(
 
 
 def test_transient_http_errors_are_retried_and_counted(tmp_path: Path) -> None:
-    done, summary = run(tmp_path, config_text("[--sim-fault, http-500, --sim-fault-rate, '0.1']",
+    done, _ = run(tmp_path, config_text("[--sim-fault, http-500, --sim-fault-rate, '0.1']",
                                               gsm8k="{num_fewshot: 3, max_retries: 5, timeout: 5}"),
                         "--only", "case=faulty")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -271,7 +270,7 @@ def interrupt_at(tmp_path: Path, sig: signal.Signals, moment: str) -> None:
     time.sleep(0.3)
     proc.send_signal(sig)
     stopped = time.monotonic()
-    out, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
     assert time.monotonic() - stopped < 15
     assert_nothing_left(tmp_path)
