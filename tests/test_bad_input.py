@@ -7,15 +7,26 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 
+from evalkit.cli import main
 from tests.conftest import CONFIGS
 
 GOOD = (CONFIGS / "demo.yaml").read_text()
 
 
 def evalkit(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m evalkit.cli ARGS` from `tmp_path`: the real process, its stderr and exit code."""
     return subprocess.run([sys.executable, "-m", "evalkit.cli", *args], cwd=tmp_path, capture_output=True,
                           text=True, timeout=120)
+
+
+def in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> Result:
+    """`evalkit ARGS` from `tmp_path` through the CLI's own entry point in this process. Bad input
+    is refused before anything starts, so a subprocess per case would only add its start-up (a few
+    seconds each on a busy machine); the tests below that start one keep the process boundary."""
+    monkeypatch.chdir(tmp_path)
+    return CliRunner().invoke(main, list(args))
 
 
 CASES = {
@@ -36,11 +47,11 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
     text, args, pattern = CASES[case]
     (tmp_path / "cfg.yaml").write_text(text)
-    done = evalkit(tmp_path, "matrix", "--config", "cfg.yaml", *args)
-    assert done.returncode == 2, done.stderr
+    done = in_process(tmp_path, monkeypatch, "matrix", "--config", "cfg.yaml", *args)
+    assert done.exit_code == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
     assert __import__("re").search(pattern, lines[0]), lines[0]
@@ -53,28 +64,28 @@ def test_unknown_model_config(tmp_path: Path) -> None:
     assert done.stderr.startswith("error: --model no-such-model: no configs/no-such-model.yaml (known: ")
 
 
-def test_results_folder_that_cannot_be_written(tmp_path: Path) -> None:
+def test_results_folder_that_cannot_be_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "cfg.yaml").write_text(GOOD)
     (tmp_path / "a-file").write_text("")
-    done = evalkit(tmp_path, "matrix", "--config", "cfg.yaml", "--results-dir", "a-file/results")
-    assert done.returncode == 2
+    done = in_process(tmp_path, monkeypatch, "matrix", "--config", "cfg.yaml", "--results-dir", "a-file/results")
+    assert done.exit_code == 2
     assert "a-file/results: results folder is not writable" in done.stderr
 
 
-def test_existing_run_is_never_overwritten(tmp_path: Path) -> None:
+def test_existing_run_is_never_overwritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "cfg.yaml").write_text(GOOD)
     run = tmp_path / "results" / "r1"
     run.mkdir(parents=True)
     (run / "run.json").write_text("{}")
-    done = evalkit(tmp_path, "matrix", "--config", "cfg.yaml", "--run-id", "r1")
-    assert done.returncode == 2 and "run folder exists already (use --resume r1)" in done.stderr
+    done = in_process(tmp_path, monkeypatch, "matrix", "--config", "cfg.yaml", "--run-id", "r1")
+    assert done.exit_code == 2 and "run folder exists already (use --resume r1)" in done.stderr
     assert (run / "run.json").read_text() == "{}"
 
 
-def test_resume_refuses_a_changed_config(tmp_path: Path) -> None:
+def test_resume_refuses_a_changed_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "cfg.yaml").write_text(GOOD.replace("count: 64", "count: 2"))
     first = evalkit(tmp_path, "matrix", "--config", "cfg.yaml", "--run-id", "r", "--limit", "5", "--only", "parallel=tp8,graph=full", "--quiet")
     assert first.returncode == 0, first.stderr
     (tmp_path / "cfg.yaml").write_text(GOOD.replace("count: 64", "count: 3"))
-    done = evalkit(tmp_path, "matrix", "--resume", "r")
-    assert done.returncode == 2 and "changed since run r started" in done.stderr
+    done = in_process(tmp_path, monkeypatch, "matrix", "--resume", "r")
+    assert done.exit_code == 2 and "changed since run r started" in done.stderr

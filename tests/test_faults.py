@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import psutil
@@ -17,25 +18,35 @@ import pytest
 
 from evalkit.evals.engine_figures import TIMING_DEPENDENT
 
-HEALTHY = "{args: [--sim-seed, '1']}"
+HEALTHY = "[--sim-seed, '1']"
+PACED = "[--sim-seed, '1', --sim-tokens-per-second, '100']"
+"""A healthy cell slow enough for a signal to land inside the phase a test waits for."""
+TIMEOUTS = "{startup: 8, warmup: 5, stop_grace: 2, hang: 4}"
 
 
-def config_text(fault_args: str, *, timeouts: str = "{startup: 8, warmup: 5, stop_grace: 2, hang: 4}",
+def matrix_text(cases: dict[str, str], *, timeouts: str = TIMEOUTS,
                 gsm8k: str = "{num_fewshot: 3, max_retries: 2, timeout: 5}", extra: str = "") -> str:
+    """A sim matrix with one cell per case (case name -> its `args` list as YAML)."""
+    values = "\n".join(f"    {name}: {{args: {args}}}" for name, args in cases.items())
     return f"""
 model: sim/faults
 served_name: faulty
 engine: {{profile: sim}}
 axes:
   case:
-    faulty: {{args: {fault_args}}}
-    healthy: {HEALTHY}
+{values}
 evals:
   gsm8k: {gsm8k}
   repetition: {{count: 4, max_tokens: 256, concurrency: 4}}
 timeouts: {timeouts}
 {extra}
 """
+
+
+def config_text(fault_args: str, *, healthy: str = HEALTHY, timeouts: str = TIMEOUTS,
+                gsm8k: str = "{num_fewshot: 3, max_retries: 2, timeout: 5}", extra: str = "") -> str:
+    """A `faulty` cell with `fault_args` and a `healthy` one."""
+    return matrix_text({"faulty": fault_args, "healthy": healthy}, timeouts=timeouts, gsm8k=gsm8k, extra=extra)
 
 
 def run(tmp_path: Path, text: str, *extra: str, timeout: float = 240) -> tuple[subprocess.CompletedProcess[str], dict]:
@@ -50,14 +61,15 @@ def run(tmp_path: Path, text: str, *extra: str, timeout: float = 240) -> tuple[s
     return done, summary
 
 
-def engine_pids(tmp_path: Path) -> list[int]:
-    """Every engine and spawned child pid a run recorded (cell.json and the engine logs)."""
+def engine_pids(tmp_path: Path, cell_id: str = "*") -> list[int]:
+    """Every engine and spawned child pid a run recorded (cell.json and the engine logs), of
+    every cell or of `cell_id`'s."""
     pids: list[int] = []
-    for cell in (tmp_path / "results" / "r").glob("*/cell.json"):
+    for cell in (tmp_path / "results" / "r").glob(f"{cell_id}/cell.json"):
         pid = json.loads(cell.read_text()).get("engine_pid")
         if pid:
             pids.append(pid)
-    for log in (tmp_path / "results" / "r").glob("*/engine.log"):
+    for log in (tmp_path / "results" / "r").glob(f"{cell_id}/engine.log"):
         pids += [int(p) for p in re.findall(r"(?:spawned child pid|\[evalkit\] engine pid) (\d+)", log.read_text())]
     return sorted(set(pids))
 
@@ -76,58 +88,87 @@ def cell(summary: dict, cell_id: str) -> dict:
 
 
 FAULTS = {
-    # fault args -> (expected words in the error, expected exit code of the engine or None)
-    "crash-startup": ("[--sim-fault, crash-startup]", "exited with code 3", 3),
-    "never-ready": ("[--sim-fault, never-ready]", "not ready after", None),
-    "crash-after": ("[--sim-fault, crash-after, --sim-fault-after, '5']", "exited with code 1", 1),
-    "hang-after": ("[--sim-fault, hang-after, --sim-fault-after, '5']", "engine hangs", None),
-    "fatal-log": ("[--sim-fault, fatal-log, --sim-fault-after, '5']", "Memory access fault by GPU", None),
-    "http-500-always": ("[--sim-fault, http-500, --sim-fault-rate, '1.0']", "completions still failing", None),
-    "http-500-mostly": ("[--sim-fault, http-500, --sim-fault-rate, '0.7']", "gsm8k: lm-eval failed", None),
-    "malformed-json-always": ("[--sim-fault, malformed-json, --sim-fault-rate, '1.0']", "completions still failing", None),
-    "truncated-stream-always": ("[--sim-fault, truncated-stream, --sim-fault-rate, '1.0']", "stream ended without [DONE]", None),
+    # cell (axis value) name -> (fault args, expected words in the error, expected exit code of the engine or None)
+    "crash_startup": ("[--sim-fault, crash-startup]", "exited with code 3", 3),
+    "never_ready": ("[--sim-fault, never-ready]", "not ready after", None),
+    "crash_after": ("[--sim-fault, crash-after, --sim-fault-after, '5']", "exited with code 1", 1),
+    "hang_after": ("[--sim-fault, hang-after, --sim-fault-after, '5']", "engine hangs", None),
+    "fatal_log": ("[--sim-fault, fatal-log, --sim-fault-after, '5']", "Memory access fault by GPU", None),
+    "http_500_always": ("[--sim-fault, http-500, --sim-fault-rate, '1.0']", "completions still failing", None),
+    "http_500_mostly": ("[--sim-fault, http-500, --sim-fault-rate, '0.7']", "gsm8k: lm-eval failed", None),
+    "malformed_json_always": ("[--sim-fault, malformed-json, --sim-fault-rate, '1.0']", "completions still failing", None),
+    "truncated_stream_always": ("[--sim-fault, truncated-stream, --sim-fault-rate, '1.0']", "stream ended without [DONE]", None),
 }
 
 
+ORPHAN = "[--sim-fault, ignore-sigterm, --sim-fault, spawn-orphan]"
+"""An engine that ignores SIGTERM and spawns a child that outlives it unless evalkit kills it too."""
+
+
+@pytest.fixture(scope="module")
+def fault_matrix(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str], dict]:
+    """Every fault of FAULTS in one matrix, one faulty cell each, beside the ORPHAN cell and a
+    healthy one: one run shared by the tests below instead of a matrix per fault. Four cells run at
+    a time (declared devices), so each fault must still end as its own cell's error while engines
+    of other cells come and go."""
+    tmp = tmp_path_factory.mktemp("faults")
+    cases = {name: args for name, (args, _, _) in FAULTS.items()} | {"orphan": ORPHAN, "healthy": HEALTHY}
+    done, summary = run(tmp, matrix_text(cases, extra="devices: {count: 4}"), "--lock-file", str(tmp / "lock"))
+    return tmp, done, summary
+
+
+def seconds(record: dict) -> float:
+    """A cell's wall time from its record."""
+    return (datetime.fromisoformat(record["finished_at"]) - datetime.fromisoformat(record["started_at"])).total_seconds()
+
+
 @pytest.mark.parametrize("name", list(FAULTS))
-def test_fault_becomes_the_cells_error_and_the_matrix_goes_on(tmp_path: Path, name: str) -> None:
-    args, words, code = FAULTS[name]
-    started = time.monotonic()
-    done, summary = run(tmp_path, config_text(args))
-    assert done.returncode == 3, done.stderr[-2000:]
-    faulty = cell(summary, "faulty")
+def test_fault_becomes_the_cells_error_within_its_timeouts(
+        fault_matrix: tuple[Path, subprocess.CompletedProcess[str], dict], name: str) -> None:
+    tmp, _, summary = fault_matrix
+    _, words, code = FAULTS[name]
+    faulty = cell(summary, name)
     assert faulty["status"] == "error" and words in faulty["error"], faulty
-    record = json.loads((tmp_path / "results" / "r" / "faulty" / "cell.json").read_text())
+    record = json.loads((tmp / "results" / "r" / name / "cell.json").read_text())
     assert record["error"]["log_tail"], "the last lines of the engine log are kept"
     if code is not None:
         assert record["error"]["exit_code"] == code
+    assert seconds(record) < 60
+
+
+def test_the_matrix_goes_on_past_every_fault_and_leaves_no_process(
+        fault_matrix: tuple[Path, subprocess.CompletedProcess[str], dict]) -> None:
+    tmp, done, summary = fault_matrix
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert [c["id"] for c in summary["cells"]] == [*FAULTS, "orphan", "healthy"]
     assert cell(summary, "healthy")["status"] == "ok"
-    assert summary["failed_cells"] == 1
-    assert time.monotonic() - started < 120
-    assert_nothing_left(tmp_path)
+    assert summary["failed_cells"] == len(FAULTS)
+    assert_nothing_left(tmp)
+
+
+def test_engine_ignoring_sigterm_and_its_orphan_child_are_killed(
+        fault_matrix: tuple[Path, subprocess.CompletedProcess[str], dict]) -> None:
+    tmp, _, summary = fault_matrix
+    assert cell(summary, "orphan")["status"] == "ok"
+    assert len(engine_pids(tmp, "orphan")) == 2  # the engine and the orphan-to-be
+    assert_nothing_left(tmp)
 
 
 def test_transient_http_errors_are_retried_and_counted(tmp_path: Path) -> None:
-    done, summary = run(tmp_path, config_text("[--sim-fault, http-500, --sim-fault-rate, '0.1']",
-                                              gsm8k="{num_fewshot: 3, max_retries: 5, timeout: 5}"))
+    done, _ = run(tmp_path, config_text("[--sim-fault, http-500, --sim-fault-rate, '0.1']",
+                                              gsm8k="{num_fewshot: 3, max_retries: 5, timeout: 5}"),
+                        "--only", "case=faulty")
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads((tmp_path / "results" / "r" / "faulty" / "cell.json").read_text())
     assert record["metrics"]["gsm8k"]["retries"] > 0
     assert record["metrics"]["gsm8k"]["n"] == 40
 
 
-def test_engine_ignoring_sigterm_and_its_orphan_child_are_killed(tmp_path: Path) -> None:
-    done, summary = run(tmp_path, config_text("[--sim-fault, ignore-sigterm, --sim-fault, spawn-orphan]"))
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert len(engine_pids(tmp_path)) == 3  # two engines and the orphan-to-be
-    assert_nothing_left(tmp_path)
-
-
 def test_slow_engine_over_its_cell_budget_is_stopped(tmp_path: Path) -> None:
     text = config_text("[--sim-tokens-per-second, '20']",
                        timeouts="{startup: 20, stop_grace: 2, cell: 6}")
     started = time.monotonic()
-    done, summary = run(tmp_path, text)
+    done, summary = run(tmp_path, text, "--only", "case=faulty")
     assert done.returncode == 3
     faulty = cell(summary, "faulty")
     assert faulty["status"] == "error" and "over the cell budget of 6 s" in faulty["error"]
@@ -135,13 +176,20 @@ def test_slow_engine_over_its_cell_budget_is_stopped(tmp_path: Path) -> None:
     assert_nothing_left(tmp_path)
 
 
+def taken_port() -> socket.socket:
+    """A socket bound to a free port, so an engine's bind there fails with EADDRINUSE. It does not
+    listen: a listener that never answers would hold each of evalkit's health polls for their whole
+    10 s HTTP timeout before the exited engine is noticed, the test's cost and not what it checks."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    return taken
+
+
 def test_fixed_port_already_taken_is_the_cells_error(tmp_path: Path) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
+    with taken_port() as taken:
         port = taken.getsockname()[1]
-        text = config_text("[]").replace("engine: {profile: sim}", f"engine: {{profile: sim, port: {port}}}")
-        text = text.replace("faulty: {args: []}", "faulty: {args: [--sim-seed, '2']}")
+        text = config_text("[--sim-seed, '2']").replace("engine: {profile: sim}",
+                                                        f"engine: {{profile: sim, port: {port}}}")
         done, summary = run(tmp_path, text)
     assert done.returncode == 3
     assert all(c["status"] == "error" and "exited with code 1" in c["error"] for c in summary["cells"])
@@ -154,14 +202,12 @@ def test_taken_port_is_retried_on_another(tmp_path: Path, monkeypatch: pytest.Mo
     from evalkit import MatrixRequest, run_matrix
     from evalkit.run import cell as lifecycle
 
-    taken = socket.socket()
-    taken.bind(("127.0.0.1", 0))
-    taken.listen()
+    taken = taken_port()
     real_take = lifecycle.PORTS.take
     handed = iter([taken.getsockname()[1]])
     monkeypatch.setattr(lifecycle.PORTS, "take", lambda host: next(handed, None) or real_take(host))
     path = tmp_path / "cfg.yaml"
-    path.write_text(config_text("[]").replace("faulty: {args: []}", "faulty: {args: [--sim-seed, '3']}"))
+    path.write_text(config_text("[--sim-seed, '3']"))
     lines: list[str] = []
 
     class Lines:
@@ -197,14 +243,17 @@ def test_two_matrices_at_once_use_different_ports(tmp_path: Path) -> None:
     assert len(ports) == 4
 
 
-@pytest.mark.parametrize(("sig", "moment"), [(signal.SIGINT, "starting"), (signal.SIGINT, "gsm8k"),
-                                            (signal.SIGINT, "repetition"), (signal.SIGTERM, "gsm8k")])
-def test_signal_stops_engines_keeps_finished_cells_and_resume_completes(tmp_path: Path, sig: signal.Signals, moment: str) -> None:
-    text = config_text("[--sim-fault, spawn-orphan, --sim-startup-seconds, '1']",
-                       gsm8k="{num_fewshot: 3}", timeouts="{startup: 30, stop_grace: 3}")
-    text = text.replace("healthy: " + HEALTHY, "healthy: {args: [--sim-seed, '1', --sim-tokens-per-second, '100']}")
+SIGNALLED = config_text("[--sim-fault, spawn-orphan, --sim-startup-seconds, '1']", healthy=PACED,
+                        gsm8k="{num_fewshot: 3}", timeouts="{startup: 30, stop_grace: 3}")
+"""The matrix the signal tests interrupt while its second (healthy) cell runs."""
+
+
+def interrupt_at(tmp_path: Path, sig: signal.Signals, moment: str) -> None:
+    """Run SIGNALLED as run `r`, send `sig` once its healthy cell reaches `moment`, and check what
+    an interrupted run leaves: exit 130 within 15 s, no engine, the run `interrupted`, the finished
+    cell kept, nothing of the cut one, no temp file."""
     path = tmp_path / "cfg.yaml"
-    path.write_text(text)
+    path.write_text(SIGNALLED)
     argv = [sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(path), "--run-id", "r",
             "--results-dir", str(tmp_path / "results"), "--limit", "40"]
     proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -221,7 +270,7 @@ def test_signal_stops_engines_keeps_finished_cells_and_resume_completes(tmp_path
     time.sleep(0.3)
     proc.send_signal(sig)
     stopped = time.monotonic()
-    out, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
     assert time.monotonic() - stopped < 15
     assert_nothing_left(tmp_path)
@@ -231,6 +280,9 @@ def test_signal_stops_engines_keeps_finished_cells_and_resume_completes(tmp_path
     assert not (tmp_path / "results" / "r" / "healthy" / "cell.json").exists()
     assert not list((tmp_path / "results").rglob(".*.tmp")), "no temp file is left behind"
 
+
+def resume(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`--resume r` after `interrupt_at`: it finishes the cut cell, whole, and leaves no engine."""
     resumed = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--resume", "r", "--results-dir",
                               str(tmp_path / "results"), "--json"], cwd=tmp_path, capture_output=True, text=True,
                              timeout=240)
@@ -240,37 +292,40 @@ def test_signal_stops_engines_keeps_finished_cells_and_resume_completes(tmp_path
     healthy = cell(summary, "healthy")["metrics"]
     assert healthy["gsm8k.n"] == 40 and healthy["repetition.n"] == 4
     assert_nothing_left(tmp_path)
+    return resumed
+
+
+@pytest.mark.parametrize(("sig", "moment"), [(signal.SIGINT, "starting"), (signal.SIGINT, "repetition"),
+                                            (signal.SIGTERM, "gsm8k")])
+def test_signal_stops_engines_keeps_finished_cells_and_resume_completes(tmp_path: Path, sig: signal.Signals, moment: str) -> None:
+    """The fourth moment, SIGINT in gsm8k, is interrupted and resumed by the next test."""
+    interrupt_at(tmp_path, sig, moment)
+    resume(tmp_path)
 
 
 def test_resume_after_sigint_gives_the_results_of_an_uninterrupted_run(tmp_path: Path) -> None:
-    text = config_text("[--sim-seed, '5']", gsm8k="{num_fewshot: 3}", timeouts="{startup: 30, stop_grace: 3}")
-    text = text.replace("healthy: " + HEALTHY, "healthy: {args: [--sim-seed, '1', --sim-tokens-per-second, '100']}")
-    path = tmp_path / "cfg.yaml"
-    path.write_text(text)
-    base = [sys.executable, "-m", "evalkit.cli", "matrix", "--results-dir", str(tmp_path / "results"), "--limit", "40"]
-    whole = subprocess.run([*base, "--config", str(path), "--run-id", "whole", "--json"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=240)
-    proc = subprocess.Popen([*base, "--config", str(path), "--run-id", "cut"], cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if re.search(r"healthy\s+gsm8k", line):
-            break
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=60) == 130
-    resumed = subprocess.run([*base, "--resume", "cut", "--json"], cwd=tmp_path, capture_output=True, text=True,
-                             timeout=240)
+    """SIGINT in gsm8k, then resume: the same results as the same matrix run whole (beside it, in
+    its own results folder, to save the wall time)."""
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "whole" / "cfg.yaml").write_text(SIGNALLED)
+    whole = subprocess.Popen([sys.executable, "-m", "evalkit.cli", "matrix", "--config", "cfg.yaml", "--run-id", "r",
+                              "--results-dir", "results", "--limit", "40", "--json"],
+                             cwd=tmp_path / "whole", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    interrupt_at(tmp_path, signal.SIGINT, "gsm8k")
+    resumed = resume(tmp_path)
+    whole_out, whole_err = whole.communicate(timeout=240)
+    assert whole.returncode == 0, whole_err[-2000:]
 
-    def results(done: subprocess.CompletedProcess[str]) -> list[tuple[str, str, str]]:
+    def results(stdout: str) -> list[tuple[str, str, str]]:
         # figures that depend on timing (speeds; engine tokens of early-aborted streams) differ between any two runs
         return [(c["id"], c["status"], json.dumps({k: v for k, v in c["metrics"].items() if k not in TIMING_DEPENDENT},
                                                   sort_keys=True))
-                for c in json.loads(done.stdout)["cells"]]
+                for c in json.loads(stdout)["cells"]]
 
-    assert results(resumed) == results(whole)
+    assert results(resumed.stdout) == results(whole_out)
     for cell_id in ("faulty", "healthy"):
-        a = (tmp_path / "results" / "whole" / cell_id / "gsm8k.samples.jsonl").read_text()
-        b = (tmp_path / "results" / "cut" / cell_id / "gsm8k.samples.jsonl").read_text()
+        a = (tmp_path / "whole" / "results" / "r" / cell_id / "gsm8k.samples.jsonl").read_text()
+        b = (tmp_path / "results" / "r" / cell_id / "gsm8k.samples.jsonl").read_text()
         assert a == b, cell_id
 
 
