@@ -24,7 +24,7 @@ from evalkit.errors import (
     EXIT_OK,
     EXIT_THRESHOLD,
 )
-from evalkit.evals import registry
+from evalkit.evals import recorded, registry
 from evalkit.evals.base import (
     SETUP_KEY,
     Comparison,
@@ -52,7 +52,8 @@ def marks(cell_dir: Path, spec: MetricSpec) -> dict[str, bool]:
     ev = registry.eval_of(spec.name)
     if ev is None or spec.mark_field is None:
         return {}
-    fields = tuple(m.mark_field for m in ev.metrics if m.mark_field)
+    # the eval's fixed paired metrics are read together, once per file state (GSM8K's two filters)
+    fields = tuple(dict.fromkeys([*(m.mark_field for m in ev.metrics if m.mark_field), spec.mark_field]))
     column = fields.index(spec.mark_field)
     return {qid: row[column] for qid, row in _marks_file(cell_dir / ev.samples_file, fields).items()
             if row[column] is not None}
@@ -104,11 +105,13 @@ def compare(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, flats: di
 def compare_at(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_dir: Path,
                flat_cell: dict[str, Any], flat_ref: dict[str, Any]) -> dict[str, Any]:
     """`compare` for two cell folders anywhere (a bisect compares one cell at two commits, the
-    good end possibly from another run): the records, their folders and their flat metrics."""
+    good end possibly from another run): the records, their folders and their flat metrics; the
+    metrics compared are those the two records hold (`registry.metrics`)."""
     result: dict[str, Any] = {"reference": ref["id"]}
+    specs = registry.metrics(None, [cell, ref])
     for ev in registry.evals():
         differs = setup_differences(setup_of(cell, ev.name), setup_of(ref, ev.name))
-        for spec in ev.metrics:
+        for spec in (spec for spec in specs if registry.eval_of(spec.name) is ev):
             if differs and measured_by_both(spec, flat_cell, flat_ref):
                 result[spec.name] = refused(differs)
                 continue
@@ -233,6 +236,7 @@ def ran_as_flags(cell: dict[str, Any]) -> list[dict[str, Any]]:
 def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
     """The whole run's verdict from what is stored; the same function serves `report`."""
     run, cells = read_run_cells(run_path)
+    specs = registry.metrics(config.evals, cells)
     baseline = next((c for c in cells if config.baseline and c.get("axes") == config.baseline), None)
     rows = []
     flats = {cell["id"]: flat_metrics(cell) for cell in cells}
@@ -293,6 +297,7 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
         "listen_host": run.get("listen_host"),
         "baseline": baseline["id"] if baseline else None,
         "ab": config.ab.model_dump() if config.ab else None,
+        "metrics": recorded.records(specs),
         "cells": rows,
         "setups": _setups(cells),
         "failed_cells": failed,
