@@ -2,7 +2,9 @@
 
 Everything generic asks here: the config schema (each eval's settings under its name), the
 threshold check (known metric names), the cell lifecycle (which evals a cell runs, in order), verdicts,
-the report and the history (each metric's comparison kind and columns). Registration order is
+the report and the history (each metric's comparison kind and columns). Which metrics exist is a
+pure function, `metrics(config.evals, stored cells)`: nothing a process validated or read before
+changes it (summary.json records a run's, evals/recorded.py). Registration order is
 run order: an eval sees the results of those before it (the collapse check scans GSM8K's answers).
 
     from evalkit.evals import registry
