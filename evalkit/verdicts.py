@@ -35,10 +35,8 @@ from evalkit.evals.base import (
 from evalkit.matrix import twin_axes
 from evalkit.stats import fisher_collapse, paired_comparison
 from evalkit.store import read_jsonl, read_regressions, read_run_cells
+from evalkit.summary import SUMMARY_SCHEMA_VERSION, CellRow, RunSummary
 
-SUMMARY_SCHEMA_VERSION = 1
-"""summary.json's version: a field is renamed or removed only with a new version and a migration
-note in README.md (scripts and cron jobs read these files)."""
 
 
 def question_order(qid: str) -> tuple[int, str]:
@@ -119,7 +117,7 @@ def compare_at(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_di
             if found is None:
                 continue
             if spec.comparison is Comparison.COUNT:  # a gate asks about a rise: the one-sided p
-                found = {"p_value": found.pop("p_greater"), **found}
+                found = {"diff": found["diff"], "p_value": found.pop("p_greater"), **found}
             elif spec.comparison in (Comparison.PAIRED, Comparison.PAIRWISE):
                 found["noise_floor"] = _noise_floor(spec, cell, ref)
             result[spec.name] = found | ev.extra_delta(spec, cell_dir, ref_dir)
@@ -234,6 +232,12 @@ def ran_as_flags(cell: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
+    """The whole run's verdict as summary.json holds it (`summarize_run`'s dump): what the report
+    and the CLI read."""
+    return summarize_run(run_path, config).dump()
+
+
+def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
     """The whole run's verdict from what is stored; the same function serves `report`."""
     run, cells = read_run_cells(run_path)
     specs = registry.metrics(config.evals, cells)
@@ -284,32 +288,16 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
     else:
         code = EXIT_OK
     regressions = read_regressions(run_path)
-    return {
-        "schema_version": SUMMARY_SCHEMA_VERSION,
-        "run_id": run["run_id"],
-        "model": run["model"],
-        "engine": run["engine"],
-        "simulated": run.get("simulated", False),
-        "status": run.get("status"),
-        "started_at": run.get("started_at"),
-        "finished_at": run.get("finished_at"),
-        "command": run.get("command"),
-        "listen_host": run.get("listen_host"),
-        "baseline": baseline["id"] if baseline else None,
-        "ab": config.ab.model_dump() if config.ab else None,
-        "metrics": recorded.records(specs),
-        "cells": rows,
-        "setups": _setups(cells),
-        "failed_cells": failed,
-        "not_run_cells": not_run,
-        "broken_thresholds": broken,
-        "warnings": warned,
-        "exit_code": code,
-        "multiplicity": config.multiplicity,
-        "check_outcomes": outcomes,
-        "inconclusive_checks": inconclusive,
+    return RunSummary(
+        schema_version=SUMMARY_SCHEMA_VERSION, run_id=run["run_id"], model=run["model"], engine=run["engine"],
+        simulated=run.get("simulated", False), status=run.get("status"), started_at=run.get("started_at"),
+        finished_at=run.get("finished_at"), command=run.get("command"), listen_host=run.get("listen_host"),
+        baseline=baseline["id"] if baseline else None, ab=config.ab.model_dump() if config.ab else None,
+        metrics=recorded.records(specs), cells=[CellRow.model_validate(row) for row in rows], setups=_setups(cells),
+        failed_cells=failed, not_run_cells=not_run, broken_thresholds=broken, warnings=warned, exit_code=code,
+        multiplicity=config.multiplicity, check_outcomes=outcomes, inconclusive_checks=inconclusive,
         **({"regressions": regressions} if regressions is not None else {}),
-    }
+    )
 
 
 def strict_exit_code(summary: dict[str, Any]) -> int:
