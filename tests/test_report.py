@@ -15,7 +15,8 @@ from evalkit.evals import registry
 from evalkit.evals.recorded import specs_of
 from evalkit.render import render
 from evalkit.render.table import columns
-from evalkit.render.text import clean, clean_block, html_pre, md_cell, md_code, md_fence
+from evalkit.clean import clean, clean_block
+from evalkit.render.text import html_pre, md_cell, md_code, md_fence
 from tests.test_report_helpers import HOSTILE, CellSpec, gfm, loop_text, summary_of, tables, write_run
 
 HEADERS = [c.header for c in columns(registry.metrics())]

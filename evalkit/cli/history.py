@@ -48,12 +48,13 @@ def history(model: str | None, cells: tuple[str, ...], since: str | None, last: 
     """
     from evalkit.store import history as hist
     from evalkit.store import resolve_run
+    from evalkit.verdicts import flat_metrics
 
     with hist.History(db_path or hist.default_db_path(results_dir)) as store:
         for ref in imports:
             paths = list(hist.run_folders(results_dir)) if ref == "all" else [resolve_run(results_dir, ref)]
             for path in paths:
-                click.echo(f"imported {path.name}: {store.import_run(path)} cells", err=True)
+                click.echo(f"imported {path.name}: {store.import_run(path, flat_metrics)} cells", err=True)
         if model is None:
             if not imports:
                 known = ", ".join(f"{m} ({c})" if c else m for m, c, _ in store.models()) or "none yet"

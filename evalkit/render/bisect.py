@@ -18,12 +18,13 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from evalkit.clean import clean
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.evals.recorded import specs_of
 from evalkit.render.markdown import md_table
 from evalkit.render.numbers import p_text
-from evalkit.render.text import MAX_EXCERPT_CHARS, clean, md_cell, md_code, md_fence, term_text, truncate
+from evalkit.render.text import MAX_EXCERPT_CHARS, md_cell, md_code, md_fence, term_text, truncate
 
 FORMATS = ("terminal", "markdown", "json")
 

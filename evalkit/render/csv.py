@@ -15,10 +15,11 @@ from typing import Any
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, MetricSpec
 from evalkit.evals.recorded import specs_of
+from evalkit.redact import strip_userinfo
 from evalkit.render.compare_table import flip_specs, flips
 from evalkit.render.engine_log import checks_text
 from evalkit.render.table import AGAINST
-from evalkit.render.text import csv_safe, strip_userinfo
+from evalkit.render.text import csv_safe
 
 Share = tuple[Eval, tuple[MetricSpec, ...]]
 """One eval and its metrics among those a summary records (`specs_of`)."""

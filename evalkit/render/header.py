@@ -12,8 +12,8 @@ from typing import Any
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, MetricSpec
 from evalkit.evals.recorded import specs_of
+from evalkit.redact import strip_userinfo
 from evalkit.render.numbers import date_text
-from evalkit.render.text import strip_userinfo
 
 SIM_NOTE = "Engine: evalkit's SIMULATED engine (not a real model): figures show the pipeline, not a model."
 

@@ -20,11 +20,13 @@ import html
 import shlex
 from typing import Any
 
+from evalkit.clean import clean, clean_block
 from evalkit.evals.base import Eval, MetricSpec
 from evalkit.evals.recorded import specs_of, with_evals
+from evalkit.redact import strip_userinfo
 from evalkit.render.details import Details, cell_flips, cell_worst
 from evalkit.render.engine_log import checks_text, ran_text
-from evalkit.render.text import clean, clean_block, strip_userinfo, truncate
+from evalkit.render.text import truncate
 
 MAX_SAMPLE_CHARS = 4_000
 """Longest model text embedded per sample (a response, an excerpt, the end of a generation)."""

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.clean import clean
 from evalkit.evals.base import Eval, MetricSpec
 from evalkit.evals.recorded import specs_of, with_evals
 from evalkit.render.details import Details, cell_flips, cell_worst
-from evalkit.render.text import clean, html_pre, html_text, md_cell, md_code, truncate
+from evalkit.render.text import html_pre, html_text, md_cell, md_code, truncate
 
 MAX_IDS_LISTED = 40
 MAX_EXAMPLES = 3
