@@ -6,8 +6,10 @@ the dicts it replaced (a key that was only written when set, like a cell's `erro
 The models follow run/records.py: each field documented under it, unknown keys kept
 (`extra="allow"`), so a summary written by another evalkit reads and dumps back unchanged, and
 one written before a field existed (`metrics`, `checks`) still validates. Only what every
-summary has is required; what a delta holds beyond its difference and p-value depends on the
-metric's comparison kind (verdicts.delta) and stays open.
+summary has is required. A dump lists declared fields first, then the rest in the order read, so
+the open records (a check, a flag, a delta, whose fields depend on the check or the metric's
+comparison kind) declare just the leading fields every one of them has: summary.json keeps its
+key order to the byte.
 """
 
 from __future__ import annotations
@@ -39,12 +41,18 @@ class MetricRecord(_Record):
 
 
 class Delta(_Record):
-    """One metric of a cell against a reference (verdicts.delta): the difference and its p-value,
-    then what its kind adds (paired: n, ci95, flipped ids; count: n, n_reference; pairwise: value;
-    a comparison not made: setup_differs or refused)."""
+    """One metric of a cell against a reference (verdicts.delta): a difference and a p-value, then
+    what its kind adds (paired: n, ci95, flipped ids; count: p first, n, n_reference; pairwise:
+    value; a comparison not made: setup_differs or refused). Its keys' order depends on the kind,
+    so it declares none (see the module docstring) and reads the two every delta has here."""
 
-    diff: Number | None
-    p_value: Number | None = None
+    @property
+    def diff(self) -> Number | None:
+        return (self.model_extra or {}).get("diff")
+
+    @property
+    def p_value(self) -> Number | None:
+        return (self.model_extra or {}).get("p_value")
 
 
 class Deltas(_Record):
@@ -55,12 +63,16 @@ class Deltas(_Record):
 
 
 class Flag(_Record):
-    """A broken threshold or a warning on a cell, in the report's words."""
+    """A broken threshold or a warning on a cell: then `limit`, `action` ("fail" or "warn"), the
+    figures, and `message`, the report's words."""
 
     metric: str
     check: str
-    action: Literal["fail", "warn"]
-    message: str
+
+    @property
+    def action(self) -> str:
+        """"fail" or "warn"."""
+        return str((self.model_extra or {})["action"])
 
 
 class CheckRecord(_Record):
@@ -71,8 +83,7 @@ class CheckRecord(_Record):
     rule: str
     metric: str
     check: str
-    action: Literal["fail", "warn"]
-    outcome: str | None
+    """Then `margin`, `action`, ..., `outcome` (PASS, FAIL, INCONCLUSIVE, NOT_CHECKED): checks.py."""
 
 
 class CellRow(_Record):

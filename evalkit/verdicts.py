@@ -117,7 +117,7 @@ def compare_at(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_di
             if found is None:
                 continue
             if spec.comparison is Comparison.COUNT:  # a gate asks about a rise: the one-sided p
-                found = {"diff": found["diff"], "p_value": found.pop("p_greater"), **found}
+                found = {"p_value": found.pop("p_greater"), **found}
             elif spec.comparison in (Comparison.PAIRED, Comparison.PAIRWISE):
                 found["noise_floor"] = _noise_floor(spec, cell, ref)
             result[spec.name] = found | ev.extra_delta(spec, cell_dir, ref_dir)
