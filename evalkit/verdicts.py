@@ -35,7 +35,7 @@ from evalkit.evals.base import (
 from evalkit.matrix import twin_axes
 from evalkit.stats import fisher_collapse, paired_comparison
 from evalkit.store import read_jsonl, read_regressions, read_run_cells
-from evalkit.summary import SUMMARY_SCHEMA_VERSION, CellRow, RunSummary
+from evalkit.summary import SUMMARY_SCHEMA_VERSION, CellRow, MetricRecord, RunSummary
 
 
 
@@ -293,7 +293,8 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
         simulated=run.get("simulated", False), status=run.get("status"), started_at=run.get("started_at"),
         finished_at=run.get("finished_at"), command=run.get("command"), listen_host=run.get("listen_host"),
         baseline=baseline["id"] if baseline else None, ab=config.ab.model_dump() if config.ab else None,
-        metrics=recorded.records(specs), cells=[CellRow.model_validate(row) for row in rows], setups=_setups(cells),
+        metrics=[MetricRecord.model_validate(r) for r in recorded.records(specs)],
+        cells=[CellRow.model_validate(row) for row in rows], setups=_setups(cells),
         failed_cells=failed, not_run_cells=not_run, broken_thresholds=broken, warnings=warned, exit_code=code,
         multiplicity=config.multiplicity, check_outcomes=outcomes, inconclusive_checks=inconclusive,
         **({"regressions": regressions} if regressions is not None else {}),
