@@ -258,17 +258,17 @@ def run_calibration(request: MatrixRequest, cell_id: str, repeats: int, alpha: f
     records = [read_json(run / cell.id / "cell.json") for run in runs]
     flats = [flat_metrics(r) for r in records]
     noises, alphas = [], {}
-    for ev in registry.evals():
-        for spec in ev.metrics:
-            if any(spec.name not in f for f in flats):
-                continue
-            alphas[spec.name] = _alpha(config, spec.name, alpha)
-            if spec.comparison is Comparison.PAIRED:
-                per_run = [marks(run / cell.id, spec) for run in runs]
-                noises.append((spec, paired_noise(spec, per_run, [f[spec.name] for f in flats], alphas[spec.name],
-                                                  full_n=ev.size)))
-            elif spec.comparison is Comparison.COUNT:
-                noises.append((spec, count_noise(spec, flats)))
+    for spec in registry.metrics(config.evals, records):
+        if any(spec.name not in f for f in flats):
+            continue
+        alphas[spec.name] = _alpha(config, spec.name, alpha)
+        if spec.comparison is Comparison.PAIRED:
+            ev = registry.eval_of(spec.name)
+            per_run = [marks(run / cell.id, spec) for run in runs]
+            noises.append((spec, paired_noise(spec, per_run, [f[spec.name] for f in flats], alphas[spec.name],
+                                              full_n=ev.size if ev else None)))
+        elif spec.comparison is Comparison.COUNT:
+            noises.append((spec, count_noise(spec, flats)))
     n = {noise.n for _, noise in noises if noise.flip_rate is not None and noise.n is not None}
     header = [f"evalkit calibrate: {repeats} runs of {cell.id} ({config_path.name}, model {config.model})",
               f"{folder}" + (f"; {', '.join(map(str, sorted(n)))} questions per run" if n else "")]

@@ -31,7 +31,7 @@ from typing import Any
 from evalkit.config import MatrixConfig, Threshold
 from evalkit.config.schema import ThresholdKind
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison
+from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.multiplicity import METHOD_WORDS, Method, adjust
 from evalkit.power import (
     equivalence_margin,
@@ -75,7 +75,7 @@ def assess(threshold: Threshold, index: int, row: dict[str, Any], metrics: dict[
     family adjustment (`decide` finishes it); None when the threshold does not apply to the cell
     (a delta against a reference the cell does not have, e.g. the baseline itself)."""
     check, limit, metric = threshold.check, threshold.value, threshold.metric
-    spec = registry.metric(metric)
+    spec = threshold.spec
     base: dict[str, Any] = {"threshold": index, "rule": rule_text(threshold), "metric": metric, "check": check,
                             "margin": limit, "action": threshold.action, "alpha": threshold.alpha,
                             "power": threshold.power, "factor": threshold.inconclusive_factor,
@@ -125,7 +125,7 @@ def _own_value(threshold: Threshold, metrics: dict[str, Any]) -> dict[str, Any]:
     value, limit = metrics[threshold.metric], threshold.value
     broken = value < limit if threshold.check == "min" else value > limit
     out: dict[str, Any] = {"outcome": FAIL if broken else PASS}
-    n = _n_of(threshold.metric, metrics)
+    n = _n_of(threshold.spec, metrics)
     if n and not broken and 0 <= value <= 1:
         alpha = threshold.alpha or OWN_ALPHA
         low, high = wilson_interval(round(value * n), n, 1 - 2 * alpha)
@@ -135,12 +135,11 @@ def _own_value(threshold: Threshold, metrics: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _n_of(metric: str, metrics: dict[str, Any]) -> int | None:
+def _n_of(spec: MetricSpec | None, metrics: dict[str, Any]) -> int | None:
     """The n behind a share: a count's `n_metric`, else the eval's `<eval>.n` (GSM8K's questions)."""
-    spec = registry.metric(metric)
     if spec is None or spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
         return None
-    ev = registry.eval_of(metric)
+    ev = registry.eval_of(spec.name)
     n = metrics.get(spec.n_metric or (f"{ev.name}.n" if ev else ""))
     return int(n) if isinstance(n, (int, float)) and n > 0 else None
 
@@ -230,7 +229,7 @@ def flag(threshold: Threshold, record: dict[str, Any], cell_id: str, metrics: di
     words), None otherwise. `reference_word` names the reference (default: "baseline" or "fix-on
     twin"; a bisect says "good end")."""
     check, limit, metric = threshold.check, threshold.value, threshold.metric
-    spec = registry.metric(metric)
+    spec = threshold.spec
     label = spec.label if spec else metric
     common = {"metric": metric, "check": check, "limit": limit, "action": threshold.action}
     if record["outcome"] == NOT_CHECKED:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evalkit.evals import registry
+from evalkit.evals import recorded, registry
 from evalkit.evals.base import Comparison, MetricSpec, setup_differences
 from evalkit.redact import redact_argv
 from evalkit.store import read_run_cells
@@ -55,15 +55,18 @@ def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
                                "status_a": a["status"] if a else None, "status_b": b["status"] if b else None,
                                "a": flat_metrics(a) if a else {}, "b": flat_metrics(b) if b else {}}
         if a and b and a["status"] == b["status"] == "ok":
+            specs = registry.metrics(None, [a, b])
             for ev in registry.evals():
                 differs = setup_differences(setup_of(a, ev.name), setup_of(b, ev.name))
                 if differs:
                     row.setdefault("setup_differs", {})[ev.name] = differs
-                for spec in ev.metrics:
+                for spec in (spec for spec in specs if registry.eval_of(spec.name) is ev):
                     if spec.comparison is Comparison.NONE:
                         continue
                     both = measured_by_both(spec, row["a"], row["b"])
                     row[spec.name] = (refused(differs) if differs and both
                                       else _b_minus_a(spec, a_path / cell_id, b_path / cell_id, row["a"], row["b"]))
         out.append(row)
-    return {"a": _run_meta(run_a, cells_a), "b": _run_meta(run_b, cells_b), "cells": out}
+    specs = registry.metrics(None, [*listed_a, *listed_b])
+    return {"a": _run_meta(run_a, cells_a), "b": _run_meta(run_b, cells_b), "metrics": recorded.records(specs),
+            "cells": out}

@@ -74,7 +74,7 @@ def _needed(n: int | None) -> str:
 def threshold_line(threshold: Threshold, n: int | None, noise: Noise) -> str:
     """One threshold's power at n, in one line."""
     head = rule_text(threshold)
-    spec = registry.metric(threshold.metric)
+    spec = threshold.spec
     if n is None or spec is None:
         return f"{head}: n unknown"
     alpha, power, margin = threshold.alpha, threshold.power, threshold.value

@@ -71,3 +71,8 @@ def scrub_file(path: Path, values: list[str]) -> None:
         tmp = path.with_name(f".{path.name}.scrub.tmp")
         tmp.write_bytes(cleaned)
         os.replace(tmp, path)
+
+
+def strip_userinfo(url: str) -> str:
+    """`https://user:token@host/x` -> `https://host/x`: a clone URL may carry a credential."""
+    return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1", url, flags=re.IGNORECASE)

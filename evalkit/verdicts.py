@@ -24,7 +24,7 @@ from evalkit.errors import (
     EXIT_OK,
     EXIT_THRESHOLD,
 )
-from evalkit.evals import registry
+from evalkit.evals import recorded, registry
 from evalkit.evals.base import (
     SETUP_KEY,
     Comparison,
@@ -35,10 +35,7 @@ from evalkit.evals.base import (
 from evalkit.matrix import twin_axes
 from evalkit.stats import fisher_collapse, paired_comparison
 from evalkit.store import read_jsonl, read_regressions, read_run_cells
-
-SUMMARY_SCHEMA_VERSION = 1
-"""summary.json's version: a field is renamed or removed only with a new version and a migration
-note in README.md (scripts and cron jobs read these files)."""
+from evalkit.summary import SUMMARY_SCHEMA_VERSION, CellRow, MetricRecord, RunSummary
 
 
 def question_order(qid: str) -> tuple[int, str]:
@@ -52,7 +49,8 @@ def marks(cell_dir: Path, spec: MetricSpec) -> dict[str, bool]:
     ev = registry.eval_of(spec.name)
     if ev is None or spec.mark_field is None:
         return {}
-    fields = tuple(m.mark_field for m in ev.metrics if m.mark_field)
+    # the eval's fixed paired metrics are read together, once per file state (GSM8K's two filters)
+    fields = tuple(dict.fromkeys([*(m.mark_field for m in ev.metrics if m.mark_field), spec.mark_field]))
     column = fields.index(spec.mark_field)
     return {qid: mark for qid, row in _marks_file(cell_dir / ev.samples_file, fields).items()
             if (mark := row[column]) is not None}
@@ -104,11 +102,13 @@ def compare(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, flats: di
 def compare_at(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_dir: Path,
                flat_cell: dict[str, Any], flat_ref: dict[str, Any]) -> dict[str, Any]:
     """`compare` for two cell folders anywhere (a bisect compares one cell at two commits, the
-    good end possibly from another run): the records, their folders and their flat metrics."""
+    good end possibly from another run): the records, their folders and their flat metrics; the
+    metrics compared are those the two records hold (`registry.metrics`)."""
     result: dict[str, Any] = {"reference": ref["id"]}
+    specs = registry.metrics(None, [cell, ref])
     for ev in registry.evals():
         differs = setup_differences(setup_of(cell, ev.name), setup_of(ref, ev.name))
-        for spec in ev.metrics:
+        for spec in (spec for spec in specs if registry.eval_of(spec.name) is ev):
             if differs and measured_by_both(spec, flat_cell, flat_ref):
                 result[spec.name] = refused(differs)
                 continue
@@ -231,8 +231,15 @@ def ran_as_flags(cell: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
+    """The whole run's verdict as summary.json holds it (`summarize_run`'s dump): what the report
+    and the CLI read."""
+    return summarize_run(run_path, config).dump()
+
+
+def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
     """The whole run's verdict from what is stored; the same function serves `report`."""
     run, cells = read_run_cells(run_path)
+    specs = registry.metrics(config.evals, cells)
     baseline = next((c for c in cells if config.baseline and c.get("axes") == config.baseline), None)
     rows = []
     flats = {cell["id"]: flat_metrics(cell) for cell in cells}
@@ -280,31 +287,17 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
     else:
         code = EXIT_OK
     regressions = read_regressions(run_path)
-    return {
-        "schema_version": SUMMARY_SCHEMA_VERSION,
-        "run_id": run["run_id"],
-        "model": run["model"],
-        "engine": run["engine"],
-        "simulated": run.get("simulated", False),
-        "status": run.get("status"),
-        "started_at": run.get("started_at"),
-        "finished_at": run.get("finished_at"),
-        "command": run.get("command"),
-        "listen_host": run.get("listen_host"),
-        "baseline": baseline["id"] if baseline else None,
-        "ab": config.ab.model_dump() if config.ab else None,
-        "cells": rows,
-        "setups": _setups(cells),
-        "failed_cells": failed,
-        "not_run_cells": not_run,
-        "broken_thresholds": broken,
-        "warnings": warned,
-        "exit_code": code,
-        "multiplicity": config.multiplicity,
-        "check_outcomes": outcomes,
-        "inconclusive_checks": inconclusive,
+    return RunSummary(
+        schema_version=SUMMARY_SCHEMA_VERSION, run_id=run["run_id"], model=run["model"], engine=run["engine"],
+        simulated=run.get("simulated", False), status=run.get("status"), started_at=run.get("started_at"),
+        finished_at=run.get("finished_at"), command=run.get("command"), listen_host=run.get("listen_host"),
+        baseline=baseline["id"] if baseline else None, ab=config.ab.model_dump() if config.ab else None,
+        metrics=[MetricRecord.model_validate(r) for r in recorded.records(specs)],
+        cells=[CellRow.model_validate(row) for row in rows], setups=_setups(cells),
+        failed_cells=failed, not_run_cells=not_run, broken_thresholds=broken, warnings=warned, exit_code=code,
+        multiplicity=config.multiplicity, check_outcomes=outcomes, inconclusive_checks=inconclusive,
         **({"regressions": regressions} if regressions is not None else {}),
-    }
+    )
 
 
 def strict_exit_code(summary: dict[str, Any]) -> int:

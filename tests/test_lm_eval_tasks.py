@@ -58,13 +58,6 @@ timeouts: {{startup: 60, stop_grace: 5}}
 """
 
 
-@pytest.fixture(scope="module", autouse=True)
-def forget_task_metrics() -> Any:
-    """The registry knows the metrics of the last config validated: leave none of these behind."""
-    yield
-    registry.get("lm_eval").resolve_metrics(None)
-
-
 def mmlu_pro_row(i: int) -> dict[str, Any]:
     return {"question_id": i, "question": f"Which option is listed {i}th?", "options": ["w", "x", "y", "z"],
             "answer": "ABCD"[i % 4], "answer_index": i % 4, "cot_content": "A: Let's think step by step. The answer is (A).",
@@ -235,7 +228,8 @@ def test_the_config_section_is_validated() -> None:
         config_with({"tasks": ["gsm8k_cot"]}, [{"metric": "lm_eval.gsm8k_cot.exact_match", "min": 0.5}])
     config = config_with({"tasks": ["mmlu_pro"]}, [{"metric": "lm_eval.mmlu_pro_law.exact_match", "min": 0.5}])
     assert config.thresholds[0].metric == "lm_eval.mmlu_pro_law.exact_match"
-    assert len(registry.get("lm_eval").metrics) == 14  # a group: its tasks, one metric each
+    assert len(registry.get("lm_eval").metrics_for(config.evals.lm_eval)) == 14  # a group: its tasks, one each
+    assert registry.get("lm_eval").metrics == ()  # validating a config taught the eval nothing
 
 
 def test_preflight_names_the_field_of_bad_local_data(tmp_path: Path) -> None:

@@ -15,10 +15,11 @@ import pytest
 from evalkit.comparison import compare_runs
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, EvalSettings, MetricSpec
-from evalkit.render import render, render_compare
+from evalkit.evals.recorded import specs_of
+from evalkit.render import render, render_compare, table
 from evalkit.render.compare_table import compare_columns
 from evalkit.render.header import legend
-from evalkit.render.table import columns, flag_column
+from evalkit.render.table import columns
 from evalkit.store import read_json, write_json, write_jsonl
 from tests.test_report_helpers import CellSpec, config_dict, gfm, summary_of, tables, write_run
 
@@ -75,7 +76,7 @@ def toy_run(toy_eval: Toy, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
 
 
 def test_a_registered_metric_gets_its_value_and_delta_columns_after_the_built_ins(toy_eval: Toy) -> None:
-    headers = [c.header for c in columns()]
+    headers = [c.header for c in columns(registry.metrics())]
     assert headers[:7] == ["cell", "status", "GSM8K strict", "GSM8K flexible (95% CI)", "collapse rate (k/n)",
                            "tokens/s", "engine TPOT"]
     assert headers[7:] == ["toy score", "crashes", "Δ flexible vs baseline", "Δ flexible vs twin",
@@ -84,6 +85,12 @@ def test_a_registered_metric_gets_its_value_and_delta_columns_after_the_built_in
 
 
 def test_a_broken_threshold_is_marked_in_its_metric_s_column(toy_eval: Toy) -> None:
+    specs = registry.metrics()
+    cols = columns(specs)
+
+    def flag_column(flag: dict) -> str:
+        return table.flag_column(flag, specs, cols)
+
     assert flag_column({"metric": "toy.crash_rate", "check": "max"}) == "crash"
     assert flag_column({"metric": "toy.crash_rate", "check": "max_rise_ab"}) == "crash_vs_ab"
     assert flag_column({"metric": "toy.score", "check": "max_drop_vs_baseline"}) == "score_vs_baseline"
@@ -96,7 +103,7 @@ def test_the_markdown_shows_the_toy_eval_in_the_matrix_pivot_legend_and_details(
     md = render(summary, "markdown", run_path)
     assert md is not None
     found = tables(md)
-    at = found.headers.index([c.header for c in columns()])
+    at = found.headers.index([c.header for c in columns(specs_of(summary))])
     matrix = dict(zip(found.headers[at], found.bodies[at][3]))  # dp8-fixoff
     assert matrix["toy score"] == "4.000" and matrix["crashes"] == "3 of 4"
     assert matrix["Δ crash vs twin"] == "**+75.0 (p=0.071)** ❌"  # Fisher, one-sided: 3/4 vs 0/4
@@ -123,8 +130,8 @@ def test_the_csv_has_the_toy_fields_and_a_diff_and_p_value_per_reference(toy_run
 
 
 def test_compare_shows_the_toy_eval_beside_the_built_ins(toy_run: tuple[Path, dict]) -> None:
-    run_path, _ = toy_run
-    assert [c.header for c in compare_columns()] == [
+    run_path, summary = toy_run
+    assert [c.header for c in compare_columns(specs_of(summary))] == [
         "cell", "flexible A", "flexible B", "Δ flexible B − A", "Δ strict B − A", "collapse A", "collapse B",
         "Δ collapse B − A", "Δ tokens/s B − A", "Δ TPOT B − A", "score A", "score B", "Δ score B − A", "crash A", "crash B", "Δ crash B − A",
         "paired n", "flipped →wrong / →right"]

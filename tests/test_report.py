@@ -11,12 +11,16 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from evalkit.clean import clean, clean_block
+from evalkit.evals import registry
+from evalkit.evals.recorded import specs_of
 from evalkit.render import render
 from evalkit.render.table import columns
-from evalkit.render.text import clean, clean_block, html_pre, md_cell, md_code, md_fence
+from evalkit.render.text import html_pre, md_cell, md_code, md_fence
 from tests.test_report_helpers import HOSTILE, CellSpec, gfm, loop_text, summary_of, tables, write_run
 
-HEADERS = [c.header for c in columns()]
+HEADERS = [c.header for c in columns(registry.metrics())]
+"""The matrix table's headers of a run without divergence or lm-eval tasks (the evals' fixed metrics)."""
 
 
 class _Html(HTMLParser):
@@ -184,7 +188,7 @@ def test_without_details_or_repetition_the_report_still_renders(tmp_path: Path) 
     assert "Collapse" not in md and "<pre>" not in md
     assert "right there, wrong here (2): test-18, test-19" in md
     found = tables(md)
-    assert [row[4] for row in found.bodies[found.headers.index([c.header for c in columns()])]] == ["-", "-"]
+    assert [row[4] for row in found.bodies[found.headers.index([c.header for c in columns(specs_of(summary))])]] == ["-", "-"]
 
 
 def test_footer_is_the_command_in_a_fence_with_keys_redacted(hostile_run: tuple[Path, dict]) -> None:

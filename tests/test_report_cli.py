@@ -24,6 +24,7 @@ from click.testing import CliRunner
 
 from evalkit.cli import main
 from evalkit.config.loader import _UniqueKeyLoader
+from evalkit.evals.recorded import specs_of
 from evalkit.render.compare_table import compare_columns
 from evalkit.render.table import columns, flag_column
 from evalkit.store import read_json, read_jsonl
@@ -93,10 +94,11 @@ def test_markdown_of_a_real_run_one_row_per_cell_documented_columns(demo_runs: d
     assert result.exit_code == 0
     md = result.output
     found = tables(md)
-    matrix = found.headers.index([c.header for c in columns()])
+    cols = columns(specs_of(read_json(demo_runs["a"] / "summary.json")))
+    matrix = found.headers.index([c.header for c in cols])
     body = found.bodies[matrix]
     assert [row[0].split(" ")[0].strip("*") for row in body] == read_json(demo_runs["a"] / "run.json")["cells"]
-    assert all(len(row) == len(columns()) for row in body)
+    assert all(len(row) == len(cols) for row in body)
     assert md.startswith("### evalkit · sim/deepseek-v4 on sim · ")
     assert found.headers[0] == ["parallel · graph", "fixon", "fixoff", "Δ fixoff − fixon"]
     assert [row[0] for row in found.bodies[0]] == ["tp8 · full", "dp8 · piecewise"]
@@ -107,11 +109,13 @@ def test_markdown_of_a_real_run_one_row_per_cell_documented_columns(demo_runs: d
 def test_markers_sit_exactly_where_summary_json_has_broken_thresholds(demo_runs: dict[str, Path]) -> None:
     md = cli("report", "run-a", "--format", "markdown", "--results-dir", str(demo_runs["results"])).output
     summary = read_json(demo_runs["a"] / "summary.json")
-    body = tables(md).bodies[tables(md).headers.index([c.header for c in columns()])]
+    specs = specs_of(summary)
+    cols = columns(specs)
+    body = tables(md).bodies[tables(md).headers.index([c.header for c in cols])]
     assert summary["broken_thresholds"] >= 1  # the bug's cell at 40 questions, by design of demo_config
     for cell, row in zip(summary["cells"], body):
-        marked = {c.key for c, text in zip(columns(), row) if text.endswith("❌")}
-        expected = {flag_column(f) for f in cell["flags"] if f["action"] == "fail"}
+        marked = {c.key for c, text in zip(cols, row) if text.endswith("❌")}
+        expected = {flag_column(f, specs, cols) for f in cell["flags"] if f["action"] == "fail"}
         assert marked == (expected | {"cell"} if expected else set()), cell["id"]
 
 
@@ -161,7 +165,8 @@ def test_compare_markdown_and_csv(demo_runs: dict[str, Path]) -> None:
     results = str(demo_runs["results"])
     md = cli("compare", "run-a", "run-b", "--format", "markdown", "--results-dir", results).output
     found = tables(md)
-    assert found.headers == [[c.header for c in compare_columns()]]
+    specs = specs_of(json.loads(cli("compare", "run-a", "run-b", "--format", "json", "--results-dir", results).output))
+    assert found.headers == [[c.header for c in compare_columns(specs)]]
     assert [row[0] for row in found.bodies[0]] == ["tp8-full-fixon (only in A)", "tp8-full-fixoff (only in A)",
                                                    "dp8-piecewise-fixon (only in A)", "dp8-piecewise-fixoff"]
     frame = pd.read_csv(io.StringIO(cli("compare", "run-a", "run-b", "--format", "csv", "--results-dir", results).output))

@@ -18,7 +18,7 @@ from typing import Any
 
 from evalkit.config import MatrixConfig, Threshold
 from evalkit.config.schema import ThresholdKind
-from evalkit.evals import registry
+from evalkit.evals import recorded, registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.sequential import Count, PairedCounts, StepTest
 from evalkit.store import read_json
@@ -53,19 +53,22 @@ class Ends:
     alpha: float = 0.01
     labels: dict[str, str] = field(default_factory=dict)
     """`good` / `bad`: how messages name the two ends ("good end 1a2b3c4d5e")."""
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    """The metrics the ends report, as summary.json records them (`evals.recorded`): the report
+    reads their kinds here, whatever config the process that renders it read."""
 
     def to_dict(self) -> dict[str, Any]:
         """What bisect.json keeps of the ends (the test is rebuilt from the cell folders)."""
         return {"bad": self.bad, "reason": self.reason, "flags": self.flags, "good_flags": self.good_flags,
                 "evidence": self.evidence, "paired_metric": self.paired_metric, "count_metric": self.count_metric,
-                "alpha": self.alpha}
+                "alpha": self.alpha, "metrics": self.metrics}
 
 
 def step_metrics(config: MatrixConfig) -> tuple[MetricSpec | None, MetricSpec | None]:
     """The PAIRED and the COUNT metric a step is judged on: the first of each kind that the
     config's thresholds name, else the eval's headline one (its `delta_label`), from enabled evals
     that can run a subset (a step runs nothing else)."""
-    usable = [spec for ev, _ in registry.enabled(config.evals) if ev.subsets for spec in ev.metrics]
+    usable = [spec for ev, settings in registry.enabled(config.evals) if ev.subsets for spec in ev.metrics_for(settings)]
     named = [spec for t in config.thresholds for spec in usable if spec.name == t.metric]
     headline = [spec for spec in usable if spec.delta_label]
 
@@ -103,8 +106,8 @@ def as_reference_checks(thresholds: list[Threshold]) -> list[Threshold]:
     out: list[Threshold] = []
     for t in thresholds:
         if t.check.endswith("_ab"):
-            fields = t.model_dump(exclude_none=True, exclude={t.check})
-            t = Threshold.model_validate({**fields, t.check.removesuffix("_ab") + "_vs_baseline": t.value})
+            # validated with its config already: a copy, as the metric is the config's to know
+            t = t.model_copy(update={t.check: None, t.check.removesuffix("_ab") + "_vs_baseline": t.value})
         if t not in out:
             out.append(t)
     return out
@@ -118,7 +121,8 @@ def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float
     paired_spec, count_spec = step_metrics(config)
     base: dict[str, Any] = {"flags": [], "good_flags": [], "evidence": {}, "test": None, "alpha": alpha, "labels": labels,
             "paired_metric": paired_spec.name if paired_spec else None,
-            "count_metric": count_spec.name if count_spec else None}
+            "count_metric": count_spec.name if count_spec else None,
+            "metrics": recorded.records(registry.metrics(config.evals, [good, bad]))}
     for record, name in ((good, "good"), (bad, "bad")):
         if record.get("status") != "ok":
             message = (record.get("error") or {}).get("message") or record.get("status")

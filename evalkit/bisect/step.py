@@ -105,7 +105,7 @@ def _pools(job: CellJob, good_dir: Path, ends: Ends, seed: int) -> tuple[list[_P
     pools: list[_Pool] = []
     notes: list[str] = []
     for ev, settings in registry.enabled(job.config.evals):
-        columns = [wanted[spec.name] for spec in ev.metrics if spec.name in wanted]
+        columns = [wanted[spec.name] for spec in ev.metrics_for(settings) if spec.name in wanted]
         if not ev.subsets:
             notes.append(f"{ev.name}: not run (cannot run a subset of its samples)")
             continue
@@ -131,8 +131,13 @@ class _StepBody:
         self.judgement: Judgement | None = None
         self.good_marks = self._marks_of(ends.paired_metric)
 
+    def _spec(self, metric: str | None) -> MetricSpec | None:
+        """The spec of a metric the step runs, as its eval's settings report it."""
+        specs = [spec for pool in self.pools for spec in pool.ev.metrics_for(pool.settings)]
+        return registry.metric(metric, specs) if metric else None
+
     def _marks_of(self, metric: str | None) -> dict[str, bool]:
-        spec = registry.metric(metric) if metric else None
+        spec = self._spec(metric)
         return marks(self.good_dir, spec) if spec else {}
 
     def __call__(self, job: CellJob, base_url: str, record: CellRecord, wire: Wire) -> None:
@@ -183,16 +188,17 @@ class _StepBody:
 
     def paired(self) -> PairedCounts | None:
         """The step vs the good end on the questions asked so far."""
-        spec = registry.metric(self.ends.paired_metric) if self.ends.paired_metric else None
+        spec = self._spec(self.ends.paired_metric)
         if spec is None or spec.mark_field is None or (rows := self._rows(spec)) is None:
             return None
-        pairs = [(self.good_marks[row["id"]], bool(row[spec.mark_field])) for row in rows if row["id"] in self.good_marks]
+        field = spec.mark_field
+        pairs = [(self.good_marks[row["id"]], bool(row[field])) for row in rows if row["id"] in self.good_marks]
         return PairedCounts(n=len(pairs), lost=sum(1 for g, s in pairs if g and not s),
                             gained=sum(1 for g, s in pairs if s and not g))
 
     def collapses(self) -> Count | None:
         """Events (collapses) in the generations run so far, through the eval's own flat metrics."""
-        spec = registry.metric(self.ends.count_metric) if self.ends.count_metric else None
+        spec = self._spec(self.ends.count_metric)
         pool = next((p for p in self.pools if spec and registry.eval_of(spec.name) is p.ev), None)
         combined = pool.combined() if pool else None
         if spec is None or pool is None or combined is None:
@@ -212,13 +218,14 @@ class _StepBody:
 
     def _excerpt(self) -> dict[str, Any] | None:
         """One generation that collapsed here but not at the good end: its id, onset and excerpt."""
-        spec = registry.metric(self.ends.count_metric) if self.ends.count_metric else None
+        spec = self._spec(self.ends.count_metric)
         if spec is None or spec.event_field is None or not (rows := self._rows(spec)):
             return None
+        event = spec.event_field
         ev = registry.eval_of(spec.name)
         good = {row["id"]: row for row in read_jsonl(self.good_dir / ev.samples_file)} if ev else {}
         for row in rows:
-            if row.get(spec.event_field) and not (good.get(row["id"]) or {}).get(spec.event_field):
+            if row.get(event) and not (good.get(row["id"]) or {}).get(event):
                 evidence = row.get("text_evidence") or row.get("evidence") or {}
                 return {"id": row["id"], "onset": evidence.get("onset"),
                         "excerpt": evidence.get("excerpt") or str(row.get("text", ""))[:200]}

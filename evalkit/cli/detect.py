@@ -50,7 +50,7 @@ def _verdict_json(name: str, analysis: Analysis) -> str:
 
 def _verdict_line(name: str, analysis: Analysis) -> str:
     """`NAME: healthy`, or `NAME: collapsed (signals; period, onset, loop length) unit: '...'`."""
-    from evalkit.render.text import clean
+    from evalkit.clean import clean
 
     line = f"{name}: {analysis.verdict}"
     if analysis.collapsed:

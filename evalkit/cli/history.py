@@ -11,6 +11,7 @@ from evalkit.cli._common import _Command, console, results_dir_option
 from evalkit.errors import ConfigError
 
 if TYPE_CHECKING:
+    from evalkit.evals.base import MetricSpec
     from evalkit.store.history import Point
 
 
@@ -47,12 +48,13 @@ def history(model: str | None, cells: tuple[str, ...], since: str | None, last: 
     """
     from evalkit.store import history as hist
     from evalkit.store import resolve_run
+    from evalkit.verdicts import flat_metrics
 
     with hist.History(db_path or hist.default_db_path(results_dir)) as store:
         for ref in imports:
             paths = list(hist.run_folders(results_dir)) if ref == "all" else [resolve_run(results_dir, ref)]
             for path in paths:
-                click.echo(f"imported {path.name}: {store.import_run(path)} cells", err=True)
+                click.echo(f"imported {path.name}: {store.import_run(path, flat_metrics)} cells", err=True)
         if model is None:
             if not imports:
                 known = ", ".join(f"{m} ({c})" if c else m for m, c, _ in store.models()) or "none yet"
@@ -62,36 +64,41 @@ def history(model: str | None, cells: tuple[str, ...], since: str | None, last: 
     if not points:
         raise ConfigError(f"history: no recorded cells for model {model!r}"
                           + (f", cells {', '.join(cells)}" if cells else "") + (f" since {since}" if since else ""))
-    _learn_metrics(points, results_dir)
+    specs = _metrics_of(points, results_dir)
     if fmt != "table":
         from evalkit.render.history_export import benchmark_json, history_csv
 
-        click.echo(history_csv(points) if fmt == "csv" else benchmark_json(points, bigger=better == "bigger"), nl=False)
+        click.echo(history_csv(points) if fmt == "csv" else benchmark_json(points, better == "bigger", specs), nl=False)
         return
-    _show_trend(points, f"evalkit history: {model}" + (f" since {since}" if since else ""), last or None, plot_path)
+    _show_trend(points, f"evalkit history: {model}" + (f" since {since}" if since else ""), last or None, plot_path,
+                specs)
 
 
-def _learn_metrics(points: list[Point], results_dir: Path) -> None:
-    """Metrics that depend on a run's config (one per lm-eval task) are known from its stored
-    cells (`Eval.resolve_metrics`): one cell.json per distinct set of eval setups, while its
-    run folder exists (the history itself keeps numbers, not what they mean)."""
+def _metrics_of(points: list[Point], results_dir: Path) -> list[MetricSpec]:
+    """What the points' numbers are: the metrics their stored cells report (`registry.metrics`;
+    those that depend on a run's config, one per lm-eval task, need the cell), one cell.json per
+    distinct set of eval setups while its run folder exists (the history keeps numbers, not what
+    they mean)."""
+    from evalkit.evals import registry
     from evalkit.store import read_json
-    from evalkit.verdicts import flat_metrics
 
     seen: set[tuple[tuple[str, str], ...]] = set()
+    cells = []
     for point in points:
         setups = tuple(sorted((name, str((setup or {}).get("hash"))) for name, setup in point.setups.items()))
         cell = results_dir / point.run_id / point.cell_id / "cell.json"
         if setups not in seen and cell.is_file():
             seen.add(setups)
-            flat_metrics(read_json(cell))
+            cells.append(read_json(cell))
+    return registry.metrics(None, cells)
 
 
-def _show_trend(points: list[Point], title: str, last: int | None, plot_path: Path | None) -> None:
+def _show_trend(points: list[Point], title: str, last: int | None, plot_path: Path | None,
+                specs: list[MetricSpec]) -> None:
     """The trend table on stdout, and the PNG when --plot is given."""
     from evalkit.render.trend import plot, trend_table
 
-    console().print(trend_table(points, title, last))
+    console().print(trend_table(points, title, last, specs))
     if plot_path:
-        plot(points, plot_path, title)
+        plot(points, plot_path, title, specs)
         click.echo(f"plot: {plot_path}", err=True)

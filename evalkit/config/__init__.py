@@ -1,6 +1,8 @@
 """Matrix configs: the typed schema (schema.py), the YAML loader (loader.py), `--model` lookup (lookup.py)."""
 
+from evalkit.config.base import StrictModel
 from evalkit.config.loader import format_validation_error, load_config, parse_config
+from evalkit.config.log_assertion import LogAssertion
 from evalkit.config.lookup import available_configs, find_config, resolve_config
 from evalkit.config.schema import (
     ABAxis,
@@ -10,11 +12,9 @@ from evalkit.config.schema import (
     EngineSettings,
     Evals,
     Executor,
-    LogAssertion,
     MatrixConfig,
     SlurmSettings,
     Source,
-    StrictModel,
     Threshold,
     Timeouts,
     config_model,

@@ -73,7 +73,7 @@ def parse_config(data: Any, path: Path | str) -> MatrixConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
     try:
-        return config_model().model_validate(data)
+        return config_model().model_validate(data, context={})
     except ValidationError as e:
         raise ConfigError(format_validation_error(path, e)) from e
 

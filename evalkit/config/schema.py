@@ -13,9 +13,22 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    create_model,
+    field_validator,
+    model_validator,
+)
+
+from evalkit.config.base import StrictModel
+from evalkit.config.log_assertion import LogAssertion
+
+if TYPE_CHECKING:
+    from evalkit.evals.base import MetricSpec
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_STARTUP_TIMEOUT_S = 45 * 60  # ATOM's CI waits 45 x 60 s for a large model
@@ -26,12 +39,6 @@ CONFIG_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 GraphMode = Literal["FULL", "PIECEWISE", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY", "NONE", "eager"]
 """`eager` means no graphs at all (`--enforce-eager`); `NONE` is the engine's own cudagraph mode."""
-
-
-class StrictModel(BaseModel):
-    """Base for every config model: unknown keys are errors, values are immutable."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class EngineSettings(StrictModel):
@@ -71,39 +78,6 @@ class Source(StrictModel):
         if subdir is not None and (subdir.startswith(("/", "~")) or ".." in subdir.replace("\\", "/").split("/")):
             raise ValueError("must be a path inside the checkout (relative, no '..')")
         return subdir
-
-
-class LogAssertion(StrictModel):
-    """A line the engine's log must (or must not) hold once the engine is ready, checked before the
-    evals run: the proof that a cell ran what its axis value says (a fix that logs itself, a
-    collective that can switch itself off). Exactly one of `must_appear`, `must_not_appear`."""
-
-    must_appear: str | None = Field(None, description="Regex some log line must match; else the cell fails at once.")
-    must_not_appear: str | None = Field(None, description="Regex no log line may match; else the cell fails at once.")
-    when: dict[str, str | list[str]] = Field(
-        default_factory=dict, description="Only in cells with these axis values (axis: value or [values]).")
-
-    @field_validator("must_appear", "must_not_appear")
-    @classmethod
-    def _compiles(cls, pattern: str | None) -> str | None:
-        if pattern is not None:
-            try:
-                re.compile(pattern)
-            except re.error as error:
-                raise ValueError(f"not a regex ({error})") from error
-        return pattern
-
-    @model_validator(mode="after")
-    def _one_pattern(self) -> LogAssertion:
-        if (self.must_appear is None) == (self.must_not_appear is None):
-            raise ValueError("set exactly one of must_appear, must_not_appear")
-        return self
-
-    @property
-    def pattern(self) -> str:
-        pattern = self.must_appear if self.must_appear is not None else self.must_not_appear
-        assert pattern is not None, "_one_pattern: exactly one is set"
-        return pattern
 
 
 class AxisValue(StrictModel):
@@ -159,13 +133,28 @@ class Evals(StrictModel):
     """
 
     @model_validator(mode="after")
-    def _resolve_metrics(self) -> Evals:
-        """Evals whose metrics depend on their section learn them here, before `thresholds`
-        (validated after `evals`) name them."""
+    def _known_metrics(self, info: ValidationInfo) -> Evals:
+        """Hand the metrics this section's evals report (`registry.metrics`, a pure function of it)
+        to `thresholds`, validated after `evals` in the same call (`parse_config` passes a
+        context): nothing outside this validation learns them."""
         from evalkit.evals import registry
 
-        registry.resolve(self)
+        if isinstance(info.context, dict):
+            info.context[METRICS_CONTEXT] = registry.metrics(self)
         return self
+
+
+METRICS_CONTEXT = "metrics"
+"""The validation context's key holding the config's metric specs (set by `Evals`)."""
+
+
+def _known_specs(info: ValidationInfo) -> list[MetricSpec]:
+    """The metrics a threshold may name: its config's (the validation context), or the evals'
+    fixed ones for a threshold validated alone."""
+    from evalkit.evals import registry
+
+    known = info.context.get(METRICS_CONTEXT) if isinstance(info.context, dict) else None
+    return registry.metrics() if known is None else known
 
 
 CHECKS = ("min", "max", "max_drop_vs_baseline", "max_drop_ab", "max_rise_vs_baseline", "max_rise_ab",
@@ -220,47 +209,46 @@ class Threshold(StrictModel):
     inconclusive_factor: float = Field(2.0, ge=1, description="A non-significant check is INCONCLUSIVE when its "
                                        "MDE exceeds the margin times this (NeMo Evaluator uses 2; 1 is strict).")
     action: Literal["fail", "warn"] = "fail"
+    _spec: MetricSpec | None = PrivateAttr(None)
 
     @field_validator("metric")
     @classmethod
-    def _known_metric(cls, metric: str) -> str:
-        from evalkit.evals import registry
-
-        names = [spec.name for spec in registry.metrics()]
+    def _known_metric(cls, metric: str, info: ValidationInfo) -> str:
+        names = [spec.name for spec in _known_specs(info)]
         if metric not in names:
             raise ValueError(f"unknown metric (known: {', '.join(names)})")
         return metric
 
     @model_validator(mode="after")
-    def _one_check(self) -> Threshold:
+    def _one_check(self, info: ValidationInfo) -> Threshold:
         set_checks = [c for c in CHECKS if getattr(self, c) is not None]
         if len(set_checks) != 1:
             raise ValueError(f"set exactly one of {', '.join(CHECKS)} (got {set_checks or 'none'})")
-        self._fits_pairwise(set_checks[0])
-        self._fits_equivalence(set_checks[0])
+        from evalkit.evals import registry
+
+        spec = registry.metric(self.metric, _known_specs(info))
+        self._fits_pairwise(set_checks[0], spec)
+        self._fits_equivalence(set_checks[0], spec)
+        self._spec = spec
         return self
 
-    def _fits_equivalence(self, check: str) -> None:
+    def _fits_equivalence(self, check: str, spec: MetricSpec | None) -> None:
         """Two one-sided tests need paired marks (the shared questions) and a level."""
-        from evalkit.evals import registry
         from evalkit.evals.base import Comparison
 
         if ThresholdKind.of(check) is not ThresholdKind.EQUIVALENT:
             return
-        spec = registry.metric(self.metric)
         if spec is None or spec.comparison is not Comparison.PAIRED:
             raise ValueError(f"{check}: {self.metric} is not scored per question (equivalence is tested on paired marks)")
         if self.alpha is None or self.alpha >= 0.5:
             raise ValueError(f"{check}: set alpha (below 0.5): two one-sided tests at alpha, a {{1 - 2 alpha}} interval")
 
-    def _fits_pairwise(self, check: str) -> None:
+    def _fits_pairwise(self, check: str, spec: MetricSpec | None) -> None:
         """A metric measured between two cells (PAIRWISE) has no value of its own and no p-value,
         and moves one way only from the reference against itself (a divergence rises from 0, an
         agreement drops from 1): other rules could never break, and would pass silently."""
-        from evalkit.evals import registry
         from evalkit.evals.base import Comparison
 
-        spec = registry.metric(self.metric)
         if spec is None or spec.comparison is not Comparison.PAIRWISE:
             return
         way = ThresholdKind.MAX_DROP if spec.higher_is_better else ThresholdKind.MAX_RISE
@@ -270,6 +258,12 @@ class Threshold(StrictModel):
         if self.alpha is not None:
             raise ValueError(f"alpha: {self.metric} has no test (a value between two cells, with a noise floor "
                              "from repeats instead)")
+
+    @property
+    def spec(self) -> MetricSpec | None:
+        """The metric's spec as the threshold's config reports it (kind, label, n), resolved when
+        validated: the checks read it here, never from what another config made known."""
+        return self._spec
 
     @property
     def check(self) -> str:

@@ -10,7 +10,9 @@ declares:
   rest), so a misspelt key is an error naming the file and field;
 * `metrics`: `MetricSpec`s, each with its comparison kind (paired 0/1 per question, a count of
   events, a continuous value) and what the report shows of it; an eval whose metrics depend on
-  its config (one per lm-eval task) makes `metrics` a property set by `resolve_metrics`;
+  its config (one per lm-eval task) derives them in `metrics_for(settings)` and
+  `metrics_in(raw)`, pure functions, so which metrics exist never depends on what a process
+  validated before;
 * `run(ctx, settings) -> EvalResult`: score one running server;
 * `flat(raw) -> {name: value}`: the headline metrics of one cell under their dotted names (the
   summary.json contract);
@@ -206,12 +208,22 @@ class Eval:
     """`run` honours `EvalContext.only` and `combine` merges such runs: a bisect step can run it
     in batches. False: a step skips it (and says so)."""
 
-    def resolve_metrics(self, settings: Any | None = None, raw: Mapping[str, Any] | None = None) -> None:
-        """For an eval whose metrics depend on its config (lm_eval: one per configured task): make
-        `metrics` those of a config's section (`settings`; None when the config leaves the eval
-        out: called for every config validated, before its thresholds), or add those of one stored
-        cell (`raw`, as `flat` gets it), so report, compare and thresholds of a stored run know them.
-        Evals with a fixed `metrics` have nothing to do."""
+    def metrics_for(self, settings: Any | None) -> tuple[MetricSpec, ...]:
+        """The metrics a config's section of this eval reports (`settings`; None where the config
+        leaves the eval out): a pure function of the section, so validating a config changes
+        nothing. Default: the fixed `metrics`; an eval whose metrics depend on its config (lm_eval:
+        one per configured task) derives them here."""
+        return self.metrics
+
+    def metrics_in(self, raw: Mapping[str, Any]) -> tuple[MetricSpec, ...]:
+        """The metrics one stored cell's raw results (as `flat` gets them) report, so a stored run's
+        report, compare and thresholds know them whatever config this process read. Default: `metrics`."""
+        return self.metrics
+
+    def csv_columns(self, specs: tuple[MetricSpec, ...]) -> tuple[str, ...]:
+        """The CSV's flat metrics of this eval when a report has `specs` of it (its share of the
+        summary's recorded metrics); default: `csv_fields`."""
+        return self.csv_fields
 
     @property
     def samples_file(self) -> str:

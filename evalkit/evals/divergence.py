@@ -214,7 +214,7 @@ SPECS = (
     MetricSpec("divergence.logprob_abs_mean", "mean |Δ logprob|", Comparison.PAIRWISE, higher_is_better=False,
                key="logprob_abs", details="worst", noise_floor=_floor("logprob_abs_mean")),
 )
-"""The eval's metrics, all measured between two cells (`Divergence.metrics` while it is in use)."""
+"""The eval's metrics, all measured between two cells (`Divergence.metrics_for` a config naming it)."""
 
 
 class Divergence(Eval):
@@ -226,27 +226,21 @@ class Divergence(Eval):
     default_enabled = False
     size = 64
 
-    def __init__(self) -> None:
-        self._in_use = False
+    metrics = ()
+    """None unless a config names the eval or a stored cell ran it (`metrics_for`, `metrics_in`),
+    so a report of a run without it has no columns of dashes (and a threshold on it needs
+    `evals.divergence`)."""
 
-    @property
-    def metrics(self) -> tuple[MetricSpec, ...]:  # type: ignore[override]
-        """SPECS while a config names the eval or a stored cell ran it; else none, so a report of a
-        run without it has no columns of dashes (and a threshold on it needs `evals.divergence`)."""
-        return SPECS if self._in_use else ()
+    def metrics_for(self, settings: DivergenceSettings | None) -> tuple[MetricSpec, ...]:
+        return SPECS if settings is not None else ()
 
-    @property
-    def csv_fields(self) -> tuple[str, ...]:  # type: ignore[override]
+    def metrics_in(self, raw: Mapping[str, Any]) -> tuple[MetricSpec, ...]:
+        return SPECS
+
+    def csv_columns(self, specs: tuple[MetricSpec, ...]) -> tuple[str, ...]:
         """The per-cell facts, in the CSV of a run that has the eval (like its metrics)."""
         noise = tuple(f"divergence.noise_{spec.name.removeprefix('divergence.')}" for spec in SPECS)
-        return ("divergence.n", "divergence.tokens", "divergence.repeats", *noise) if self._in_use else ()
-
-    def resolve_metrics(self, settings: Any | None = None, raw: Mapping[str, Any] | None = None) -> None:
-        """In use from a config that has `evals.divergence`, or once a stored cell that ran it is read."""
-        if raw is not None:
-            self._in_use = True
-        else:
-            self._in_use = settings is not None
+        return ("divergence.n", "divergence.tokens", "divergence.repeats", *noise) if specs else ()
 
     def check(self, settings: DivergenceSettings) -> None:
         path = resources.files(prompts) / f"{settings.texts}.jsonl"
@@ -279,7 +273,6 @@ class Divergence(Eval):
         repeats its noise floor, `divergence.noise_<metric>` (the largest change of the metric
         between a repeat and the first scoring; for the agreement, 1 - the lowest agreement). The
         divergence itself is between two cells: `pairwise`."""
-        self.resolve_metrics(raw=raw)
         repeats = raw.get("repeats") or {}
         return {"divergence.n": raw["n"], "divergence.tokens": raw["tokens"], "divergence.repeats": repeats.get("n", 1),
                 **{f"divergence.noise_{k}": v for k, v in (repeats.get("noise_floor") or {}).items()}}

@@ -140,7 +140,7 @@ class EngineFigures(Eval):
         mine, theirs = row["metrics"].get("engine.tokens_per_s"), baseline["metrics"].get("engine.tokens_per_s")
         if not mine or not theirs or mine < FASTER * theirs:
             return out
-        for spec in registry.metrics():
+        for spec in registry.metrics(None, [record]):
             found = (row.get("vs_baseline") or {}).get(spec.name) or {}
             if spec.comparison is not Comparison.COUNT or spec.higher_is_better or not (found.get("diff") or 0) > 0:
                 continue

@@ -13,7 +13,6 @@ questions that flip between runs of one engine are its noise floor.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.util
 import json
@@ -38,7 +37,7 @@ from evalkit.evals.base import (
     fingerprint,
 )
 from evalkit.evals.lm_eval_adapter import ResponseMeta, evaluate, lm_eval_version, prompt_key
-from evalkit.store.files import write_jsonl
+from evalkit.store.files import file_hash, write_jsonl
 from evalkit.wire import Wire
 
 
@@ -248,31 +247,18 @@ def setup_fields(settings: GSM8KSettings, task_dir: Path, metrics: Mapping[str, 
     return {
         "task": TASK_NAME,
         "task_version": metrics.get("task_version"),
-        "task_yaml": _file_hash(Path(task["include"])),  # lm-eval's gsm8k.yaml: prompt, filters
+        "task_yaml": file_hash(Path(task["include"])),  # lm-eval's gsm8k.yaml: prompt, filters
         "endpoint": settings.endpoint,
         "chat_template": metrics.get("chat_template"),
         "num_fewshot": metrics.get("num_fewshot"),
         "generation_kwargs": task["generation_kwargs"],
         "seed": settings.seed,
-        "data": _file_hash(*(data_dir() / name for name in DATA_FILES)),
+        "data": file_hash(*(data_dir() / name for name in DATA_FILES)),
         "lm_eval_version": metrics.get("lm_eval_version"),
         "evalkit_version": evalkit.__version__,
         "tokenizer": "the server's (text requests, tokenized_requests false)",
     }
 
-
-def _file_hash(*paths: Path) -> str:
-    """SHA-256 (16 hex) of the files' bytes, cached per file state (data files are 4 MB)."""
-    states = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in paths)
-    return _hash_files(states)
-
-
-@functools.lru_cache(maxsize=32)
-def _hash_files(states: tuple[tuple[str, int, int], ...]) -> str:
-    digest = hashlib.sha256()
-    for path, _, _ in states:
-        digest.update(Path(path).read_bytes())
-    return digest.hexdigest()[:16]
 
 def _collect(out: dict[str, Any], meta: ResponseMeta) -> EvalResult:
     scores = out["results"][TASK_NAME]

@@ -16,22 +16,22 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.evals.base import EvalResult
-from evalkit.evals.gsm8k import _file_hash
 from evalkit.evals.lm_eval_adapter import ResponseMeta, lm_eval_version, prompt_key
 from evalkit.evals.lm_eval_catalogue import TaskInfo
+from evalkit.store import file_hash
 
 
 def files_hash(files: Iterable[Path]) -> str:
     """A task's YAML chain plus the Python helpers beside it (`!function utils.process_docs`)."""
     paths = list(dict.fromkeys(files))
     paths += sorted({py for f in paths for py in f.parent.glob("*.py")})
-    return _file_hash(*paths)
+    return file_hash(*paths)
 
 
 def data_hash(paths: list[Path]) -> str:
     """The data files' bytes (a dataset folder: every file under it, in name order)."""
     files = [f for p in paths for f in ([p] if p.is_file() else sorted(q for q in p.rglob("*") if q.is_file()))]
-    return _file_hash(*files) if files else "none"
+    return file_hash(*files) if files else "none"
 
 
 def _number(value: Any) -> float | None:

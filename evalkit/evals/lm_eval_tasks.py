@@ -9,15 +9,14 @@ A task without local data is refused before any engine starts (`check`). Samplin
 (temperature 0), so a cell answers the same question the same way and cells pair per question.
 
 Metrics depend on the config: one per task, metric and filter (``lm_eval.gsm8k_cot.exact_match.
-flexible-extract``; the filter only when the task has several). `resolve_metrics` takes them
-from a config's section and from stored cells (`flat`), so report, compare and thresholds of a
-stored run know them. A metric lm-eval scores 0/1 per question is PAIRED (McNemar on the
+flexible-extract``; the filter only when the task has several): `metrics_for` a config's section,
+`metrics_in` a stored cell, both pure, so report, compare and thresholds of a stored run know
+them whatever config the process read. A metric lm-eval scores 0/1 per question is PAIRED (McNemar on the
 questions two cells share, flips in the report); any other is CONTINUOUS.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -214,44 +213,33 @@ def _answered(ctx: EvalContext, label: str) -> Callable[[int], None]:
 
 
 class LmEvalTasks(Eval):
-    """Any lm-eval task; its metrics are the configured tasks' (see `resolve_metrics`)."""
+    """Any lm-eval task; its metrics are the configured tasks' (`metrics_for`)."""
 
     name = "lm_eval"
     title = "lm-eval tasks"
     settings = LmEvalSettings
     default_enabled = False
 
-    def __init__(self) -> None:
-        self._known: dict[str, tuple[str, MetricSpec]] = {}
-        """Metric name -> (task, spec), as `resolve_metrics` last set them."""
-        self._lock = threading.Lock()
+    metrics = ()
+    """None without a config naming tasks: `metrics_for` and `metrics_in` derive them."""
 
-    @property
-    def metrics(self) -> tuple[MetricSpec, ...]:  # type: ignore[override]
-        with self._lock:
-            return tuple(spec for _, spec in self._known.values())
-
-    @property
-    def csv_fields(self) -> tuple[str, ...]:  # type: ignore[override]
-        """Each score with its stderr, then each task's question count."""
-        with self._lock:
-            known = list(self._known.items())
-        return (*[n for name, _ in known for n in (name, f"{name}_stderr")],
-                *dict.fromkeys(f"lm_eval.{task}.n" for _, (task, _) in known))
-
-    def resolve_metrics(self, settings: Any | None = None, raw: Mapping[str, Any] | None = None) -> None:
-        """A config's section replaces the known metrics (None: none); a stored cell adds its own
-        (its marks decide which are paired)."""
-        if raw is not None:
-            found = {s.name: (task, s) for task, r in (raw.get("tasks") or {}).items()
-                     for s in specs(task, [(k, bool(r["paired"].get(k)), r["higher_is_better"].get(k, True))
-                                           for k in r["scores"]])}
-            with self._lock:
-                self._known |= found
-            return
+    def metrics_for(self, settings: LmEvalSettings | None) -> tuple[MetricSpec, ...]:
+        """The configured tasks' scores (groups expanded), each task's first score its headline."""
         tasks = [] if settings is None else [info for _, _, info in planned(settings)]
-        with self._lock:
-            self._known = {s.name: (info.name, s) for info in tasks for s in _specs_of(info)}
+        return tuple(s for info in tasks for s in _specs_of(info))
+
+    def metrics_in(self, raw: Mapping[str, Any]) -> tuple[MetricSpec, ...]:
+        """The scores a stored cell holds (its marks decide which are paired)."""
+        return tuple(s for task, r in (raw.get("tasks") or {}).items()
+                     for s in specs(task, [(k, bool(r["paired"].get(k)), r["higher_is_better"].get(k, True))
+                                           for k in r["scores"]]))
+
+    def csv_columns(self, specs: tuple[MetricSpec, ...]) -> tuple[str, ...]:
+        """Each score with its stderr, then each task's question count (a spec's label starts with
+        its task: lm-eval task names have no spaces)."""
+        tasks = dict.fromkeys(spec.label.split(" ", 1)[0] for spec in specs)
+        return (*[n for spec in specs for n in (spec.name, f"{spec.name}_stderr")],
+                *(f"lm_eval.{task}.n" for task in tasks))
 
     def check(self, settings: LmEvalSettings) -> None:
         for i, entry, info in planned(settings):
@@ -293,7 +281,6 @@ class LmEvalTasks(Eval):
         return EvalResult(raw, samples, texts)
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        self.resolve_metrics(raw=raw)
         out: dict[str, Any] = {}
         for task, r in (raw.get("tasks") or {}).items():
             out |= {f"lm_eval.{task}.{k}": v for k, v in r["scores"].items()}

@@ -2,7 +2,9 @@
 
 Everything generic asks here: the config schema (each eval's settings under its name), the
 threshold check (known metric names), the cell lifecycle (which evals a cell runs, in order), verdicts,
-the report and the history (each metric's comparison kind and columns). Registration order is
+the report and the history (each metric's comparison kind and columns). Which metrics exist is a
+pure function, `metrics(config.evals, stored cells)`: nothing a process validated or read before
+changes it (summary.json records a run's, evals/recorded.py). Registration order is
 run order: an eval sees the results of those before it (the collapse check scans GSM8K's answers).
 
     from evalkit.evals import registry
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from evalkit.evals.base import Eval, EvalSettings, MetricSpec
@@ -84,26 +87,29 @@ def get(name: str) -> Eval | None:
     return _EVALS.get(name)
 
 
-def metrics() -> list[MetricSpec]:
-    """Every metric of every eval, in eval order then declaration order."""
-    return [spec for ev in evals() for spec in ev.metrics]
+def metrics(evals_config: Any | None = None, records: Iterable[Mapping[str, Any]] = ()) -> list[MetricSpec]:
+    """The metrics a config's evals report (`Eval.metrics_for` each section; None: no config, each
+    eval's fixed metrics) and those stored cells hold (`Eval.metrics_in`), in eval order then
+    declaration order, each name once. Pure: nothing a process validated or read before counts."""
+    cells = list(records)
+    out: dict[str, MetricSpec] = {}
+    for ev in evals():
+        found = [*ev.metrics_for(getattr(evals_config, ev.name, None))]
+        found += [spec for cell in cells if (raw := ev.raw(cell)) for spec in ev.metrics_in(raw)]
+        for spec in found:
+            out.setdefault(spec.name, spec)
+    return list(out.values())
 
 
-def metric(name: str) -> MetricSpec | None:
-    return next((spec for spec in metrics() if spec.name == name), None)
+def metric(name: str, specs: Iterable[MetricSpec] | None = None) -> MetricSpec | None:
+    """The spec named `name` among `specs` (default: `metrics()`, the evals' fixed ones)."""
+    return next((spec for spec in (metrics() if specs is None else specs) if spec.name == name), None)
 
 
 def eval_of(metric_name: str) -> Eval | None:
-    """The eval that reports `metric_name`."""
-    return next((ev for ev in evals() if any(spec.name == metric_name for spec in ev.metrics)), None)
-
-
-def resolve(evals_config: Any) -> None:
-    """A config's `evals` was validated: evals whose metrics depend on it take them from their
-    section (`Eval.resolve_metrics`), so its thresholds and reports name them. The last config
-    validated in a process is the one whose metrics are known (stored cells add theirs)."""
-    for ev in evals():
-        ev.resolve_metrics(settings=getattr(evals_config, ev.name, None))
+    """The eval that reports `metric_name`: the one whose name is its prefix (`register` holds
+    every eval to that)."""
+    return next((ev for ev in evals() if metric_name.startswith(ev.name + ".")), None)
 
 
 def enabled(evals_config: Any) -> list[tuple[Eval, EvalSettings]]:

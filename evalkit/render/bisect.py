@@ -18,11 +18,13 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from evalkit.clean import clean
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison
+from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.evals.recorded import specs_of
 from evalkit.render.markdown import md_table
 from evalkit.render.numbers import p_text
-from evalkit.render.text import MAX_EXCERPT_CHARS, clean, md_cell, md_code, md_fence, term_text, truncate
+from evalkit.render.text import MAX_EXCERPT_CHARS, md_cell, md_code, md_fence, term_text, truncate
 
 FORMATS = ("terminal", "markdown", "json")
 
@@ -34,14 +36,15 @@ def first_bad_step(record: dict[str, Any]) -> dict[str, Any] | None:
     return next((s for s in record.get("steps", []) if s["sha"] == record.get("first_bad")), None)
 
 
-def _deltas(evidence: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(metric, delta, p-value) for each metric delta in an evidence dict (verdicts.delta shape)."""
+def _deltas(evidence: dict[str, Any], specs: list[MetricSpec]) -> list[tuple[str, str, str]]:
+    """(metric, delta, p-value) for each metric delta in an evidence dict (verdicts.delta shape);
+    `specs`: the metrics the ends recorded."""
     rows = []
     for metric, d in evidence.items():
         if not isinstance(d, dict) or d.get("diff") is None:
             continue
         p = d.get("p_value", d.get("p_greater"))
-        spec = registry.metric(metric)
+        spec = registry.metric(metric, specs)
         between = spec is not None and spec.comparison is Comparison.PAIRWISE  # a divergence, not a change of a share
         rows.append((metric, f"{d['diff']:.3g}" if between else f"{d['diff'] * 100:+.1f} points",
                      p_text(p) if p is not None else "-"))
@@ -70,15 +73,16 @@ def record_alpha(step: dict[str, Any]) -> str:
 def _evidence_tables(record: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]], str]]:
     """(title, rows, note) per evidence table: the first bad commit's step, then the full ends."""
     out = []
+    ends = record.get("ends") or {}
+    specs = specs_of(ends)
     step = first_bad_step(record) if record["status"] == "found" else None
     if step is not None:
         out.append((f"The first bad commit vs the good end ({step['questions']} questions, "
-                    f"{step['generations']} long generations)", _deltas((step.get("evidence") or {}).get("vs_good") or {}),
+                    f"{step['generations']} long generations)", _deltas((step.get("evidence") or {}).get("vs_good") or {}, specs),
                     _sequential(step)))
-    ends = record.get("ends") or {}
     if ends.get("evidence"):
         bad = (record.get("bad") or {}).get("sha", "?")[:12]
-        out.append((f"The bad end {bad} vs the good end (full cells)", _deltas(ends["evidence"]), clean(ends.get("reason", ""))))
+        out.append((f"The bad end {bad} vs the good end (full cells)", _deltas(ends["evidence"], specs), clean(ends.get("reason", ""))))
     return out
 
 

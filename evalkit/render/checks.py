@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison
+from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.evals.recorded import specs_of
 from evalkit.multiplicity import METHOD_WORDS
 from evalkit.render.numbers import p_text
 
@@ -19,11 +20,11 @@ MAX_NAMED = 4
 """Inconclusive cells named in a threshold's line; the rest are counted."""
 
 
-def _scaled(metric: str, x: float | None) -> str:
+def _scaled(metric: str, x: float | None, specs: list[MetricSpec]) -> str:
     """A margin, MDE or difference in the metric's units: points for shares, else as is."""
     if x is None:
         return "-"
-    spec = registry.metric(metric)
+    spec = registry.metric(metric, specs)
     share = spec is not None and spec.comparison in (Comparison.PAIRED, Comparison.COUNT)
     return f"{x * 100:.1f} points" if share else f"{x:.3g}"
 
@@ -34,7 +35,7 @@ def rules(summary: dict[str, Any]) -> list[tuple[int, str]]:
     return sorted(found.items())
 
 
-def why(check: dict[str, Any]) -> str:
+def why(check: dict[str, Any], specs: list[MetricSpec]) -> str:
     """Why a check is INCONCLUSIVE, in a few words."""
     metric = check["metric"]
     if check["check"] in ("min", "max"):
@@ -42,19 +43,19 @@ def why(check: dict[str, Any]) -> str:
         return f"{check.get('ci_level', 0.9):.0%} interval {low:.3f}-{high:.3f} reaches past {check['margin']:g}" \
             if low is not None else "too few samples"
     if check["check"].startswith("equivalent"):
-        words = f"not shown inside ±{_scaled(metric, check['margin'])}"
+        words = f"not shown inside ±{_scaled(metric, check['margin'], specs)}"
     elif check["mde"] is None:
         words = "no drop could be detected at this n" if check.get("p") is not None else "no test"
     elif check["mde"] > check["margin"] * check["factor"]:
-        words = f"MDE {_scaled(metric, check['mde'])} > {check['factor']:g} x margin {_scaled(metric, check['margin'])}"
+        words = f"MDE {_scaled(metric, check['mde'], specs)} > {check['factor']:g} x margin {_scaled(metric, check['margin'], specs)}"
     else:
-        words = f"change {_scaled(metric, abs(check['diff'] or 0))} beyond the margin but not significant"
+        words = f"change {_scaled(metric, abs(check['diff'] or 0), specs)} beyond the margin but not significant"
     if check.get("n_needed"):
         words += f"; needs n ≈ {check['n_needed']}"
     return words
 
 
-def outcome_text(check: dict[str, Any] | None) -> str:
+def outcome_text(check: dict[str, Any] | None, specs: list[MetricSpec]) -> str:
     """`PASS · p_adj 1 · MDE 1.8 points`: one check in a table cell; `-` when not checked on the cell."""
     if check is None:
         return "-"
@@ -64,14 +65,14 @@ def outcome_text(check: dict[str, Any] | None) -> str:
     if check.get("p_equivalent_adj") is not None:
         parts.append(f"p_eq {p_text(check['p_equivalent_adj'])}")
     if check.get("mde") is not None:
-        parts.append(f"MDE {_scaled(check['metric'], check['mde'])}")
+        parts.append(f"MDE {_scaled(check['metric'], check['mde'], specs)}")
     return " · ".join(parts)
 
 
 def check_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]], list[list[str]]]:
     """(headers, rows, marks): a row per cell with checks, a column per threshold; marks "fail",
     "warn" (INCONCLUSIVE) or ""."""
-    listed = rules(summary)
+    listed, specs = rules(summary), specs_of(summary)
     headers = ["cell", *(f"#{i + 1} {rule}" for i, rule in listed)]
     rows, marks = [], []
     for cell in summary["cells"]:
@@ -79,7 +80,7 @@ def check_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]], li
         if not by:
             continue
         found = [by.get(i) for i, _ in listed]
-        rows.append([cell["id"], *(outcome_text(c) for c in found)])
+        rows.append([cell["id"], *(outcome_text(c, specs) for c in found)])
         marks.append(["", *("fail" if c and c["outcome"] == "FAIL" else "warn" if c and c["outcome"] == "INCONCLUSIVE"
                             else "" for c in found)])
     return headers, rows, marks
@@ -88,7 +89,7 @@ def check_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]], li
 def check_lines(summary: dict[str, Any]) -> list[str]:
     """Per threshold: `#2 gsm8k.flexible max_drop_vs_baseline 0.02 alpha 0.01 (Holm over 11 cells):
     9 PASS, 2 INCONCLUSIVE (tp8-eager: MDE 2.6 points > 2 x margin 2.0 points), 0 FAIL`."""
-    out = []
+    out, specs = [], specs_of(summary)
     for index, rule in rules(summary):
         found = [(cell["id"], c) for cell in summary["cells"] for c in cell.get("checks") or [] if c["threshold"] == index]
         tested = next((c for _, c in found if c.get("family")), None)
@@ -96,7 +97,7 @@ def check_lines(summary: dict[str, Any]) -> list[str]:
                   if tested and tested["family"] > 1 else "")
         counts = {o: sum(c["outcome"] == o for _, c in found) for o in ("PASS", "INCONCLUSIVE", "FAIL", "NOT_CHECKED")}
         unsure = [(cid, c) for cid, c in found if c["outcome"] == "INCONCLUSIVE"]
-        named = "; ".join(f"{cid}: {why(c)}" for cid, c in unsure[:MAX_NAMED])
+        named = "; ".join(f"{cid}: {why(c, specs)}" for cid, c in unsure[:MAX_NAMED])
         more = f"; and {len(unsure) - MAX_NAMED} more" if len(unsure) > MAX_NAMED else ""
         words = [f"{counts['PASS']} PASS", f"{counts['INCONCLUSIVE']} INCONCLUSIVE" + (f" ({named}{more})" if named else ""),
                  f"{counts['FAIL']} FAIL"]

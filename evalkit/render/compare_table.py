@@ -1,40 +1,43 @@
 """Two runs of the same matrix, as a table model: per cell, A, B and B − A (pure data).
 
-The columns come from the eval registry, per eval in registry order: a compared metric with a
+The columns come from the metrics the comparison records (`specs_of`), per eval in order: a compared metric with a
 `delta_label` shows A, B and `Δ B − A` (one measured between two cells, PAIRWISE, has no A or B:
 it shows `<label> B vs A`); another compared metric with a matrix column shows its `Δ B − A`; each metric with details "flips" adds the paired question count and the flips.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.evals.recorded import specs_of
 from evalkit.render.header import tests_used
 from evalkit.render.numbers import date_text, num
 from evalkit.render.table import Column, spec_delta
 
 
-def delta_specs() -> list[MetricSpec]:
-    """The metrics with a `Δ B − A` column, per eval in registry order: its compared metrics with a
-    `delta_label`, then its other compared ones that have a matrix column."""
+def delta_specs(specs: list[MetricSpec]) -> list[MetricSpec]:
+    """The metrics with a `Δ B − A` column, per eval in the comparison's order (`specs`, as
+    `specs_of` reads them): its compared metrics with a `delta_label`, then its other compared
+    ones that have a matrix column."""
     out = []
-    for ev in registry.evals():
-        specs = [spec for spec in ev.metrics if spec.comparison is not Comparison.NONE]
-        out += [s for s in specs if s.delta_label] + [s for s in specs if s.column and not s.delta_label]
+    for _, group in itertools.groupby(specs, key=lambda spec: registry.eval_of(spec.name)):
+        compared = [spec for spec in group if spec.comparison is not Comparison.NONE]
+        out += [s for s in compared if s.delta_label] + [s for s in compared if s.column and not s.delta_label]
     return out
 
 
-def flip_specs() -> list[MetricSpec]:
+def flip_specs(specs: list[MetricSpec]) -> list[MetricSpec]:
     """The paired metrics whose flipped questions a comparison lists (details "flips")."""
-    return [spec for spec in registry.metrics() if spec.details == "flips" and spec.comparison is Comparison.PAIRED]
+    return [spec for spec in specs if spec.details == "flips" and spec.comparison is Comparison.PAIRED]
 
 
-def flips_suffix(spec: MetricSpec) -> str:
+def flips_suffix(spec: MetricSpec, specs: list[MetricSpec]) -> str:
     """` (<label>)` after the flips' headers when several metrics list flips; else nothing."""
-    return f" ({spec.label})" if len(flip_specs()) > 1 else ""
+    return f" ({spec.label})" if len(flip_specs(specs)) > 1 else ""
 
 
 def _cell(row: dict[str, Any]) -> str:
@@ -75,11 +78,11 @@ def _flips(spec: MetricSpec) -> Callable[[dict[str, Any]], str]:
     return text
 
 
-def compare_columns() -> list[Column]:
+def compare_columns(specs: list[MetricSpec]) -> list[Column]:
     """cell; A, B and Δ of each delta-labelled metric, Δ of the other shown ones (named by their
     key); paired n and flips of each flips metric."""
     out = [Column("cell", "cell", _cell)]
-    for spec in delta_specs():
+    for spec in delta_specs(specs):
         if spec.comparison is Comparison.PAIRWISE:
             out.append(Column(f"{spec.short}_delta", f"{spec.delta_label or spec.short} B vs A", _delta(spec)))
             continue
@@ -87,15 +90,15 @@ def compare_columns() -> list[Column]:
             out += [Column(f"{spec.short}_a", f"{spec.delta_label} A", _side(spec, "a")),
                     Column(f"{spec.short}_b", f"{spec.delta_label} B", _side(spec, "b"))]
         out.append(Column(f"{spec.short}_delta", f"Δ {spec.delta_label or spec.short} B − A", _delta(spec)))
-    for spec in flip_specs():
-        out += [Column(f"{spec.short}_paired", "paired n" + flips_suffix(spec), _paired(spec)),
-                Column(f"{spec.short}_flips", "flipped →wrong / →right" + flips_suffix(spec), _flips(spec))]
+    for spec in flip_specs(specs):
+        out += [Column(f"{spec.short}_paired", "paired n" + flips_suffix(spec, specs), _paired(spec)),
+                Column(f"{spec.short}_flips", "flipped →wrong / →right" + flips_suffix(spec, specs), _flips(spec))]
     return out
 
 
 def compare_rows(result: dict[str, Any]) -> list[dict[str, str]]:
     """Display texts (unescaped) per cell, by column key."""
-    cols = compare_columns()
+    cols = compare_columns(specs_of(result))
     return [{c.key: c.text(row) for c in cols} for row in result["cells"]]
 
 
@@ -111,7 +114,7 @@ def run_facts(meta: dict[str, Any]) -> str:
     return f"{meta['model']} on {meta['engine']} · {shas} · limit {meta['limit'] or 'none'} · status {meta['status']}"
 
 
-def compare_legend() -> str:
+def compare_legend(result: dict[str, Any]) -> str:
     """What Δ and p mean in the compare table (counts: two-sided, a change may go either way)."""
-    tests = tests_used(delta_specs(), "two-sided Fisher exact ({})")
+    tests = tests_used(delta_specs(specs_of(result)), "two-sided Fisher exact ({})")
     return "Δ = run B − run A, in points, on the questions both answered" + (f"; p: {tests}." if tests else ".")

@@ -1,8 +1,8 @@
 """CSV for pandas and spreadsheets: one row per cell, of a run or of two runs compared.
 
-The columns come from the eval registry: each eval's compared metrics and `csv_fields` (a
+The columns come from the metrics the summary records: each eval's compared metrics and `csv_columns` (a
 `_ci95` pair split into `_low` and `_high`), and a diff and p-value per compared metric and
-reference (a metric measured between two cells, PAIRWISE, has only these: no cell holds it). The column set depends only on the registry and the matrix axes (absent values are
+reference (a metric measured between two cells, PAIRWISE, has only these: no cell holds it). The column set depends only on the run's metrics and the matrix axes (absent values are
 empty), so CSVs of different runs concatenate. Text a spreadsheet would run as a formula is
 defused (text.csv_safe).
 """
@@ -13,30 +13,40 @@ import io
 from typing import Any
 
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, Eval
+from evalkit.evals.base import Comparison, Eval, MetricSpec
+from evalkit.evals.recorded import specs_of
+from evalkit.redact import strip_userinfo
 from evalkit.render.compare_table import flip_specs, flips
 from evalkit.render.engine_log import checks_text
 from evalkit.render.table import AGAINST
-from evalkit.render.text import csv_safe, strip_userinfo
+from evalkit.render.text import csv_safe
+
+Share = tuple[Eval, tuple[MetricSpec, ...]]
+"""One eval and its metrics among those a summary records (`specs_of`)."""
 
 
-def _compared(ev: Eval) -> list[str]:
-    return [spec.name for spec in ev.metrics if spec.comparison is not Comparison.NONE]
+def _shares(specs: list[MetricSpec]) -> list[Share]:
+    """Every registered eval in order with its share of `specs` (none: an eval the run did not have)."""
+    return [(ev, tuple(s for s in specs if registry.eval_of(s.name) is ev)) for ev in registry.evals()]
 
 
-def _per_cell(ev: Eval) -> list[str]:
+def _compared(share: Share) -> list[str]:
+    return [spec.name for spec in share[1] if spec.comparison is not Comparison.NONE]
+
+
+def _per_cell(share: Share) -> list[str]:
     """The compared metrics a cell holds itself (not those measured between two cells)."""
-    return [spec.name for spec in ev.metrics if spec.comparison not in (Comparison.NONE, Comparison.PAIRWISE)]
+    return [spec.name for spec in share[1] if spec.comparison not in (Comparison.NONE, Comparison.PAIRWISE)]
 
 
-def _flat_fields() -> list[str]:
-    """Each eval's compared per-cell metrics, then the rest of its csv_fields."""
-    return list(dict.fromkeys(name for ev in registry.evals() for name in [*_per_cell(ev), *ev.csv_fields]))
+def _flat_fields(shares: list[Share]) -> list[str]:
+    """Each eval's compared per-cell metrics, then the rest of its CSV columns."""
+    return list(dict.fromkeys(name for share in shares for name in [*_per_cell(share), *share[0].csv_columns(share[1])]))
 
 
-def _flat_columns(metrics: dict[str, Any]) -> dict[str, Any]:
+def _flat_columns(metrics: dict[str, Any], fields: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name in _flat_fields():
+    for name in fields:
         value = metrics.get(name)
         if name.endswith("_ci95"):
             low, high = value if value else (None, None)
@@ -58,7 +68,9 @@ def _to_csv(records: list[dict[str, Any]]) -> str:
 def records(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """One record per cell: axes, status, source, flat metrics, deltas and p-values, flags."""
     axes = list(dict.fromkeys(a for c in summary["cells"] for a in c.get("axes", {})))
-    compared = [name for ev in registry.evals() for name in _compared(ev)]
+    shares = _shares(specs_of(summary))
+    compared = [name for share in shares for name in _compared(share)]
+    fields = _flat_fields(shares)
     out = []
     for cell in summary["cells"]:
         src = cell.get("source") or {}
@@ -72,7 +84,7 @@ def records(summary: dict[str, Any]) -> list[dict[str, Any]]:
                 "effective_mode": cell.get("effective_mode"),
                 "ran_as_asked": (cell.get("ran_as") or {}).get("agrees"),
                 "log_checks": checks_text(cell.get("log_checks"))}
-        rec |= _flat_columns(cell["metrics"])
+        rec |= _flat_columns(cell["metrics"], fields)
         for against, _ in AGAINST:
             comparison = cell.get(against) or {}
             rec[f"{against}.reference"] = comparison.get("reference")
@@ -92,16 +104,19 @@ def records(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _sample_count(ev: Eval) -> list[str]:
+def _sample_count(share: Share) -> list[str]:
     """`<eval>.n`, the number of questions or samples every eval's flat metrics carry, if its CSV has it."""
-    return [f"{ev.name}.n"] if f"{ev.name}.n" in ev.csv_fields else []
+    ev, specs = share
+    return [f"{ev.name}.n"] if f"{ev.name}.n" in ev.csv_columns(specs) else []
 
 
 def compare_records(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One record per cell: A and B headline metrics, B − A deltas, p-values, flip counts."""
-    headline = [name for ev in registry.evals() for name in [*_per_cell(ev), *_sample_count(ev)]]
-    compared = [name for ev in registry.evals() for name in _compared(ev)]
-    several = len(flip_specs()) > 1
+    specs = specs_of(result)
+    shares = _shares(specs)
+    headline = [name for share in shares for name in [*_per_cell(share), *_sample_count(share)]]
+    compared = [name for share in shares for name in _compared(share)]
+    several = len(flip_specs(specs)) > 1
     out = []
     for row in result["cells"]:
         rec: dict[str, Any] = {"cell": row["id"], "in": row["in"], "status_a": row["status_a"],
@@ -111,7 +126,7 @@ def compare_records(result: dict[str, Any]) -> list[dict[str, Any]]:
         for metric in compared:
             delta = row.get(metric) or {}
             rec[f"delta.{metric}"], rec[f"p.{metric}"] = delta.get("diff"), delta.get("p_value")
-        for spec in flip_specs():
+        for spec in flip_specs(specs):
             paired, suffix = flips(row, spec), f".{spec.name}" if several else ""
             rec |= {f"paired_n{suffix}": paired["n"] if paired else None,
                     f"flipped_to_wrong{suffix}": len(paired["flipped_to_wrong"]) if paired else None,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.evals import registry
+from evalkit.evals.recorded import specs_of, with_evals
 from evalkit.render.table import AGAINST
 from evalkit.store import read_json, read_jsonl
 
@@ -108,7 +108,7 @@ def load_details(run_path: Path, summary: dict[str, Any]) -> Details:
     if (run_path / "run.json").is_file():
         details.run = {k: v for k, v in read_json(run_path / "run.json").items() if k != "config"}
     wanted: dict[tuple[str, str, str], set[str]] = {}  # (eval, samples file, cell) -> ids: one read per file
-    for ev, spec in ((e, s) for e in registry.evals() for s in e.metrics):
+    for ev, spec in with_evals(specs_of(summary)):
         for cell in summary["cells"]:
             if spec.details == "flips" and (ids := flipped_to_wrong(cell, spec.name)):
                 refs = {(cell.get(against) or {}).get("reference") for against, _ in AGAINST}

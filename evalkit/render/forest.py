@@ -10,7 +10,7 @@ moved, by how much, and whether the test could have seen it.
 Intervals: PAIRED deltas carry their own (Newcombe's paired interval, stats.paired_comparison);
 COUNT deltas get Newcombe's unpaired hybrid score interval from the two cells' k and n
 (stats.newcombe_unpaired). The figure is drawn with matplotlib (Agg, imported only here): an SVG
-string with real text for the HTML report (inline, no network; the page's CSP allows inline
+string with real text and fixed element ids for the HTML report (inline, no network; the page's CSP allows inline
 styles) and a PNG for `evalkit report RUN --plot FILE`.
 """
 
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import ConfigError
-from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.evals.recorded import specs_of
 from evalkit.stats import newcombe_unpaired
 
 REFERENCES = (("vs_baseline", "baseline"), ("vs_ab", "twin"))
@@ -88,10 +88,10 @@ def _signed(check: Mapping[str, Any]) -> list[float]:
 
 
 def panels(summary: Mapping[str, Any]) -> list[Panel]:
-    """The panels to draw: each PAIRED or COUNT metric some cell was compared on, in registry order."""
+    """The panels to draw: each PAIRED or COUNT metric some cell was compared on, in the summary's order."""
     cells = {row["id"]: row for row in summary.get("cells", [])}
     out = []
-    for spec in registry.metrics():
+    for spec in specs_of(summary):
         if spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
             continue
         rows, margins = [], set[float]()
@@ -161,7 +161,8 @@ def svg(summary: Mapping[str, Any]) -> str | None:
     for artist in fig.findobj():  # no clip paths: the page references nothing, not even url(#id)
         artist.set_clip_on(False)
     buffer = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "evalkit"}):  # the same run, the same bytes
+    # a fixed salt and no date: the same summary makes the same page (ids are random otherwise)
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "evalkit"}):
         fig.savefig(buffer, format="svg", metadata={"Date": None})
     _close(fig)
     text = buffer.getvalue()

@@ -11,9 +11,10 @@ from typing import Any
 
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, MetricSpec
+from evalkit.evals.recorded import specs_of
+from evalkit.redact import strip_userinfo
 from evalkit.render.gpus import box_text
 from evalkit.render.numbers import date_text
-from evalkit.render.text import strip_userinfo
 
 SIM_NOTE = "Engine: evalkit's SIMULATED engine (not a real model): figures show the pipeline, not a model."
 
@@ -128,10 +129,11 @@ def legend(summary: dict[str, Any]) -> str:
     if ab:
         parts.append(f"twin = the same cell with {ab['axis']}={ab['on']}")
     parts.append("Δ = this cell − its reference, in points")
-    between = [s.delta_label for s in registry.metrics() if s.delta_label and s.comparison is Comparison.PAIRWISE]
+    specs = specs_of(summary)
+    between = [s.delta_label for s in specs if s.delta_label and s.comparison is Comparison.PAIRWISE]
     if between:
         parts.append(f"{', '.join(between)}: measured between the cell's and its reference's outputs")
-    tests = tests_used((s for s in registry.metrics() if s.delta_label), "one-sided Fisher exact ({} rise)")
+    tests = tests_used((s for s in specs if s.delta_label), "one-sided Fisher exact ({} rise)")
     if tests:
         parts.append(f"p: {tests}")
     return "; ".join(parts) + "."

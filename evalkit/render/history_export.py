@@ -20,7 +20,7 @@ import json
 from collections.abc import Sequence
 
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison
+from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.render.text import csv_safe
 from evalkit.store.history import Point
 
@@ -35,14 +35,15 @@ def newest_run(points: Sequence[Point]) -> list[Point]:
     return [p for p in points if p.run_id == last]
 
 
-def benchmark_json(points: Sequence[Point], bigger: bool) -> str:
+def benchmark_json(points: Sequence[Point], bigger: bool, specs: list[MetricSpec] | None = None) -> str:
     """The newest run's metrics that improve as they grow (`bigger`) or as they shrink, one entry per cell x metric,
     in github-action-benchmark's custom format. Metrics without a registered spec (counts such as
-    `gsm8k.n`) have no direction and are left out."""
+    `gsm8k.n`) have no direction and are left out. `specs`: the metrics the points' runs report
+    (default: the evals' fixed ones)."""
     entries = []
     for point in newest_run(points):
         for name, value in point.metrics.items():
-            spec = registry.metric(name)
+            spec = registry.metric(name, specs)
             if spec is None or spec.higher_is_better != bigger:
                 continue
             entries.append({

@@ -24,6 +24,7 @@ import hashlib
 import shlex
 from typing import Any
 
+from evalkit.evals.recorded import specs_of
 from evalkit.redact import redact_argv
 from evalkit.render import forest
 from evalkit.render.checks import check_lines, check_table
@@ -132,7 +133,7 @@ def filter_attrs(cell: dict[str, Any]) -> str:
 
 
 def _matrix(summary: dict[str, Any], attrs: dict[str, str]) -> str:
-    cols = columns()
+    cols = columns(specs_of(summary))
     head = "".join(f"<th>{esc(c.header)}</th>" for c in cols)
     body = "".join(f"<tr {attrs[row.cell_id]}>" + "".join(_td(row.texts[c.key], row.mark(c.key)) for c in cols) + "</tr>"
                    for row in table_rows(summary))
@@ -200,21 +201,22 @@ def compare(result: dict[str, Any]) -> str:
              f"<ul><li>A: {esc(run_facts(result['a']))}</li><li>B: {esc(run_facts(result['b']))}</li></ul>"]
     if result["a"]["simulated"] or result["b"]["simulated"]:
         parts.append(f'<p class="note">{esc(SIM_NOTE)}</p>')
-    cols = compare_columns()
+    specs = specs_of(result)
+    cols = compare_columns(specs)
     head = "".join(f"<th>{esc(c.header)}</th>" for c in cols)
     body = "".join(f'<tr data-cell="{esc(row["id"])}" data-status="{esc(row["status_b"] or "")}" data-flagged="0" '
                    f'data-search="{esc(row["id"].lower())}">' + "".join(_td(texts[c.key]) for c in cols) + "</tr>"
                    for row, texts in zip(result["cells"], compare_rows(result)))
     parts += [FILTERS, f'<table class="compare"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>',
-              f'<p class="legend">{esc(compare_legend())}</p>']
+              f'<p class="legend">{esc(compare_legend(result))}</p>']
     for row in result["cells"]:
-        for spec in flip_specs():
+        for spec in flip_specs(specs):
             paired = flips(row, spec)
             if not paired or not (paired["flipped_to_wrong"] or paired["flipped_to_right"]):
                 continue
             wrong, right = paired["flipped_to_wrong"], paired["flipped_to_right"]
             parts.append(f'<details class="cell"><summary>{esc(row["id"])}: {len(wrong)} to wrong, {len(right)} '
-                         f"to right{esc(flips_suffix(spec))}</summary><p>Right in A, wrong in B:</p>"
+                         f"to right{esc(flips_suffix(spec, specs))}</summary><p>Right in A, wrong in B:</p>"
                          f'<ul class="ids">{_id_items(wrong)}</ul><p>Wrong in A, right in B:</p>'
                          f'<ul class="ids">{_id_items(right)}</ul>'
                          "</details>")

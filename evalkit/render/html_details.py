@@ -1,7 +1,7 @@
 """The HTML report's per-cell drill-down: one `<details>` per cell (html.py lays out the page).
 
 Each holds the cell's status and error, engine source and SHA, timings, then per metric that asks
-for details (MetricSpec.details), in registry order:
+for details (MetricSpec.details), in the summary's order (`specs_of`):
 
 * "flips": the questions that flipped against the baseline and the twin (ids, searchable), and
   for those that went wrong the eval's account of both sides (`Eval.describe_sample`): the
@@ -20,12 +20,14 @@ import html
 import shlex
 from typing import Any
 
-from evalkit.evals import registry
+from evalkit.clean import clean, clean_block
 from evalkit.evals.base import Eval, MetricSpec
+from evalkit.evals.recorded import specs_of, with_evals
+from evalkit.redact import strip_userinfo
 from evalkit.render.details import Details, cell_flips, cell_worst
 from evalkit.render.engine_log import checks_text, ran_text
 from evalkit.render.gpus import cell_rows
-from evalkit.render.text import clean, clean_block, strip_userinfo, truncate
+from evalkit.render.text import truncate
 
 MAX_SAMPLE_CHARS = 4_000
 """Longest model text embedded per sample (a response, an excerpt, the end of a generation)."""
@@ -212,7 +214,7 @@ def cell_sections(summary: dict[str, Any], details: Details, attrs: dict[str, st
     out = []
     for cell in summary["cells"]:
         blocks = []
-        for ev, spec in ((e, s) for e in registry.evals() for s in e.metrics):
+        for ev, spec in with_evals(specs_of(summary)):
             if spec.details == "flips":
                 blocks.append(_flips(spec, ev, cell, details))
             elif spec.details == "events":

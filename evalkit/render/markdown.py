@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from evalkit.evals.base import MetricSpec
+from evalkit.evals.recorded import specs_of
 from evalkit.redact import redact_argv
 from evalkit.render.checks import check_lines, check_table
 from evalkit.render.compare_table import (
@@ -51,7 +52,7 @@ def _marked(text: str, mark: str) -> str:
 
 
 def _matrix(summary: dict[str, Any]) -> list[str]:
-    cols = columns()
+    cols = columns(specs_of(summary))
     body = [[_marked(row.texts[c.key], row.mark(c.key)) for c in cols] for row in table_rows(summary)]
     return md_table((md_cell(c.header) for c in cols), body)
 
@@ -121,20 +122,22 @@ def compare(result: dict[str, Any]) -> str:
              f"- A: {md_cell(run_facts(result['a']))}", f"- B: {md_cell(run_facts(result['b']))}", ""]
     if result["a"]["simulated"] or result["b"]["simulated"]:
         lines += [f"> {md_cell(SIM_NOTE)}", ""]
-    cols = compare_columns()
+    specs = specs_of(result)
+    cols = compare_columns(specs)
     body = [[md_cell(texts[c.key]) for c in cols] for texts in compare_rows(result)]
     lines += md_table((md_cell(c.header) for c in cols), body)
-    lines += ["", md_cell(compare_legend(), limit=1000), ""]
-    lines += [line for row in result["cells"] for spec in flip_specs() for line in _compare_flips(row, spec)]
+    lines += ["", md_cell(compare_legend(result), limit=1000), ""]
+    lines += [line for row in result["cells"] for spec in flip_specs(specs)
+              for line in _compare_flips(row, spec, specs)]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _compare_flips(row: dict[str, Any], spec: MetricSpec) -> list[str]:
+def _compare_flips(row: dict[str, Any], spec: MetricSpec, specs: list[MetricSpec]) -> list[str]:
     """A cell's questions of `spec` that flipped between the runs, folded (ids only)."""
     paired = flips(row, spec)
     if not paired or not (paired["flipped_to_wrong"] or paired["flipped_to_right"]):
         return []
     wrong, right = paired["flipped_to_wrong"], paired["flipped_to_right"]
-    line = f"{row['id']}: {len(wrong)} to wrong, {len(right)} to right{flips_suffix(spec)}"
+    line = f"{row['id']}: {len(wrong)} to wrong, {len(right)} to right{flips_suffix(spec, specs)}"
     return [f"<details><summary>{html_text(line)}</summary>", "", f"Right in A, wrong in B: {id_list(wrong) or '-'}", "",
             f"Wrong in A, right in B: {id_list(right) or '-'}", "", "</details>", ""]

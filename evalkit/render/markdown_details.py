@@ -1,6 +1,6 @@
 """The markdown report's folded `<details>`: flipped questions and event evidence, per cell.
 
-One section per metric that asks for details (MetricSpec.details), in registry order:
+One section per metric that asks for details (MetricSpec.details), in the summary's order (`specs_of`):
 
 * "flips": per cell, the questions that flipped against the baseline and the twin, and a few
   that went wrong with the eval's own account of them (`Eval.describe_sample`);
@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit.evals import registry
+from evalkit.clean import clean
 from evalkit.evals.base import Eval, MetricSpec
+from evalkit.evals.recorded import specs_of, with_evals
 from evalkit.render.details import Details, cell_flips, cell_worst
-from evalkit.render.text import clean, html_pre, html_text, md_cell, md_code, truncate
+from evalkit.render.text import html_pre, html_text, md_cell, md_code, truncate
 
 MAX_IDS_LISTED = 40
 MAX_EXAMPLES = 3
@@ -150,7 +151,7 @@ def details_sections(summary: dict[str, Any], details: Details) -> list[str]:
     places` sections, with their blocks."""
     budget = _Budget(MAX_DETAILS_CHARS)
     cells, out = summary["cells"], []
-    for ev, spec in ((e, s) for e in registry.evals() for s in e.metrics):
+    for ev, spec in with_evals(specs_of(summary)):
         if spec.details == "flips":
             heading = f"Flipped questions ({spec.label})"
             blocks = [line for cell in cells for line in _flips(spec, ev, cell, details, budget)]

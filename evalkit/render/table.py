@@ -1,4 +1,4 @@
-"""The matrix table and its pivots: one row per cell, its columns read from the eval registry.
+"""The matrix table and its pivots: one row per cell, its columns read from the metrics the summary records.
 
 Pure data, no I/O: display texts (unescaped) and which of them broke a threshold; each renderer
 escapes them for its target. A registered eval's metric appears by what its MetricSpec declares,
@@ -20,6 +20,7 @@ from typing import Any
 
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.evals.recorded import specs_of
 from evalkit.render.numbers import delta_text
 
 AGAINST = (("vs_baseline", "baseline"), ("vs_ab", "twin"))
@@ -62,10 +63,9 @@ def _delta(spec: MetricSpec, against: str) -> Callable[[dict[str, Any]], str]:
     return lambda cell: spec_delta(spec, (cell.get(against) or {}).get(spec.name))
 
 
-def columns() -> list[Column]:
+def columns(specs: list[MetricSpec]) -> list[Column]:
     """cell, status, a value column per metric with `column`, then `Δ <delta_label> vs baseline`
-    and `vs twin` per metric with `delta_label`; metrics in registry order."""
-    specs = registry.metrics()
+    and `vs twin` per metric with `delta_label`; metrics in the summary's order (`specs_of`)."""
     out = [Column("cell", "cell", lambda cell: cell["id"]), Column("status", "status", _status)]
     out += [Column(spec.short, spec.column, _value(spec)) for spec in specs if spec.column]
     for spec in specs:
@@ -75,10 +75,10 @@ def columns() -> list[Column]:
     return out
 
 
-def flag_column(flag: dict[str, Any]) -> str:
+def flag_column(flag: dict[str, Any], specs: list[MetricSpec], cols: list[Column]) -> str:
     """The column a broken threshold is marked in: its metric's value column for `min`/`max`, its
     delta column for a change against a reference; the cell id when the table has no such column."""
-    spec = registry.metric(flag["metric"])
+    spec = registry.metric(flag["metric"], specs)
     if spec is None:
         return "cell"
     check = flag["check"]
@@ -86,7 +86,7 @@ def flag_column(flag: dict[str, Any]) -> str:
         key = spec.short
     else:
         key = f"{spec.short}_{'vs_baseline' if check.endswith('vs_baseline') else 'vs_ab'}"
-    return key if any(c.key == key for c in columns()) else "cell"
+    return key if any(c.key == key for c in cols) else "cell"
 
 
 @dataclass
@@ -104,13 +104,14 @@ class Row:
 
 
 def table_rows(summary: dict[str, Any]) -> list[Row]:
-    """One row per cell, in run order, with the texts of every column of `columns()`."""
-    cols = columns()
+    """One row per cell, in run order, with the texts of every column of `columns`."""
+    specs = specs_of(summary)
+    cols = columns(specs)
     out = []
     for cell in summary["cells"]:
         row = Row(cell["id"], {c.key: c.text(cell) for c in cols})
         for flag in cell.get("flags", []):
-            (row.failed if flag["action"] == "fail" else row.warned).update({flag_column(flag), "cell"})
+            (row.failed if flag["action"] == "fail" else row.warned).update({flag_column(flag, specs, cols), "cell"})
         out.append(row)
     return out
 
@@ -162,10 +163,10 @@ def _mark(cell: dict[str, Any], metric: str, checks: tuple[str, ...]) -> str:
 
 
 def pivots(summary: dict[str, Any]) -> list[Pivot]:
-    """One pivot per metric with `pivot`, in registry order, when some cell measured it (an eval a
-    config left off would be a grid of dashes)."""
+    """One pivot per metric with `pivot`, in the summary's order, when some cell measured it (an
+    eval a config left off would be a grid of dashes)."""
     out = []
-    for spec in registry.metrics():
+    for spec in specs_of(summary):
         measured = any(cell["metrics"].get(spec.name) is not None for cell in summary["cells"])
         if spec.pivot and measured and (p := pivot(summary, spec)) is not None:
             out.append(p)

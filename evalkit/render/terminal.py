@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.table import Table
 
+from evalkit.evals.recorded import specs_of
 from evalkit.render.checks import check_lines
 from evalkit.render.compare_table import (
     compare_columns,
@@ -54,7 +55,7 @@ class _Matrix:
 
     def __init__(self, summary: dict[str, Any], details: Details) -> None:
         self.summary, self.details = summary, details
-        self.cols, self.rows = columns(), table_rows(summary)
+        self.cols, self.rows = columns(specs_of(summary)), table_rows(summary)
 
     def _rank(self, index: int, column: Column) -> tuple[int, int] | None:
         """When `column` goes (lower first; None: never): empty columns, then comparisons with
@@ -139,10 +140,11 @@ def report(summary: dict[str, Any], details: Details) -> list[RenderableType]:
 def compare(result: dict[str, Any]) -> list[RenderableType]:
     """The compare table, each run in a line, and the legend."""
     table = Table(title=term_text(compare_title(result)))
-    cols = compare_columns()
+    specs = specs_of(result)
+    cols = compare_columns(specs)
     for column in cols:
         table.add_column(term_text(column.header), overflow="fold")
     for texts in compare_rows(result):
         table.add_row(*(term_text(texts[c.key]) for c in cols))
     return [table, f"A: {term_text(run_facts(result['a']))}", f"B: {term_text(run_facts(result['b']))}",
-            f"[dim]{term_text(compare_legend())}[/dim]"]
+            f"[dim]{term_text(compare_legend(result))}[/dim]"]

@@ -21,29 +21,12 @@ from typing import Any
 
 from rich.markup import escape as rich_escape
 
-CONTROL = re.compile(
-    r"\x1b\[[0-9;?<=>!]*[ -/]*[@-~]"  # CSI: colours, cursor moves (before the bare ESC below)
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window titles, hyperlinks
-    r"|\x1b[@-_]?"  # other escapes and a lone ESC
-    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"  # C0/C1 controls except \t \n \r
-    r"|[\u202a-\u202e\u2066-\u2069]"  # bidi overrides (text that reads differently than it is)
-)
+from evalkit.clean import clean, clean_block
+
 MAX_CELL_CHARS = 300
 """Longest text in one table cell (error messages): the whole message is in cell.json."""
 MAX_EXCERPT_CHARS = 600
 """Longest model output in one `<pre>` block."""
-
-
-def clean(text: Any) -> str:
-    """Drop control sequences and fold line breaks: safe on one line anywhere."""
-    text = CONTROL.sub("", str(text))
-    return re.sub(r"[\r\n\t\u2028\u2029]", " ", text)
-
-
-def clean_block(text: Any) -> str:
-    """Drop control sequences but keep the lines: for `<pre>` blocks."""
-    text = str(text).replace("\r\n", "\n").replace("\r", "\n")
-    return CONTROL.sub("", text)
 
 
 def truncate(text: str, limit: int) -> str:
@@ -107,8 +90,3 @@ def csv_safe(value: Any) -> Any:
         value = clean(value)
         return "'" + value if value.startswith(_FORMULA_START) else value
     return value
-
-
-def strip_userinfo(url: str) -> str:
-    """`https://user:token@host/x` -> `https://host/x`: a clone URL may carry a credential."""
-    return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1", url, flags=re.IGNORECASE)

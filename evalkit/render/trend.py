@@ -1,16 +1,16 @@
-"""A history trend as a terminal table and a PNG; which metrics they show comes from the registry.
+"""A history trend as a terminal table and a PNG; which metrics they show comes from their MetricSpecs.
 
 The history (`evalkit.store.history`) stores every numeric flat metric of every eval; this module
 decides what a reader sees, from each metric's `MetricSpec`, so a new eval needs no edit here:
 
-* value columns: every metric with a report `column`, in registry order, headed by its short key
+* value columns: every metric with a report `column`, in eval order, headed by its short key
   (`spec.key`: ``strict``, ``flexible``, ``collapse``), three decimals;
 * the headline: the first of those with a `delta_label` (GSM8K flexible). It alone gets a change
   column right after its value, ``Δ <delta_label>``: the change since the cell's previous run that
   measured it, in points for a share (PAIRED, COUNT), else the plain difference. One Δ column keeps
   the table readable, and the headline is the one number a nightly is judged by;
 * ``n``, last: the headline eval's sample count (``<eval>.n``; ``gsm8k.n``);
-* plot panels: every metric with a `pivot`, in registry order, that some point has a value of
+* plot panels: every metric with a `pivot`, in eval order, that some point has a value of
   (the first such metric when none has, so the figure is never empty); the y label is the
   metric's label, with " accuracy" for a PAIRED metric (a mean of per-question 0/1 marks), and a
   share (PAIRED, COUNT) is drawn in percent.
@@ -65,11 +65,12 @@ class Layout:
         return out + ([_count(point.metrics.get(self.n_metric))] if self.n_metric else [])
 
 
-def layout(points: list[Point] | None = None) -> Layout:
-    """The trend table's metric columns for the evals registered now; given the points, only the
+def layout(points: list[Point] | None = None, specs: list[MetricSpec] | None = None) -> Layout:
+    """The trend table's metric columns for `specs` (default: the evals' fixed metrics; the
+    history command passes those its runs' stored cells report); given the points, only the
     headline and the metrics some point measured (as pivots: engine figures of a history that
     never scraped an engine would be columns of dashes)."""
-    values = tuple(spec for spec in registry.metrics() if spec.column)
+    values = tuple(spec for spec in (registry.metrics() if specs is None else specs) if spec.column)
     headline = next((spec for spec in values if spec.delta_label), None)
     if points is not None:
         values = tuple(s for s in values if s is headline or any(s.name in p.metrics for p in points))
@@ -77,9 +78,9 @@ def layout(points: list[Point] | None = None) -> Layout:
     return Layout(values, headline, f"{ev.name}.n" if ev else None)
 
 
-def panels(points: list[Point]) -> list[MetricSpec]:
-    """The plot's panels for these points (rule in the module docstring)."""
-    pivots = [spec for spec in registry.metrics() if spec.pivot]
+def panels(points: list[Point], specs: list[MetricSpec] | None = None) -> list[MetricSpec]:
+    """The plot's panels for these points (rule in the module docstring; `specs` as `layout`'s)."""
+    pivots = [spec for spec in (registry.metrics() if specs is None else specs) if spec.pivot]
     shown = [spec for spec in pivots if any(spec.name in p.metrics for p in points)]
     return shown or pivots[:1]
 
@@ -129,12 +130,13 @@ def _rows(series: list[Point], spec: MetricSpec | None) -> list[tuple[Point, str
     return out
 
 
-def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST) -> Any:
+def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST,
+                specs: list[MetricSpec] | None = None) -> Any:
     """A rich table: one section per cell, its last `last` runs (all when None), with the change
-    since the run before."""
+    since the run before (`specs` as `layout`'s)."""
     from rich.table import Table
 
-    columns = layout(points)
+    columns = layout(points, specs)
     table = Table(title=term_text(title))
     for header in ("cell", "run started (UTC)", "run", "source", "status", *columns.headers()):
         table.add_column(header)
@@ -151,7 +153,7 @@ def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST
     return table
 
 
-def plot(points: list[Point], out_path: Path, title: str) -> None:
+def plot(points: list[Point], out_path: Path, title: str, specs: list[MetricSpec] | None = None) -> None:
     """Every pivoted metric over time (GSM8K flexible, collapse rate), one line per cell, as a PNG.
 
     Runs headless (Agg backend). matplotlib is imported here so that the rest of evalkit does
@@ -167,7 +169,7 @@ def plot(points: list[Point], out_path: Path, title: str) -> None:
     except ImportError as e:
         raise ConfigError("--plot needs matplotlib: pip install matplotlib") from e
     series = {cell: [p for p in pts if p.when is not None] for cell, pts in by_cell(points).items()}
-    specs = panels(points)
+    specs = panels(points, specs)
     fig, axes = plt.subplots(max(1, len(specs)), 1, sharex=True, squeeze=False,
                              figsize=(11, 2 + 2.5 * max(1, len(specs))), layout="constrained")
     colours = plt.get_cmap("tab20" if len(series) > 10 else "tab10")

@@ -113,6 +113,7 @@ def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> Matr
     for bad input, before anything is created. `progress` hears every cell's states (default: nothing is shown); the caller closes it.
     """
     from evalkit.store import history
+    from evalkit.verdicts import flat_metrics
 
     config, config_path, request = _resolve(request)
     config, request = _external_server(config, request, progress or Silent())
@@ -126,7 +127,8 @@ def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> Matr
     )
     prepared = prepare(config, config_path, cells, options, progress or Silent())
     history_path = request.history_db or history.default_db_path(options.results_dir)
-    on_cell_done = history.cell_recorder(history_path, options.results_dir, options.run_id) if request.history else None
+    on_cell_done = (history.cell_recorder(history_path, options.results_dir, options.run_id, flat_metrics)
+                    if request.history else None)
     interrupted = False
     try:
         with _device_lock(request, prepared):
@@ -138,7 +140,7 @@ def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> Matr
         store = prepared.store
     summary = _write_verdict(store.path, config)
     if request.history:
-        history.record_finished_run(history_path, store.path)
+        history.record_finished_run(history_path, store.path, flat_metrics)
     return MatrixOutcome(store.path, summary, interrupted)
 
 

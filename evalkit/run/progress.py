@@ -18,7 +18,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from evalkit.render.text import clean
+from evalkit.clean import clean
 
 DONE_STATES = ("ok", "error", "skipped", "interrupted")
 

@@ -6,6 +6,7 @@ from evalkit.store.files import (
     RunStore,
     atomic_write_text,
     check_run_id,
+    file_hash,
     jsonl_writer,
     new_run_id,
     read_json,
@@ -17,5 +18,5 @@ from evalkit.store.files import (
     write_jsonl,
 )
 
-__all__ = ["DEFAULT_RESULTS_DIR", "REGRESSIONS_FILE", "RunStore", "atomic_write_text", "check_run_id", "jsonl_writer", "new_run_id", "read_json", "read_jsonl", "read_regressions",
+__all__ = ["DEFAULT_RESULTS_DIR", "REGRESSIONS_FILE", "RunStore", "atomic_write_text", "check_run_id", "file_hash", "jsonl_writer", "new_run_id", "read_json", "read_jsonl", "read_regressions",
            "read_run_cells", "resolve_run", "write_json", "write_jsonl"]

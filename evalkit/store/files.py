@@ -15,6 +15,8 @@ either absent or complete; readers skip the temp files (`.*.tmp`).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import re
@@ -170,3 +172,17 @@ def read_regressions(run_path: Path) -> list[dict[str, Any]] | None:
     """The run's regressions.json entries, or None when the run did not look for regressions."""
     path = run_path / REGRESSIONS_FILE
     return list(read_json(path)) if path.is_file() else None
+
+
+def file_hash(*paths: Path) -> str:
+    """SHA-256 (16 hex) of the files' bytes, cached per file state (data files are 4 MB)."""
+    states = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in paths)
+    return _hash_files(states)
+
+
+@functools.lru_cache(maxsize=32)
+def _hash_files(states: tuple[tuple[str, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for path, _, _ in states:
+        digest.update(Path(path).read_bytes())
+    return digest.hexdigest()[:16]

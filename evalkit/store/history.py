@@ -38,10 +38,8 @@ from typing import Any
 
 from evalkit.errors import ConfigError
 from evalkit.evals.base import SETUP_KEY
-from evalkit.redact import redact_argv
-from evalkit.render.text import strip_userinfo
+from evalkit.redact import redact_argv, strip_userinfo
 from evalkit.store import read_json
-from evalkit.verdicts import flat_metrics
 
 DB_NAME = "history.db"
 BUSY_TIMEOUT_MS = 30_000
@@ -249,10 +247,14 @@ def _upsert(db: sqlite3.Connection, table: str, row: dict[str, Any]) -> None:
     db.execute(f"INSERT OR REPLACE INTO {table} ({names}) VALUES ({marks})", row)
 
 
-def _write_cell(db: sqlite3.Connection, run_id: str, record: dict[str, Any]) -> None:
-    """The cell's row and its metric rows; a rewrite replaces both (a metric the new record lacks
-    is gone, not left over from the old one)."""
-    metrics = flat_metrics(record)
+Flatten = Callable[[dict[str, Any]], dict[str, Any]]
+"""A cell record -> its flat metrics (`verdicts.flat_metrics`): the caller's, so the history, below
+the verdicts, never imports them."""
+
+
+def _write_cell(db: sqlite3.Connection, run_id: str, record: dict[str, Any], metrics: dict[str, Any]) -> None:
+    """The cell's row and its metric rows (`metrics`: its flat metrics); a rewrite replaces both (a
+    metric the new record lacks is gone, not left over from the old one)."""
     _upsert(db, "cells", _cell_row(run_id, record, metrics))
     # With foreign keys on, the REPLACE above already cascaded; SQL clients without them did not.
     db.execute("DELETE FROM cell_metrics WHERE run_id = ? AND cell_id = ?", (run_id, record["id"]))
@@ -314,14 +316,15 @@ class History:
         if not updated:
             _upsert(self.db, "runs", row)
 
-    def record_cell(self, run_info: dict[str, Any], cell_record: dict[str, Any]) -> None:
-        """Write one finished cell (and its run); writing it again replaces it."""
+    def record_cell(self, run_info: dict[str, Any], cell_record: dict[str, Any], metrics: dict[str, Any]) -> None:
+        """Write one finished cell (and its run) with its flat metrics; writing it again replaces it."""
         with self.db:
             self._write_run(run_info)
-            _write_cell(self.db, run_info["run_id"], cell_record)
+            _write_cell(self.db, run_info["run_id"], cell_record, metrics)
 
-    def import_run(self, run_path: Path) -> int:
-        """Backfill a stored run folder; returns the number of cells recorded."""
+    def import_run(self, run_path: Path, flat: Flatten) -> int:
+        """Backfill a stored run folder, each cell's metrics as `flat` finds them; returns the
+        number of cells recorded."""
         run = {**read_json(run_path / "run.json"), "run_path": str(run_path.resolve())}
         count = 0
         with self.db:
@@ -329,7 +332,8 @@ class History:
             for cell_id in run.get("cells", []):
                 path = run_path / cell_id / "cell.json"
                 if path.is_file():
-                    _write_cell(self.db, run["run_id"], read_json(path))
+                    record = read_json(path)
+                    _write_cell(self.db, run["run_id"], record, flat(record))
                     count += 1
         return count
 
@@ -376,7 +380,7 @@ def by_cell(points: Iterable[Point]) -> dict[str, list[Point]]:
     return out
 
 
-def cell_recorder(db_path: Path, results_dir: Path, run_id: str,
+def cell_recorder(db_path: Path, results_dir: Path, run_id: str, flat: Flatten,
                   warn: Callable[[str], None] | None = None) -> Callable[[dict[str, Any]], None]:
     """The executors' `on_cell_done` hook: record each finished cell as it finishes.
 
@@ -392,7 +396,7 @@ def cell_recorder(db_path: Path, results_dir: Path, run_id: str,
             run_path = results_dir / run_id
             run = {**read_json(run_path / "run.json"), "run_path": str(run_path.resolve())}
             with History(db_path) as history:
-                history.record_cell(run, record)
+                history.record_cell(run, record, flat(record))
         except (OSError, ValueError, sqlite3.Error, ConfigError) as e:
             if not warned:
                 warn(f"history {db_path}: cell {record.get('id')} not recorded ({e}); "
@@ -402,7 +406,8 @@ def cell_recorder(db_path: Path, results_dir: Path, run_id: str,
     return on_cell_done
 
 
-def record_finished_run(db_path: Path, run_path: Path, warn: Callable[[str], None] | None = None) -> None:
+def record_finished_run(db_path: Path, run_path: Path, flat: Flatten,
+                        warn: Callable[[str], None] | None = None) -> None:
     """After a matrix: the run's final status and every stored cell, from its folder.
 
     Also covers cells the per-cell hook could not write. Like the hook, it only warns.
@@ -410,7 +415,7 @@ def record_finished_run(db_path: Path, run_path: Path, warn: Callable[[str], Non
     warn = warn or (lambda message: print(f"warning: {message}", file=sys.stderr))
     try:
         with History(db_path) as history:
-            history.import_run(run_path)
+            history.import_run(run_path, flat)
     except (OSError, ValueError, sqlite3.Error, ConfigError) as e:
         warn(f"history {db_path}: run {run_path.name} not recorded ({e}); "
              f"backfill with: evalkit history --import {run_path.name}")

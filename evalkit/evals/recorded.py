@@ -1,0 +1,64 @@
+"""Metric specs as summary.json records them, and back: a report shows what its run measured.
+
+`summarize` resolves the run's metrics once (its config's evals and its stored cells,
+`registry.metrics`) and writes them under ``metrics``: name, comparison kind, direction and
+what the report shows (label, key, column, delta_label, pivot, details). Renderers, the history
+export and the checks read them back with `specs_of`, so a summary renders the same whatever
+config a process validated before. What JSON cannot hold, the value's display (`text`) and the
+repeat noise floor (`noise_floor`), comes back from the eval's own fixed spec of that name. A
+summary written before the field existed falls back to the evals' fixed specs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from evalkit.evals import registry
+from evalkit.evals.base import Comparison, Eval, MetricSpec
+
+_CALLABLES = ("text", "noise_floor")
+"""MetricSpec fields a summary cannot hold: taken from the eval's fixed spec of the same name."""
+
+
+def record(spec: MetricSpec) -> dict[str, Any]:
+    """One spec as summary.json holds it (every field but the callables; the kind as its word)."""
+    out = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name not in _CALLABLES}
+    out["comparison"] = spec.comparison.value
+    return out
+
+
+def records(specs: Iterable[MetricSpec]) -> list[dict[str, Any]]:
+    return [record(spec) for spec in specs]
+
+
+def _fixed(name: str) -> MetricSpec | None:
+    ev = registry.eval_of(name)
+    return next((spec for spec in ev.metrics if spec.name == name), None) if ev is not None else None
+
+
+def spec(recorded: Mapping[str, Any]) -> MetricSpec:
+    """A recorded spec as a MetricSpec (fields a newer evalkit added are ignored)."""
+    known = {f.name for f in dataclasses.fields(MetricSpec)} - set(_CALLABLES)
+    fields = {k: v for k, v in recorded.items() if k in known}
+    fields["comparison"] = Comparison(fields["comparison"])
+    fixed = _fixed(fields["name"])
+    extra = {name: getattr(fixed, name) for name in _CALLABLES} if fixed is not None else {}
+    return MetricSpec(**fields, **extra)
+
+
+def with_evals(specs: Iterable[MetricSpec]) -> list[tuple[Eval, MetricSpec]]:
+    """Each spec with the eval that reports it (a spec of an eval this evalkit lacks is left out:
+    its samples cannot be read)."""
+    return [(ev, spec) for spec in specs if (ev := registry.eval_of(spec.name)) is not None]
+
+
+def specs_of(summary: Mapping[str, Any]) -> list[MetricSpec]:
+    """The metrics a summary's run measured, in report order (its recorded ``metrics``; a summary
+    from before they were recorded: the evals' fixed specs, GSM8K's, the collapse check's and the
+    engine's)."""
+    recorded = summary.get("metrics")
+    if recorded is None:
+        return registry.metrics()
+    return [spec(r) for r in recorded]
