@@ -106,6 +106,7 @@ def test_public_names_are_pinned() -> None:
             "analyze",
             "analyze_text",
             "is_collapsed",
+            "is_text_collapsed",
             "split_text",
         ]
     )

@@ -70,7 +70,8 @@ such texts). Greedy decoding of healthy models loops now and then too: judge a c
 its baseline cell.
 """
 
-from ._analysis import NATURAL_FINISH_REASONS, Analysis, Evidence, Metrics, Verdict, analyze, analyze_text, is_collapsed
+from ._analysis import analyze, analyze_text, is_collapsed, is_text_collapsed
+from ._results import NATURAL_FINISH_REASONS, Analysis, Evidence, Metrics, Verdict
 from ._settings import DEFAULT_SETTINGS, DetectorSettings
 from ._streaming import StreamingDetector
 from ._text import split_text
@@ -87,5 +88,6 @@ __all__ = [
     "analyze",
     "analyze_text",
     "is_collapsed",
+    "is_text_collapsed",
     "split_text",
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,105 +11,22 @@ import numpy as np
 
 from . import _kernels as K
 from ._bounds import RuleBounds
+from ._garble import (
+    Garble,
+    category_of,
+    garble_examples,
+    garble_extent,
+    garble_rules,
+    measure_garble,
+)
+from ._results import NATURAL_FINISH_REASONS, NO_EVIDENCE, Analysis, Evidence, Metrics
 from ._settings import DEFAULT_SETTINGS, DetectorSettings
 from ._symbols import factorize
 from ._text import piece_ids, split_pieces
 
-Verdict = Literal["collapsed", "healthy"]
-
-NATURAL_FINISH_REASONS = frozenset({"stop", "eos", "end_turn", "stop_sequence", "tool_calls"})
-"""Finish reasons meaning the model ended the text itself. Any other value ("length",
-"aborted", None when the server did not say) means the text was cut while the model was still
-generating, which is when a loop at the tail is the typical collapse signature."""
-
 EXCERPT_CHARS = 200
 _EXCERPT_BEFORE = 50  # characters of context kept before the onset
 _UNIT_IDS = 64  # the repeated unit is shown up to this many tokens
-
-
-@dataclass(frozen=True)
-class Metrics:
-    """Numbers measured on every sample, collapsed or not (compare cells on these).
-
-    Periods, tails and spans are found on the text with its runs merged (see ``_symbols``: a
-    run of a unit of at most ``run_unit`` tokens counts as one symbol) and given here in
-    tokens; rates are over symbols. For a text without runs the two are the same.
-    """
-
-    n_tokens: int
-    finish_reason: str | None
-    tail_period: int
-    """Smallest unit that repeats at least ``min_repeats`` times over the longest tail (0: none)."""
-    tail_period_tokens: int
-    """Tokens of that exactly periodic tail, its first unit included."""
-    near_period: int
-    """Period of the longest near-periodic tail (match rate >= ``min_match_rate``; 0: none)."""
-    near_period_tokens: int
-    near_period_match_rate: float
-    recurrent_tail_tokens: int
-    """Length of the CUSUM excursion still open at the end of the text (0 when closed)."""
-    recurrent_tail_rate: float
-    """Fraction of recurring n-grams in that excursion."""
-    recurrent_span_tokens: int
-    """Length of the highest CUSUM excursion anywhere in the text."""
-    recurrent_span_rate: float
-    recurring_ngram_rate: float
-    """Fraction of all n-grams (of symbols) that recurred within ``recurrence_lookback`` symbols."""
-    longest_run: int
-    """Tokens of the longest run of one unit of at most ``run_unit`` tokens repeated at least
-    ``run_copies`` times (0: none)."""
-    seq_rep: float
-    """seq-rep-n = 1 - distinct n-grams / n-grams, n = ``seq_rep_n`` (0.0 below n tokens)."""
-    distinct_1: float
-    """Distinct tokens / tokens (0.0 when empty)."""
-    distinct_2: float
-    """Distinct bigrams / bigrams (0.0 below 2 tokens)."""
-    compression_ratio: float
-    """Bytes / zlib-compressed bytes (0.0 when empty); healthy text is ~2-3, loops ~10+."""
-    compression_basis: Literal["text", "token_ids"]
-    """What was compressed: the text when pieces are known, else the ids as 4-byte integers
-    (ratios on the two bases are not comparable)."""
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """Where the loop is and what it repeats; empty when the verdict is healthy."""
-
-    signals: tuple[str, ...]
-    """Rules that fired: periodic_tail, near_periodic_tail, recurrent_tail, recurrent_span,
-    token_run."""
-    period: int
-    """Length of the repeated unit in tokens (for a loop without a fixed period: the most
-    common distance between recurring n-grams)."""
-    onset: int | None
-    """Token index where the loop starts."""
-    loop_tokens: int
-    """Tokens from the onset to the end of the loop."""
-    unit_ids: tuple[int, ...]
-    """The repeated unit as token ids (first 64)."""
-    unit_text: str | None
-    """The repeated unit as text (first 200 characters), when pieces are known."""
-    excerpt: str
-    """At most 200 characters around the onset (token ids when no pieces are known)."""
-
-
-NO_EVIDENCE = Evidence(signals=(), period=0, onset=None, loop_tokens=0, unit_ids=(), unit_text=None, excerpt="")
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """Verdict, metrics and evidence of one sample; ``to_dict()`` is JSON-serialisable."""
-
-    verdict: Verdict
-    metrics: Metrics
-    evidence: Evidence
-
-    @property
-    def collapsed(self) -> bool:
-        return self.verdict == "collapsed"
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -309,7 +225,10 @@ def analyze(
     sym = factorize(x, s.run_unit, s.run_copies)
     m = measure(sym.values, s, sym.longest_run)
     natural_end = finish_reason in NATURAL_FINISH_REASONS
-    signals = fired_rules(m, s, natural_end=natural_end, scale=1.0)
+    loop_signals = fired_rules(m, s, natural_end=natural_end, scale=1.0)
+    g = measure_garble(t, pieces, s, natural_end=natural_end)
+    garble_signals = garble_rules(g, s, scale=1.0)
+    signals = loop_signals + garble_signals
     near_loop_tokens = s.min_near_loop_tokens * (s.natural_end_factor if natural_end else 1.0)
 
     n = len(t)
@@ -348,11 +267,14 @@ def analyze(
         distinct_2=_distinct_ratio(K.ngram_hashes(x, 2)),
         compression_ratio=ratio,
         compression_basis=basis,
+        **_garble_metrics(g),
     )
     if not signals:
         return Analysis(verdict="healthy", metrics=metrics, evidence=NO_EVIDENCE)
-    extent = _loop_extent(m, signals, s, near_loop_tokens)
-    if extent is None:  # only the run rule: the longest run, the open one if it is longest
+    extent = _loop_extent(m, loop_signals, s, near_loop_tokens) if loop_signals else None
+    if not loop_signals:
+        period, onset, end = garble_extent(g, garble_signals, t, s)
+    elif extent is None:  # only the run rule: the longest run, the open one if it is longest
         runs = np.flatnonzero(sym.units)
         k = int(runs[np.argmax(sym.lengths[runs])]) if runs.size else m.n
         if k == m.n or sym.open_run[0] >= sym.lengths[k]:
@@ -369,10 +291,28 @@ def analyze(
         onset=onset,
         loop_tokens=end - onset,
         unit_ids=tuple(int(u) for u in unit_ids),
-        unit_text="".join(pieces[onset : onset + period])[:EXCERPT_CHARS] if pieces is not None else None,
+        unit_text="".join(pieces[onset : onset + period])[:EXCERPT_CHARS] if pieces is not None and period else None,
         excerpt=_excerpt(t, pieces, onset),
+        categories=tuple(dict.fromkeys(category_of(name) for name in signals)),
+        examples=garble_examples(g, garble_signals, t, pieces, s),
     )
     return Analysis(verdict="collapsed", metrics=metrics, evidence=evidence)
+
+
+def _garble_metrics(g: Garble) -> dict[str, Any]:
+    """The stutter and soup fields of :class:`Metrics` (None without the text)."""
+    if not g.measured:
+        return dict.fromkeys(("doubled_rate", "stutter_span_tokens", "stutter_span_rate", "invalid_chars",
+                              "script_switches", "script_switch_peak"))
+    span = g.doubled[g.stutter_start : g.stutter_end]
+    return {
+        "doubled_rate": float(g.doubled.mean()) if len(g.doubled) else 0.0,
+        "stutter_span_tokens": len(span),
+        "stutter_span_rate": float(span.mean()) if len(span) else 0.0,
+        "invalid_chars": int(g.invalid.size),
+        "script_switches": int(g.switches.size),
+        "script_switch_peak": g.switch_peak[0],
+    }
 
 
 def is_collapsed(
@@ -380,19 +320,34 @@ def is_collapsed(
     *,
     finish_reason: str | None = None,
     settings: DetectorSettings = DEFAULT_SETTINGS,
+    pieces: Sequence[str] | None = None,
 ) -> bool:
     """``analyze(...).collapsed``, without the metrics and evidence: for scanning many texts.
 
-    Healthy text is usually ruled out by :class:`RuleBounds` alone (one pass over the
-    recurring n-grams), so a verdict costs a fraction of :func:`analyze`.
+    Healthy text is usually ruled out for the loop rules by :class:`RuleBounds` alone (one
+    pass over the recurring n-grams), so a verdict costs a fraction of :func:`analyze`. The
+    soup rules need ``pieces``, as in :func:`analyze`.
     """
     t = np.asarray(tokens, dtype=np.int64)
+    natural_end = finish_reason in NATURAL_FINISH_REASONS
+    if garble_rules(measure_garble(t, pieces, settings, natural_end=natural_end), settings, scale=1.0):
+        return True
     sym = factorize(K.mix(t), settings.run_unit, settings.run_copies)
     if not RuleBounds(settings, scale=1.0).may_fire(sym.values, len(sym.values), 0, sym.longest_run):
         return False
-    natural_end = finish_reason in NATURAL_FINISH_REASONS
     m = measure(sym.values, settings, sym.longest_run)
     return bool(fired_rules(m, settings, natural_end=natural_end, scale=1.0))
+
+
+def is_text_collapsed(
+    text: str,
+    *,
+    finish_reason: str | None = None,
+    settings: DetectorSettings = DEFAULT_SETTINGS,
+) -> bool:
+    """:func:`is_collapsed` for a text without token ids (every GSM8K answer of a cell)."""
+    pieces = split_pieces(text)
+    return is_collapsed(piece_ids(pieces), finish_reason=finish_reason, settings=settings, pieces=pieces)
 
 
 def analyze_text(

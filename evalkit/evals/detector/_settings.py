@@ -202,6 +202,59 @@ class DetectorSettings(BaseModel):
             "for a while and then moves on (templated code, long empty tables)."
         ),
     )
+    stutter_unit: int = Field(
+        default=4,
+        ge=1,
+        description=(
+            "Stutter: the longest unit, in tokens, whose exact doubling in place counts "
+            "('capital capital', or a word of up to four BPE tokens written twice). Longer "
+            "doubled stretches are loops' business."
+        ),
+    )
+    stutter_rate: float = Field(
+        default=0.5,
+        gt=0.0,
+        lt=1.0,
+        description=(
+            "Reference of the CUSUM over 'this token is part of a unit written exactly twice in "
+            "a row': the sum only grows while more than this fraction of tokens is doubled. "
+            "Every word doubled is ~90%; healthy text, tables, code and Chinese reduplication "
+            "stay far below."
+        ),
+    )
+    min_stutter_tokens: int = Field(
+        default=48,
+        ge=1,
+        description=(
+            "Stutter alarm level anywhere in the text, in tokens of a fully doubled stretch (a "
+            "stretch doubled at rate r needs (1-k)/(r-k) times more tokens): 48 is ~55 tokens "
+            "of every word doubled, ~120 at two words in three."
+        ),
+    )
+    min_invalid_chars: int = Field(
+        default=1,
+        ge=1,
+        description=(
+            "Soup: U+FFFD replacement characters, C0/C1 control characters (other than tab and "
+            "line breaks) and lone surrogates anywhere (a U+FFFD ending a cut text excepted) "
+            "that make a sample garbled. A healthy detokenizer never emits them; one is what "
+            "the tt-metal #40960 report shows."
+        ),
+    )
+    min_script_switches: int = Field(
+        default=3,
+        ge=1,
+        description=(
+            "Soup: letters of two alphabets written against each other with nothing between "
+            "('373ьallis') this many times within script_window tokens. Pairs healthy text "
+            "writes that way (Han or kana with Latin, Greek with anything) never count."
+        ),
+    )
+    script_window: int = Field(
+        default=64,
+        ge=1,
+        description="Tokens within which min_script_switches switches must fall.",
+    )
     seq_rep_n: int = Field(
         default=4,
         ge=1,

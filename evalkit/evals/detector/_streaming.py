@@ -9,6 +9,7 @@ import numpy as np
 from . import _kernels as K
 from ._analysis import Analysis, analyze, fired_rules, measure
 from ._bounds import RuleBounds
+from ._garble import GarbleStream
 from ._settings import DEFAULT_SETTINGS, DetectorSettings
 from ._symbols import factorize, run_hash
 from ._text import HELD_PIECES, piece_ids, split_pieces
@@ -63,6 +64,7 @@ class StreamingDetector:
         self._aborted_at: int | None = None
         self._window = settings.tail_window + settings.recurrence_lookback + settings.recurrence_ngram - 1
         self._bounds = RuleBounds(settings, scale=settings.abort_margin)
+        self._garble = GarbleStream(settings, scale=settings.abort_margin)
         self._x = np.empty(1024, dtype=np.uint64)  # the tokens mixed, up to _mixed
         self._mixed = 0
         self._values = np.empty(1024, dtype=np.uint64)  # final symbols
@@ -99,8 +101,11 @@ class StreamingDetector:
         return self._aborted_at is not None
 
     def _check(self) -> bool:
-        """Whether the abort rules hold on the window of the text received so far."""
+        """Whether the abort rules hold on the window of the text received so far (the loop
+        rules) or on everything received (stutter and soup, kept up to date incrementally)."""
         s, n = self._settings, self._n
+        if self._garble.fires(self._tokens, n, self._pieces):
+            return True
         if n < self._quiet_until:
             return False
         x, done = self._x, self._mixed
