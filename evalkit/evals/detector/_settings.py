@@ -212,14 +212,15 @@ class DetectorSettings(BaseModel):
         ),
     )
     stutter_rate: float = Field(
-        default=0.5,
+        default=0.3,
         gt=0.0,
         lt=1.0,
         description=(
-            "Reference of the CUSUM over 'this token is part of a unit written exactly twice in "
-            "a row': the sum only grows while more than this fraction of tokens is doubled. "
-            "Every word doubled is ~90%; healthy text, tables, code and Chinese reduplication "
-            "stay far below."
+            "Reference k of the CUSUM over 'this token is part of a unit, holding a word, "
+            "written exactly twice in a row': the sum only grows while more than this fraction "
+            "of tokens is doubled. Every word doubled is ~90% of tokens, a quarter of the words "
+            "~35%; healthy text, legitimately doubled words ('had had', 'Bora Bora', 看看) and "
+            "layouts stay far below over any stretch (at most ~11 tokens' worth on the suites)."
         ),
     )
     min_stutter_tokens: int = Field(
@@ -227,8 +228,8 @@ class DetectorSettings(BaseModel):
         ge=1,
         description=(
             "Stutter alarm level anywhere in the text, in tokens of a fully doubled stretch (a "
-            "stretch doubled at rate r needs (1-k)/(r-k) times more tokens): 48 is ~55 tokens "
-            "of every word doubled, ~120 at two words in three."
+            "stretch doubled at rate r needs (1-k)/(r-k) times more tokens): ~55 tokens of "
+            "every word doubled, ~110 at half of them; 4x the most any hard negative reaches."
         ),
     )
     min_invalid_chars: int = Field(

@@ -783,11 +783,10 @@ def build() -> dict[str, list[dict[str, object]]]:
     return {"negatives": negatives, "positives": positives}
 
 
-def main() -> None:
-    """Write the suites, or with --check only compare them with the files (exit 1 if stale)."""
-    check = sys.argv[1:] == ["--check"]
+def write_or_check(suites: dict[str, list[dict[str, object]]], *, check: bool, script: Path) -> None:
+    """Write each suite to HERE/<name>.jsonl, or with ``check`` only compare (exit 1 if stale)."""
     stale = []
-    for name, rows in build().items():
+    for name, rows in suites.items():
         content = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
         path = HERE / f"{name}.jsonl"
         if check:
@@ -797,8 +796,8 @@ def main() -> None:
         path.write_text(content, encoding="utf-8")
         print(f"{name}: {len(rows)} samples, {sum(ntok(str(r['text'])) for r in rows)} tokens")
     if stale:
-        sys.exit(f"stale suites, regenerate with python3 {Path(__file__).relative_to(ROOT)}: {', '.join(stale)}")
+        sys.exit(f"stale suites, regenerate with python3 {script.relative_to(ROOT)}: {', '.join(stale)}")
 
 
 if __name__ == "__main__":
-    main()
+    write_or_check(build(), check=sys.argv[1:] == ["--check"], script=Path(__file__).resolve())

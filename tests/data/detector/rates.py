@@ -2,20 +2,23 @@
 
     python3 tests/data/detector/rates.py [--signals] [--stream] [--suites DIR] [--set NAME=VALUE ...]
 
-Judges every text of positives.jsonl and negatives.jsonl with ``analyze`` (the pieces given,
-as tests/test_detector_suites.py does) and prints, per category, how many were flagged.
+Judges every text of each suite file in DIR (positives, negatives, garbled_positives,
+garbled_negatives, requested: those present) with ``analyze`` (the pieces given, as
+tests/test_detector_suites.py does) and prints, per category, how many were flagged and which
+kinds of degenerate output fired on them (loop, stutter, soup: the evidence's categories).
 ``--signals`` adds which rules fired on each flagged negative and missed positive;
 ``--stream`` feeds every sample in seeded random chunks of 1-160 tokens (the suite test's
 schedule) and adds the healthy texts aborted while streaming and the early-abort savings.
 The detector is the one ``import evalkit`` finds: put another checkout first on PYTHONPATH
-to measure it on the same suites. ``--set`` overrides a DetectorSettings field.
+to measure it on the same suites (a detector without the stutter and soup rules shows no
+kinds). ``--set`` overrides a DetectorSettings field.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +27,7 @@ from evalkit.evals.detector import DetectorSettings, StreamingDetector, analyze
 from evalkit.evals.detector._text import piece_ids, split_pieces
 
 HERE = Path(__file__).resolve().parent
+SUITES = ("positives", "negatives", "garbled_positives", "garbled_negatives", "requested")
 
 
 def load(path: Path) -> list[dict]:
@@ -40,8 +44,12 @@ def main() -> None:
     settings = DetectorSettings(**dict(item.split("=", 1) for item in args.set))
     rng = np.random.default_rng(1596)
     saved: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for name in ("positives", "negatives"):
+    for name in SUITES:
+        if not (args.suites / f"{name}.jsonl").exists():
+            continue
+        positive = name.endswith("positives")
         counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+        kinds: dict[str, Counter[str]] = defaultdict(Counter)
         notes = []
         for row in load(args.suites / f"{name}.jsonl"):
             pieces = split_pieces(row["text"])
@@ -50,24 +58,27 @@ def main() -> None:
             c = counts[row["category"]]
             c[0] += a.collapsed
             c[1] += 1
-            if args.signals and a.collapsed == (name == "negatives"):
+            kinds[row["category"]].update(getattr(a.evidence, "categories", ()))
+            if args.signals and a.collapsed != positive:
                 notes.append(f"    {row['id']:34s} {row['finish_reason']:6s} {len(tokens):5d} tokens {','.join(a.evidence.signals)}")
             if args.stream:
                 d, i = StreamingDetector(settings), 0
                 while i < len(tokens) and not d.feed(tokens[i : i + (size := int(rng.integers(1, 161)))], pieces[i : i + size]):
                     i += size
                 c[2] += d.aborted_at is not None
-                if args.signals and name == "negatives" and d.aborted_at is not None:
+                if args.signals and not positive and d.aborted_at is not None:
                     notes.append(f"    {row['id']:34s} aborted at token {d.aborted_at}")
-                if name == "positives" and row["finish_reason"] == "length":
+                if positive and row["finish_reason"] == "length":
                     onset = len(split_pieces(row["text"][: row["loop_start"]]))
                     stop = d.aborted_at if d.aborted_at is not None else len(tokens)
                     saved[row["category"]][0] += len(tokens) - stop
                     saved[row["category"]][1] += len(tokens) - onset
-        label = "recall" if name == "positives" else "flagged"
-        print(f"{name}: {label} per category" + ("  (aborted while streaming)" if args.stream else ""))
+        label = "recall" if positive else "flagged"
+        print(f"{name}: {label} per category (kinds that fired)" + ("  (aborted while streaming)" if args.stream else ""))
         for category, (hits, total, aborted) in counts.items():
-            print(f"  {category:22s} {hits:3d}/{total:<3d} {hits / total:6.1%}" + (f"  ({aborted})" if args.stream else ""))
+            fired = ", ".join(f"{k} {v}" for k, v in kinds[category].most_common())
+            print(f"  {category:22s} {hits:3d}/{total:<3d} {hits / total:6.1%}" + (f"  ({aborted})" if args.stream else "")
+                  + (f"  [{fired}]" if fired else ""))
         hits, total = sum(c[0] for c in counts.values()), sum(c[1] for c in counts.values())
         print(f"  {'all':22s} {hits:3d}/{total:<3d} {hits / total:6.1%}" + (f"  ({sum(c[2] for c in counts.values())})" if args.stream else ""))
         print("\n".join(notes))
