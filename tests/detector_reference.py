@@ -3,27 +3,53 @@
 After each chunk: once ``check_every`` more tokens have arrived since the last check, read the
 text received so far as a whole text (its runs merged into symbols, from the first token on,
 as ``analyze`` reads it) and evaluate the abort rules on its last ``tail_window +
-recurrence_lookback + ngram - 1`` symbols and the runs among them; the first check at which a
-rule holds is the abort. StreamingDetector finds the symbols incrementally and skips checks
-that cannot fire, and must abort at exactly the same token as this.
+recurrence_lookback + ngram - 1`` symbols and the runs among them, and the stutter and soup
+rules on everything received (the doubled flags that no later token can change, recomputed
+from the first token); the first check at which a rule holds is the abort. StreamingDetector
+finds the symbols incrementally, keeps the stutter and soup figures up to date incrementally
+and skips loop checks that cannot fire, and must abort at exactly the same token as this.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from evalkit.evals.detector import DetectorSettings
 from evalkit.evals.detector import _kernels as K
 from evalkit.evals.detector._analysis import fired_rules, measure
+from evalkit.evals.detector._garble import (
+    cusum_from,
+    cusum_steps,
+    doubled_flags,
+    garble_rules,
+    lookahead,
+    measure_garble,
+)
 from evalkit.evals.detector._symbols import factorize
 
 DEFAULT = DetectorSettings()
 
 
-def window_fires(tokens: np.ndarray, s: DetectorSettings = DEFAULT) -> bool:
-    """Whether the abort rules hold on the window at the end of ``tokens``."""
+def garble_fires(tokens: np.ndarray, pieces: Sequence[str] | None, s: DetectorSettings = DEFAULT) -> bool:
+    """Whether the stutter or soup abort rules hold on everything received: the stutter CUSUM
+    over the doubled flags that are final (``lookahead`` tokens follow them), the soup events
+    of the text read as a cut one (a trailing U+FFFD left out)."""
+    if pieces is None:
+        return False
+    final = len(tokens) - lookahead(s)
+    flags = doubled_flags(tokens, pieces, s.stutter_unit)[: max(0, final)]
+    if flags.size and cusum_from(cusum_steps(flags, s.stutter_rate), 0).max() >= (1000 - round(s.stutter_rate * 1000)) * s.min_stutter_tokens * s.abort_margin:
+        return True
+    soup = [name for name in garble_rules(measure_garble(tokens, pieces, s, natural_end=False), s, scale=s.abort_margin) if name != "stutter"]
+    return bool(soup)
+
+
+def window_fires(tokens: np.ndarray, s: DetectorSettings = DEFAULT, pieces: Sequence[str] | None = None) -> bool:
+    """Whether the abort rules hold on the window at the end of ``tokens`` (and its pieces)."""
+    if garble_fires(tokens, pieces, s):
+        return True
     window = s.tail_window + s.recurrence_lookback + s.recurrence_ngram - 1
     sym = factorize(K.mix(tokens), s.run_unit, s.run_copies)
     first = max(0, len(sym.values) - window)
@@ -32,7 +58,8 @@ def window_fires(tokens: np.ndarray, s: DetectorSettings = DEFAULT) -> bool:
     return bool(fired_rules(measure(sym.values[first:], s, run), s, natural_end=False, scale=s.abort_margin))
 
 
-def reference_abort(tokens: np.ndarray, chunks: Iterable[int], s: DetectorSettings = DEFAULT) -> int | None:
+def reference_abort(tokens: np.ndarray, chunks: Iterable[int], s: DetectorSettings = DEFAULT,
+                    pieces: Sequence[str] | None = None) -> int | None:
     """Token count at which the unshortened schedule aborts ``tokens`` fed in ``chunks``."""
     n, next_check = 0, s.check_every
     for size in chunks:
@@ -41,6 +68,6 @@ def reference_abort(tokens: np.ndarray, chunks: Iterable[int], s: DetectorSettin
         n = min(len(tokens), n + size)
         if n >= next_check:
             next_check = n + s.check_every
-            if window_fires(tokens[:n], s):
+            if window_fires(tokens[:n], s, None if pieces is None else pieces[:n]):
                 return n
     return None

@@ -19,16 +19,16 @@ material_i18n.py, make_suites.py's helpers and the detector's split_text (it cou
   re-check..."), Chinese, Russian, Japanese and Korean prose, mixed-script technical text
   ("使用PyTorch的tensor", "PyTorchのtensorを", μm and ΔT), URLs, paths and hashes, and words
   that are legitimately written twice ("had had", "Bora Bora", 看看).
-* requested.jsonl: repetition a user asked for, "ha" 2,000 times and grids of zeros. The loop
-  rules flag the longer ones (no token statistic tells them from a collapse without the
-  prompt: the package docstring lists them as known look-alikes); stutter and soup must not.
+* requested.jsonl: repetition a user asked for: "ha" 2,000 times, grids of zeros, and the same
+  SQL query for three to six statuses (only the filter changes). The loop rules flag some of
+  them (no token statistic tells them from a collapse without the prompt: the package
+  docstring lists them as known look-alikes); stutter and soup must not.
 
 Markdown tables, code and the other look-alikes are in negatives.jsonl already.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import re
@@ -39,11 +39,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import make_suites as S  # noqa: E402  (puts the repository on sys.path too)
-import material as M  # noqa: E402
-import material_i18n as I  # noqa: E402
+import make_suites as S  # puts the repository on sys.path too
+import material as M
+import material_i18n as I
 
-from evalkit.evals.detector._text import split_pieces  # noqa: E402
+from evalkit.evals.detector._text import split_pieces
 
 N_PER_CATEGORY = 40
 Blocks = Iterator[str]
@@ -109,22 +109,32 @@ def en_sentence_pool(rng: random.Random) -> Iterator[str]:
 # hard negatives
 
 
-def neg_sql_blocks(rng: random.Random) -> Blocks:
+def sql_query(rng: random.Random) -> str:
+    """A reporting query whose status filter and limit are ``{status}`` and ``{limit}``."""
+    table, other = rng.sample(I.SQL_TABLES, 2)
+    cols = rng.sample(I.SQL_COLUMNS, 4)
+    return (f"SELECT {cols[0]}, {cols[1]}, SUM({cols[2]}) AS total_{cols[2]}\nFROM {table} t\n"
+            f"JOIN {other} o ON o.id = t.{other[:-1]}_id\nWHERE t.created_at >= NOW() - INTERVAL '{rng.choice([7, 30, 90])} days'\n"
+            f"  AND t.status = '{{status}}'\nGROUP BY {cols[0]}, {cols[1]}\nORDER BY total_{cols[2]} DESC\nLIMIT {{limit}};\n")
+
+
+def sql_blocks(rng: random.Random, copies: int) -> Blocks:
+    """Prose, then the same query for ``copies`` statuses, only the filter changing."""
     prose = S.prose_blocks(rng)
     while True:
-        table, other = rng.sample(I.SQL_TABLES, 2)
-        cols = rng.sample(I.SQL_COLUMNS, 4)
-        days = rng.choice([7, 30, 90])
-        base = (f"SELECT {cols[0]}, {cols[1]}, SUM({cols[2]}) AS total_{cols[2]}\nFROM {table} t\n"
-                f"JOIN {other} o ON o.id = t.{other[:-1]}_id\nWHERE t.created_at >= NOW() - INTERVAL '{days} days'\n"
-                f"  AND t.status = '{{status}}'\nGROUP BY {cols[0]}, {cols[1]}\nORDER BY total_{cols[2]} DESC\nLIMIT {{limit}};\n")
-        yield f"{next(prose)}Here is the query for the {rng.choice(['paid', 'open', 'active'])} rows:\n\n```sql\n"
-        statuses = rng.sample(["paid", "open", "refunded", "pending", "failed", "shipped"], rng.randint(2, 4))
+        query = sql_query(rng)
+        statuses = rng.sample(["paid", "open", "refunded", "pending", "failed", "shipped"], copies)
+        yield f"{next(prose)}Here is the query for the `{statuses[0]}` rows:\n\n```sql\n"
         for k, status in enumerate(statuses):
             if k:
                 yield f"```\n\nAnd the same query for `{status}`, only the filter changes:\n\n```sql\n"
-            yield base.format(status=status, limit=rng.choice([10, 20, 50, 100]))
+            yield query.format(status=status, limit=rng.choice([10, 20, 50, 100]))
         yield "```\n\n"
+
+
+def neg_sql_blocks(rng: random.Random) -> Blocks:
+    """Two near-identical SQL blocks at a time (the shape of opencrabs #788)."""
+    return sql_blocks(rng, 2)
 
 
 def _primes(limit: int) -> list[int]:
@@ -267,18 +277,24 @@ def make_negative(rng: random.Random, category: str, index: int) -> dict[str, ob
 
 
 def requested(rng: random.Random, category: str, index: int) -> dict[str, object]:
+    finish = "stop"
     if category == "asked_repetition":
         unit = rng.choice(["ha ", "ha, ", "ha", "HA ", "lol ", "no ", "la "])
         count = rng.choice([100, 500, 1000, 2000, 2000])
         text = f"Sure! Here is \"{unit.strip(', ')}\" {count} times:\n\n" + (unit * count).rstrip(", ") + "\n"
-    else:
+    elif category == "zero_grid":
         rows, cols = rng.randint(8, 60), rng.randint(4, 30)
         style = rng.choice(["numpy", "plain", "csv", "markdown", "floats"])
         row = {"numpy": "[" + " ".join(["0."] * cols) + "]", "plain": " ".join(["0"] * cols), "csv": ",".join(["0"] * cols),
                "markdown": "| " + " | ".join(["0"] * cols) + " |", "floats": ", ".join(["0.0"] * cols)}[style]
         head = f"Here is a {rows}x{cols} grid of zeros:\n\n```\n"
         text = head + ("|" + "---|" * cols + "\n" if style == "markdown" else "") + "\n".join([row] * rows) + "\n```\n"
-    return {"id": f"req-{category}-{index:03d}", "category": category, "text": text, "finish_reason": "stop",
+    else:  # the same query for every status: 3-6 near-identical blocks
+        target = S.log_uniform(rng, S.MIN_TOKENS, 3000)
+        text = "".join(S.take(sql_blocks(rng, rng.randint(3, 6)), target))
+        if rng.random() < 0.4:
+            text, finish = S.cut_tokens(text, target), "length"
+    return {"id": f"req-{category}-{index:03d}", "category": category, "text": text, "finish_reason": finish,
             "note": f"{category.replace('_', ' ')} the user asked for, {S.ntok(text)} tokens"}
 
 
@@ -418,7 +434,7 @@ def build() -> dict[str, list[dict[str, object]]]:
     rng = random.Random(f"{S.SEED}-garbled")  # a str seed is hashed with SHA-512: the same in every process
     positives = [make_positive(rng, c, i) for c in POSITIVE_CATEGORIES for i in range(N_PER_CATEGORY)]
     negatives = [make_negative(rng, c, i) for c in NEGATIVES for i in range(N_PER_CATEGORY)]
-    asked = [requested(rng, c, i) for c in ("asked_repetition", "zero_grid") for i in range(N_PER_CATEGORY // 2)]
+    asked = [requested(rng, c, i) for c in ("asked_repetition", "zero_grid", "sql_per_status") for i in range(N_PER_CATEGORY // 2)]
     return {"garbled_positives": positives, "garbled_negatives": negatives, "requested": asked}
 
 

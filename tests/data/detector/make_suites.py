@@ -282,8 +282,8 @@ def neg_numbered_list(rng: random.Random) -> Blocks:
 
 
 def _number_words(n: int) -> str:
-    ones = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
-    tens = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+    ones = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+    tens = ["_", "_", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
     if n < 20:
         return ones[n]
     if n < 100:
