@@ -1,0 +1,205 @@
+"""The detector's stutter and soup signals: what they count, what they leave alone, and how a
+stream aborts on them (issue 30). The suites in tests/data/detector measure their rates; these
+tests pin the behaviour on the texts of the bug reports and on small constructed cases."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import numpy as np
+import pytest
+
+from evalkit.evals.detector import (
+    DEFAULT_SETTINGS,
+    DetectorSettings,
+    StreamingDetector,
+    analyze,
+    analyze_text,
+    is_text_collapsed,
+)
+from evalkit.evals.detector._garble import doubled_flags, soup_events
+from evalkit.evals.detector._text import piece_ids, split_pieces
+from tests.detector_reference import reference_abort
+
+PARAGRAPH = (
+    "The capital of France is Paris. It lies on the Seine in the north of the country, and it has been the "
+    "seat of the government for most of the last thousand years. Visitors come for the museums, the food "
+    "and the long walks along the river, and many of them stay for a week or more. In spring the parks fill "
+    "with people, the cafes put their tables on the pavement, and the whole city seems to slow down a little. "
+    "The metro reaches almost every corner, so a car is rarely needed. Most residents live in flats, often "
+    "in buildings that are more than a century old, and the rents are among the highest in Europe. "
+)
+
+
+def prose(paragraphs: int, start: int = 0) -> str:
+    """Distinct healthy paragraphs (GSM8K train problems): no loop in them or between them."""
+    path = resources.files("evalkit").joinpath("data", "gsm8k", "train.jsonl")
+    with path.open("r", encoding="utf-8") as lines:
+        rows = [json.loads(line) for _, line in zip(range(start + paragraphs), lines)][start:]
+    return "".join(row["question"] + "\n\n" for row in rows)
+
+
+def doubled(text: str) -> str:
+    """Every word written twice in place, as in ik_llama.cpp #2006."""
+    return " ".join(f"{w} {w}" for w in text.split())
+
+
+def flags_of(text: str) -> list[str]:
+    """The pieces of ``text`` that doubled_flags marks."""
+    pieces = split_pieces(text)
+    return [p for p, f in zip(pieces, doubled_flags(piece_ids(pieces), pieces, 4)) if f]
+
+
+# --- stutter ---------------------------------------------------------------------------------
+
+
+def test_a_paragraph_with_every_word_doubled_is_stutter_and_the_evidence_shows_it() -> None:
+    text = doubled(PARAGRAPH)  # ~200 words: judged healthy before issue 30
+    assert len(text.split()) >= 200
+    a = analyze_text(text, finish_reason="stop")
+    assert a.collapsed
+    assert a.evidence.signals == ("stutter",) and a.evidence.categories == ("stutter",)
+    # "The The" are two tokens ("The", " The"), as with a BPE tokenizer: the stutter starts at
+    # the first word written twice the same way
+    assert a.evidence.onset == 2 and a.evidence.period == 1
+    assert a.evidence.examples[:3] == (" capital capital", " of of", " France France")
+    assert a.metrics.doubled_rate is not None and a.metrics.doubled_rate > 0.9
+
+
+def test_the_stutter_of_the_report_is_counted_word_by_word() -> None:
+    assert flags_of("The capital capital of of France France is is Paris Paris..") == [
+        " capital", " capital", " of", " of", " France", " France", " is", " is", " Paris", " Paris"]
+
+
+def test_only_a_unit_with_a_word_written_exactly_twice_counts() -> None:
+    assert flags_of("we walked over over the hill") == [" over", " over"]
+    assert flags_of("we walked over over over the hill") == []  # three copies: a run, the loop rules' case
+    assert flags_of("Herr Schulze Schulze kam") == [" Schulze", " Schulze"]
+    assert flags_of("total 1,000,000 and 0,0,1 and 0x00, 0x00,") == []  # numbers are data
+    assert flags_of("row one\nrow one\nrow two") == []  # a doubled line is layout
+    assert flags_of("他们慢慢地走，谢谢") == ["慢", "慢", "谢", "谢"]  # CJK: one character is a word
+
+
+def test_healthy_text_that_doubles_a_word_now_and_then_is_not_stutter() -> None:
+    text = PARAGRAPH + "What he had had was not enough, and that that was the plan. Bye bye, Bora Bora. " + PARAGRAPH
+    a = analyze_text(text, finish_reason="stop")
+    assert not a.collapsed and a.metrics.doubled_rate is not None and 0 < a.metrics.doubled_rate < 0.1
+
+
+def test_asked_for_repetition_is_never_stutter() -> None:
+    a = analyze_text('Sure! Here is "ha" 2000 times:\n\n' + "ha " * 2000, finish_reason="stop")
+    assert a.evidence.categories == ("loop",)  # the known look-alike, not a stutter
+
+
+def test_sparser_stutter_needs_a_longer_stretch() -> None:
+    rng = np.random.default_rng(0)
+    words = prose(12).split()
+    half = " ".join(f"{w} {w}" if rng.random() < 0.5 else w for w in words)
+    assert analyze_text(half, finish_reason="length").evidence.signals == ("stutter",)
+    assert not analyze_text(" ".join(half.split()[:60]), finish_reason="length").collapsed
+
+
+# --- soup ------------------------------------------------------------------------------------
+
+
+def test_a_replacement_character_is_soup_and_shown_where_it_is() -> None:
+    a = analyze_text("The formula C\ufffdH12O6 comes to mind when we think of glucose.", finish_reason="stop")
+    assert a.collapsed and a.evidence.signals == ("invalid_chars",) and a.evidence.categories == ("soup",)
+    assert "C\ufffdH12O6" in a.evidence.examples[0]
+    assert a.evidence.period == 0 and a.evidence.unit_text is None
+
+
+def test_control_characters_are_soup_and_shown_escaped() -> None:
+    a = analyze_text("The total is 4\x01 dollars.", finish_reason="stop")
+    assert a.evidence.signals == ("invalid_chars",) and "\\x01" in a.evidence.examples[0]
+    assert not analyze_text("a\tb\nc\r\nd", finish_reason="stop").collapsed  # tab and line breaks are text
+
+
+def test_a_replacement_character_ending_a_cut_text_is_a_cut_character() -> None:
+    text = PARAGRAPH + "caf\ufffd"
+    assert not analyze_text(text, finish_reason="length").collapsed  # max_tokens cut a multi-byte character
+    assert analyze_text(text, finish_reason="stop").collapsed
+
+
+def test_letters_of_two_alphabets_written_together_are_script_switches() -> None:
+    assert soup_events("Schul.scalablytyped373ьallis")[1].tolist() == [23]  # "ьa": dated at the "a"
+    assert soup_events("Пpивет")[1].size == 2  # a Latin p inside a Russian word
+    for healthy in ["使用PyTorch的tensor进行计算", "PyTorchのtensorをGPUに転送する", "使用 PyTorch 的 tensor",
+                    "7 μm thick, ΔT = 4 K, α = 0.05", "한국어(韓國語)", "Мы используем PyTorch для обучения",
+                    "https://example.com/a3f9c2?x=1", "مرحبا بالعالم"]:
+        assert soup_events(healthy)[1].size == 0, healthy
+
+
+def test_a_multiscript_soup_is_flagged_from_where_it_starts() -> None:
+    soup = "Demp Schul.scalablytyped373ьallis gutterぼdiaeftry Fallon572 Sransself recless ${INFRINGEMENT Консульта Cr"
+    assert not analyze_text(soup, finish_reason="length").collapsed  # one switch: not enough alone
+    garbage = " ".join(["дом" + "ain", "Fallon" + "ьx", "код" + "Stream", "вид" + "eo", "tmp" + "ель"] * 4)
+    text = PARAGRAPH + garbage
+    a = analyze_text(text, finish_reason="length")
+    assert a.evidence.signals == ("script_switches",) and a.evidence.categories == ("soup",)
+    assert a.evidence.onset is not None and a.evidence.onset >= len(split_pieces(PARAGRAPH)) - 1
+    assert a.metrics.script_switch_peak is not None and a.metrics.script_switch_peak >= 3
+
+
+def test_texts_without_pieces_measure_no_stutter_or_soup() -> None:
+    """Token ids alone cannot say which unit holds a word or which characters were written."""
+    pieces = split_pieces(doubled(PARAGRAPH) + "C\ufffdH")
+    a = analyze(piece_ids(pieces), finish_reason="stop")
+    assert not a.collapsed and a.metrics.doubled_rate is None and a.metrics.invalid_chars is None
+    assert analyze(piece_ids(pieces), finish_reason="stop", pieces=pieces).evidence.categories == ("stutter", "soup")
+
+
+def test_the_verdict_only_check_reads_the_text_too() -> None:
+    assert is_text_collapsed(doubled(PARAGRAPH), finish_reason="stop")
+    assert is_text_collapsed("C\ufffdH12O6", finish_reason="stop")
+    assert not is_text_collapsed(PARAGRAPH, finish_reason="stop")
+
+
+# --- streaming -------------------------------------------------------------------------------
+
+
+def stream(text: str, chunks: list[int], s: DetectorSettings = DEFAULT_SETTINGS) -> StreamingDetector:
+    pieces = split_pieces(text)
+    tokens = piece_ids(pieces)
+    d, n = StreamingDetector(s), 0
+    for size in chunks:
+        if n >= len(tokens) or d.feed(tokens[n : n + size], pieces[n : n + size]):
+            break
+        n += size
+    return d
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("kind", ["stutter", "soup"])
+def test_a_stream_aborts_where_the_unshortened_reference_does_and_the_verdict_holds(kind: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    start = int(rng.integers(0, 5000))
+    prefix = prose(int(rng.integers(0, 8)), start)
+    garbled = {"stutter": doubled(prose(3, start + 10)),
+               "soup": " ".join(["домain", "Fallonьx", "кодStream", "видeo"] * 10) if seed % 2 else prose(2, start + 10).replace("e", "\ufffd", 2)}[kind]
+    text = prefix + garbled + prose(4, start + 20)
+    pieces = split_pieces(text)
+    chunks = [int(c) for c in rng.integers(1, 161, size=len(pieces))]
+    d = stream(text, chunks)
+    assert d.aborted_at is not None and d.aborted_at == reference_abort(piece_ids(pieces), chunks, pieces=pieces)
+    assert d.aborted_at >= len(split_pieces(prefix))
+    assert d.finish("length").evidence.categories == analyze_text(text, finish_reason="length").evidence.categories == (kind,)
+
+
+def test_a_text_only_stream_aborts_on_stutter_and_soup() -> None:
+    """feed_text: the path of an engine that streams text and no token ids (ATOM)."""
+    for text in [prose(3) + doubled(prose(3, 10)), prose(3) + "x\ufffdy " + prose(3, 10)]:
+        d = StreamingDetector()
+        for i in range(0, len(text), 7):
+            if d.feed_text(text[i : i + 7]):
+                break
+        assert d.aborted_at is not None and d.aborted_at < len(split_pieces(text))
+        assert d.finish("length").collapsed
+
+
+def test_a_replacement_character_at_the_end_of_what_arrived_waits_for_the_next_piece() -> None:
+    pieces = split_pieces(prose(2)) + ["caf", "\ufffd"]
+    d = StreamingDetector(DetectorSettings(check_every=1))
+    assert not d.feed(piece_ids(pieces), pieces)  # maybe a character cut in two
+    assert d.feed(piece_ids([" ok"]), [" ok"])  # followed by more text: it was garbage
