@@ -1,14 +1,19 @@
 """Throughput of the repeated-token collapse detector on one core.
 
 Prints tokens analysed per second for 16k-token streams, healthy (GSM8K text split with
-``split_text``) and collapsed (the same text falling into a 7-token loop at token 2,000):
+``split_text``), collapsed (the same text falling into a 7-token loop at token 2,000) and
+stuttering (every word of the text written twice from token 2,000 on):
 
-* ``analyze`` on the ids (what a caller with server token ids pays), and with the pieces
-  (the text is then compressed too);
-* ``StreamingDetector`` fed in 16-token chunks, then ``finish``: all 16k tokens for the healthy
-  stream; for the collapsed one, up to the early abort (its position is printed); and how much
-  of that time ``finish`` takes (one whole-text ``analyze`` of what was received);
+* ``analyze`` on the ids (what a caller with server token ids pays: the loop rules only), and
+  with the pieces (the stutter and soup rules read the text, and it is compressed too);
+* ``StreamingDetector`` fed in 16-token chunks, ids only and ids with their pieces (a text-only
+  engine's path: every check also updates the stutter and soup figures), then ``finish``: all
+  16k tokens for the healthy stream; for the others, up to the early abort (its position is
+  printed); and how much of that time ``finish`` takes (one whole-text ``analyze``);
 * ``split_text``, for servers that give text only.
+
+Goal (README, "What evalkit itself costs"): a healthy stream at >= 1 M tokens/s on one core,
+with pieces too.
 
 Best of ``--repeats`` runs, pinned to one CPU.
 
@@ -50,16 +55,16 @@ def _best(repeats: int, run: Callable[[], object]) -> float:
     return min(times)
 
 
-def _fed(tokens: np.ndarray) -> StreamingDetector:
+def _fed(tokens: np.ndarray, pieces: list[str] | None = None) -> StreamingDetector:
     detector = StreamingDetector()
     for i in range(0, len(tokens), 16):
-        if detector.feed(tokens[i : i + 16]):
+        if detector.feed(tokens[i : i + 16], None if pieces is None else pieces[i : i + 16]):
             break
     return detector
 
 
-def _stream(tokens: np.ndarray) -> int:
-    detector = _fed(tokens)
+def _stream(tokens: np.ndarray, pieces: list[str] | None = None) -> int:
+    detector = _fed(tokens, pieces)
     detector.finish("length")
     return detector.n_tokens
 
@@ -76,21 +81,25 @@ def main() -> None:
     healthy = piece_ids(pieces)
     loop_pieces = pieces[:ONSET] + (pieces[ONSET - 7 : ONSET] * (N // 7 + 1))[: N - ONSET]
     collapsed = piece_ids(loop_pieces)
-    assert not analyze(healthy, finish_reason="length").collapsed
+    stutter_pieces = pieces[:ONSET] + [p for piece in pieces[ONSET:] for p in (piece, piece)][: N - ONSET]
+    stutter = piece_ids(stutter_pieces)
+    assert not analyze(healthy, finish_reason="length", pieces=pieces).collapsed
     assert analyze(collapsed, finish_reason="length").collapsed
+    assert analyze(stutter, finish_reason="length", pieces=stutter_pieces).evidence.categories == ("stutter",)
 
     print(f"detector throughput, one core, {N} tokens per stream (best of {args.repeats})")
-    for name, tokens, toks in (("healthy", healthy, pieces), ("collapsed", collapsed, loop_pieces)):
+    for name, tokens, toks in (("healthy", healthy, pieces), ("collapsed", collapsed, loop_pieces), ("stutter", stutter, stutter_pieces)):
         t = _best(args.repeats, partial(analyze, tokens, finish_reason="length"))
         print(f"  analyze(ids)            {name:9s} {N / t / 1e6:6.2f} M tokens/s  ({t * 1e3:.1f} ms)")
         t = _best(args.repeats, partial(analyze, tokens, finish_reason="length", pieces=toks))
         print(f"  analyze(ids, pieces)    {name:9s} {N / t / 1e6:6.2f} M tokens/s  ({t * 1e3:.1f} ms)")
-        fed = _stream(tokens)
-        t = _best(args.repeats, partial(_stream, tokens))
-        finish = _best(args.repeats, partial(_fed(tokens).finish, "length"))
-        where = "all tokens" if fed == N else f"aborted at token {fed}, loop from {ONSET}"
-        print(f"  streaming, 16-token feed {name:9s} {fed / t / 1e6:6.2f} M tokens/s  ({t * 1e3:.1f} ms, {where}; "
-              f"finish {finish * 1e3:.1f} ms of it)")
+        for label, given in (("ids", None), ("ids+pieces", toks)):
+            fed = _stream(tokens, given)
+            t = _best(args.repeats, partial(_stream, tokens, given))
+            finish = _best(args.repeats, partial(_fed(tokens, given).finish, "length"))
+            where = "all tokens" if fed == N else f"aborted at token {fed}, from {ONSET}"
+            print(f"  streaming {label:10s}     {name:9s} {fed / t / 1e6:6.2f} M tokens/s  ({t * 1e3:.1f} ms, {where}; "
+                  f"finish {finish * 1e3:.1f} ms of it)")
     chars = len("".join(pieces))
     t = _best(args.repeats, partial(split_text, "".join(pieces)))
     print(f"  split_text                        {N / t / 1e6:6.2f} M tokens/s  ({chars / t / 1e6:.1f} M chars/s)")

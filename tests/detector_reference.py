@@ -5,7 +5,8 @@ text received so far as a whole text (its runs merged into symbols, from the fir
 as ``analyze`` reads it) and evaluate the abort rules on its last ``tail_window +
 recurrence_lookback + ngram - 1`` symbols and the runs among them, and the stutter and soup
 rules on everything received (the doubled flags that no later token can change, recomputed
-from the first token); the first check at which a rule holds is the abort. StreamingDetector
+from the first token) at the first check at or after every ``UPDATE_EVERY`` tokens; the first
+check at which a rule holds is the abort. StreamingDetector
 finds the symbols incrementally, keeps the stutter and soup figures up to date incrementally
 and skips loop checks that cannot fire, and must abort at exactly the same token as this.
 """
@@ -20,6 +21,7 @@ from evalkit.evals.detector import DetectorSettings
 from evalkit.evals.detector import _kernels as K
 from evalkit.evals.detector._analysis import fired_rules, measure
 from evalkit.evals.detector._garble import (
+    UPDATE_EVERY,
     cusum_from,
     cusum_steps,
     doubled_flags,
@@ -46,10 +48,8 @@ def garble_fires(tokens: np.ndarray, pieces: Sequence[str] | None, s: DetectorSe
     return bool(soup)
 
 
-def window_fires(tokens: np.ndarray, s: DetectorSettings = DEFAULT, pieces: Sequence[str] | None = None) -> bool:
-    """Whether the abort rules hold on the window at the end of ``tokens`` (and its pieces)."""
-    if garble_fires(tokens, pieces, s):
-        return True
+def window_fires(tokens: np.ndarray, s: DetectorSettings = DEFAULT) -> bool:
+    """Whether the loop abort rules hold on the window at the end of ``tokens``."""
     window = s.tail_window + s.recurrence_lookback + s.recurrence_ngram - 1
     sym = factorize(K.mix(tokens), s.run_unit, s.run_copies)
     first = max(0, len(sym.values) - window)
@@ -61,13 +61,17 @@ def window_fires(tokens: np.ndarray, s: DetectorSettings = DEFAULT, pieces: Sequ
 def reference_abort(tokens: np.ndarray, chunks: Iterable[int], s: DetectorSettings = DEFAULT,
                     pieces: Sequence[str] | None = None) -> int | None:
     """Token count at which the unshortened schedule aborts ``tokens`` fed in ``chunks``."""
-    n, next_check = 0, s.check_every
+    n, next_check, next_garble = 0, s.check_every, UPDATE_EVERY
     for size in chunks:
         if n >= len(tokens):
             return None
         n = min(len(tokens), n + size)
         if n >= next_check:
             next_check = n + s.check_every
-            if window_fires(tokens[:n], s, None if pieces is None else pieces[:n]):
+            if n >= next_garble and pieces is not None:  # the stutter and soup figures' schedule
+                next_garble = n + UPDATE_EVERY
+                if garble_fires(tokens[:n], pieces[:n], s):
+                    return n
+            if window_fires(tokens[:n], s):
                 return n
     return None

@@ -18,7 +18,7 @@ from evalkit.evals.detector import (
     analyze_text,
     is_text_collapsed,
 )
-from evalkit.evals.detector._garble import doubled_flags, soup_events
+from evalkit.evals.detector._garble import UPDATE_EVERY, doubled_flags, soup_events
 from evalkit.evals.detector._text import piece_ids, split_pieces
 from tests.detector_reference import reference_abort
 
@@ -178,7 +178,7 @@ def test_a_stream_aborts_where_the_unshortened_reference_does_and_the_verdict_ho
     prefix = prose(int(rng.integers(0, 8)), start)
     garbled = {"stutter": doubled(prose(3, start + 10)),
                "soup": " ".join(["домain", "Fallonьx", "кодStream", "видeo"] * 10) if seed % 2 else prose(2, start + 10).replace("e", "\ufffd", 2)}[kind]
-    text = prefix + garbled + prose(4, start + 20)
+    text = prefix + garbled + prose(20, start + 20)  # a figures update comes after the garbling
     pieces = split_pieces(text)
     chunks = [int(c) for c in rng.integers(1, 161, size=len(pieces))]
     d = stream(text, chunks)
@@ -189,7 +189,7 @@ def test_a_stream_aborts_where_the_unshortened_reference_does_and_the_verdict_ho
 
 def test_a_text_only_stream_aborts_on_stutter_and_soup() -> None:
     """feed_text: the path of an engine that streams text and no token ids (ATOM)."""
-    for text in [prose(3) + doubled(prose(3, 10)), prose(3) + "x\ufffdy " + prose(3, 10)]:
+    for text in [prose(3) + doubled(prose(12, 10)), prose(3) + "x\ufffdy " + prose(16, 10)]:
         d = StreamingDetector()
         for i in range(0, len(text), 7):
             if d.feed_text(text[i : i + 7]):
@@ -199,7 +199,9 @@ def test_a_text_only_stream_aborts_on_stutter_and_soup() -> None:
 
 
 def test_a_replacement_character_at_the_end_of_what_arrived_waits_for_the_next_piece() -> None:
-    pieces = split_pieces(prose(2)) + ["caf", "\ufffd"]
+    pieces = split_pieces(prose(16)) + ["caf", "\ufffd"]
+    assert len(pieces) > UPDATE_EVERY  # the stutter and soup figures are updated at this check
     d = StreamingDetector(DetectorSettings(check_every=1))
     assert not d.feed(piece_ids(pieces), pieces)  # maybe a character cut in two
-    assert d.feed(piece_ids([" ok"]), [" ok"])  # followed by more text: it was garbage
+    more = split_pieces(" ok. " + prose(16, 20))
+    assert d.feed(piece_ids(more), more)  # followed by more text: it was garbage

@@ -28,6 +28,7 @@ SUITES = Path(__file__).parent / "data" / "detector"
 MIN_RECALL = 0.99
 MAX_FALSE_POSITIVE_RATE = 0.01
 MIN_SAVED = 0.80
+MIN_SAVED_GARBLED = 0.70
 ALL = ("positives", "negatives", "garbled_positives", "garbled_negatives", "requested")
 HEALTHY = ("negatives", "garbled_negatives")
 GARBLED_RECALL = {"stutter": 0.95, "stutter_sparse": 0.9, "soup_multiscript": 0.95, "soup_replacement": 1.0, "soup_latin": 0.6}
@@ -227,12 +228,15 @@ def test_early_abort_never_changes_a_verdict() -> None:
             assert run.result.verdict == whole.verdict, s.id
 
 
-def test_early_abort_saves_most_of_the_tokens_a_collapse_would_spend() -> None:
+@pytest.mark.parametrize("name", ["positives", "garbled_positives"])
+def test_early_abort_saves_most_of_the_tokens_a_collapse_would_spend(name: str) -> None:
     """Saved = tokens after the abort / tokens after the loop's onset, over the positives cut at
-    max_tokens (what the engine would have spent on the loop without the abort)."""
+    max_tokens (what the engine would have spent on the loop without the abort). Stutter and
+    soup are checked every UPDATE_EVERY (512) tokens, and the misses of the limit categories
+    save nothing: a lower floor."""
     saved: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     latency = []
-    for s, run in zip(suite("positives"), streamed("positives")):
+    for s, run in zip(suite(name), streamed(name)):
         if s.finish_reason != "length" or s.onset is None:
             continue
         stop = run.aborted_at if run.aborted_at is not None else len(s.tokens)
@@ -244,7 +248,7 @@ def test_early_abort_saves_most_of_the_tokens_a_collapse_would_spend() -> None:
         print(f"  {category:18s} {kept / spent:6.1%}")
     total = sum(k for k, _ in saved.values()) / sum(s for _, s in saved.values())
     print(f"  {'all':18s} {total:6.1%}   abort latency after onset: median {np.median(latency):.0f}, p95 {np.percentile(latency, 95):.0f} tokens")
-    assert total >= MIN_SAVED
+    assert total >= (MIN_SAVED if name == "positives" else MIN_SAVED_GARBLED)
 
 
 @pytest.mark.slow  # regenerates every suite (~1 min): .ci/run runs it

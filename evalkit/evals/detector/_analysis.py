@@ -188,9 +188,9 @@ def _excerpt(tokens: np.ndarray, pieces: Sequence[str] | None, onset: int) -> st
     return (before + after)[:EXCERPT_CHARS]
 
 
-def _compression(tokens: np.ndarray, pieces: Sequence[str] | None) -> tuple[float, Literal["text", "token_ids"]]:
-    if pieces is not None:
-        raw = "".join(pieces).encode("utf-8", "surrogatepass")
+def _compression(tokens: np.ndarray, text: str | None) -> tuple[float, Literal["text", "token_ids"]]:
+    if text is not None:
+        raw = text.encode("utf-8", "surrogatepass")
         basis: Literal["text", "token_ids"] = "text"
     else:
         raw = tokens.astype("<u4").tobytes()
@@ -226,7 +226,8 @@ def analyze(
     m = measure(sym.values, s, sym.longest_run)
     natural_end = finish_reason in NATURAL_FINISH_REASONS
     loop_signals = fired_rules(m, s, natural_end=natural_end, scale=1.0)
-    g = measure_garble(t, pieces, s, natural_end=natural_end)
+    text = "".join(pieces) if pieces is not None else None
+    g = measure_garble(t, pieces, s, natural_end=natural_end, text=text)
     garble_signals = garble_rules(g, s, scale=1.0)
     signals = loop_signals + garble_signals
     near_loop_tokens = s.min_near_loop_tokens * (s.natural_end_factor if natural_end else 1.0)
@@ -247,7 +248,7 @@ def analyze(
     tail_len = m.n - m.tail_start
     span_len = m.span_end + 1 - m.span_start if m.span_score > 0 else 0
     ngrams = max(0, m.n - s.recurrence_ngram + 1)
-    ratio, basis = _compression(t, pieces)
+    ratio, basis = _compression(t, text)
     metrics = Metrics(
         n_tokens=n,
         finish_reason=finish_reason,

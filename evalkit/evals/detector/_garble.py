@@ -53,38 +53,44 @@ from ._settings import DetectorSettings
 STUTTER_SIGNALS = ("stutter",)
 SOUP_SIGNALS = ("invalid_chars", "script_switches")
 
-# Letters of each alphabet (marks of the Indic and Thai scripts included: they sit inside words).
-_LATIN = "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff"
-_CYRILLIC = "\u0400-\u052f"
-_GREEK = "\u0370-\u03ff\u1f00-\u1fff"
-_ARMENIAN = "\u0531-\u058f"
-_HEBREW = "\u05d0-\u05ea"
-_ARABIC = "\u0620-\u064a\u066e-\u06d3\u0750-\u077f"
-_DEVANAGARI = "\u0900-\u097f"
-_THAI = "\u0e00-\u0e7f"
-_GEORGIAN = "\u10a0-\u10ff"
-_HAN_KANA = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_HANGUL = "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
-_SCRIPTS = {"latin": _LATIN, "cyrillic": _CYRILLIC, "greek": _GREEK, "armenian": _ARMENIAN, "hebrew": _HEBREW,
-            "arabic": _ARABIC, "devanagari": _DEVANAGARI, "thai": _THAI, "georgian": _GEORGIAN,
-            "han_kana": _HAN_KANA, "hangul": _HANGUL}
+# Letters of each alphabet, as code point ranges (marks of the Indic and Thai scripts included:
+# they sit inside words). Anything outside them is not a letter here.
+_SCRIPT_RANGES = {
+    "latin": [(0x41, 0x5A), (0x61, 0x7A), (0xC0, 0xD6), (0xD8, 0xF6), (0xF8, 0x24F), (0x1E00, 0x1EFF)],
+    "cyrillic": [(0x400, 0x52F)],
+    "greek": [(0x370, 0x3FF), (0x1F00, 0x1FFF)],
+    "armenian": [(0x531, 0x58F)],
+    "hebrew": [(0x5D0, 0x5EA)],
+    "arabic": [(0x620, 0x64A), (0x66E, 0x6D3), (0x750, 0x77F)],
+    "devanagari": [(0x900, 0x97F)],
+    "thai": [(0xE00, 0xE7F)],
+    "georgian": [(0x10A0, 0x10FF)],
+    "han_kana": [(0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF)],
+    "hangul": [(0x1100, 0x11FF), (0x3130, 0x318F), (0xAC00, 0xD7AF)],
+}
 _WRITTEN_TOGETHER = {frozenset(pair) for pair in (("latin", "greek"), ("cyrillic", "greek"), ("latin", "han_kana"),
                                                   ("han_kana", "hangul"))}
 """Script pairs healthy text writes letter against letter (see the module docstring); Greek
 letters are symbols in every language."""
 
 
-def _switch_pattern() -> re.Pattern[str]:
-    """One alternative per script: a letter of it followed (lookahead) by a letter of any
-    script it is not written together with."""
-    alternatives = []
-    for name, letters in _SCRIPTS.items():
-        others = "".join(o for other, o in _SCRIPTS.items() if other != name and frozenset((name, other)) not in _WRITTEN_TOGETHER)
-        alternatives.append(f"[{letters}](?=[{others}])")
-    return re.compile("|".join(alternatives))
+def _script_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(range starts, script id of each range, 0 in the gaps; foreign[a, b]: a letter of script
+    a against one of script b is a switch). Ids start at 1; 0 is "not a letter"."""
+    names = list(_SCRIPT_RANGES)
+    edges = sorted((lo, hi, names.index(name) + 1) for name, ranges in _SCRIPT_RANGES.items() for lo, hi in ranges)
+    starts, ids = [0], [0]
+    for lo, hi, sid in edges:
+        starts += [lo, hi + 1]
+        ids += [sid, 0]
+    foreign = np.zeros((len(names) + 1, len(names) + 1), dtype=bool)
+    for a, x in enumerate(names, 1):
+        for b, y in enumerate(names, 1):
+            foreign[a, b] = a != b and frozenset((x, y)) not in _WRITTEN_TOGETHER
+    return np.array(starts, dtype=np.uint32), np.array(ids, dtype=np.int8), foreign
 
 
-_SWITCH = _switch_pattern()
+_STARTS, _IDS, _FOREIGN = _script_table()
 _INVALID = re.compile("[\ufffd\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 _ASCII_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -94,12 +100,16 @@ def soup_events(text: str) -> tuple[np.ndarray, np.ndarray]:
 
     A switch is dated at the second letter (where the foreign letter starts). ASCII text can
     hold no switch, and ``str.isascii`` is O(1) in CPython, so English text costs one scan
-    for control characters."""
+    for control characters; other text is classified code point by code point in numpy."""
     if text.isascii():
         return np.array([m.start() for m in _ASCII_INVALID.finditer(text)], dtype=np.int64), np.zeros(0, dtype=np.int64)
     invalid = np.array([m.start() for m in _INVALID.finditer(text)], dtype=np.int64)
-    switches = np.array([m.start() + 1 for m in _SWITCH.finditer(text)], dtype=np.int64)
-    return invalid, switches
+    points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    wide = points > 0x7F  # every switch has a non-ASCII letter on one side
+    at = np.flatnonzero(wide[1:] | wide[:-1]) + 1  # at[k]: the pair (at[k] - 1, at[k]) holds one
+    before = _IDS[np.searchsorted(_STARTS, points[at - 1], side="right") - 1]
+    after = _IDS[np.searchsorted(_STARTS, points[at], side="right") - 1]
+    return invalid, at[_FOREIGN[before, after]].astype(np.int64)
 
 
 def lookahead(s: DetectorSettings) -> int:
@@ -118,7 +128,7 @@ def _all_in_window(eq: np.ndarray, width: int) -> np.ndarray:
     return window
 
 
-_WORD = re.compile(rf"[^\W\d_]{{2}}|[{_HAN_KANA}{_HANGUL}]")
+_WORD = re.compile("[^\\W\\d_]{2}|[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 """A word: two letters in a row, or one CJK or Hangul character (a single "x" is the 0x of hex)."""
 
 
@@ -128,30 +138,34 @@ def doubled_flags(x: np.ndarray, pieces: Sequence[str], max_unit: int) -> np.nda
     from ``pieces``, aligned with ``x``) and no line break, and is not itself a repeat of a
     shorter unit ("a a" twice is a run of "a"). Numbers and punctuation doubled are data
     ("1,000,000", the "0,0" of a sparse CSV row, "0x00, 0x00"), a doubled line is layout (two
-    equal rows of a bitmap). Only candidate units are read as text: few in healthy text."""
+    equal rows of a bitmap).
+
+    A unit of p tokens written twice needs p tokens in a row equal to the token p before them,
+    so unit lengths with fewer such tokens are skipped (in healthy text, usually most of them),
+    and only the candidate units are read as text."""
     n = len(x)
-    cover = np.zeros(n + 1, dtype=np.int64)
-    eqs: dict[int, np.ndarray] = {}
+    flags = np.zeros(n, dtype=bool)
+    if n < 2:
+        return flags
+    eqs = {p: x[p:] == x[:-p] for p in range(1, min(max_unit, n // 2) + 1)}  # eq[p][j]: x[j + p] == x[j]
     search = _WORD.search
-    for p in range(1, max_unit + 1):
-        if n < 2 * p:
-            break
-        eqs[p] = eq = x[p:] == x[:-p]  # eq[j]: x[j + p] == x[j]
-        if not eq.any():
+    for p, eq in eqs.items():
+        if np.count_nonzero(eq) < p:  # usual in healthy text
             continue
         square = _all_in_window(eq, p)  # square[i]: x[i : i + p] == x[i + p : i + 2p]
+        if not square.any():
+            continue
         exact = square.copy()
         exact[p:] &= ~square[:-p]  # a copy before it
         exact[:-p] &= ~square[p:]  # a copy after it
         for d in range(1, p):  # the unit has a smaller period d dividing p: a run, not a word
-            if p % d == 0 and d in eqs:
+            if p % d == 0:
                 exact &= ~_all_in_window(eqs[d], p - d)[: len(exact)]
-        starts = [i for i in np.flatnonzero(exact).tolist() if search(unit := "".join(pieces[i : i + p])) and "\n" not in unit]
-        if starts:
-            at = np.array(starts, dtype=np.int64)
-            np.add.at(cover, at, 1)
-            np.add.at(cover, at + 2 * p, -1)
-    return np.cumsum(cover[:n]) > 0
+        for i in np.flatnonzero(exact).tolist():
+            unit = "".join(pieces[i : i + p])
+            if "\n" not in unit and search(unit):
+                flags[i : i + 2 * p] = True
+    return flags
 
 
 def cusum_steps(flags: np.ndarray, rate: float) -> np.ndarray:
@@ -207,9 +221,10 @@ stutter of a quarter of the words touches zero now and then after it began; at 0
 excursion starts where doubled words began to come more often than in healthy text (~0.5%)."""
 
 
-def measure_garble(tokens: np.ndarray, pieces: Sequence[str] | None, s: DetectorSettings, *, natural_end: bool) -> Garble:
+def measure_garble(tokens: np.ndarray, pieces: Sequence[str] | None, s: DetectorSettings, *, natural_end: bool,
+                   text: str | None = None) -> Garble:
     """Stutter and soup measurements of a whole text (see the module docstring); nothing is
-    measured without its pieces."""
+    measured without its pieces. ``text``: the pieces joined, when the caller has it."""
     empty = np.zeros(0, dtype=np.int64)
     if pieces is None:
         return Garble(np.zeros(0, dtype=bool), 0, 0, 0, False, empty, empty, (0, 0, 0), empty, empty)
@@ -222,13 +237,15 @@ def measure_garble(tokens: np.ndarray, pieces: Sequence[str] | None, s: Detector
         dating = cusum_from(cusum_steps(doubled[: end + 1], _ONSET_RATE), 0)
         zeros = np.flatnonzero(dating == 0)
         start = int(zeros[-1]) + 1 if zeros.size else 0
-    text = "".join(pieces)
+    text = "".join(pieces) if text is None else text
     invalid_at, switch_at = soup_events(text)
     if not natural_end and invalid_at.size and invalid_at[-1] == len(text) - 1 and text[-1] == "\ufffd":
         invalid_at = invalid_at[:-1]  # cut in the middle of a multi-byte character
-    ends = np.cumsum([len(p) for p in pieces])
-    invalid = np.searchsorted(ends, invalid_at, side="right")
-    switches = np.searchsorted(ends, switch_at, side="right")
+    invalid = switches = empty
+    if invalid_at.size or switch_at.size:  # token index of each event
+        ends = np.cumsum([len(p) for p in pieces])
+        invalid = np.searchsorted(ends, invalid_at, side="right")
+        switches = np.searchsorted(ends, switch_at, side="right")
     return Garble(doubled, top, start if top else 0, end + 1 if top else 0, True, invalid, switches,
                   peak_window_count(switches, s.script_window), invalid_at, switch_at)
 
@@ -247,8 +264,15 @@ def garble_rules(g: Garble, s: DetectorSettings, *, scale: float) -> tuple[str, 
     return tuple(fired)
 
 
+UPDATE_EVERY = 512
+"""A stream brings its stutter and soup figures up to date at the first check at or after
+every 256 tokens: a check costs ~20 us of numpy calls whatever its size, which every 64
+tokens would halve the speed of a text-only stream; a stutter or a soup is then aborted at
+most ~256 tokens later than it could be."""
+
+
 class GarbleStream:
-    """The stutter and soup rules of a stream, kept up to date in O(new tokens) per check.
+    """The stutter and soup rules of a stream, kept up to date in O(new tokens) per update.
 
     The doubled flag of token i is final once ``lookahead`` more tokens have arrived; the CUSUM
     over the final flags is carried from check to check (``cusum_from``), so at every check it
@@ -264,6 +288,7 @@ class GarbleStream:
     def __init__(self, s: DetectorSettings, scale: float) -> None:
         self._s, self._scale = s, scale
         self._ahead = lookahead(s)
+        self._next_update = UPDATE_EVERY
         self._done = 0  # tokens whose doubled flag is final and counted
         self._score = 0
         self._peak = 0
@@ -280,8 +305,9 @@ class GarbleStream:
         """Whether a stutter or soup rule holds on the first ``n`` tokens ``x`` (mixed or raw
         ids) and their ``pieces`` (None when the stream has no text: nothing to measure)."""
         s = self._s
-        if pieces is None:
+        if pieces is None or n < self._next_update:
             return False
+        self._next_update = n + UPDATE_EVERY
         final = n - self._ahead
         if final > self._done:
             lo = max(0, self._done - self._ahead)
