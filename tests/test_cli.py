@@ -63,9 +63,14 @@ def test_detect_judges_plain_text_and_jsonl(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["detect", str(tmp_path / "loop.txt"), str(tmp_path / "ok.txt"), str(tmp_path / "t.jsonl")])
     lines = result.output.strip().splitlines()
     assert result.exit_code == 1
-    assert lines[0].startswith(f"{tmp_path / 'loop.txt'}: collapsed (") and "period 5" in lines[0]
+    assert lines[0].startswith(f"{tmp_path / 'loop.txt'}: collapsed: loop (") and "period 5" in lines[0]
     assert lines[1] == f"{tmp_path / 'ok.txt'}: healthy"
     assert lines[2].startswith(f"{tmp_path / 't.jsonl'}:a: collapsed") and lines[3].endswith(":b: healthy")
+    (tmp_path / "stutter.txt").write_text(" ".join(f"{w} {w}" for w in (ROOT / "README.md").read_text().split()[:300]))
+    (tmp_path / "soup.txt").write_text("The formula C\ufffdH12O6 comes to mind.", encoding="utf-8")
+    garbled = CliRunner().invoke(main, ["detect", str(tmp_path / "stutter.txt"), str(tmp_path / "soup.txt")]).output.splitlines()
+    assert ": collapsed: stutter (stutter; period 1, onset token" in garbled[0] and "tokens garbled) at: " in garbled[0]
+    assert garbled[1].endswith("collapsed: soup (invalid_chars; period 0, onset token 3, 1 tokens garbled) at: 'formula C\ufffdH12O6'")
     as_json = CliRunner().invoke(main, ["detect", "--json", "-"], input="fine text, nothing repeats here.")
     assert as_json.exit_code == 0 and '"collapsed": false' in as_json.output
     bad = CliRunner().invoke(main, ["detect", str(tmp_path / "t.jsonl"), "--field", "body"])

@@ -20,6 +20,9 @@ from evalkit.evals.detector import (
 )
 from evalkit.evals.detector._garble import UPDATE_EVERY, doubled_flags, soup_events
 from evalkit.evals.detector._text import piece_ids, split_pieces
+from evalkit.evals.repetition import RepetitionSettings, scan_texts
+from evalkit.render.details import event_facts
+from evalkit.render.html_details import marked_excerpt
 from tests.detector_reference import reference_abort
 
 PARAGRAPH = (
@@ -205,3 +208,20 @@ def test_a_replacement_character_at_the_end_of_what_arrived_waits_for_the_next_p
     assert not d.feed(piece_ids(pieces), pieces)  # maybe a character cut in two
     more = split_pieces(" ok. " + prose(16, 20))
     assert d.feed(piece_ids(more), more)  # followed by more text: it was garbage
+
+
+# --- where the verdict goes --------------------------------------------------------------------
+
+
+def test_gsm8k_answers_are_scanned_for_stutter_and_soup_too() -> None:
+    answers = [prose(1), doubled(prose(2, 5)), prose(1, 9) + " C\ufffdH12O6", prose(1, 12)]
+    scanned = scan_texts(answers, ["stop"] * 4, RepetitionSettings())
+    assert scanned["collapsed"] == 2 and scanned["collapsed_ids"] == [1, 2]
+
+
+def test_the_report_names_the_kind_and_marks_the_onset_of_a_soup() -> None:
+    a = analyze_text(prose(2) + "and then the formula C\ufffdH12O6 comes to mind.", finish_reason="stop")
+    sample = {"id": "p1", **a.to_dict()}
+    assert event_facts(sample)[:2] == ["soup", "signals invalid_chars"] and "tokens garbled" in event_facts(sample)[4]
+    assert '<mark class="onset">\ufffdH12O6</mark>' in marked_excerpt(sample)
+    assert event_facts({"evidence": {"signals": ["token_run"]}})[0] == "loop"  # stored before kinds were recorded

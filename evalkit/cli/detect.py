@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 @click.option("--finish-reason", default=None, help="Assume this finish_reason (JSONL rows may carry their own).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON verdict per text on stdout.")
 def detect(files: tuple[Path, ...], field: str, finish_reason: str | None, as_json: bool) -> None:
-    """Judge texts with evalkit's repeated-token collapse detector.
+    """Judge texts with evalkit's collapse detector: loops, stutter and token soup.
 
     FILE is plain text (one text per file), or JSONL (one text per line, in --field, with an
     optional finish_reason); `-` reads stdin. Exit code 0 when nothing collapsed, 1 otherwise.
@@ -49,14 +49,19 @@ def _verdict_json(name: str, analysis: Analysis) -> str:
 
 
 def _verdict_line(name: str, analysis: Analysis) -> str:
-    """`NAME: healthy`, or `NAME: collapsed (signals; period, onset, loop length) unit: '...'`."""
+    """`NAME: healthy`, or `NAME: collapsed: KINDS (signals; period, onset, length) unit: '...'`,
+    the unit of a loop or the first places where a stutter or a soup fired."""
     from evalkit.clean import clean
 
     line = f"{name}: {analysis.verdict}"
     if analysis.collapsed:
         ev = analysis.evidence
-        line += (f" ({', '.join(ev.signals)}; period {ev.period}, onset token {ev.onset}, "
-                 f"{ev.loop_tokens} tokens looped) unit: {clean(ev.unit_text or '')[:60]!r}")
+        line += (f": {' + '.join(ev.categories)} ({', '.join(ev.signals)}; period {ev.period}, onset token {ev.onset}, "
+                 f"{ev.loop_tokens} tokens {'looped' if ev.categories == ('loop',) else 'garbled'})")
+        if ev.categories[0] == "loop":
+            line += f" unit: {clean(ev.unit_text or '')[:60]!r}"
+        else:
+            line += " at: " + ", ".join(repr(clean(e)[:30]) for e in ev.examples[:3])
     return line
 
 

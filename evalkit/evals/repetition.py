@@ -35,7 +35,7 @@ from evalkit.evals.base import (
     MetricSpec,
     fingerprint,
 )
-from evalkit.evals.detector import DetectorSettings, StreamingDetector, analyze_text, is_collapsed, split_text
+from evalkit.evals.detector import DetectorSettings, StreamingDetector, analyze_text, is_text_collapsed, split_text
 from evalkit.evals.http_client import MAX_ATTEMPTS, Bounded, back_off, is_transient, pooled_client
 from evalkit.evals.prompts import Prompt, load_prompt_set
 from evalkit.store.files import read_jsonl
@@ -324,10 +324,11 @@ def setup_fields(settings: RepetitionSettings, prompt_set_version: str, token_id
 
 
 def scan_texts(texts: list[str], finish_reasons: list[str | None], settings: RepetitionSettings) -> dict[str, Any]:
-    """The detector over already generated text (e.g. every GSM8K answer): free extra evidence."""
+    """The detector over already generated text (e.g. every GSM8K answer): free extra evidence
+    (loops, and the stutter and soup that only the text shows)."""
     flagged = [
         i for i, (t, r) in enumerate(zip(texts, finish_reasons))
-        if is_collapsed(split_text(t), finish_reason=r, settings=settings.detector)
+        if is_text_collapsed(t, finish_reason=r, settings=settings.detector)
     ]
     return {"n": len(texts), "collapsed": len(flagged), "collapsed_ids": flagged[:50]}
 

@@ -98,6 +98,17 @@ def flipped_to_wrong(cell: dict[str, Any], metric: str) -> set[str]:
     return {qid for flips in cell_flips(cell, metric) for qid in flips.wrong}
 
 
+def event_facts(sample: dict[str, Any]) -> list[str]:
+    """The detector's facts about one collapsed sample, for every report format: the kinds of
+    degenerate output that fired (loop, stutter, soup; samples stored before the kinds were
+    recorded are loops), the rules, the unit and where the stretch starts and how long it is."""
+    ev, sm = sample.get("evidence") or {}, sample.get("metrics") or {}
+    kinds = list(ev.get("categories") or ["loop"])
+    return [" + ".join(kinds), f"signals {', '.join(ev.get('signals') or []) or '-'}", f"period {ev.get('period')}",
+            f"onset token {ev.get('onset')}", f"{ev.get('loop_tokens')} tokens {'looped' if kinds == ['loop'] else 'garbled'}",
+            f"{sm.get('n_tokens')} tokens", f"finish {sm.get('finish_reason')}"]
+
+
 def _read(path: Path, keep: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
     return [row for row in read_jsonl(path) if keep(row)] if path.is_file() else []
 

@@ -24,7 +24,7 @@ from evalkit.clean import clean, clean_block
 from evalkit.evals.base import Eval, MetricSpec
 from evalkit.evals.recorded import specs_of, with_evals
 from evalkit.redact import strip_userinfo
-from evalkit.render.details import Details, cell_flips, cell_worst
+from evalkit.render.details import Details, cell_flips, cell_worst, event_facts
 from evalkit.render.engine_log import checks_text, ran_text
 from evalkit.render.gpus import cell_rows
 from evalkit.render.text import truncate
@@ -56,11 +56,14 @@ def esc_block(text: Any, limit: int = MAX_SAMPLE_CHARS) -> str:
 def onset_split(sample: dict[str, Any]) -> tuple[str, str]:
     """The detector's excerpt as (before the onset, from the onset on).
 
-    A token-id excerpt marks the onset with ` | `. A text excerpt keeps up to EXCERPT_BEFORE
+    A token-id excerpt marks the onset with ` | `; a text excerpt without a repeated unit (soup)
+    says where the onset is (``excerpt_onset``). A text excerpt keeps up to EXCERPT_BEFORE
     characters before it, so the onset is there when the repeated unit starts there; else (a loop
     that starts early) the first place where the unit starts and repeats."""
     ev = sample.get("evidence") or {}
     excerpt, unit = str(ev.get("excerpt") or ""), str(ev.get("unit_text") or "")
+    if not unit and isinstance(ev.get("excerpt_onset"), int):  # a text excerpt of a soup: no unit
+        return excerpt[: ev["excerpt_onset"]], excerpt[ev["excerpt_onset"] :]
     if not unit:
         before, sep, after = excerpt.partition(" | ")
         return (before, after) if sep else ("", excerpt)
@@ -121,12 +124,11 @@ def _flips(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details) -
 
 
 def _evidence(sample: dict[str, Any]) -> str:
-    ev, sm = sample.get("evidence") or {}, sample.get("metrics") or {}
-    facts = [f"signals {', '.join(ev.get('signals') or []) or '-'}", f"period {ev.get('period')}",
-             f"onset token {ev.get('onset')}", f"{ev.get('loop_tokens')} tokens looped",
-             f"{sm.get('n_tokens')} tokens", f"finish {sm.get('finish_reason')}"]
+    ev = sample.get("evidence") or {}
     out = [f'<div class="event"><p><b>{esc(sample.get("id", "?"))}</b> ({esc(sample.get("kind") or "-")}): '
-           f"{esc('; '.join(facts))}</p><p>Around the onset (marked):</p>{marked_excerpt(sample)}"]
+           f"{esc('; '.join(event_facts(sample)))}</p><p>Around the onset (marked):</p>{marked_excerpt(sample)}"]
+    if ev.get("examples"):
+        out.append(f"<p>Where it fired:</p><pre>{esc_block(chr(10).join(ev['examples']))}</pre>")
     if ev.get("unit_text"):
         out.append(f"<p>Repeated unit:</p><pre>{esc_block(ev['unit_text'])}</pre>")
     if sample.get("text"):

@@ -5,7 +5,8 @@ One section per metric that asks for details (MetricSpec.details), in the summar
 * "flips": per cell, the questions that flipped against the baseline and the twin, and a few
   that went wrong with the eval's own account of them (`Eval.describe_sample`);
 * "events": per cell where the event happened, a few of those samples with the detector's
-  evidence (signals, period, onset, excerpt, repeated unit, end of the text);
+  evidence (kind: loop, stutter or soup, signals, period, onset, where it fired, excerpt, repeated
+  unit, end of the text);
 * "worst": per cell and reference, the places a PAIRWISE metric was largest, with the text
   around each (the token itself between ⟦ ⟧), or why the eval refused to compare.
 
@@ -20,7 +21,7 @@ from typing import Any
 from evalkit.clean import clean
 from evalkit.evals.base import Eval, MetricSpec
 from evalkit.evals.recorded import specs_of, with_evals
-from evalkit.render.details import Details, cell_flips, cell_worst
+from evalkit.render.details import Details, cell_flips, cell_worst, event_facts
 from evalkit.render.text import html_pre, html_text, md_cell, md_code, truncate
 
 MAX_IDS_LISTED = 40
@@ -89,12 +90,11 @@ def _excerpt_label(sample: dict[str, Any]) -> str:
 
 def _evidence(sample: dict[str, Any]) -> list[str]:
     """One event sample: the detector's facts, the excerpt around the onset, the unit, the end."""
-    ev, sm = sample.get("evidence") or {}, sample.get("metrics") or {}
-    facts = [f"signals {', '.join(ev.get('signals') or []) or '-'}", f"period {ev.get('period')}",
-             f"onset token {ev.get('onset')}", f"{ev.get('loop_tokens')} tokens looped",
-             f"{sm.get('n_tokens')} tokens", f"finish {sm.get('finish_reason')}"]
+    ev = sample.get("evidence") or {}
     block = [f"**{md_cell(sample.get('id', '?'))}** ({md_cell(sample.get('kind') or '-')}): "
-             + md_cell("; ".join(facts)), "", _excerpt_label(sample), "", html_pre(ev.get("excerpt", "")), ""]
+             + md_cell("; ".join(event_facts(sample))), "", _excerpt_label(sample), "", html_pre(ev.get("excerpt", "")), ""]
+    if ev.get("examples"):
+        block += ["Where it fired:", "", html_pre("\n".join(ev["examples"])), ""]
     if ev.get("unit_text"):
         block += ["Repeated unit:", "", html_pre(ev["unit_text"]), ""]
     if sample.get("text"):  # the excerpt is token ids when the server sent ids: show the words too

@@ -294,6 +294,7 @@ def analyze(
         unit_ids=tuple(int(u) for u in unit_ids),
         unit_text="".join(pieces[onset : onset + period])[:EXCERPT_CHARS] if pieces is not None and period else None,
         excerpt=_excerpt(t, pieces, onset),
+        excerpt_onset=len("".join(pieces[max(0, onset - _EXCERPT_BEFORE) : onset])[-_EXCERPT_BEFORE:]) if pieces is not None else None,
         categories=tuple(dict.fromkeys(category_of(name) for name in signals)),
         examples=garble_examples(g, garble_signals, t, pieces, s),
     )

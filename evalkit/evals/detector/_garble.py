@@ -394,7 +394,11 @@ def garble_examples(g: Garble, fired: tuple[str, ...], tokens: np.ndarray, piece
         for name, offsets in (("invalid_chars", g.invalid_offsets), ("script_switches", g.switch_offsets)):
             if name in fired:
                 for at in offsets[: _EXAMPLES - len(out)].tolist():
-                    out.append(_shown(text[max(0, at - _AROUND) : at + _AROUND]))
+                    lo, hi = max(0, at - _AROUND), at + _AROUND
+                    lo = text.find(" ", lo, at) + 1 or lo  # whole words around the event
+                    right = text.rfind(" ", at + 1, hi)
+                    hi = right if right > at else hi
+                    out.append(_shown(text[lo:hi]))
     return tuple(out[:_EXAMPLES])
 
 

@@ -92,6 +92,9 @@ class Evidence:
     """The repeated unit as text (first 200 characters), when pieces are known."""
     excerpt: str
     """At most 200 characters around the onset (token ids when no pieces are known)."""
+    excerpt_onset: int | None = None
+    """Characters of the excerpt before the onset (None for a token-id excerpt, which marks
+    the onset with " | ")."""
     categories: tuple[str, ...] = ()
     """The kinds of degenerate output that fired, in this order: loop, stutter, soup."""
     examples: tuple[str, ...] = ()
