@@ -1,9 +1,18 @@
-"""Repeated-token collapse detector: token ids (or text) in, verdict and evidence out.
+"""Collapse detector: token ids (or text) in, verdict and evidence out.
 
 The bug behind evalkit (ATOM PR #1596) turned long generations into repeated-token garbage
 while short answers still looked fine, so accuracy alone hides it. This package decides, per
-generated sample, whether it collapsed into a loop, and says where the loop starts and what
-it repeats. It is pure analysis: the caller streams from the server and feeds it.
+generated sample, whether it collapsed, and says into what (the evidence's ``categories``):
+
+* **loop**: repeated tokens, below: where the loop starts and what it repeats;
+* **stutter**: words written twice in place, "The capital capital of of France France";
+* **soup**: U+FFFD or control characters, letters of two alphabets written against each other
+  ("373ьallis"): fluent-looking garbage in which nothing repeats.
+
+Stutter and soup read the text (``_garble`` says what they count and what they leave alone:
+numbers, layouts, Chinese, Japanese, Russian, mixed-script technical text, Greek symbols); the
+loop rules read token ids or the text's pieces. It is pure analysis: the caller streams from
+the server and feeds it.
 
 What is measured, in one numpy pass (no per-token Python objects):
 
@@ -34,7 +43,8 @@ What is measured, in one numpy pass (no per-token Python objects):
   zlib compression ratio, recurring n-gram rate. They are not verdict rules: they grow with
   length and flag tables, logs and JSON as readily as loops.
 
-Verdict: collapsed when any rule holds (each rule is a conjunction of conditions).
+Verdict: collapsed when any rule holds (each rule is a conjunction of conditions). The loop
+rules:
 
 * A cut generation (finish_reason "length", "aborted", or unknown): a periodic tail whose unit
   repeats ``min_repeats`` times and copies ``min_loop_tokens`` symbols; a near-periodic tail
@@ -44,6 +54,11 @@ Verdict: collapsed when any rule holds (each rule is a conjunction of conditions
 * Whatever the finish reason: a recurrent span of ``min_recurrent_span_tokens`` or a run of
   ``max_run`` tokens of one short unit anywhere (the model may have escaped the loop, the text
   is still garbage).
+
+And, when the text is known (pieces given, or :func:`analyze_text`), whatever the finish
+reason: a stutter, a CUSUM over "this token is in a unit written exactly twice in a row"
+reaching ``min_stutter_tokens``; or a soup, ``min_invalid_chars`` invalid characters or
+``min_script_switches`` script switches within ``script_window`` tokens.
 
 No rule asks for a fraction of the text: a loop at the end of a long healthy answer (onset at
 90%) is as real as an early one, and absolute counts keep every rule monotone as a loop goes
@@ -64,10 +79,16 @@ statistic tells them from a loop before they end:
 * code whose blocks differ only in one identifier (20 handlers ``except Exception: pass``)
   cut at max_tokens or aborted while streaming.
 
+Repetition a user asked for ("ha" 2,000 times, a grid of zeros, the same SQL query for six
+statuses) is the same look-alike: the loop rules may flag it, stutter and soup never do
+(tests/data/detector/requested.jsonl).
+
 Counting, counting songs, tables, CSV, JSON arrays, logs, refrains, templated reports, sparse
 and identity matrices, grids, bitmaps and hex dumps stay healthy (tests/data/detector has 665
-such texts). Greedy decoding of healthy models loops now and then too: judge a cell against
-its baseline cell.
+such texts), and so do two near-identical SQL blocks, prime lists, counting to 300,
+thinking-model traces, prose in Chinese, Russian, Japanese and Korean, mixed-script technical
+text, URLs, paths and hashes, and words legitimately written twice (320 more). Greedy decoding
+of healthy models loops now and then too: judge a cell against its baseline cell.
 """
 
 from ._analysis import analyze, analyze_text, is_collapsed, is_text_collapsed

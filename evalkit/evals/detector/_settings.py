@@ -4,7 +4,9 @@ The defaults were set on the suites in ``tests/data/detector`` (see ``make_suite
 catch 439 of the 440 collapsed texts there and flag none of the 665 hard negatives (210 of
 them matrices, grids, bitmaps, hex dumps and CSV full of zeros), whose most loop-like prefix
 reaches about half of any threshold; and they catch all 440 as ids of a 32k-vocabulary BPE
-tokenizer (``check_tokenizers.py``), where only rows wider than max_run tokens are flagged. A
+tokenizer (``check_tokenizers.py``), where only rows wider than max_run tokens are flagged.
+The stutter and soup thresholds were set on garbled_{positives,negatives}.jsonl (``garbled.py``):
+no hard negative reaches a quarter of them. A
 different engine or tokenizer may want other values, so every one of them is a field here; an
 evaluation records the settings it used next to its results.
 """

@@ -46,6 +46,10 @@ class StreamingDetector:
        periodic or recurrent tail or the run only gets longer and every rule is monotone in
        that length, so the full run is collapsed too. ``recurrent_span`` and ``token_run`` hold
        whatever follows. The suites test this on every sample (tests/test_detector_suites.py).
+    4. Stutter and soup (when pieces are fed) are judged on everything received, by
+       :class:`~._garble.GarbleStream` every ``UPDATE_EVERY`` tokens: its figures count only
+       flags and events that no later token changes, and its rules are thresholds on a
+       maximum or a count, so they hold on any continuation of the text too.
 
     Most checks are skipped without changing when a stream is aborted: :class:`RuleBounds`
     keeps upper bounds of the rule inputs up to date in O(new tokens) and runs the full check
