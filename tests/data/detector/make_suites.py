@@ -365,9 +365,9 @@ def neg_ascii_art(rng: random.Random) -> Blocks:
     prose = prose_blocks(rng)
     def tree() -> str:
         out = [f"{_words(rng, 1)}/"]
-        for _d, directory in enumerate(rng.sample(["src", "tests", "docs", "scripts", "config", "assets", "data"], rng.randint(2, 5))):
+        for d, directory in enumerate(rng.sample(["src", "tests", "docs", "scripts", "config", "assets", "data"], rng.randint(2, 5))):
             out.append(f"├── {directory}/")
-            for _f in range(rng.randint(1, 6)):
+            for f in range(rng.randint(1, 6)):
                 out.append(f"│   ├── {_words(rng, rng.randint(1, 2))}.{rng.choice(['py', 'md', 'json', 'yaml', 'ts'])}")
         out.append("└── README.md")
         return "\n".join(out) + "\n"
@@ -499,8 +499,8 @@ def neg_json_array(rng: random.Random) -> Blocks:
     while True:
         i += 1
         if kind == "users":
-            first, last = rng.choice(M.FIRST_NAMES), rng.choice(M.SURNAMES)
-            obj = {"id": i, "name": f"{first} {last}", "email": f"{first.lower()}.{last.lower()}@example.org", "active": rng.random() < 0.8,
+            f, l = rng.choice(M.FIRST_NAMES), rng.choice(M.SURNAMES)
+            obj = {"id": i, "name": f"{f} {l}", "email": f"{f.lower()}.{l.lower()}@example.org", "active": rng.random() < 0.8,
                    "role": rng.choice(["viewer", "editor", "admin"]), "city": rng.choice(M.CITIES), "created_at": f"{date(rng)}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00Z"}
         elif kind == "products":
             obj = {"sku": f"P-{rng.randint(10000, 99999)}", "name": f"{rng.choice(M.ADJECTIVES).title()} {rng.choice(M.PRODUCTS)}", "price": round(rng.uniform(3, 500), 2),
