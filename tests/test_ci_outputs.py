@@ -265,3 +265,46 @@ def test_report_plot_writes_the_png_of_a_real_run_and_the_html_holds_it(demo_run
     summary = read_json(demo_runs["a"] / "summary.json")
     compared = [row["id"] for row in summary["cells"] if row.get("vs_baseline") or row.get("vs_ab")]
     assert compared and all(f"{cell} vs " in figure for cell in compared)
+
+
+def test_compare_as_junit_fails_what_moved_the_wrong_way_significantly(junit_schema: xmlschema.XMLSchema) -> None:
+    from evalkit.render.junit import compare
+
+    result = {
+        "a": {"run_id": "main-1", "model": "m", "engine": "sim", "limit": None, "source_shas": ["a" * 40]},
+        "b": {"run_id": "pr-7", "model": "m", "engine": "sim", "limit": None, "source_shas": ["b" * 40]},
+        "metrics": [{"name": "gsm8k.flexible", "higher_is_better": True},
+                    {"name": "repetition.collapse_rate", "higher_is_better": False}],
+        "cells": [
+            {"id": "worse", "in": "both", "status_a": "ok", "status_b": "ok",
+             "gsm8k.flexible": {"diff": -0.07, "p_value": 1e-5},
+             "repetition.collapse_rate": {"diff": 0.3, "p_value": 1e-4}},
+            {"id": "better", "in": "both", "status_a": "ok", "status_b": "ok",
+             "gsm8k.flexible": {"diff": 0.05, "p_value": 1e-4},
+             "repetition.collapse_rate": {"diff": -0.2, "p_value": 0.3}},
+            {"id": "other-setup", "in": "both", "status_a": "ok", "status_b": "ok",
+             "gsm8k.flexible": {"diff": None, "p_value": None, "setup_differs": ["num_fewshot"]}},
+            {"id": "dropped", "in": "a", "status_a": "ok", "status_b": None},
+            {"id": "crashed", "in": "both", "status_a": "ok", "status_b": "error"}]}
+    text = compare(result, "# compare")
+    junit_schema.validate(io.StringIO(text))
+    suite = next(iter(JUnitXml.fromstring(text.encode())))
+    outcome = {(c.classname.rsplit(".", 1)[-1], c.name): {type(r).__name__ for r in c.result} for c in suite}
+    assert outcome[("worse", "gsm8k.flexible B - A")] == outcome[("worse", "repetition.collapse_rate B - A")] == {"Failure"}
+    assert outcome[("better", "gsm8k.flexible B - A")] == outcome[("better", "repetition.collapse_rate B - A")] == set()
+    assert outcome[("other-setup", "gsm8k.flexible B - A")] == {"Skipped"}
+    assert outcome[("dropped", "runs")] == {"Skipped"} and outcome[("crashed", "runs")] == {"Error"}
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (10, 2, 1, 2)
+
+
+def test_compare_of_real_runs_writes_valid_junit(demo_runs: dict[str, Path], junit_schema: xmlschema.XMLSchema,  # noqa: F811
+                                                 tmp_path: Path) -> None:
+    out = tmp_path / "compare.xml"
+    result = CliRunner().invoke(main, ["compare", "run-a", "run-b", "--format", "junit", "-o", str(out),
+                                       "--results-dir", str(demo_runs["results"])])
+    assert result.exit_code == 0, result.output
+    junit_schema.validate(str(out))
+    suite = next(iter(JUnitXml.fromfile(str(out))))
+    names = {(c.classname.rsplit(".", 1)[-1], c.name) for c in suite}
+    assert ("dp8-piecewise-fixoff", "gsm8k.flexible B - A") in names  # the one cell both runs have
+    assert ("tp8-full-fixon", "runs") in names  # only in A: listed, skipped

@@ -58,8 +58,7 @@ def test_history_without_a_model_names_the_recorded_models(tmp_path: Path) -> No
 
 
 def test_format_choices_are_the_renderers_formats() -> None:
-    from evalkit.cli._common import FORMATS, REPORT_FORMATS
+    from evalkit.cli._common import FORMATS
     from evalkit.render import FORMATS as RENDERERS
 
-    assert REPORT_FORMATS == list(RENDERERS)
-    assert FORMATS == [name for name, form in RENDERERS.items() if form.compare is not None]
+    assert FORMATS == list(RENDERERS)

@@ -21,11 +21,9 @@ if TYPE_CHECKING:
 EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES.items())
 """The exit-code table of `evalkit --help` and `evalkit matrix --help`, from evalkit.errors.EXIT_CODES."""
 
-FORMATS = ["terminal", "markdown", "csv", "json", "html"]
-"""`compare` --format choices: evalkit.render.FORMATS's keys that compare runs (not imported here: the
-CLI starts without the renderers)."""
-REPORT_FORMATS = [*FORMATS, "junit"]
-"""`report` --format choices: a run also renders as JUnit XML (one testcase per cell x check)."""
+FORMATS = ["terminal", "markdown", "csv", "json", "html", "junit"]
+"""`report` and `compare` --format choices: evalkit.render.FORMATS's keys (not imported here: the CLI
+starts without the renderers)."""
 
 Decorator = Callable[[Any], Any]
 

@@ -28,6 +28,7 @@ def compare(run_a: str, run_b: str, fmt: str, output: Path | None, results_dir: 
     Example:
       evalkit compare 20261201-020000-demo latest --format markdown > pr-comment.md
       evalkit compare 20261201-020000-demo latest --format html -o compare.html
+      evalkit compare 20261201-020000-demo latest --format junit -o compare-junit.xml
     """
     from evalkit.comparison import compare_runs
     from evalkit.store import resolve_run

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from evalkit.cli._common import REPORT_FORMATS, _Command, console, echo_output, results_dir_option
+from evalkit.cli._common import FORMATS, _Command, console, echo_output, results_dir_option
 
 
 def output_option(f: Any) -> Any:
@@ -41,7 +41,7 @@ def _write_whole(text: str, output: Path) -> None:
 
 @click.command(cls=_Command)
 @click.argument("run", default="latest")
-@click.option("--format", "fmt", type=click.Choice(REPORT_FORMATS), default="terminal",
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal",
               show_default=True, help="markdown: for a PR comment; csv: one row per cell; json: summary.json; "
                                       "html: one self-contained page (use with -o); junit: JUnit XML for CI test "
                                       "reporters (one testcase per cell x threshold check).")

@@ -43,8 +43,7 @@ class Format:
     """One output format: how it renders a run's report and a run comparison."""
 
     report: Callable[[dict[str, Any], Details], Output]
-    compare: Callable[[dict[str, Any]], Output] | None
-    """None: the format has no run comparison (JUnit: a comparison has no thresholds to test)."""
+    compare: Callable[[dict[str, Any]], Output]
     reads_run: bool = False
     """The report shows material from the run folder (run.json, samples): load_details first."""
 
@@ -59,8 +58,8 @@ FORMATS: dict[str, Format] = {
     "csv": Format(lambda summary, details: csv.report(summary), csv.compare),
     "json": Format(lambda summary, details: _json(summary), _json),
     "html": Format(html.report, html.compare, reads_run=True),
-    "junit": Format(lambda summary, details: junit.report(summary, markdown.report(summary, details)), None,
-                    reads_run=True),
+    "junit": Format(lambda summary, details: junit.report(summary, markdown.report(summary, details)),
+                    lambda result: junit.compare(result, markdown.compare(result)), reads_run=True),
 }
 """Format name -> renderer; the CLI's `--format` choices, in this order (terminal first)."""
 
@@ -88,10 +87,7 @@ def render(summary: dict[str, Any], fmt: str, run_path: Path | None = None, cons
 
 def render_compare(result: dict[str, Any], fmt: str, console: Console | None = None) -> str | None:
     """Two runs compared (comparison.compare_runs) in format `fmt`, returned or printed as render()."""
-    compare = FORMATS[fmt].compare
-    if compare is None:
-        raise KeyError(f"format {fmt} has no run comparison")
-    return _emit(compare(result), console)
+    return _emit(FORMATS[fmt].compare(result), console)
 
 
 __all__ = ["FORMATS", "Details", "Format", "load_details", "render", "render_compare"]
