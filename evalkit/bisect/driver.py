@@ -39,7 +39,7 @@ from evalkit.bisect.records import (
 )
 from evalkit.bisect.step import run_step
 from evalkit.config import MatrixConfig, find_config, load_config, resolve_config
-from evalkit.engine.sources import DEFAULT_CACHE_DIR, checkout
+from evalkit.engine.sources import checkout
 from evalkit.errors import (
     EXIT_BAD_INPUT,
     EXIT_ENDS_NOT_AS_CLAIMED,
@@ -59,7 +59,15 @@ from evalkit.run.options import Progress, Silent
 from evalkit.run.records import CellRecord, now
 from evalkit.run.scheduler import device_need
 from evalkit.run.signals import interrupts_raise, signals_held
-from evalkit.store import DEFAULT_RESULTS_DIR, RunStore, check_run_id, new_run_id, read_jsonl, resolve_run
+from evalkit.store import (
+    DEFAULT_CACHE_DIR,
+    DEFAULT_RESULTS_DIR,
+    RunStore,
+    check_run_id,
+    new_run_id,
+    read_jsonl,
+    resolve_run,
+)
 
 DEFAULT_ALPHA = 0.01
 """Each step's false-alarm rate when no threshold of the config sets `alpha`."""

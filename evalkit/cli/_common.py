@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.console import Console
 
-from evalkit.engine.sources import DEFAULT_CACHE_DIR
 from evalkit.errors import EXIT_BAD_INPUT, EXIT_CODES, EXIT_INTERRUPTED, EvalkitError
 from evalkit.run.lock import DEFAULT_LOCK_FILE
-from evalkit.store import DEFAULT_RESULTS_DIR
+from evalkit.store import DEFAULT_CACHE_DIR, DEFAULT_RESULTS_DIR
 
 if TYPE_CHECKING:
     from evalkit.config import MatrixConfig

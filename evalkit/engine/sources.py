@@ -16,9 +16,6 @@ from pathlib import Path
 from evalkit.config import Source
 from evalkit.errors import SourceError
 
-DEFAULT_CACHE_DIR = Path(".evalkit-cache")
-"""Where engine source worktrees are checked out and built unless told (`--cache-dir`)."""
-
 
 @dataclass(frozen=True)
 class ResolvedSource:

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.config import MatrixConfig, load_config, resolve_config
-from evalkit.engine.sources import DEFAULT_CACHE_DIR
 from evalkit.errors import EXIT_INTERRUPTED, ConfigError, Interrupted
 from evalkit.matrix import Cell, baseline_cell, expand, select
 from evalkit.run import gpus
@@ -31,6 +30,7 @@ from evalkit.run.options import Progress, RunOptions, Silent
 from evalkit.run.records import RunRecord
 from evalkit.run.signals import interrupts_raise
 from evalkit.store import (
+    DEFAULT_CACHE_DIR,
     DEFAULT_RESULTS_DIR,
     RunStore,
     atomic_write_text,

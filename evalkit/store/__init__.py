@@ -1,6 +1,7 @@
 """The results store: run folders written atomically (files.py) and the SQLite history (history.py)."""
 
 from evalkit.store.files import (
+    DEFAULT_CACHE_DIR,
     DEFAULT_RESULTS_DIR,
     REGRESSIONS_FILE,
     RunStore,
@@ -18,5 +19,5 @@ from evalkit.store.files import (
     write_jsonl,
 )
 
-__all__ = ["DEFAULT_RESULTS_DIR", "REGRESSIONS_FILE", "RunStore", "atomic_write_text", "check_run_id", "file_hash", "jsonl_writer", "new_run_id", "read_json", "read_jsonl", "read_regressions",
+__all__ = ["DEFAULT_CACHE_DIR", "DEFAULT_RESULTS_DIR", "REGRESSIONS_FILE", "RunStore", "atomic_write_text", "check_run_id", "file_hash", "jsonl_writer", "new_run_id", "read_json", "read_jsonl", "read_regressions",
            "read_run_cells", "resolve_run", "write_json", "write_jsonl"]

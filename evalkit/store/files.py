@@ -30,6 +30,9 @@ from evalkit.errors import ConfigError
 
 DEFAULT_RESULTS_DIR = Path("results")
 """Where run folders go unless told (`--results-dir`, MatrixRequest, BisectRequest): the one default."""
+DEFAULT_CACHE_DIR = Path(".evalkit-cache")
+"""Where engine source worktrees are checked out and built unless told (`--cache-dir`; engine/sources.py).
+Kept here, with the results default, so the CLI reads both without importing the engine package."""
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 """A whole run id (fullmatch: `$` would accept a trailing newline)."""
 
