@@ -8,6 +8,7 @@ written before checks existed has none, and shows none.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from evalkit.evals import registry
@@ -18,6 +19,17 @@ from evalkit.render.numbers import p_text
 
 MAX_NAMED = 4
 """Inconclusive cells named in a threshold's line; the rest are counted."""
+
+
+def checks_of(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A summary row's check records. A summary written before per-check outcomes has only its
+    broken-threshold flags: each becomes the record it stood for (FAIL, or NOT_CHECKED), which is
+    all that file knew; the thresholds that held left no trace there."""
+    if "checks" in row:
+        return list(row["checks"])
+    return [{"metric": f.get("metric"), "check": f.get("check"), "margin": f.get("limit"), "action": f.get("action"),
+             "reference": f.get("reference"), "outcome": "NOT_CHECKED" if f.get("not_checked") else "FAIL",
+             "why": f.get("not_checked"), "message": f["message"]} for f in row.get("flags", [])]
 
 
 def _scaled(metric: str, x: float | None, specs: list[MetricSpec]) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 from evalkit.errors import ConfigError
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.evals.recorded import specs_of
+from evalkit.render.checks import checks_of
 from evalkit.stats import newcombe_unpaired
 
 REFERENCES = (("vs_baseline", "baseline"), ("vs_ab", "twin"))
@@ -72,14 +73,9 @@ def _interval(spec: MetricSpec, delta: Mapping[str, Any], cell: Mapping[str, Any
 
 
 def _checks_on(row: Mapping[str, Any], metric: str, against: str) -> list[Mapping[str, Any]]:
-    """The checks of `metric` against this reference; from the broken-threshold flags alone for a
-    summary written before per-check outcomes (a flag there is a FAIL or a warning)."""
+    """The checks of `metric` against this reference (render/checks.py `checks_of`)."""
     suffix = "_vs_baseline" if against == "vs_baseline" else "_ab"
-    if "checks" not in row:
-        return [{"metric": f["metric"], "check": f["check"], "margin": f["limit"],
-                 "outcome": "FAIL" if f.get("action") == "fail" and not f.get("not_checked") else None}
-                for f in row.get("flags", []) if f.get("metric") == metric and str(f.get("check")).endswith(suffix)]
-    return [c for c in row["checks"] if c.get("metric") == metric and str(c.get("check")).endswith(suffix)]
+    return [c for c in checks_of(row) if c.get("metric") == metric and str(c.get("check")).endswith(suffix)]
 
 
 def _signed(check: Mapping[str, Any]) -> list[float]:

@@ -34,6 +34,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
+from evalkit.render.checks import checks_of
+
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _SKIPPED = ("INCONCLUSIVE", "NOT_CHECKED")
 COMPARE_ALPHA = 0.05
@@ -47,15 +49,6 @@ def _x(text: Any) -> str:
 def _check_name(check: Mapping[str, Any]) -> str:
     rule = check.get("rule") or f"{check.get('metric')} {check.get('check')} {check.get('margin', check.get('limit'))}"
     return f"{rule} vs {check['reference']}" if check.get("reference") else rule
-
-
-def _checks(row: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The row's checks with outcomes; from its flags alone for a summary without `checks`."""
-    if "checks" in row:
-        return list(row["checks"])
-    return [{"metric": f.get("metric"), "check": f.get("check"), "margin": f.get("limit"), "action": f.get("action"),
-             "reference": f.get("reference"), "outcome": "NOT_CHECKED" if f.get("not_checked") else "FAIL",
-             "why": f.get("not_checked"), "message": f["message"]} for f in row.get("flags", [])]
 
 
 def _flag_message(row: Mapping[str, Any], check: Mapping[str, Any]) -> str | None:
@@ -95,7 +88,7 @@ def _add_cell(suite: ET.Element, run_id: str, row: Mapping[str, Any], counts: di
         counts["skipped"] += 1
         ET.SubElement(runs, "skipped", message=_x(f"cell {status}: {row.get('error') or 'not run'}"))
         return
-    for check in _checks(row):
+    for check in checks_of(row):
         case = _testcase(suite, classname, _check_name(check))
         counts["tests"] += 1
         outcome = check.get("outcome")
