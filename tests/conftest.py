@@ -16,6 +16,13 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
 
 
+def checkout_env() -> dict[str, str]:
+    """This process's environment with this checkout first on PYTHONPATH: for the CLI started in a
+    directory of its own, as a user would, when a config names a `tests.*` module (a test's engine
+    profile) or a test must import this checkout rather than an installed evalkit."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
 @pytest.fixture
 def results_dir(tmp_path: Path) -> Path:
     return tmp_path / "results"

@@ -8,7 +8,6 @@ that cell's error, and the other cells still run. `evalkit prepare` builds witho
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import checkout_env
 from tests.toy_engine import SETUP, make_toy_repo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,8 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def evalkit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The CLI in its own process; the toy engine's profile (`tests.toy_engine:PROFILE`) imports from this checkout."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "evalkit.cli", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "evalkit.cli", *args], cwd=cwd, env=checkout_env(), capture_output=True,
                           text=True, timeout=600)
 
 

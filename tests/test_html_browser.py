@@ -9,7 +9,6 @@ Skipped, saying so, where /usr/bin/chromium is absent (`apt-get install chromium
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from evalkit.store import read_json, read_jsonl, write_jsonl
+from tests.conftest import checkout_env
 from tests.test_render_html import Page
 from tests.test_report_cli import demo_config
 
@@ -34,9 +34,8 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="SKIP browser test
 
 def evalkit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The CLI in its own process, importing this checkout."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     return subprocess.run([sys.executable, "-c", "import sys; from evalkit.cli import main; sys.exit(main())", *args],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
+                          cwd=cwd, env=checkout_env(), capture_output=True, text=True, timeout=300, check=False)
 
 
 def chromium(url: str, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 import subprocess
 import sys
@@ -31,19 +30,13 @@ from evalkit.gitinfo import MISMATCH_WORDS
 from evalkit.profiles.sglang import SGLANG_STARTUP_FILE
 from evalkit.profiles.vllm import VLLM_STARTUP_FILE
 from evalkit.render import render
+from tests.conftest import checkout_env
 from tests.tree_engine import make_tree_repo, write_package
 
 DECOY = '''from pathlib import Path
 Path(__file__).with_name("IMPORTED").touch()
 '''
 
-
-
-def with_checkout_on_path() -> dict[str, str]:
-    """evalkit's environment with this checkout importable, for the profile `tests.tree_engine:PROFILE`
-    (the matrix runs in a directory of its own, as a user would, where `tests` is not importable)."""
-    root = str(Path(__file__).resolve().parents[1])
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +69,7 @@ evals:
     done = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(config), "--run-id", "t",
                            "--results-dir", str(root / "results"), "--cache-dir", str(root / "cache"), "--json",
                            "--limit", "5", "--no-history"], cwd=decoy, capture_output=True, text=True, timeout=300,
-                          check=False, env=with_checkout_on_path())
+                          check=False, env=checkout_env())
     path = root / "results" / "t"
     cells = {d.name: json.loads((d / "cell.json").read_text()) for d in path.iterdir() if (d / "cell.json").exists()}
     return {"done": done, "path": path, "cells": cells, "shas": shas, "cache": (root / "cache").resolve(),
