@@ -217,9 +217,10 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
                 ready = engine.wait_ready(config.timeouts.startup, config.timeouts.warmup)
                 timings.update(engine_start_s=ready.health_s, engine_ready_s=ready.warmup_s,
                                warmup_attempts=ready.warmup_attempts)
-                _read_engine_log(job, launch, engine, record)
+                log = engine.launch_log()  # read once: an engine's start-up log can run to megabytes
+                _read_engine_log(job, launch, log, engine, record)
                 check_version(launch.base_url, launch.profile, job.source, record, job.cell.id, job.progress,
-                              tree=launch.tree, log_text=engine.launch_log())
+                              tree=launch.tree, log_text=log)
                 job.update("ready", f"in {ready.warmup_s:.1f} s")
                 try:
                     with gpus.sampling():
@@ -276,11 +277,10 @@ def _engine_for(launch: CellLaunch, config: MatrixConfig, log_path: Path) -> Eng
     )
 
 
-def _read_engine_log(job: CellJob, launch: CellLaunch, engine: EngineProcess, record: CellRecord) -> None:
+def _read_engine_log(job: CellJob, launch: CellLaunch, log: str, engine: EngineProcess, record: CellRecord) -> None:
     """What the ready engine's log proves (run/engine_log.py): the mode and layout it ran, a
     `warning` in the live progress at once when they are not what the cell asked, and the
     config's log assertions, a broken one failing the cell before any eval runs."""
-    log = engine.launch_log()
     record.ran_as = read_ran_as(launch.profile, log, job.cell)
     if record.ran_as is not None:
         record.effective_mode = record.ran_as.mode
