@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 import httpx
 
@@ -51,8 +51,13 @@ class Bounded(Generic[T, R]):
         self.done = 0
 
     async def map(self, items: Iterable[T]) -> list[R]:
-        """The results in the order of `items`."""
-        return list(await asyncio.gather(*(self._one(item) for item in items)))
+        """The results in the order of `items`; on failure, the error of the first failing item in
+        that order, so the error names the same item whatever finished first."""
+        results = await asyncio.gather(*(self._one(item) for item in items), return_exceptions=True)
+        failed = next((r for r in results if isinstance(r, BaseException)), None)
+        if failed is not None:
+            raise failed
+        return cast(list[R], results)
 
     async def _one(self, item: T) -> R:
         async with self._semaphore:
