@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from evalkit.cells import expand  # noqa: E402
 from evalkit.config import parse_config  # noqa: E402
 from evalkit.engine.launch import PORT_PLACEHOLDER, build_launch  # noqa: E402
-from evalkit.matrix import expand  # noqa: E402
 from evalkit.store import write_json, write_jsonl  # noqa: E402
 
 

@@ -226,8 +226,8 @@ def run_calibration(request: MatrixRequest, cell_id: str, repeats: int, alpha: f
                     name: str | None = None, progress: Progress | None = None) -> Calibration:
     """Run `cell_id` of the request's config `repeats` times (each its own engine start), then
     measure its noise; repeats already finished in the calibration folder are kept (resume)."""
+    from evalkit.cells import expand
     from evalkit.config import resolve_config
-    from evalkit.matrix import expand
     from evalkit.run.api import run_matrix
     from evalkit.store import read_json, write_json
     from evalkit.verdicts import flat_metrics, marks

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit import checks
+from evalkit.cells import twin_axes
 from evalkit.config import MatrixConfig, Threshold
 from evalkit.errors import (
     EXIT_CELL_FAILED,
@@ -32,7 +33,6 @@ from evalkit.evals.base import (
     MetricSpec,
     setup_differences,
 )
-from evalkit.matrix import twin_axes
 from evalkit.stats import fisher_collapse, paired_comparison
 from evalkit.store import read_jsonl, read_regressions, read_run_cells
 from evalkit.summary import SUMMARY_SCHEMA_VERSION, CellRow, MetricRecord, RunSummary
@@ -92,14 +92,14 @@ def unmeasured(record: dict[str, Any]) -> dict[str, str]:
     return _merged(record, lambda ev, raw: ev.absent(raw))
 
 
-def compare(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, flats: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def deltas_in_run(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, flats: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Deltas of `cell` against `ref` (cell - ref), per compared metric: paired metrics on the
     shared questions (McNemar), counts with Fisher (one-sided, a rise), continuous values as a
     plain difference. `flats`: each cell's flat metrics by id, computed once per summary."""
-    return compare_at(cell, ref, run_path / cell["id"], run_path / ref["id"], flats[cell["id"]], flats[ref["id"]])
+    return deltas_between(cell, ref, run_path / cell["id"], run_path / ref["id"], flats[cell["id"]], flats[ref["id"]])
 
 
-def compare_at(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_dir: Path,
+def deltas_between(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_dir: Path,
                flat_cell: dict[str, Any], flat_ref: dict[str, Any]) -> dict[str, Any]:
     """`compare` for two cell folders anywhere (a bisect compares one cell at two commits, the
     good end possibly from another run): the records, their folders and their flat metrics; the
@@ -251,11 +251,11 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
         row["unmeasured"] = unmeasured(cell)
         ok = cell["status"] == "ok"
         if ok and baseline and baseline["status"] == "ok" and baseline["id"] != cell["id"]:
-            row["vs_baseline"] = compare(cell, baseline, run_path, flats)
+            row["vs_baseline"] = deltas_in_run(cell, baseline, run_path, flats)
         wanted = twin_axes(cell.get("axes", {}), config) if ok else None
         twin = next((c for c in cells if c.get("axes") == wanted), None) if wanted else None
         if twin and twin["status"] == "ok":
-            row["vs_ab"] = compare(cell, twin, run_path, flats)
+            row["vs_ab"] = deltas_in_run(cell, twin, run_path, flats)
         row["setup"] = {ev.name: setup["hash"] for ev in registry.evals() if (setup := setup_of(cell, ev.name))}
         row["effective_mode"] = cell.get("effective_mode")
         row["ran_as"] = cell.get("ran_as")

@@ -21,13 +21,13 @@ import pytest
 
 from evalkit.bisect.ends import Ends, judge_ends
 from evalkit.bisect.step import StepOutcome, run_step, seeded_order
+from evalkit.cells import expand
 from evalkit.config import MatrixConfig, Source, load_config
 from evalkit.engine.sources import checkout
 from evalkit.errors import Interrupted
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec
 from evalkit.evals.gsm8k import GSM8K_TEST_SIZE
-from evalkit.matrix import expand
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.options import Silent
 from evalkit.store import RunStore, read_jsonl

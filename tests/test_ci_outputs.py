@@ -268,7 +268,7 @@ def test_report_plot_writes_the_png_of_a_real_run_and_the_html_holds_it(demo_run
 
 
 def test_compare_as_junit_fails_what_moved_the_wrong_way_significantly(junit_schema: xmlschema.XMLSchema) -> None:
-    from evalkit.render.junit import compare
+    from evalkit.render.junit import comparison
 
     result = {
         "a": {"run_id": "main-1", "model": "m", "engine": "sim", "limit": None, "source_shas": ["a" * 40]},
@@ -286,7 +286,7 @@ def test_compare_as_junit_fails_what_moved_the_wrong_way_significantly(junit_sch
              "gsm8k.flexible": {"diff": None, "p_value": None, "setup_differs": ["num_fewshot"]}},
             {"id": "dropped", "in": "a", "status_a": "ok", "status_b": None},
             {"id": "crashed", "in": "both", "status_a": "ok", "status_b": "error"}]}
-    text = compare(result, "# compare")
+    text = comparison(result, "# compare")
     junit_schema.validate(io.StringIO(text))
     suite = next(iter(JUnitXml.fromstring(text.encode())))
     outcome = {(c.classname.rsplit(".", 1)[-1], c.name): {type(r).__name__ for r in c.result} for c in suite}

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from evalkit.cells import expand
 from evalkit.config import load_config
 from evalkit.engine import PortBook, build_launch
 from evalkit.engine.isolation import isolate, release, shared_resources
-from evalkit.matrix import expand
 from evalkit.run.scheduler import DevicePool
 from tests.conftest import write_config
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from evalkit.cells import expand
 from evalkit.config import parse_config
 from evalkit.engine import PORT_PLACEHOLDER, CellLaunch, build_launch
 from evalkit.errors import ConfigError
-from evalkit.matrix import expand
 from evalkit.redact import REDACTED
 
 SAFE = {"PYTHONSAFEPATH": "1"}

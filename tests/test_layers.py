@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "evalkit.store.files", "evalkit.store.__init__")),
     ("evals", ("evalkit.evals",)),
     ("config", ("evalkit.config",)),
-    ("matrix", ("evalkit.matrix",)),
+    ("cells", ("evalkit.cells",)),
     ("engine", ("evalkit.profiles", "evalkit.engine", "evalkit.devices")),
     ("run", ("evalkit.run",)),
     ("store", ("evalkit.store.history",)),

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from evalkit.cells import ab_twin, baseline_cell, expand, select
 from evalkit.config import load_config
 from evalkit.errors import ConfigError
-from evalkit.matrix import ab_twin, baseline_cell, expand, select
 from tests.conftest import CONFIGS, write_config
 
 

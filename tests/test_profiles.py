@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from evalkit.cells import expand
 from evalkit.config import load_config, parse_config
 from evalkit.engine.launch import build_launch
 from evalkit.errors import ConfigError
-from evalkit.matrix import expand
 from evalkit.profiles import PROFILES, get_profile
 from tests.conftest import CONFIGS
 

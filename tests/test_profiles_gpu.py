@@ -15,10 +15,10 @@ import re
 
 import pytest
 
+from evalkit.cells import expand
 from evalkit.config import EngineSettings, load_config, parse_config
 from evalkit.engine.launch import build_launch
 from evalkit.errors import ConfigError
-from evalkit.matrix import expand
 from evalkit.profiles import Launch, get_profile
 from evalkit.profiles.sglang import GRAPH_BACKENDS, read_sglang_log, sglang_flags
 from evalkit.profiles.vllm import VLLM_FATAL_PATTERNS, VLLM_MODE_PATTERN, vllm_flags

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from evalkit.cells import Cell
 from evalkit.config import EngineSettings
 from evalkit.errors import ConfigError
-from evalkit.matrix import Cell
 from evalkit.run.records import SCHEMA_VERSION, CellError, CellRecord, RunRecord, failed_cell
 
 AXES = {"parallel": "tp8", "graph": "full", "fix": "fixon"}

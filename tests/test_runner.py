@@ -19,11 +19,11 @@ import httpx
 import pytest
 
 from evalkit import MatrixRequest, run_matrix
+from evalkit.cells import expand
 from evalkit.config import load_config
 from evalkit.errors import ConfigError, EvalError
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec
-from evalkit.matrix import expand
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.local import RUN_BUDGET_USED, LocalExecutor
 from evalkit.run.options import RunOptions

@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
+from evalkit.cells import expand
 from evalkit.config.loader import load_config
 from evalkit.engine.launch import build_launch
 from evalkit.evals.divergence import parse_echo, parse_prompt_logprobs
 from evalkit.evals.prompts import Prompt
-from evalkit.matrix import expand
 from tests.sim_helpers import SimServer, gsm8k_test
 
 DEMO = load_config(Path(__file__).resolve().parent.parent / "configs" / "demo.yaml")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from evalkit.cells import expand
 from evalkit.config import parse_config
 from evalkit.engine import build_launch
 from evalkit.errors import ConfigError
-from evalkit.matrix import expand
 from evalkit.profiles import get_profile
 
 USER_MODULE = '''

@@ -1,12 +1,12 @@
 """`run_bisect(BisectRequest(...))`: which commit of the engine's source broke one cell.
 
-The flow, each part in its own module: the config and the cell (config/, matrix.py), the commits
+The flow, each part in its own module: the config and the cell (config/, cells.py), the commits
 of good..bad from the cell's source repo (commits.py), the good end then the bad end as full
 cells (`run_cell`, the matrix's own lifecycle), the bad end judged against the good end
 (`judge_ends`: the config's thresholds, McNemar and Fisher); if it is not bad the bisect stops
 (exit 1). Then the binary search (search.py) runs one step per probed commit (`run_step`: one
 engine start, questions and long generations in batches until the sequential test decides) and
-rewrites bisect.json after each (records.py). A commit whose engine does not start or crashes is
+rewrites bisect.json after each (state.py). A commit whose engine does not start or crashes is
 untestable and the search moves to a neighbour.
 
 Ctrl-C or SIGTERM stops the running engine (the `with engine` of the cell lifecycle), keeps every
@@ -27,7 +27,7 @@ from typing import Any
 from evalkit.bisect import search
 from evalkit.bisect.commits import CommitRange, commit_range
 from evalkit.bisect.ends import Ends, judge_ends
-from evalkit.bisect.records import (
+from evalkit.bisect.state import (
     FOLDER_PREFIX,
     BisectRecord,
     BisectStatus,
@@ -38,6 +38,7 @@ from evalkit.bisect.records import (
     load,
 )
 from evalkit.bisect.step import run_step
+from evalkit.cells import Cell, expand
 from evalkit.config import MatrixConfig, find_config, load_config, resolve_config
 from evalkit.engine.sources import checkout
 from evalkit.errors import (
@@ -50,15 +51,14 @@ from evalkit.errors import (
     Interrupted,
 )
 from evalkit.evals import registry
-from evalkit.matrix import Cell, expand
 from evalkit.profiles import get_profile
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.lock import DEFAULT_LOCK_FILE, DeviceLock
-from evalkit.run.matrix import redacted_snapshot
 from evalkit.run.options import Progress, Silent
 from evalkit.run.records import CellRecord, now
 from evalkit.run.scheduler import device_need
 from evalkit.run.signals import interrupts_raise, signals_held
+from evalkit.run.stages import redacted_snapshot
 from evalkit.store import (
     DEFAULT_CACHE_DIR,
     DEFAULT_RESULTS_DIR,
@@ -116,7 +116,7 @@ class BisectOutcome:
 
 
 @dataclass
-class _Bisect:
+class _Search:
     """A bisect under way: its config, cell, record and folder."""
 
     config: MatrixConfig
@@ -142,31 +142,31 @@ def run_bisect(request: BisectRequest, progress: Progress | None = None) -> Bise
     # Absolute: git creates a relative worktree path under the repo, and the engine's PYTHONPATH
     # would be relative to the engine's own working directory.
     request = dataclasses.replace(request, cache_dir=request.cache_dir.resolve())
-    run = _resume(request, progress) if request.resume else _start(request, progress)
-    if run.record.status in FINAL:
-        return BisectOutcome(run.folder, run.record)  # resuming a finished bisect: its report, nothing run
-    with _device_lock(request, run), interrupts_raise():
+    state = _resume(request, progress) if request.resume else _start(request, progress)
+    if state.record.status in FINAL:
+        return BisectOutcome(state.folder, state.record)  # resuming a finished bisect: its report, nothing run
+    with _device_lock(request, state), interrupts_raise():
         if not request.resume:
-            run.store.create()  # only now: bad input and a held lock leave nothing behind
-        control = CellControl(threading.Event(), run.config.timeouts.cell)
+            state.store.create()  # only now: bad input and a held lock leave nothing behind
+        control = CellControl(threading.Event(), state.config.timeouts.cell)
         try:
-            run.save()
-            for ev, settings in registry.enabled(run.config.evals):
-                ev.prepare(run.folder, settings)  # what a run's evals share (lm-eval's task files)
-            _search(run, control)
+            state.save()
+            for ev, settings in registry.enabled(state.config.evals):
+                ev.prepare(state.folder, settings)  # what a run's evals share (lm-eval's task files)
+            _search(state, control)
         except (KeyboardInterrupt, Interrupted):
             control.stop.set()
             if control.engine is not None:
                 control.engine.stop()
-            run.record.status = "interrupted"
-            run.record.message = f"interrupted: finished steps kept; continue with --resume {run.record.bisect_id}"
+            state.record.status = "interrupted"
+            state.record.message = f"interrupted: finished steps kept; continue with --resume {state.record.bisect_id}"
         finally:
-            run.record.finished_at = now()
-            run.save()
-    return BisectOutcome(run.folder, run.record)
+            state.record.finished_at = now()
+            state.save()
+    return BisectOutcome(state.folder, state.record)
 
 
-def _start(request: BisectRequest, progress: Progress) -> _Bisect:
+def _start(request: BisectRequest, progress: Progress) -> _Search:
     for name in ("cell", "good", "bad"):
         if not getattr(request, name):
             raise ConfigError(f"--{name} is required (or --resume BISECT_ID)")
@@ -195,10 +195,10 @@ def _start(request: BisectRequest, progress: Progress) -> _Bisect:
         record.good = EndRecord(**CommitInfo.of(commits.good).model_dump(), cell_dir=str(good_dir.resolve()), status="ok")
     else:
         record.good = EndRecord(**CommitInfo.of(commits.good).model_dump(), cell_dir=f"good-{commits.good.short}")
-    return _Bisect(config, cell, record, store, progress, request.cache_dir, request.seed)
+    return _Search(config, cell, record, store, progress, request.cache_dir, request.seed)
 
 
-def _resume(request: BisectRequest, progress: Progress) -> _Bisect:
+def _resume(request: BisectRequest, progress: Progress) -> _Search:
     folder = folder_of(request.results_dir, request.resume or "")
     record = load(folder)
     _refuse_other_terms(request, record)
@@ -209,7 +209,7 @@ def _resume(request: BisectRequest, progress: Progress) -> _Bisect:
     if record.status not in FINAL:
         record.resumed_at = [*record.resumed_at, now()]
         record.status = "running"
-    return _Bisect(config, cell, record, RunStore(folder.parent, folder.name), progress, request.cache_dir, record.seed)
+    return _Search(config, cell, record, RunStore(folder.parent, folder.name), progress, request.cache_dir, record.seed)
 
 
 def _refuse_other_terms(request: BisectRequest, record: BisectRecord) -> None:
@@ -272,72 +272,72 @@ def _alpha(config: MatrixConfig) -> float:
     return min(alphas) if alphas else DEFAULT_ALPHA
 
 
-def _device_lock(request: BisectRequest, run: _Bisect) -> AbstractContextManager[Any]:
-    if request.lock and (run.config.devices is not None or get_profile(run.config.engine.profile).uses_devices):
-        return DeviceLock(request.lock_file, FOLDER_PREFIX + run.record.bisect_id)
+def _device_lock(request: BisectRequest, state: _Search) -> AbstractContextManager[Any]:
+    if request.lock and (state.config.devices is not None or get_profile(state.config.engine.profile).uses_devices):
+        return DeviceLock(request.lock_file, FOLDER_PREFIX + state.record.bisect_id)
     return nullcontext()
 
 
-def _job(run: _Bisect, sha: str, folder: str) -> CellJob:
+def _job(state: _Search, sha: str, folder: str) -> CellJob:
     """A CellJob for the bisected cell at one commit, its results in the bisect folder's `folder`."""
     # The cell's own source at this commit: its setup (the build each commit needs) comes along, and
     # a failed setup is that step's cell error, so the commit is untestable.
-    assert run.cell.source is not None  # _cell_and_axis refuses a cell without one
-    at_commit = run.cell.source.model_copy(update={"ref": sha})
+    assert state.cell.source is not None  # _cell_and_axis refuses a cell without one
+    at_commit = state.cell.source.model_copy(update={"ref": sha})
     with signals_held():  # a Ctrl-C that killed `git worktree add` would leave a half tree, reused later
-        source = checkout(at_commit, run.cache_dir)
-    cell = dataclasses.replace(run.cell, id=folder, source=at_commit)
-    devices = tuple(range(device_need(cell.settings))) if run.config.devices else None
-    return CellJob(run.config, cell, run.store, run.progress, limit=run.record.limit, source=source, devices=devices)
+        source = checkout(at_commit, state.cache_dir)
+    cell = dataclasses.replace(state.cell, id=folder, source=at_commit)
+    devices = tuple(range(device_need(cell.settings))) if state.config.devices else None
+    return CellJob(state.config, cell, state.store, state.progress, limit=state.record.limit, source=source, devices=devices)
 
 
-def _run_end(run: _Bisect, end: EndRecord, control: CellControl) -> Path:
+def _run_end(state: _Search, end: EndRecord, control: CellControl) -> Path:
     """Run one end as a full cell, unless a finished cell.json is there already (a resume)."""
-    folder = Path(end.cell_dir) if Path(end.cell_dir).is_absolute() else run.folder / end.cell_dir
+    folder = Path(end.cell_dir) if Path(end.cell_dir).is_absolute() else state.folder / end.cell_dir
     done = folder / "cell.json"
     if not done.is_file():
         started = time.monotonic()
-        record = run_cell(_job(run, end.sha, folder.name), control)
-        run.record.engine_starts += 1
+        record = run_cell(_job(state, end.sha, folder.name), control)
+        state.record.engine_starts += 1
         end.wall_s = round(time.monotonic() - started, 3)
         if record.status not in ("ok", "error"):  # interrupted: run_cell wrote nothing
             raise Interrupted("bisect interrupted")
     record = CellRecord.load(done)
     end.status, end.message = record.status, record.message
-    run.save()
+    state.save()
     return folder
 
 
-def _search(run: _Bisect, control: CellControl) -> None:
-    record = run.record
+def _search(state: _Search, control: CellControl) -> None:
+    record = state.record
     assert record.good is not None
-    good_dir = _run_end(run, record.good, control)
+    good_dir = _run_end(state, record.good, control)
     if record.good.status != "ok":
-        _finish(run, "ends_not_as_claimed", f"the good end {record.good.sha[:12]} did not run: {record.good.message}")
+        _finish(state, "ends_not_as_claimed", f"the good end {record.good.sha[:12]} did not run: {record.good.message}")
         return
     bad_commit = record.commits[-1]
     record.bad = record.bad or EndRecord(**bad_commit.model_dump(), cell_dir=f"bad-{bad_commit.sha[:12]}")
-    bad_dir = _run_end(run, record.bad, control)
-    ends = judge_ends(run.config, good_dir, bad_dir, record.alpha)
+    bad_dir = _run_end(state, record.bad, control)
+    ends = judge_ends(state.config, good_dir, bad_dir, record.alpha)
     record.ends = ends.to_dict()
     if not ends.bad:
-        _finish(run, "ends_not_as_claimed", f"ends not as claimed: {ends.reason}")
+        _finish(state, "ends_not_as_claimed", f"ends not as claimed: {ends.reason}")
         return
-    run.save()
+    state.save()
     n = len(record.commits)
     while (index := search.next_probe(n, record.verdicts())) is not None:
-        record.steps.append(_step(run, index, good_dir, ends, control))
-        run.save()
-    _conclude(run)
+        record.steps.append(_step(state, index, good_dir, ends, control))
+        state.save()
+    _conclude(state)
 
 
-def _step(run: _Bisect, index: int, good_dir: Path, ends: Ends, control: CellControl) -> StepRecord:
-    commit = run.record.commits[index]
-    job = _job(run, commit.sha, f"step-{commit.sha[:12]}")
-    run.progress.update(job.cell.id, "step", f"{commit.subject[:60]} ({len(run.record.steps) + 1} of at most "
-                                             f"{search.max_steps(len(run.record.commits))} without skips)")
-    run.record.engine_starts += 1
-    outcome = run_step(job, control, good_dir, ends, seed=run.seed)
+def _step(state: _Search, index: int, good_dir: Path, ends: Ends, control: CellControl) -> StepRecord:
+    commit = state.record.commits[index]
+    job = _job(state, commit.sha, f"step-{commit.sha[:12]}")
+    state.progress.update(job.cell.id, "step", f"{commit.subject[:60]} ({len(state.record.steps) + 1} of at most "
+                                             f"{search.max_steps(len(state.record.commits))} without skips)")
+    state.record.engine_starts += 1
+    outcome = run_step(job, control, good_dir, ends, seed=state.seed)
     if control.stop.is_set():
         raise Interrupted("bisect interrupted")
     return StepRecord(**commit.model_dump(), index=index, verdict=outcome.verdict, reason=outcome.reason,
@@ -346,23 +346,23 @@ def _step(run: _Bisect, index: int, good_dir: Path, ends: Ends, control: CellCon
                       wall_s=round(outcome.wall_s, 3), cell_dir=job.cell.id)
 
 
-def _conclude(run: _Bisect) -> None:
-    record = run.record
+def _conclude(state: _Search) -> None:
+    record = state.record
     result = search.conclude(len(record.commits), record.verdicts())
     if result.status == "found":
         first = record.commits[result.hi]
         record.first_bad = first.sha
-        record.excerpt = _excerpt(run)
-        _finish(run, "found", f"first bad commit {first.sha[:12]} {first.subject}")
+        record.excerpt = _excerpt(state)
+        _finish(state, "found", f"first bad commit {first.sha[:12]} {first.subject}")
         return
     record.untestable = [c.sha for c in record.commits[result.lo:result.hi + 1]]
-    _finish(run, "untestable", f"only untestable commits left: the first bad commit is one of "
+    _finish(state, "untestable", f"only untestable commits left: the first bad commit is one of "
                                f"{len(record.untestable)} ({record.untestable[0][:12]}..{record.untestable[-1][:12]})")
 
 
-def _excerpt(run: _Bisect) -> dict[str, Any] | None:
+def _excerpt(state: _Search) -> dict[str, Any] | None:
     """One collapse for the report: the first bad step's own, else the bad end's first new one."""
-    record = run.record
+    record = state.record
     step = next((s for s in record.steps if s.sha == record.first_bad), None)
     if step is not None and isinstance(found := step.evidence.get("excerpt"), dict):
         return {"sha": step.sha, "id": found.get("id"), "onset": found.get("onset"), "text": found.get("excerpt")}
@@ -371,7 +371,7 @@ def _excerpt(run: _Bisect) -> dict[str, Any] | None:
     ev = registry.eval_of(metric) if metric else None
     if not new or ev is None or record.bad is None:
         return None
-    path = run.folder / record.bad.cell_dir / ev.samples_file
+    path = state.folder / record.bad.cell_dir / ev.samples_file
     row = next((r for r in read_jsonl(path) if r.get("id") == new[0]["id"]), None) if path.is_file() else None
     if row is None:
         return None
@@ -380,7 +380,7 @@ def _excerpt(run: _Bisect) -> dict[str, Any] | None:
             "text": evidence.get("excerpt") or str(row.get("text", ""))[:200]}
 
 
-def _finish(run: _Bisect, status: BisectStatus, message: str) -> None:
-    run.record.status = status
-    run.record.message = message
-    run.progress.update(run.record.cell, status, message)
+def _finish(state: _Search, status: BisectStatus, message: str) -> None:
+    state.record.status = status
+    state.record.message = message
+    state.progress.update(state.record.cell, status, message)

@@ -1,7 +1,7 @@
 """The two ends of a bisect, judged the way the matrix judges a cell against its baseline.
 
 Both ends are full cells (run/cell.py) of the same matrix cell at two commits. The bad end is
-compared with the good end by verdicts.py itself (`compare_at`: McNemar on the questions both
+compared with the good end by verdicts.py itself (`deltas_between`: McNemar on the questions both
 answered, Fisher on collapses) and the config's thresholds are checked with the good end as the
 reference: `max_drop_*` / `max_rise_*` (the `_vs_baseline` and the `_ab` forms alike: in a bisect
 the one reference is the good end), and `min` / `max` on each end's own value. The ends are as
@@ -22,7 +22,7 @@ from evalkit.evals import recorded, registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.sequential import Count, PairedCounts, StepTest
 from evalkit.store import read_json
-from evalkit.verdicts import check_threshold, compare_at, flat_metrics
+from evalkit.verdicts import check_threshold, deltas_between, flat_metrics
 
 REFERENCE_WORD = "good end"
 """How threshold messages name the reference ("... vs good end <sha> 0.940, -7.0 points")."""
@@ -42,7 +42,7 @@ class Ends:
     good_flags: list[dict[str, Any]]
     """The `min`/`max` thresholds the good end breaks itself."""
     evidence: dict[str, Any]
-    """The bad end vs the good end per metric (`verdicts.compare_at`'s shape: diff, p_value, the
+    """The bad end vs the good end per metric (`verdicts.deltas_between`'s shape: diff, p_value, the
     flipped question ids, new collapses), `reference` the good end's label."""
     test: StepTest | None
     """The sequential test of the steps; None when the ends give no effect to test against."""
@@ -130,7 +130,7 @@ def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float
     flat_good, flat_bad = flat_metrics(good), flat_metrics(bad)
     # the reference named by its commit: threshold messages read "vs good end <sha> 0.940"
     reference = labels["good"].removeprefix(REFERENCE_WORD).strip() or "?"
-    evidence = compare_at({**bad, "id": labels["bad"]}, {**good, "id": reference}, bad_dir, good_dir,
+    evidence = deltas_between({**bad, "id": labels["bad"]}, {**good, "id": reference}, bad_dir, good_dir,
                           flat_bad, flat_good)
     base["evidence"] = evidence
     if differs := sorted({f for d in evidence.values() if isinstance(d, dict) for f in d.get("setup_differs") or []}):

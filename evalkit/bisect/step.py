@@ -38,7 +38,7 @@ from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.records import CellRecord
 from evalkit.sequential import Count, Judgement, PairedCounts, batch_schedule
 from evalkit.store import read_json, read_jsonl, write_jsonl
-from evalkit.verdicts import compare_at, flat_metrics, marks, question_order
+from evalkit.verdicts import deltas_between, flat_metrics, marks, question_order
 from evalkit.wire import Wire
 
 StepVerdict = Literal["good", "bad", "untestable"]
@@ -211,7 +211,7 @@ class _StepBody:
         good = read_json(self.good_dir / "cell.json")
         step = record.dump()
         step["id"] = label(step, "step")
-        vs_good = compare_at(step, {**good, "id": label(good, "good end")}, step_dir, self.good_dir,
+        vs_good = deltas_between(step, {**good, "id": label(good, "good end")}, step_dir, self.good_dir,
                              flat_metrics(step), flat_metrics(good))
         return {"vs_good": vs_good, "sequential": self.judgement.statistics if self.judgement else {},
                 "looks": self.looks, "excerpt": self._excerpt(), "notes": self.notes}

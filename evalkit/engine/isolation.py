@@ -29,10 +29,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from evalkit.cells import Cell
 from evalkit.config import MatrixConfig
 from evalkit.engine.launch import CellLaunch
 from evalkit.engine.ports import PortBook
-from evalkit.matrix import Cell
 from evalkit.profiles import get_profile
 
 CACHE_FOLDER = "engine-cache"

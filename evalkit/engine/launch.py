@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalkit.cells import Cell
 from evalkit.config import MatrixConfig, Source
 from evalkit.engine.sources import peek_sha
 from evalkit.errors import SourceError
-from evalkit.matrix import Cell
 from evalkit.profiles import Launch, Profile, get_profile
 from evalkit.redact import redact_argv, redact_env
 

@@ -184,12 +184,12 @@ def _state(path: Path) -> tuple[int, int] | None:
 
 @functools.lru_cache(maxsize=64)
 def _between(this: Path, ref: Path, states: tuple[tuple[int, int] | None, ...]) -> dict[str, Any] | str | None:
-    """divergence_stats.compare of two samples files, once per pair of file states (`states`; the
+    """divergence_stats.between of two samples files, once per pair of file states (`states`; the
     four metrics each ask); None when either file is absent."""
     this_state, ref_state = states
     if this_state is None or ref_state is None:
         return None
-    return divergence_stats.compare(_rows(this, *this_state), _rows(ref, *ref_state))
+    return divergence_stats.between(_rows(this, *this_state), _rows(ref, *ref_state))
 
 
 def _floor(short: str) -> Callable[[Mapping[str, Any]], float | None]:

@@ -109,7 +109,7 @@ def _worst(values: np.ndarray, where: list[tuple[Mapping[str, Any], int]]) -> li
             for i in order if values[i] > 0]
 
 
-def compare(cell: Mapping[str, Mapping[str, Any]], ref: Mapping[str, Mapping[str, Any]],
+def between(cell: Mapping[str, Mapping[str, Any]], ref: Mapping[str, Mapping[str, Any]],
             where: str = "the reference") -> dict[str, Any] | str | None:
     """The divergence of `cell`'s scored texts from `ref`'s (each: text id -> samples row), over the
     texts both scored (in the reference's order): a dict of the distributions and worst places, a
@@ -158,7 +158,7 @@ def noise_floor(first: Mapping[str, Mapping[str, Any]], repeats: Sequence[Mappin
     EvalError: a server must tokenize its own input the same way twice."""
     floors: dict[str, float] = {}
     for again in repeats:
-        result = compare(again, first, where="the first scoring")
+        result = between(again, first, where="the first scoring")
         if isinstance(result, str):
             raise EvalError(f"divergence: {result}")
         if result is None:

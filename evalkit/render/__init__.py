@@ -17,7 +17,7 @@ The layers, each in its module:
   from the run folder;
 * terminal.py, markdown.py (+ markdown_details.py), csv.py, html.py (+ html_details.py): the renderers.
 
-A new format is one module with `report(summary, details)` and `compare(result)` and one entry
+A new format is one module with `report(summary, details)` and `comparison(result)` and one entry
 in FORMATS.
 """
 
@@ -43,7 +43,7 @@ class Format:
     """One output format: how it renders a run's report and a run comparison."""
 
     report: Callable[[dict[str, Any], Details], Output]
-    compare: Callable[[dict[str, Any]], Output]
+    comparison: Callable[[dict[str, Any]], Output]
     reads_run: bool = False
     """The report shows material from the run folder (run.json, samples): load_details first."""
 
@@ -53,13 +53,13 @@ def _json(document: dict[str, Any]) -> str:
 
 
 FORMATS: dict[str, Format] = {
-    "terminal": Format(terminal.report, terminal.compare, reads_run=True),
-    "markdown": Format(markdown.report, markdown.compare, reads_run=True),
-    "csv": Format(lambda summary, details: csv.report(summary), csv.compare),
+    "terminal": Format(terminal.report, terminal.comparison, reads_run=True),
+    "markdown": Format(markdown.report, markdown.comparison, reads_run=True),
+    "csv": Format(lambda summary, details: csv.report(summary), csv.comparison),
     "json": Format(lambda summary, details: _json(summary), _json),
-    "html": Format(html.report, html.compare, reads_run=True),
+    "html": Format(html.report, html.comparison, reads_run=True),
     "junit": Format(lambda summary, details: junit.report(summary, markdown.report(summary, details)),
-                    lambda result: junit.compare(result, markdown.compare(result)), reads_run=True),
+                    lambda result: junit.comparison(result, markdown.comparison(result)), reads_run=True),
 }
 """Format name -> renderer; the CLI's `--format` choices, in this order (terminal first)."""
 
@@ -87,7 +87,7 @@ def render(summary: dict[str, Any], fmt: str, run_path: Path | None = None, cons
 
 def render_compare(result: dict[str, Any], fmt: str, console: Console | None = None) -> str | None:
     """Two runs compared (comparison.compare_runs) in format `fmt`, returned or printed as render()."""
-    return _emit(FORMATS[fmt].compare(result), console)
+    return _emit(FORMATS[fmt].comparison(result), console)
 
 
 __all__ = ["FORMATS", "Details", "Format", "load_details", "render", "render_compare"]

@@ -110,7 +110,7 @@ def _sample_count(share: Share) -> list[str]:
     return [f"{ev.name}.n"] if f"{ev.name}.n" in ev.csv_columns(specs) else []
 
 
-def compare_records(result: dict[str, Any]) -> list[dict[str, Any]]:
+def comparison_records(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One record per cell: A and B headline metrics, B − A deltas, p-values, flip counts."""
     specs = specs_of(result)
     shares = _shares(specs)
@@ -139,5 +139,5 @@ def report(summary: dict[str, Any]) -> str:
     return _to_csv(records(summary))
 
 
-def compare(result: dict[str, Any]) -> str:
-    return _to_csv(compare_records(result))
+def comparison(result: dict[str, Any]) -> str:
+    return _to_csv(comparison_records(result))

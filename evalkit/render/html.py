@@ -194,7 +194,7 @@ def _id_items(ids: list[str]) -> str:
     return "".join(f'<li data-qid="{esc(i)}">{esc(i)}</li>' for i in ids) or "<li>-</li>"
 
 
-def compare(result: dict[str, Any]) -> str:
+def comparison(result: dict[str, Any]) -> str:
     """The compare table as one HTML page, with each cell's flipped question ids folded."""
     heading = compare_title(result)
     parts = [f"<h1>{esc(heading)}</h1>",

@@ -170,7 +170,7 @@ def _compare_cell(suite: ET.Element, row: Mapping[str, Any], higher: Mapping[str
             ET.SubElement(case, "failure", message=_x(message), type="Regression").text = _x(message)
 
 
-def compare(result: Mapping[str, Any], markdown: str) -> str:
+def comparison(result: Mapping[str, Any], markdown: str) -> str:
     """Two runs compared (comparison.compare_runs) as a JUnit XML document, `markdown` in system-out."""
     a, b = result["a"], result["b"]
     root = ET.Element("testsuites", name="evalkit compare")

@@ -116,7 +116,7 @@ def report(summary: dict[str, Any], details: Details) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def compare(result: dict[str, Any]) -> str:
+def comparison(result: dict[str, Any]) -> str:
     """The compare table for a PR, with each cell's flipped question ids folded."""
     lines = [f"### {md_cell(compare_title(result), limit=1000)}", "",
              f"- A: {md_cell(run_facts(result['a']))}", f"- B: {md_cell(run_facts(result['b']))}", ""]

@@ -137,7 +137,7 @@ def report(summary: dict[str, Any], details: Details) -> list[RenderableType]:
     return out
 
 
-def compare(result: dict[str, Any]) -> list[RenderableType]:
+def comparison(result: dict[str, Any]) -> list[RenderableType]:
     """The compare table, each run in a line, and the legend."""
     table = Table(title=term_text(compare_title(result)))
     specs = specs_of(result)

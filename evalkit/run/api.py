@@ -18,17 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalkit.cells import Cell, baseline_cell, expand, select
 from evalkit.config import MatrixConfig, load_config, resolve_config
 from evalkit.errors import EXIT_INTERRUPTED, ConfigError, Interrupted
-from evalkit.matrix import Cell, baseline_cell, expand, select
 from evalkit.run import gpus
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.external import choose_served_name, normalise_base_url, served_models
 from evalkit.run.lock import DEFAULT_LOCK_FILE, DeviceLock
-from evalkit.run.matrix import PreparedRun, execute, prepare, prepare_sources, redacted_snapshot
 from evalkit.run.options import Progress, RunOptions, Silent
 from evalkit.run.records import RunRecord
 from evalkit.run.signals import interrupts_raise
+from evalkit.run.stages import PreparedRun, execute, prepare, prepare_sources, redacted_snapshot
 from evalkit.store import (
     DEFAULT_CACHE_DIR,
     DEFAULT_RESULTS_DIR,

@@ -12,13 +12,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalkit.cells import Cell
 from evalkit.config import MatrixConfig
 from evalkit.engine.setup import ensure_built, setup_plan
 from evalkit.engine.sources import ResolvedSource
 from evalkit.errors import SetupFailed
-from evalkit.matrix import Cell
-from evalkit.run.matrix import prepare_sources
 from evalkit.run.options import Progress, Silent
+from evalkit.run.stages import prepare_sources
 
 
 @dataclass

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalkit.cells import Cell
 from evalkit.config import MatrixConfig
 from evalkit.engine import PORT_PLACEHOLDER, CellLaunch, EngineProcess, PortBook, build_launch
 from evalkit.engine.imports import prove
@@ -30,7 +31,6 @@ from evalkit.errors import EngineError, EvalError, PortInUse, SetupFailed, TreeN
 from evalkit.evals import registry
 from evalkit.evals.base import EvalContext, EvalResult
 from evalkit.evals.engine_figures import scraping_enabled
-from evalkit.matrix import Cell
 from evalkit.profiles import get_profile
 from evalkit.redact import scrub, scrub_file, secret_values
 from evalkit.run.engine_log import applicable, check_log, raise_if_broken, read_ran_as

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
+from evalkit.cells import Cell
 from evalkit.config import LogAssertion, MatrixConfig
 from evalkit.errors import LogAssertionFailed
-from evalkit.matrix import Cell
 from evalkit.profiles import Profile
 from evalkit.profiles.ran import disagreements
 from evalkit.run.records import LogCheck, RanAsRecord

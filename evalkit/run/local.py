@@ -14,11 +14,11 @@ from __future__ import annotations
 import threading
 import time
 
+from evalkit.cells import Cell
 from evalkit.config import MatrixConfig
 from evalkit.engine.isolation import shared_resources
 from evalkit.engine.sources import ResolvedSource
 from evalkit.errors import Interrupted
-from evalkit.matrix import Cell
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.executor import OnCellDone
 from evalkit.run.options import Progress, RunOptions

@@ -20,8 +20,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from evalkit.cells import Cell
 from evalkit.errors import ConfigError
-from evalkit.matrix import Cell
 from evalkit.store import read_json
 
 SCHEMA_VERSION = 1

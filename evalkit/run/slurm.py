@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit.cells import Cell
 from evalkit.config import MatrixConfig
 from evalkit.errors import ConfigError, Interrupted
-from evalkit.matrix import Cell
 from evalkit.redact import scrub, scrub_file, secret_values
 from evalkit.run.executor import OnCellDone
 from evalkit.run.options import Progress, RunOptions

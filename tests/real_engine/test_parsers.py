@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
+from evalkit.cells import expand
 from evalkit.config import MatrixConfig, load_config, parse_config
 from evalkit.config.loader import _UniqueKeyLoader
 from evalkit.engine.launch import build_launch
-from evalkit.matrix import expand
 from tests.conftest import CONFIGS
 from tests.real_engine.helpers import REPORT, SGLANG_PARSER, venv_tool
 

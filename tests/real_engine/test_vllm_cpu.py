@@ -25,13 +25,13 @@ from typing import Any
 import pytest
 import yaml
 
+from evalkit.cells import expand
 from evalkit.config import load_config
 from evalkit.config.loader import _UniqueKeyLoader
 from evalkit.engine import EngineProcess, free_port
 from evalkit.engine.launch import build_launch
 from evalkit.errors import EngineError
 from evalkit.evals import gsm8k
-from evalkit.matrix import expand
 from tests.conftest import CONFIGS
 from tests.real_engine.helpers import (
     REPORT,

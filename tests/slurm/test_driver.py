@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from evalkit.cells import expand
 from evalkit.config import load_config
 from evalkit.errors import ConfigError, Interrupted
-from evalkit.matrix import expand
 from evalkit.run.options import RunOptions
 from evalkit.run.signals import interrupts_raise, signals_held
 from evalkit.run.slurm import SlurmExecutor

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import evalkit
+from evalkit.cells import Cell
 from evalkit.config import MatrixConfig
 from evalkit.engine import PORT_PLACEHOLDER, build_launch
 from evalkit.engine.sources import ResolvedSource, checkout
@@ -28,7 +29,6 @@ from evalkit.errors import ConfigError, Interrupted
 from evalkit.evals import registry
 from evalkit.evals.base import Eval, EvalSettings
 from evalkit.evals.lm_eval_adapter import lm_eval_version
-from evalkit.matrix import Cell
 from evalkit.profiles import Profile, get_profile
 from evalkit.redact import redact_env
 from evalkit.run.executor import Executor, OnCellDone
