@@ -12,7 +12,7 @@ stuttering (every word of the text written twice from token 2,000 on):
   printed); and how much of that time ``finish`` takes (one whole-text ``analyze``);
 * ``split_text``, for servers that give text only.
 
-Goal (README, "What evalkit itself costs"): a healthy stream at >= 1 M tokens/s on one core,
+Goal (docs/costs.md): a healthy stream at >= 1 M tokens/s on one core,
 with pieces too.
 
 Best of ``--repeats`` runs, pinned to one CPU.

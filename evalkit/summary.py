@@ -20,7 +20,7 @@ from evalkit.run.records import _Record
 
 SUMMARY_SCHEMA_VERSION = 1
 """summary.json's version: a field is renamed or removed only with a new version and a migration
-note in README.md (scripts and cron jobs read these files)."""
+note in docs/results.md (scripts and cron jobs read these files)."""
 
 Number = int | float
 """A figure as computed: an int stays an int in the JSON (pydantic keeps the exact type)."""

@@ -1,4 +1,4 @@
-"""Every benchmark the README cites starts as a new user runs it: `python benchmarks/<name>.py`.
+"""Every benchmark the docs cite starts as a new user runs it: `python benchmarks/<name>.py`.
 
 A script's own folder is first on `sys.path`, so a benchmark named like a standard-library module
 (`benchmarks/bisect.py` once was) shadows it for every script beside it: `random` imports `bisect`,

@@ -23,7 +23,7 @@ import pytest
 
 from tests.bisect_repo import add_branch, config_text, make_repo
 
-pytestmark = pytest.mark.slow  # ~6 min: .ci/run runs it after the default suite (README, Tests)
+pytestmark = pytest.mark.slow  # ~6 min: .ci/run runs it after the default suite (README.md, Tests)
 
 N = 64
 LIMIT = "200"

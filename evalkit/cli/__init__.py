@@ -2,7 +2,7 @@
 
 One module per command; `_common` holds the error handling (an EvalkitError is one line
 `error: ...` and the class's exit code), the console and the shared options. The exit codes are
-evalkit.errors.EXIT_CODES, printed at the end of `evalkit --help` (and in README.md).
+evalkit.errors.EXIT_CODES, printed at the end of `evalkit --help` (and in docs/commands.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ lm-eval is called in-process (lm_eval_adapter.py) over a task YAML that includes
 `gsm8k.yaml` and only swaps the hub dataset for the copy shipped in evalkit, so the prompt, the
 few-shot examples, the stop strings and both filters (`strict-match`, `flexible-extract`) are
 lm-eval's. The same YAML is written into the run folder, so the `lm_eval` CLI can be pointed at
-it to reproduce a cell's score (the README shows the command).
+it to reproduce a cell's score (tests/test_gsm8k_fidelity.py runs that CLI; docs/gsm8k.md).
 
 Per question, both filters' marks are kept (`gsm8k.samples.jsonl`), so any two cells are
 compared on the same questions (McNemar). With `repeats`, the same cell runs GSM8K again: the

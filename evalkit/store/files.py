@@ -3,7 +3,7 @@
 Layout::
 
     results/<run-id>/run.json            config snapshot, versions, host, status, start/end
-    results/<run-id>/summary.json        the machine-readable verdict (see README)
+    results/<run-id>/summary.json        the machine-readable verdict (docs/results.md)
     results/<run-id>/table.md            the GitHub-markdown table
     results/<run-id>/<cell>/cell.json    status, timings, launch (redacted), metrics
     results/<run-id>/<cell>/engine.log   the engine's stdout and stderr
