@@ -28,7 +28,6 @@ the first differing token.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -51,7 +50,7 @@ from evalkit.evals.base import (
 )
 from evalkit.evals.http_client import MAX_ATTEMPTS, Bounded, back_off, is_transient, pooled_client
 from evalkit.evals.prompts import Prompt, load_prompt_set
-from evalkit.store.files import read_jsonl
+from evalkit.store.files import once_per_file_state, read_jsonl
 
 
 class DivergenceSettings(EvalSettings):
@@ -165,31 +164,23 @@ def setup_fields(settings: DivergenceSettings, version: str) -> dict[str, Any]:
             "top_k": settings.top_k, "request": settings.request, "evalkit_version": evalkit.__version__}
 
 
-@functools.lru_cache(maxsize=4)
-def _rows(path: Path, mtime_ns: int, size: int) -> dict[str, dict[str, Any]]:
+@once_per_file_state(maxsize=4)
+def _rows(path: Path) -> dict[str, dict[str, Any]]:
     """A samples file by text id, read once per state of the file: the baseline is compared with
     every cell, each cell with the baseline and its twin, so four files stay parsed (tens of MB
     each at 1024 tokens and top-k 20), not the whole run's."""
     return {row["id"]: row for row in read_jsonl(path)}
 
 
-def _state(path: Path) -> tuple[int, int] | None:
-    """A file's (mtime, size), what the caches key on; None when it is absent."""
+@once_per_file_state(maxsize=64)
+def _between(this: Path, ref: Path) -> dict[str, Any] | str | None:
+    """divergence_stats.between of two samples files, once per pair of file states (the four
+    metrics each ask); None when either file is absent."""
     try:
-        stat = path.stat()
+        rows, ref_rows = _rows(this), _rows(ref)
     except FileNotFoundError:
         return None
-    return stat.st_mtime_ns, stat.st_size
-
-
-@functools.lru_cache(maxsize=64)
-def _between(this: Path, ref: Path, states: tuple[tuple[int, int] | None, ...]) -> dict[str, Any] | str | None:
-    """divergence_stats.between of two samples files, once per pair of file states (`states`; the
-    four metrics each ask); None when either file is absent."""
-    this_state, ref_state = states
-    if this_state is None or ref_state is None:
-        return None
-    return divergence_stats.between(_rows(this, *this_state), _rows(ref, *ref_state))
+    return divergence_stats.between(rows, ref_rows)
 
 
 def _floor(short: str) -> Callable[[Mapping[str, Any]], float | None]:
@@ -279,7 +270,7 @@ class Divergence(Eval):
 
     def pairwise(self, metric: MetricSpec, this_dir: Path, ref_dir: Path) -> dict[str, Any] | None:
         this, ref = this_dir / self.samples_file, ref_dir / self.samples_file
-        result = _between(this, ref, (_state(this), _state(ref)))
+        result = _between(this, ref)
         if result is None:
             return None
         if isinstance(result, str):
