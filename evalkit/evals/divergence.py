@@ -46,7 +46,8 @@ from evalkit.evals.base import (
     EvalResult,
     EvalSettings,
     MetricSpec,
-    fingerprint,
+    floor_of_repeats,
+    setup_fingerprint,
 )
 from evalkit.evals.http_client import MAX_ATTEMPTS, Bounded, back_off, is_transient, pooled_client
 from evalkit.evals.prompts import Prompt, load_prompt_set
@@ -158,10 +159,8 @@ def setup_fields(settings: DivergenceSettings, version: str) -> dict[str, Any]:
     """What the divergence depends on besides the engines: the texts, how many positions and
     logprobs, and the request shape. Not in it: `count` (like `--limit`: cells are compared on the
     texts both scored), repeats, concurrency, timeouts."""
-    import evalkit
-
     return {"texts": settings.texts, "texts_version": version, "max_tokens": settings.max_tokens,
-            "top_k": settings.top_k, "request": settings.request, "evalkit_version": evalkit.__version__}
+            "top_k": settings.top_k, "request": settings.request}
 
 
 @once_per_file_state(maxsize=4)
@@ -183,13 +182,6 @@ def _between(this: Path, ref: Path) -> dict[str, Any] | str | None:
     return divergence_stats.between(rows, ref_rows)
 
 
-def _floor(short: str) -> Callable[[Mapping[str, Any]], float | None]:
-    def floor(raw: Mapping[str, Any]) -> float | None:
-        return ((raw.get("repeats") or {}).get("noise_floor") or {}).get(short)
-
-    return floor
-
-
 _FACTS = {"kl_mean": ("kl", "worst_kl"), "kl_p99": ("kl", "worst_kl"), "logprob_abs_mean": ("logprob_abs", "worst_logprob"),
           "top1_agreement": (None, None)}
 """Per headline value: the distribution its delta carries, and the worst places it shows."""
@@ -197,13 +189,13 @@ _FACTS = {"kl_mean": ("kl", "worst_kl"), "kl_p99": ("kl", "worst_kl"), "logprob_
 
 SPECS = (
     MetricSpec("divergence.kl_p99", "KL p99", Comparison.PAIRWISE, higher_is_better=False, key="kl_p99",
-               delta_label="KL p99", details="worst", noise_floor=_floor("kl_p99")),
+               delta_label="KL p99", details="worst", noise_floor=floor_of_repeats("kl_p99")),
     MetricSpec("divergence.kl_mean", "KL mean", Comparison.PAIRWISE, higher_is_better=False, key="kl_mean",
-               noise_floor=_floor("kl_mean")),
+               noise_floor=floor_of_repeats("kl_mean")),
     MetricSpec("divergence.top1_agreement", "top-1 agreement", Comparison.PAIRWISE, key="top1",
-               delta_label="top-1 agree", noise_floor=_floor("top1_agreement")),
+               delta_label="top-1 agree", noise_floor=floor_of_repeats("top1_agreement")),
     MetricSpec("divergence.logprob_abs_mean", "mean |Δ logprob|", Comparison.PAIRWISE, higher_is_better=False,
-               key="logprob_abs", details="worst", noise_floor=_floor("logprob_abs_mean")),
+               key="logprob_abs", details="worst", noise_floor=floor_of_repeats("logprob_abs_mean")),
 )
 """The eval's metrics, all measured between two cells (`Divergence.metrics_for` a config naming it)."""
 
@@ -256,7 +248,7 @@ class Divergence(Eval):
             again = [{row["id"]: row for row in rows} for rows in scored[1:]]
             floors = divergence_stats.noise_floor({row["id"]: row for row in first}, again)
             metrics["repeats"] = {"n": settings.repeats, "noise_floor": floors}
-        metrics[SETUP_KEY] = fingerprint(setup_fields(settings, text_set.version))
+        metrics[SETUP_KEY] = setup_fingerprint(setup_fields(settings, text_set.version))
         return EvalResult(metrics, first)
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
