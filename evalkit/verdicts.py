@@ -10,7 +10,6 @@ a delta only when it is significant, so noise on a small `--limit` does not fail
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from evalkit.evals.base import (
     setup_differences,
 )
 from evalkit.stats import fisher_collapse, paired_comparison
-from evalkit.store import read_jsonl, read_regressions, read_run_cells
+from evalkit.store import once_per_file_state, read_jsonl, read_regressions, read_run_cells
 from evalkit.summary import SUMMARY_SCHEMA_VERSION, CellRow, MetricRecord, RunSummary
 
 
@@ -56,20 +55,15 @@ def marks(cell_dir: Path, spec: MetricSpec) -> dict[str, bool]:
             if (mark := row[column]) is not None}
 
 
+@once_per_file_state(maxsize=64)
 def _marks_file(path: Path, fields: tuple[str, ...]) -> dict[str, tuple[bool | None, ...]]:
     """Every paired metric's marks of a samples file ({} when absent), read once per state of the
-    file: each cell is compared with the baseline and with its twin, and the baseline with all."""
+    file: each cell is compared with the baseline and with its twin, and the baseline with all.
+    None where a row lacks a field: a question of another task in the same file (lm_eval)."""
     try:
-        stat = path.stat()
+        return {row["id"]: tuple(None if row.get(f) is None else bool(row[f]) for f in fields) for row in read_jsonl(path)}
     except FileNotFoundError:
         return {}
-    return _read_marks(path, stat.st_mtime_ns, stat.st_size, fields)
-
-
-@functools.lru_cache(maxsize=64)
-def _read_marks(path: Path, mtime_ns: int, size: int, fields: tuple[str, ...]) -> dict[str, tuple[bool | None, ...]]:
-    """None where a row lacks a field: a question of another task in the same file (lm_eval)."""
-    return {row["id"]: tuple(None if row.get(f) is None else bool(row[f]) for f in fields) for row in read_jsonl(path)}
 
 
 def _merged(record: dict[str, Any], part: Callable[[Eval, Mapping[str, Any]], dict[str, Any]]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The commits a bisect searches, from a real throwaway git repo (no engine started)."""
+"""The commits a bisect searches and the terms it starts and resumes on, from a real throwaway git
+repo (no engine started)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from evalkit.bisect.commits import commit_range
-from evalkit.errors import ConfigError, SourceError
-from tests.bisect_repo import add_branch, git, make_repo
+from evalkit.errors import ConfigError, LockHeld, SourceError
+from evalkit.run.lock import DeviceLock
+from tests.bisect_repo import add_branch, config_text, git, make_repo
 
 
 @pytest.fixture
@@ -101,3 +103,39 @@ exclude: [{{engine: pinned, kernels: dev}}]
     with pytest.raises(ConfigError, match="same commit"):  # the axis is accepted: on to the commits
         bisect("pinned-off", axis="engine")
     assert not (tmp_path / "results").exists()
+
+
+def test_a_device_lock_held_by_another_run_is_raised_before_the_bisect_folder_exists(tmp_path: Path) -> None:
+    """A bisect starts engines like a matrix: on declared devices it takes the same lock first."""
+    from evalkit.bisect.driver import BisectRequest, run_bisect
+
+    repo, root = make_repo(tmp_path)
+    shas = add_branch(repo, "topic", 3, first_bad=2)
+    config = tmp_path / "bisect.yaml"
+    config.write_text(config_text(repo, root) + "devices: {count: 8}\n")
+    lock = tmp_path / "devices.lock"
+    with DeviceLock(lock, "other-run"), pytest.raises(LockHeld, match=r"\(run other-run\); wait for it or pass --no-lock"):
+        run_bisect(BisectRequest(config_path=config, cell="head", good=root, bad=shas[-1], bisect_id="b1",
+                                 results_dir=tmp_path / "results", cache_dir=tmp_path / "cache", lock_file=lock))
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_bisect_resumes_only_with_the_config_it_started_with(tmp_path: Path) -> None:
+    """Its good end's build fails (no engine starts): the bisect is over and resuming it only
+    reports it; once the config file changes, resuming it is refused, naming the file."""
+    from evalkit.bisect.driver import BisectRequest, run_bisect
+
+    repo, root = make_repo(tmp_path)
+    shas = add_branch(repo, "topic", 3, first_bad=2)
+    config = tmp_path / "bisect.yaml"
+    text = config_text(repo, root).replace(f'ref: "{root}"}}', f'ref: "{root}", setup: ["false"]}}')
+    config.write_text(text)
+    terms = {"results_dir": tmp_path / "results", "cache_dir": tmp_path / "cache", "lock": False}
+    first = run_bisect(BisectRequest(config_path=config, cell="head", good=root, bad=shas[-1], bisect_id="b1", **terms))
+    assert first.record.status == "ends_not_as_claimed" and first.record.good is not None
+    assert first.record.good.status == "error"
+    again = run_bisect(BisectRequest(resume="b1", **terms))
+    assert again.record == first.record
+    config.write_text(text.replace("stop_grace: 5", "stop_grace: 6"))
+    with pytest.raises(ConfigError, match=rf"^{config}: changed since bisect b1 started; start a new bisect$"):
+        run_bisect(BisectRequest(resume="b1", **terms))

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from evalkit import __version__
 from evalkit.cli import main
 from evalkit.comparison import compare_runs
 from evalkit.config import parse_config
@@ -73,6 +74,9 @@ def test_every_cell_records_its_setup_and_equal_setups_compare_as_before(runs: d
     assert {s["eval"] for s in summary["setups"].values()} == {"gsm8k", "repetition"}
     fields = read_json(runs["base"] / "fixon" / "cell.json")["metrics"]["gsm8k"]["setup"]["fields"]
     assert fields["num_fewshot"] == 3 and fields["endpoint"] == "completions" and fields["lm_eval_version"]
+    for eval_name in ("gsm8k", "repetition"):  # every setup depends on evalkit's own version
+        stored = read_json(runs["base"] / "fixon" / "cell.json")["metrics"][eval_name]["setup"]
+        assert stored["fields"]["evalkit_version"] == __version__
     same = compare_runs(runs["base"], runs["base"])
     assert differing(same) == {} and same["cells"][0]["gsm8k.flexible"]["p_value"] == 1.0
 

@@ -21,6 +21,7 @@ from evalkit.store import (
     check_run_id,
     jsonl_writer,
     new_run_id,
+    once_per_file_state,
     read_json,
     read_jsonl,
     read_run_cells,
@@ -119,6 +120,49 @@ def test_read_jsonl_skips_blank_lines_and_keeps_unicode(tmp_path: Path) -> None:
     write_jsonl(path, [{"text": "Grüße ☃"}, {"text": "b"}])
     path.write_text(path.read_text(encoding="utf-8") + "\n   \n", encoding="utf-8")
     assert list(read_jsonl(path)) == [{"text": "Grüße ☃"}, {"text": "b"}]
+
+
+# --- reading a file once per state -----------------------------------------------------------
+
+
+def test_a_file_is_parsed_once_per_state_and_again_after_each_write(tmp_path: Path) -> None:
+    parses: list[tuple[str, ...]] = []
+
+    @once_per_file_state(maxsize=4)
+    def ids(path: Path, field: str) -> list[str]:
+        parses.append((path.name, field))
+        return [row[field] for row in read_jsonl(path)]
+
+    path = tmp_path / "a.samples.jsonl"
+    write_jsonl(path, [{"id": "q1"}])
+    assert ids(path, "id") == ids(path, "id") == ["q1"] and parses == [("a.samples.jsonl", "id")]
+    write_jsonl(path, [{"id": "q1"}, {"id": "q2"}])  # written whole: a new state
+    assert ids(path, "id") == ["q1", "q2"] and len(parses) == 2
+    write_jsonl(path, [{"id": "q1"}, {"id": "q2"}, {"id": "q3"}])
+    assert ids(path=path, field="id") == ["q1", "q2", "q3"] and len(parses) == 3  # by name too
+
+
+def test_what_an_absent_file_means_is_the_functions_to_say(tmp_path: Path) -> None:
+    @once_per_file_state(maxsize=4)
+    def rows_or_none(first: Path, second: Path) -> int | None:
+        try:
+            return len(list(read_jsonl(first))) + len(list(read_jsonl(second)))
+        except FileNotFoundError:
+            return None
+
+    @once_per_file_state(maxsize=4)
+    def strict(path: Path) -> int:
+        return len(list(read_jsonl(path)))
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_jsonl(a, [{"id": 1}])
+    assert rows_or_none(a, b) is None
+    write_jsonl(b, [{"id": 2}, {"id": 3}])  # the second file appears: the pair has a new state
+    assert rows_or_none(a, b) == 3
+    with pytest.raises(FileNotFoundError):
+        strict(tmp_path / "c.jsonl")
+    write_jsonl(tmp_path / "c.jsonl", [{"id": 4}])
+    assert strict(tmp_path / "c.jsonl") == 1
 
 
 # --- reading a run's cells -------------------------------------------------------------------

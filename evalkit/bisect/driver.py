@@ -17,9 +17,7 @@ never runs a finished step again. Bad input raises before any engine starts.
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +37,7 @@ from evalkit.bisect.state import (
 )
 from evalkit.bisect.step import run_step
 from evalkit.cells import Cell, expand
-from evalkit.config import MatrixConfig, find_config, load_config, resolve_config
+from evalkit.config import MatrixConfig, find_config, resolve_config
 from evalkit.engine.sources import checkout
 from evalkit.errors import (
     EXIT_BAD_INPUT,
@@ -51,17 +49,14 @@ from evalkit.errors import (
     Interrupted,
 )
 from evalkit.evals import registry
-from evalkit.profiles import get_profile
 from evalkit.run.cell import CellControl, CellJob, run_cell
-from evalkit.run.lock import DEFAULT_LOCK_FILE, DeviceLock
 from evalkit.run.options import Progress, Silent
+from evalkit.run.orchestration import CommandRequest, device_lock, load_unchanged, stopping_on_interrupt
 from evalkit.run.records import CellRecord, now
 from evalkit.run.scheduler import device_need
 from evalkit.run.signals import interrupts_raise, signals_held
 from evalkit.run.stages import redacted_snapshot
 from evalkit.store import (
-    DEFAULT_CACHE_DIR,
-    DEFAULT_RESULTS_DIR,
     RunStore,
     check_run_id,
     new_run_id,
@@ -79,11 +74,11 @@ EXIT_OF_STATUS = {"found": EXIT_OK, "ends_not_as_claimed": EXIT_ENDS_NOT_AS_CLAI
 
 
 @dataclass(frozen=True)
-class BisectRequest:
-    """What to bisect: a config's cell, two refs of its engine source, and where results go."""
+class BisectRequest(CommandRequest):
+    """What to bisect: a config's cell, two refs of its engine source, and where results go (the
+    terms every command shares, `CommandRequest`, first; `resume` names a bisect: continue it,
+    finished steps reused)."""
 
-    model: str | None = None
-    config_path: Path | None = None
     cell: str | None = None
     good: str | None = None
     bad: str | None = None
@@ -93,16 +88,8 @@ class BisectRequest:
     """A run (id or path) whose folder for `cell` ran at the good commit: the good end, not run again."""
     all_parents: bool = False
     """Follow merged branches too (default: the first-parent line)."""
-    limit: int | None = None
-    resume: str | None = None
-    """A bisect id (or its folder): continue it, finished steps reused."""
     bisect_id: str | None = None
-    results_dir: Path = DEFAULT_RESULTS_DIR
-    cache_dir: Path = DEFAULT_CACHE_DIR
     seed: int = 0
-    lock_file: Path = DEFAULT_LOCK_FILE
-    lock: bool = True
-    command_line: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -145,19 +132,16 @@ def run_bisect(request: BisectRequest, progress: Progress | None = None) -> Bise
     state = _resume(request, progress) if request.resume else _start(request, progress)
     if state.record.status in FINAL:
         return BisectOutcome(state.folder, state.record)  # resuming a finished bisect: its report, nothing run
-    with _device_lock(request, state), interrupts_raise():
+    with device_lock(request, FOLDER_PREFIX + state.record.bisect_id, state.config), interrupts_raise():
         if not request.resume:
             state.store.create()  # only now: bad input and a held lock leave nothing behind
-        control = CellControl(threading.Event(), state.config.timeouts.cell)
         try:
-            state.save()
-            for ev, settings in registry.enabled(state.config.evals):
-                ev.prepare(state.folder, settings)  # what a run's evals share (lm-eval's task files)
-            _search(state, control)
+            with stopping_on_interrupt(state.config) as control:
+                state.save()
+                for ev, settings in registry.enabled(state.config.evals):
+                    ev.prepare(state.folder, settings)  # what a run's evals share (lm-eval's task files)
+                _search(state, control)
         except (KeyboardInterrupt, Interrupted):
-            control.stop.set()
-            if control.engine is not None:
-                control.engine.stop()
             state.record.status = "interrupted"
             state.record.message = f"interrupted: finished steps kept; continue with --resume {state.record.bisect_id}"
         finally:
@@ -202,9 +186,7 @@ def _resume(request: BisectRequest, progress: Progress) -> _Search:
     folder = folder_of(request.results_dir, request.resume or "")
     record = load(folder)
     _refuse_other_terms(request, record)
-    config = load_config(Path(record.config_path))
-    if redacted_snapshot(config) != record.config:
-        raise ConfigError(f"{record.config_path}: changed since bisect {record.bisect_id} started; start a new bisect")
+    config = load_unchanged(Path(record.config_path), record.config, f"bisect {record.bisect_id}", "start a new bisect")
     cell, _ = _cell_and_axis(config, record.cell, record.axis)
     if record.status not in FINAL:
         record.resumed_at = [*record.resumed_at, now()]
@@ -270,12 +252,6 @@ def _alpha(config: MatrixConfig) -> float:
     """The strictest alpha of the config's thresholds: a step is as careful as the matrix's gates."""
     alphas = [t.alpha for t in config.thresholds if t.alpha is not None]
     return min(alphas) if alphas else DEFAULT_ALPHA
-
-
-def _device_lock(request: BisectRequest, state: _Search) -> AbstractContextManager[Any]:
-    if request.lock and (state.config.devices is not None or get_profile(state.config.engine.profile).uses_devices):
-        return DeviceLock(request.lock_file, FOLDER_PREFIX + state.record.bisect_id)
-    return nullcontext()
 
 
 def _job(state: _Search, sha: str, folder: str) -> CellJob:

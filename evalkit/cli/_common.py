@@ -80,19 +80,19 @@ def only_option(f: Any) -> Any:
 
 
 def results_dir_option(f: Any) -> Any:
-    """--results-dir (default: results)."""
+    """--results-dir, default `DEFAULT_RESULTS_DIR` (store/files.py)."""
     return click.option("--results-dir", type=click.Path(path_type=Path), default=DEFAULT_RESULTS_DIR,
                         show_default=True)(f)
 
 
 def lock_file_option(f: Any) -> Any:
-    """--lock-file (default: /tmp/evalkit-devices.lock), the device lock of every command that starts engines."""
+    """--lock-file, default `DEFAULT_LOCK_FILE` (run/lock.py): the device lock of every command that starts engines."""
     return click.option("--lock-file", type=click.Path(path_type=Path), default=DEFAULT_LOCK_FILE, show_default=True,
                         help="Taken while engines run on declared devices or a real engine, so two runs never "
                         "share GPUs.")(f)
 
 
 def cache_dir_option(help: str | None = None) -> Decorator:
-    """--cache-dir (default: .evalkit-cache), the engine source worktrees."""
+    """--cache-dir, default `DEFAULT_CACHE_DIR` (store/files.py): the engine source worktrees."""
     return click.option("--cache-dir", type=click.Path(path_type=Path), default=DEFAULT_CACHE_DIR,
                         show_default=True, help=help)

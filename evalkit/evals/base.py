@@ -40,6 +40,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from evalkit import __version__
 from evalkit.wire import Wire
 
 
@@ -112,6 +113,18 @@ class MetricSpec:
         return "-" if value is None else f"{value:.3f}"
 
 
+def floor_of_repeats(short: str, field: str | None = None) -> Callable[[Mapping[str, Any]], float | None]:
+    """A `MetricSpec.noise_floor` for an eval that re-runs a cell and stores what the repeats moved
+    as ``raw["repeats"]["noise_floor"][short]``: the value itself (divergence) or, with `field`,
+    that field of it (GSM8K's `stats.NoiseFloor` record, ``max_pairwise_diff``); None without repeats."""
+
+    def floor(raw: Mapping[str, Any]) -> float | None:
+        found = ((raw.get("repeats") or {}).get("noise_floor") or {}).get(short)
+        return found[field] if field is not None and found is not None else found
+
+    return floor
+
+
 class EvalSettings(BaseModel):
     """Base of every eval's config section: unknown keys are errors, values immutable."""
 
@@ -176,6 +189,12 @@ def fingerprint(fields: Mapping[str, Any]) -> dict[str, Any]:
 
     canonical = json.dumps(fields, sort_keys=True, default=str, separators=(",", ":"))
     return {"hash": hashlib.sha256(canonical.encode()).hexdigest()[:16], "fields": dict(fields)}
+
+
+def setup_fingerprint(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """What an eval's result stores under `SETUP_KEY`: the `fingerprint` of its setup fields and of
+    evalkit's version, which every setup depends on (added here, once, rather than by each eval)."""
+    return fingerprint({**fields, "evalkit_version": __version__})
 
 
 def setup_differences(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> list[str]:

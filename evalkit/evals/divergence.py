@@ -28,7 +28,6 @@ the first differing token.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -47,11 +46,12 @@ from evalkit.evals.base import (
     EvalResult,
     EvalSettings,
     MetricSpec,
-    fingerprint,
+    floor_of_repeats,
+    setup_fingerprint,
 )
 from evalkit.evals.http_client import MAX_ATTEMPTS, Bounded, back_off, is_transient, pooled_client
 from evalkit.evals.prompts import Prompt, load_prompt_set
-from evalkit.store.files import read_jsonl
+from evalkit.store.files import once_per_file_state, read_jsonl
 
 
 class DivergenceSettings(EvalSettings):
@@ -159,44 +159,27 @@ def setup_fields(settings: DivergenceSettings, version: str) -> dict[str, Any]:
     """What the divergence depends on besides the engines: the texts, how many positions and
     logprobs, and the request shape. Not in it: `count` (like `--limit`: cells are compared on the
     texts both scored), repeats, concurrency, timeouts."""
-    import evalkit
-
     return {"texts": settings.texts, "texts_version": version, "max_tokens": settings.max_tokens,
-            "top_k": settings.top_k, "request": settings.request, "evalkit_version": evalkit.__version__}
+            "top_k": settings.top_k, "request": settings.request}
 
 
-@functools.lru_cache(maxsize=4)
-def _rows(path: Path, mtime_ns: int, size: int) -> dict[str, dict[str, Any]]:
+@once_per_file_state(maxsize=4)
+def _rows(path: Path) -> dict[str, dict[str, Any]]:
     """A samples file by text id, read once per state of the file: the baseline is compared with
     every cell, each cell with the baseline and its twin, so four files stay parsed (tens of MB
     each at 1024 tokens and top-k 20), not the whole run's."""
     return {row["id"]: row for row in read_jsonl(path)}
 
 
-def _state(path: Path) -> tuple[int, int] | None:
-    """A file's (mtime, size), what the caches key on; None when it is absent."""
+@once_per_file_state(maxsize=64)
+def _between(this: Path, ref: Path) -> dict[str, Any] | str | None:
+    """divergence_stats.between of two samples files, once per pair of file states (the four
+    metrics each ask); None when either file is absent."""
     try:
-        stat = path.stat()
+        rows, ref_rows = _rows(this), _rows(ref)
     except FileNotFoundError:
         return None
-    return stat.st_mtime_ns, stat.st_size
-
-
-@functools.lru_cache(maxsize=64)
-def _between(this: Path, ref: Path, states: tuple[tuple[int, int] | None, ...]) -> dict[str, Any] | str | None:
-    """divergence_stats.between of two samples files, once per pair of file states (`states`; the
-    four metrics each ask); None when either file is absent."""
-    this_state, ref_state = states
-    if this_state is None or ref_state is None:
-        return None
-    return divergence_stats.between(_rows(this, *this_state), _rows(ref, *ref_state))
-
-
-def _floor(short: str) -> Callable[[Mapping[str, Any]], float | None]:
-    def floor(raw: Mapping[str, Any]) -> float | None:
-        return ((raw.get("repeats") or {}).get("noise_floor") or {}).get(short)
-
-    return floor
+    return divergence_stats.between(rows, ref_rows)
 
 
 _FACTS = {"kl_mean": ("kl", "worst_kl"), "kl_p99": ("kl", "worst_kl"), "logprob_abs_mean": ("logprob_abs", "worst_logprob"),
@@ -206,13 +189,13 @@ _FACTS = {"kl_mean": ("kl", "worst_kl"), "kl_p99": ("kl", "worst_kl"), "logprob_
 
 SPECS = (
     MetricSpec("divergence.kl_p99", "KL p99", Comparison.PAIRWISE, higher_is_better=False, key="kl_p99",
-               delta_label="KL p99", details="worst", noise_floor=_floor("kl_p99")),
+               delta_label="KL p99", details="worst", noise_floor=floor_of_repeats("kl_p99")),
     MetricSpec("divergence.kl_mean", "KL mean", Comparison.PAIRWISE, higher_is_better=False, key="kl_mean",
-               noise_floor=_floor("kl_mean")),
+               noise_floor=floor_of_repeats("kl_mean")),
     MetricSpec("divergence.top1_agreement", "top-1 agreement", Comparison.PAIRWISE, key="top1",
-               delta_label="top-1 agree", noise_floor=_floor("top1_agreement")),
+               delta_label="top-1 agree", noise_floor=floor_of_repeats("top1_agreement")),
     MetricSpec("divergence.logprob_abs_mean", "mean |Δ logprob|", Comparison.PAIRWISE, higher_is_better=False,
-               key="logprob_abs", details="worst", noise_floor=_floor("logprob_abs_mean")),
+               key="logprob_abs", details="worst", noise_floor=floor_of_repeats("logprob_abs_mean")),
 )
 """The eval's metrics, all measured between two cells (`Divergence.metrics_for` a config naming it)."""
 
@@ -265,7 +248,7 @@ class Divergence(Eval):
             again = [{row["id"]: row for row in rows} for rows in scored[1:]]
             floors = divergence_stats.noise_floor({row["id"]: row for row in first}, again)
             metrics["repeats"] = {"n": settings.repeats, "noise_floor": floors}
-        metrics[SETUP_KEY] = fingerprint(setup_fields(settings, text_set.version))
+        metrics[SETUP_KEY] = setup_fingerprint(setup_fields(settings, text_set.version))
         return EvalResult(metrics, first)
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -279,7 +262,7 @@ class Divergence(Eval):
 
     def pairwise(self, metric: MetricSpec, this_dir: Path, ref_dir: Path) -> dict[str, Any] | None:
         this, ref = this_dir / self.samples_file, ref_dir / self.samples_file
-        result = _between(this, ref, (_state(this), _state(ref)))
+        result = _between(this, ref)
         if result is None:
             return None
         if isinstance(result, str):

@@ -34,7 +34,8 @@ from evalkit.evals.base import (
     EvalResult,
     EvalSettings,
     MetricSpec,
-    fingerprint,
+    floor_of_repeats,
+    setup_fingerprint,
 )
 from evalkit.evals.lm_eval_adapter import ResponseMeta, evaluate, lm_eval_version, prompt_key
 from evalkit.store.files import file_hash, write_jsonl
@@ -229,7 +230,7 @@ def run_gsm8k(
     )
     if meta.requests_s is not None:
         result.metrics["requests_s"] = meta.requests_s
-    result.metrics[SETUP_KEY] = fingerprint(setup_fields(settings, task_dir, result.metrics))
+    result.metrics[SETUP_KEY] = setup_fingerprint(setup_fields(settings, task_dir, result.metrics))
     return result
 
 
@@ -240,8 +241,6 @@ def setup_fields(settings: GSM8KSettings, task_dir: Path, metrics: Mapping[str, 
     retries and timeouts (they change how fast, not what is answered), and file paths (the
     same data on another machine is the same setup: the data is hashed instead).
     """
-    import evalkit
-
     task_file = task_dir / f"{TASK_NAME}.yaml"
     task = yaml.safe_load(task_file.read_text(encoding="utf-8"))
     return {
@@ -255,7 +254,6 @@ def setup_fields(settings: GSM8KSettings, task_dir: Path, metrics: Mapping[str, 
         "seed": settings.seed,
         "data": file_hash(*(data_dir() / name for name in DATA_FILES)),
         "lm_eval_version": metrics.get("lm_eval_version"),
-        "evalkit_version": evalkit.__version__,
         "tokenizer": "the server's (text requests, tokenized_requests false)",
     }
 
@@ -346,14 +344,6 @@ def _repeat(settings: GSM8KSettings, ctx: EvalContext, task_dir: Path, first: Ev
             "noise_floor": floors}
 
 
-def _floor(short: str) -> Callable[[Mapping[str, Any]], float | None]:
-    def floor(raw: Mapping[str, Any]) -> float | None:
-        repeats = raw.get("repeats")
-        return repeats["noise_floor"][short]["max_pairwise_diff"] if repeats else None
-
-    return floor
-
-
 def _with_ci(flat: Mapping[str, Any]) -> str:
     value, ci = flat.get("gsm8k.flexible"), flat.get("gsm8k.flexible_ci95")
     if value is None:
@@ -371,10 +361,10 @@ class GSM8K(Eval):
     settings = GSM8KSettings
     metrics = (
         MetricSpec("gsm8k.strict", "GSM8K strict", Comparison.PAIRED, mark_field="strict-match.correct",
-                   key="strict", column="GSM8K strict", noise_floor=_floor("strict")),
+                   key="strict", column="GSM8K strict", noise_floor=floor_of_repeats("strict", "max_pairwise_diff")),
         MetricSpec("gsm8k.flexible", "GSM8K flexible", Comparison.PAIRED, mark_field="flexible-extract.correct",
                    key="flexible", column="GSM8K flexible (95% CI)", text=_with_ci, delta_label="flexible",
-                   pivot="GSM8K flexible (95% CI) by configuration", details="flips", noise_floor=_floor("flexible")),
+                   pivot="GSM8K flexible (95% CI) by configuration", details="flips", noise_floor=floor_of_repeats("flexible", "max_pairwise_diff")),
     )
     csv_fields = ("gsm8k.strict", "gsm8k.flexible", "gsm8k.n", "gsm8k.strict_stderr", "gsm8k.flexible_stderr",
                   "gsm8k.strict_ci95", "gsm8k.flexible_ci95", "gsm8k.cut_by_max_gen_toks", "gsm8k.retries")

@@ -35,6 +35,7 @@ from evalkit.evals.base import (
     EvalSettings,
     MetricSpec,
     fingerprint,
+    setup_fingerprint,
 )
 from evalkit.evals.lm_eval_catalogue import TaskInfo, resolve, unknown_task
 from evalkit.evals.lm_eval_records import collect, data_hash, files_hash
@@ -171,8 +172,6 @@ def task_yaml(settings: LmEvalSettings, i: int, entry: TaskEntry, info: TaskInfo
 
 def setup_fields(info: TaskInfo, task: Mapping[str, Any], raw: Mapping[str, Any], settings: LmEvalSettings) -> dict[str, Any]:
     """What one task's score depends on besides the engine (as GSM8K's, file paths hashed away)."""
-    import evalkit
-
     kwargs = task.get("dataset_kwargs") or {}
     data = kwargs.get("data_files") or {}
     return {
@@ -182,7 +181,7 @@ def setup_fields(info: TaskInfo, task: Mapping[str, Any], raw: Mapping[str, Any]
         "endpoint": settings.endpoint, "seed": settings.seed, "lm_eval_version": raw.get("lm_eval_version"),
         "chat_template": ("the server's own (lm-eval apply_chat_template, few-shot as multi-turn)"
                           if settings.endpoint == "chat" else None),
-        "tokenizer": "the server's (text requests, tokenized_requests false)", "evalkit_version": evalkit.__version__,
+        "tokenizer": "the server's (text requests, tokenized_requests false)",
     }
 
 
@@ -272,7 +271,7 @@ class LmEvalTasks(Eval):
                 wire=ctx.wire,
             )
             result = collect(out, meta, info, wrapper)
-            result.metrics[SETUP_KEY] = fingerprint(setup_fields(info, task, result.metrics, settings))
+            result.metrics[SETUP_KEY] = setup_fingerprint(setup_fields(info, task, result.metrics, settings))
             raw["tasks"][info.name] = result.metrics
             samples += result.samples
             texts += result.texts

@@ -33,7 +33,7 @@ from evalkit.evals.base import (
     EvalResult,
     EvalSettings,
     MetricSpec,
-    fingerprint,
+    setup_fingerprint,
 )
 from evalkit.evals.detector import DetectorSettings, StreamingDetector, analyze_text, is_text_collapsed, split_text
 from evalkit.evals.http_client import MAX_ATTEMPTS, Bounded, back_off, is_transient, pooled_client
@@ -281,7 +281,7 @@ def run_repetition(
         "max_tokens": settings.max_tokens,
         "token_source": "token_ids" if ids_request(settings, wire) else "text_split",
     }
-    metrics[SETUP_KEY] = fingerprint(setup_fields(settings, prompt_set.version, ids_request(settings, wire) is not None))
+    metrics[SETUP_KEY] = setup_fingerprint(setup_fields(settings, prompt_set.version, ids_request(settings, wire) is not None))
     return EvalResult(metrics, samples)
 
 
@@ -310,8 +310,6 @@ def setup_fields(settings: RepetitionSettings, prompt_set_version: str, token_id
     Not in it: `count` (like `limit`), concurrency, timeouts, and `early_abort` (the verdict is the
     same with or without it, by construction).
     """
-    import evalkit
-
     return {
         "prompt_set": settings.prompt_set,
         "prompt_set_version": prompt_set_version,
@@ -319,7 +317,6 @@ def setup_fields(settings: RepetitionSettings, prompt_set_version: str, token_id
         "endpoint": settings.endpoint,
         "token_source": "token_ids" if token_ids else "text_split",
         "detector": settings.detector.model_dump(mode="json"),
-        "evalkit_version": evalkit.__version__,
     }
 
 

@@ -12,26 +12,22 @@ the finished cells and still writes summary.json and table.md, and the outcome s
 from __future__ import annotations
 
 import dataclasses
-import threading
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalkit.cells import Cell, baseline_cell, expand, select
-from evalkit.config import MatrixConfig, load_config, resolve_config
+from evalkit.config import MatrixConfig, resolve_config
 from evalkit.errors import EXIT_INTERRUPTED, ConfigError, Interrupted
 from evalkit.run import gpus
-from evalkit.run.cell import CellControl, CellJob, run_cell
+from evalkit.run.cell import CellJob, run_cell
 from evalkit.run.external import choose_served_name, normalise_base_url, served_models
-from evalkit.run.lock import DEFAULT_LOCK_FILE, DeviceLock
 from evalkit.run.options import Progress, RunOptions, Silent
+from evalkit.run.orchestration import CommandRequest, device_lock, load_unchanged, stopping_on_interrupt
 from evalkit.run.records import RunRecord
 from evalkit.run.signals import interrupts_raise
-from evalkit.run.stages import PreparedRun, execute, prepare, prepare_sources, redacted_snapshot
+from evalkit.run.stages import execute, prepare, prepare_sources
 from evalkit.store import (
-    DEFAULT_CACHE_DIR,
-    DEFAULT_RESULTS_DIR,
     RunStore,
     atomic_write_text,
     check_run_id,
@@ -46,25 +42,15 @@ EXTERNAL_CELL = "external"
 
 
 @dataclass(frozen=True)
-class MatrixRequest:
-    """What to run: a config, which of its cells, where results go, and how."""
+class MatrixRequest(CommandRequest):
+    """What to run: a config, which of its cells, where results go, and how (the terms every
+    command shares, `CommandRequest`, first)."""
 
-    model: str | None = None
-    """Config name: configs/NAME.yaml, then the configs evalkit ships (`find_config`)."""
-    config_path: Path | None = None
-    """Or a config file."""
     only: tuple[str, ...] = ()
     """Subset selections (`parallel=dp8,graph=piecewise`; keys ANDed, `a|b` either value, a union
     over the tuple)."""
-    limit: int | None = None
-    """At most this many questions per eval (and prompts of the repetition check)."""
     run_id: str | None = None
     """The run folder's name; default: timestamp-config name."""
-    resume: str | None = None
-    """A run id, path or `latest`: continue that run (same config, its limit and only)."""
-    results_dir: Path = DEFAULT_RESULTS_DIR
-    cache_dir: Path = DEFAULT_CACHE_DIR
-    """Engine source checkouts (bare clones and worktrees)."""
     base_url: str | None = None
     """Evaluate a running server: one cell `external`, no engine started. Its root, `.../v1` or
     `.../v1/completions` (external.py); checked, with the name it serves, before anything starts."""
@@ -74,16 +60,10 @@ class MatrixRequest:
     """`local` (this machine) or `slurm` (one job per cell); default: the config's executor.kind."""
     max_parallel: int | None = None
     """Cells side by side (with declared devices); default: as many as the devices allow."""
-    lock_file: Path = DEFAULT_LOCK_FILE
-    lock: bool = True
-    """Take the device lock when engines use devices: a local run of a config that declares
-    devices or whose engine profile uses them (not the simulator, not an external server)."""
     history_db: Path | None = None
     """Default: results_dir/history.db."""
     history: bool = True
     """Record every finished cell, then the finished run, in the history database."""
-    command_line: tuple[str, ...] = ()
-    """Stored in run.json and shown in the report ("evalkit matrix ...")."""
     wait_for_gpus: float | None = None
     """Seconds to wait for GPUs other processes use before the first cell (`--wait-for-gpus`);
     default the config's `timeouts.gpus_busy` (0: refuse at once, `GpusBusy`, exit 4)."""
@@ -129,9 +109,10 @@ def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> Matr
     history_path = request.history_db or history.default_db_path(options.results_dir)
     on_cell_done = (history.cell_recorder(history_path, options.results_dir, options.run_id, flat_metrics)
                     if request.history else None)
+    local_engines = not prepared.options.base_url and prepared.options.executor == "local"
     interrupted = False
     try:
-        with _device_lock(request, prepared):
+        with device_lock(request, prepared.options.run_id, config, engines_here=local_engines):
             if prepared.options.executor == "local":
                 gpus.preflight(config, prepared.options.base_url, request.wait_for_gpus)
             store = execute(prepared, on_cell_done)
@@ -155,9 +136,7 @@ def _resolve(request: MatrixRequest) -> tuple[MatrixConfig, Path, MatrixRequest]
     run_path = resolve_run(request.results_dir, request.resume)
     previous = RunRecord.load(run_path / "run.json")
     path = request.config_path or Path(previous.config_path)
-    config = load_config(path)
-    if redacted_snapshot(config) != previous.config:
-        raise ConfigError(f"{path}: changed since run {previous.run_id} started; start a new run instead of --resume")
+    config = load_unchanged(path, previous.config, f"run {previous.run_id}", "start a new run instead of --resume")
     return config, path, dataclasses.replace(request, run_id=run_path.name, limit=previous.limit,
                                              only=tuple(previous.only), results_dir=run_path.parent)
 
@@ -186,14 +165,6 @@ def _external_server(config: MatrixConfig, request: MatrixRequest, progress: Pro
     if note:
         progress.update(EXTERNAL_CELL, "served model", note)
     return config.model_copy(update={"served_name": name}), dataclasses.replace(request, base_url=root)
-
-
-def _device_lock(request: MatrixRequest, run: PreparedRun) -> AbstractContextManager[Any]:
-    """The machine-wide device lock, when this run's engines occupy devices here."""
-    local_engines = not run.options.base_url and run.options.executor == "local"
-    if request.lock and local_engines and (run.config.devices is not None or run.profile.uses_devices):
-        return DeviceLock(request.lock_file, run.options.run_id)
-    return nullcontext()
 
 
 def refresh_verdict(run_path: Path) -> dict[str, Any]:
@@ -229,20 +200,11 @@ def run_one_cell(results_dir: Path, run_id: str, cell_id: str, cache_dir: Path, 
     """
     store = RunStore(results_dir, run_id)
     info = RunRecord.load(store.path / "run.json")
-    config = load_config(Path(info.config_path))
-    if redacted_snapshot(config) != info.config:
-        raise ConfigError(f"{info.config_path}: changed since run {run_id} started")
+    config = load_unchanged(Path(info.config_path), info.config, f"run {run_id}")
     cell = next((c for c in expand(config) if c.id == cell_id), None)
     if cell is None:
         raise ConfigError(f"cell {cell_id!r} is not a cell of run {run_id}")
     job = CellJob(config, cell, store, progress, limit=info.limit,
                   source=prepare_sources([cell], cache_dir).get(cell.id))
-    control = CellControl(threading.Event(), config.timeouts.cell)
-    with interrupts_raise():
-        try:
-            return run_cell(job, control).dump()
-        except (KeyboardInterrupt, Interrupted):
-            control.stop.set()
-            if control.engine is not None:
-                control.engine.stop()
-            raise
+    with interrupts_raise(), stopping_on_interrupt(config) as control:
+        return run_cell(job, control).dump()

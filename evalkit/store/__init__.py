@@ -10,6 +10,7 @@ from evalkit.store.files import (
     file_hash,
     jsonl_writer,
     new_run_id,
+    once_per_file_state,
     read_json,
     read_jsonl,
     read_regressions,
@@ -19,5 +20,5 @@ from evalkit.store.files import (
     write_jsonl,
 )
 
-__all__ = ["DEFAULT_CACHE_DIR", "DEFAULT_RESULTS_DIR", "REGRESSIONS_FILE", "RunStore", "atomic_write_text", "check_run_id", "file_hash", "jsonl_writer", "new_run_id", "read_json", "read_jsonl", "read_regressions",
+__all__ = ["DEFAULT_CACHE_DIR", "DEFAULT_RESULTS_DIR", "REGRESSIONS_FILE", "RunStore", "atomic_write_text", "check_run_id", "file_hash", "jsonl_writer", "new_run_id", "once_per_file_state", "read_json", "read_jsonl", "read_regressions",
            "read_run_cells", "resolve_run", "write_json", "write_jsonl"]

@@ -21,12 +21,15 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ParamSpec, TypeVar
 
 from evalkit.errors import ConfigError
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 DEFAULT_RESULTS_DIR = Path("results")
 """Where run folders go unless told (`--results-dir`, MatrixRequest, BisectRequest): the one default."""
@@ -177,15 +180,49 @@ def read_regressions(run_path: Path) -> list[dict[str, Any]] | None:
     return list(read_json(path)) if path.is_file() else None
 
 
+FileState = tuple[int, int] | None
+"""A file's (mtime in ns, size), None while it is absent: a file written whole (`atomic_write_text`)
+gets a new state with every write, so what was read from one state holds until the next."""
+
+
+def file_state(path: Path) -> FileState:
+    """What `once_per_file_state` keys on: one stat, no read."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+def once_per_file_state(maxsize: int) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Cache `fn(*args)` by its arguments and the state of every `Path` among them: the one way
+    evalkit reads a file once per state (a summary compares each cell with the baseline and its
+    twin, so one samples file is asked for again and again; data files are hashed per cell).
+    `maxsize` results are kept (least recently used go first): a parse of tens of MB wants few.
+    An absent file has a state too (None), so `fn` decides what absence means; what it raises is
+    never cached. The arguments must be hashable, as for `functools.lru_cache`."""
+    def decorate(fn: Callable[P, T]) -> Callable[P, T]:
+        call: Callable[..., T] = fn
+
+        @functools.lru_cache(maxsize=maxsize)
+        def at(states: tuple[FileState, ...], args: tuple[Any, ...], kwargs: tuple[tuple[str, Any], ...]) -> T:
+            return call(*args, **dict(kwargs))
+
+        @functools.wraps(fn)
+        def cached(*args: P.args, **kwargs: P.kwargs) -> T:
+            named = tuple(sorted(kwargs.items()))
+            states = tuple(file_state(a) for a in (*args, *(v for _, v in named)) if isinstance(a, Path))
+            return at(states, args, named)
+
+        return cached
+
+    return decorate
+
+
+@once_per_file_state(maxsize=32)
 def file_hash(*paths: Path) -> str:
-    """SHA-256 (16 hex) of the files' bytes, cached per file state (data files are 4 MB)."""
-    states = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in paths)
-    return _hash_files(states)
-
-
-@functools.lru_cache(maxsize=32)
-def _hash_files(states: tuple[tuple[str, int, int], ...]) -> str:
+    """SHA-256 (16 hex) of the files' bytes, once per state of the files (data files are 4 MB)."""
     digest = hashlib.sha256()
-    for path, _, _ in states:
-        digest.update(Path(path).read_bytes())
+    for path in paths:
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
