@@ -81,6 +81,29 @@ def outcome_text(check: dict[str, Any] | None, specs: list[MetricSpec]) -> str:
     return " · ".join(parts)
 
 
+def check_sentence(check: dict[str, Any], specs: list[MetricSpec]) -> str:
+    """One check in words, for a report about one comparison (a bisect's ends): `FAIL
+    gsm8k.flexible max_drop_vs_baseline 0.02 alpha 0.01: -7.0 points, p 3e-09, MDE 2.1 points`;
+    an INCONCLUSIVE one says why (`why`), a NOT_CHECKED one what kept it from being checked."""
+    outcome, metric = check["outcome"], check["metric"]
+    if outcome == "NOT_CHECKED":
+        return f"NOT_CHECKED {check['rule']}: {check.get('why') or 'no value'}"
+    parts = []
+    if check.get("diff") is not None:
+        diff = check["diff"]
+        parts.append(f"{diff * 100:+.1f} points" if "points" in _scaled(metric, diff, specs) else f"{diff:+.3g}")
+    elif check.get("value") is not None:
+        parts.append(f"{check['value']:.3f}")
+    p = check["p_adj"] if check.get("p_adj") is not None else check.get("p")
+    if p is not None:
+        parts.append(f"p {p_text(p)}")
+    if outcome == "INCONCLUSIVE":
+        parts.append(why(check, specs))
+    elif check.get("mde") is not None:
+        parts.append(f"MDE {_scaled(metric, check['mde'], specs)}")
+    return f"{outcome} {check['rule']}" + (f": {', '.join(parts)}" if parts else "")
+
+
 def check_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]], list[list[str]]]:
     """(headers, rows, marks): a row per cell with checks, a column per threshold; marks "fail",
     "warn" (INCONCLUSIVE) or ""."""
