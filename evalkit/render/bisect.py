@@ -48,8 +48,9 @@ def _deltas(evidence: dict[str, Any], specs: list[MetricSpec]) -> list[tuple[str
             continue
         p = d.get("p_value", d.get("p_greater"))
         spec = registry.metric(metric, specs)
-        between = spec is not None and spec.comparison is Comparison.PAIRWISE  # a divergence, not a change of a share
-        rows.append((metric, f"{d['diff']:.3g}" if between else f"{d['diff'] * 100:+.1f} points",
+        # a share's change in points; a divergence or an engine figure (tokens/s) as it is
+        share = spec is None or spec.comparison in (Comparison.PAIRED, Comparison.COUNT)
+        rows.append((metric, f"{d['diff'] * 100:+.1f} points" if share else f"{d['diff']:+.3g}",
                      p_text(p) if p is not None else "-"))
     return rows
 
