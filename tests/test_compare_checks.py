@@ -93,6 +93,8 @@ def test_every_format_says_pass_fail_or_inconclusive_with_the_mde(tmp_path: Path
         text = " ".join(shown(fmt).split()).replace("\\_", "_").replace("**", "").replace("<b>", "").replace("</b>", "")
         assert line in text and "FAIL dp8-fixoff: GSM8K flexible 0.850 vs run A run-a" in text, fmt
         assert "B against A: 1 threshold broken, 1 check INCONCLUSIVE" in text, fmt
+    html = shown("html")  # the page's "flagged" filter finds the cell that FAILed
+    assert 'data-cell="dp8-fixoff" data-status="ok" data-flagged="1"' in html and html.count('data-flagged="1"') == 1
     frame = pd.read_csv(io.StringIO(shown("csv"))).set_index("cell")
     assert frame["check.1.outcome"].to_dict() == {"tp8-fixon": "PASS", "dp8-fixoff": "FAIL", "tp8-fixoff": "INCONCLUSIVE"}
     assert frame.loc["tp8-fixoff", "check.1.mde"] > 0.04

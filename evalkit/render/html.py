@@ -214,7 +214,7 @@ def comparison(result: dict[str, Any]) -> str:
     specs = specs_of(result)
     cols = compare_columns(specs)
     head = "".join(f"<th>{esc(c.header)}</th>" for c in cols)
-    body = "".join(f'<tr data-cell="{esc(row["id"])}" data-status="{esc(row["status_b"] or "")}" data-flagged="0" '
+    body = "".join(f'<tr data-cell="{esc(row["id"])}" data-status="{esc(row["status_b"] or "")}" data-flagged="{1 if row.get("flags") else 0}" '
                    f'data-search="{esc(row["id"].lower())}">' + "".join(_td(texts[c.key]) for c in cols) + "</tr>"
                    for row, texts in zip(result["cells"], compare_rows(result)))
     parts += [FILTERS, f'<table class="compare"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>',
