@@ -130,8 +130,9 @@ def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float
                     **base)
     own = [t for t in config.thresholds if t.kind.own_value]
     thresholds = [*checks.against_one_reference(config.thresholds), *own]
-    row: dict[str, Any] = {"id": labels["bad"], "status": "ok", "metrics": flat_bad, "unmeasured": unmeasured(bad), "vs_baseline": evidence}
-    checks.assess_rows(thresholds, [row], "none", one_reference=True)  # one comparison: a family of one per threshold
+    row: dict[str, Any] = {"id": labels["bad"], "status": "ok", "metrics": flat_bad, "unmeasured": unmeasured(bad),
+                           "vs_baseline": evidence}
+    checks.assess_rows(thresholds, [row], "none", one_reference=True)  # one comparison: a family of one each
     flags = [f for r in row["checks"]
              if (f := checks.flag(thresholds[r["threshold"]], r, labels["bad"], flat_bad, REFERENCE_WORD))]
     good_flags = [f for t in own if (f := check_threshold(t, {"id": labels["good"]}, flat_good)) and f["action"] == "fail"]
