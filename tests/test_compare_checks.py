@@ -32,11 +32,12 @@ RULE = "gsm8k.flexible max_drop 0.02 alpha 0.01"
 """The rule as a comparison with one reference states it (the `_ab` and `_vs_baseline` forms are one)."""
 
 
-def runs(tmp_path: Path, wrong: dict[str, tuple[set[int], set[int], int]]) -> tuple[Path, Path]:
+def runs(tmp_path: Path, wrong: dict[str, tuple[set[int], set[int], int]],
+         thresholds: list[dict] = THRESHOLDS) -> tuple[Path, Path]:
     """Run A and run B with the same cells, each cell's (A's wrong questions, B's, n)."""
     cells = dict.fromkeys(wrong, CellSpec())
-    a, _ = write_run(tmp_path, "run-a", cells, config_dict(thresholds=THRESHOLDS))
-    b, _ = write_run(tmp_path, "run-b", cells, config_dict(thresholds=THRESHOLDS))
+    a, _ = write_run(tmp_path, "run-a", cells, config_dict(thresholds=thresholds))
+    b, _ = write_run(tmp_path, "run-b", cells, config_dict(thresholds=thresholds))
     for cell_id, (a_wrong, b_wrong, n) in wrong.items():
         set_marks(a, cell_id, a_wrong, questions=range(n))
         set_marks(b, cell_id, b_wrong, questions=range(n))
@@ -65,6 +66,14 @@ def test_each_cell_is_pass_fail_or_inconclusive_against_a(tmp_path: Path) -> Non
     assert flag["message"].startswith("dp8-fixoff: GSM8K flexible 0.850 vs run A run-a 0.950, -10.0 points, McNemar p")
     assert result["check_outcomes"] == {"FAIL": 1, "INCONCLUSIVE": 1, "PASS": 1, "NOT_CHECKED": 0}
     assert (result["exit_code"], result["broken_thresholds"], result["inconclusive_checks"]) == (EXIT_THRESHOLD, 1, 1)
+
+
+def test_an_equivalence_threshold_passes_only_what_is_shown_not_to_move(tmp_path: Path) -> None:
+    rule = {"metric": "gsm8k.flexible", "equivalent_ab": 0.02, "alpha": 0.05}
+    a, b = runs(tmp_path, {"tp8-fixon": HEALTHY, "dp8-fixoff": DROPPED, "tp8-fixoff": SMALL}, [rule])
+    result = compare_runs(a, b)
+    assert outcomes(result) == {"tp8-fixon": ["PASS"], "dp8-fixoff": ["FAIL"], "tp8-fixoff": ["INCONCLUSIVE"]}
+    assert {c["rule"] for row in result["cells"] for c in row["checks"]} == {"gsm8k.flexible equivalent 0.02 alpha 0.05"}
 
 
 def test_exit_status_follows_the_matrix_codes_and_strict_refuses_inconclusive(tmp_path: Path) -> None:
