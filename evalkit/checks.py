@@ -214,13 +214,52 @@ def family(records: Sequence[dict[str, Any]], method: Method) -> list[dict[str, 
 
 def assess_matrix(config: MatrixConfig, rows: list[dict[str, Any]]) -> None:
     """Every threshold on every ok row, adjusted per threshold across the cells: sets `checks`."""
+    assess_rows(list(config.thresholds), rows, config.multiplicity)
+
+
+def assess_rows(thresholds: Sequence[Threshold], rows: list[dict[str, Any]], method: Method,
+                one_reference: bool = False) -> None:
+    """`thresholds` on every ok summary-shaped row (`id`, `status`, `metrics`, `vs_baseline` /
+    `vs_ab`), each threshold's p-values adjusted across the rows it is checked on: sets each
+    row's `checks` (record `threshold` is the index in `thresholds`). The matrix's cells, a
+    comparison's cells against the earlier run and a bisect's bad end are judged by this one
+    function. `one_reference`: the rows have one reference (`against_one_reference`), which the
+    rules then do not call the baseline (`max_drop 0.02`; the report names the reference)."""
     for row in rows:
         row["checks"] = []
     ok = [row for row in rows if row["status"] == "ok"]
-    for index, threshold in enumerate(config.thresholds):
+    for index, threshold in enumerate(thresholds):
         found = [(row, r) for row in ok if (r := assess(threshold, index, row, row["metrics"])) is not None]
-        for (row, _), record in zip(found, family([r for _, r in found], config.multiplicity)):
+        for (row, _), record in zip(found, family([r for _, r in found], method)):
+            if one_reference:
+                record["rule"] = record["rule"].replace("_vs_baseline ", " ", 1)
             row["checks"].append(record)
+
+
+def against_one_reference(thresholds: Sequence[Threshold]) -> list[Threshold]:
+    """The delta thresholds for a comparison with one reference (a bisect's good end, an earlier
+    run in `compare`): an `_ab` check becomes its `_vs_baseline` twin, so `vs_baseline` holds
+    the one comparison, and a rule given both ways is checked once. `min`/`max` are left out:
+    they judge a value by itself, which a run's own report already does."""
+    out: list[Threshold] = []
+    for t in thresholds:
+        if t.kind.own_value:
+            continue
+        if t.check.endswith("_ab"):
+            # validated with its config already: a copy, as the metric is the config's to know
+            t = t.model_copy(update={t.check: None, t.check.removesuffix("_ab") + "_vs_baseline": t.value})
+        if t not in out:
+            out.append(t)
+    return out
+
+
+def tally(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Outcome counts over rows' checks, as summary.json and a comparison record them:
+    `check_outcomes` per outcome, and `inconclusive_checks`, the INCONCLUSIVE checks of failing
+    thresholds (what `--strict` turns into exit 5)."""
+    found = [c for row in rows for c in row.get("checks") or []]
+    return {"check_outcomes": {o: sum(c["outcome"] == o for c in found) for o in OUTCOMES},
+            "inconclusive_checks": sum(c["outcome"] == INCONCLUSIVE and c["action"] == "fail" for c in found)}
 
 
 def flag(threshold: Threshold, record: dict[str, Any], cell_id: str, metrics: dict[str, Any],

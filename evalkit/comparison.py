@@ -3,7 +3,14 @@
 Cells are matched by id and questions by id, so a run with `--limit` pairs with a full run on
 the questions both answered. Every registered eval's compared metrics: paired marks with
 McNemar's exact test, counts with a two-sided Fisher exact test (a change may go either way).
-Rendering is in render/.
+
+B is judged against A, cell by cell, by B's own config's delta thresholds (`max_drop_*`,
+`max_rise_*`, `equivalent_*`; the `_ab` and `_vs_baseline` forms alike, as A's cell is the one
+reference), through checks.py as the matrix judges a cell against its baseline: PASS, FAIL or
+INCONCLUSIVE with the MDE, each threshold's p-values adjusted across the compared cells by the
+config's `multiplicity`. A gate asks whether B got worse, so there a count's p is the one-sided
+Fisher of a rise. `exit_code` follows the matrix's codes (errors.EXIT_CODES). Rendering is in
+render/.
 """
 
 from __future__ import annotations
@@ -11,21 +18,33 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from evalkit import checks
+from evalkit.config import MatrixConfig, parse_config
 from evalkit.evals import recorded, registry
 from evalkit.evals.base import Comparison, MetricSpec, setup_differences
 from evalkit.redact import redact_argv
 from evalkit.store import read_run_cells
-from evalkit.verdicts import delta, flat_metrics, measured_by_both, refused, setup_of
+from evalkit.verdicts import deltas_between, exit_code, flat_metrics, setup_of, unmeasured
+
+REFERENCE_WORD = "run A"
+"""How a broken threshold's message names the reference ("... vs run A <run id> 0.940, -7.0 points")."""
+
+_GATE_ONLY = ("right_only_in_cell", "right_only_in_reference", "both_right", "noise_floor")
 
 
-def _b_minus_a(spec: MetricSpec, a_dir: Path, b_dir: Path, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
-    """B - A of one metric (verdicts.delta); counts take the two-sided p, as a change may go either way."""
-    found = delta(spec, b_dir, a_dir, b, a)
-    if found is None or spec.comparison in (Comparison.CONTINUOUS, Comparison.PAIRWISE):
-        return found
+def _shown(spec: MetricSpec, gate: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The B - A a reader sees, from the gate's delta (verdicts.deltas_between): a count takes the
+    two-sided p, as a change may go either way; the gate's working counts are left out."""
+    if gate is None or gate.get("setup_differs"):
+        return gate
     if spec.comparison is Comparison.COUNT:
-        return {"diff": found["diff"], "p_value": found["p_two_sided"], "p_greater": found["p_greater"]}
-    return {k: v for k, v in found.items() if not k.startswith("right_only") and k != "both_right"}
+        return {"diff": gate["diff"], "p_value": gate["p_two_sided"], "p_greater": gate["p_value"]}
+    return {k: v for k, v in gate.items() if k not in _GATE_ONLY}
+
+
+def _config_of(run: dict[str, Any], path: Path) -> MatrixConfig | None:
+    """The config snapshot a run stored (run.json `config`); None for a run stored without one."""
+    return parse_config(run["config"], path / "run.json") if run.get("config") else None
 
 
 def _run_meta(run: dict[str, Any], cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -47,26 +66,45 @@ def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
     run_a, listed_a = read_run_cells(a_path)
     run_b, listed_b = read_run_cells(b_path)
     cells_a, cells_b = {c["id"]: c for c in listed_a}, {c["id"]: c for c in listed_b}
-    out = []
+    out: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for cell_id in list(dict.fromkeys([*cells_a, *cells_b])):
         a, b = cells_a.get(cell_id), cells_b.get(cell_id)
         row: dict[str, Any] = {"id": cell_id, "axes": (a or b or {}).get("axes", {}),
                                "in": "both" if a and b else "a" if a else "b",
                                "status_a": a["status"] if a else None, "status_b": b["status"] if b else None,
                                "a": flat_metrics(a) if a else {}, "b": flat_metrics(b) if b else {}}
+        gate: dict[str, Any] = {"id": cell_id, "status": "not compared"}
         if a and b and a["status"] == b["status"] == "ok":
             specs = registry.metrics(None, [a, b])
             for ev in registry.evals():
-                differs = setup_differences(setup_of(a, ev.name), setup_of(b, ev.name))
-                if differs:
+                if differs := setup_differences(setup_of(a, ev.name), setup_of(b, ev.name)):
                     row.setdefault("setup_differs", {})[ev.name] = differs
-                for spec in (spec for spec in specs if registry.eval_of(spec.name) is ev):
-                    if spec.comparison is Comparison.NONE:
-                        continue
-                    both = measured_by_both(spec, row["a"], row["b"])
-                    row[spec.name] = (refused(differs) if differs and both
-                                      else _b_minus_a(spec, a_path / cell_id, b_path / cell_id, row["a"], row["b"]))
-        out.append(row)
+            vs_a = deltas_between(b, {**a, "id": run_a["run_id"]}, b_path / cell_id, a_path / cell_id, row["b"], row["a"])
+            for spec in specs:
+                if spec.comparison is not Comparison.NONE:
+                    row[spec.name] = _shown(spec, vs_a.get(spec.name))
+            gate = {"id": cell_id, "status": "ok", "metrics": row["b"], "unmeasured": unmeasured(b), "vs_baseline": vs_a}
+        out.append((row, gate))
     specs = registry.metrics(None, [*listed_a, *listed_b])
+    config = _config_of(run_b, b_path)
+    rows = _judged(config, out)
+    failed = sum(1 for row in rows if row["status_b"] == "error")
+    broken = sum(1 for row in rows for f in row["flags"] if f["action"] == "fail")
     return {"a": _run_meta(run_a, cells_a), "b": _run_meta(run_b, cells_b), "metrics": recorded.records(specs),
-            "cells": out}
+            "cells": rows, "multiplicity": config.multiplicity if config else None, **checks.tally(rows),
+            "failed_cells": failed, "broken_thresholds": broken,
+            "warnings": sum(1 for row in rows for f in row["flags"] if f["action"] == "warn"),
+            "exit_code": exit_code(interrupted=False, failed=failed, broken=broken)}
+
+
+def _judged(config: MatrixConfig | None, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each compare row with `checks` (B's config's delta thresholds against A's cell, checks.py)
+    and `flags` (the FAIL and NOT_CHECKED checks in the matrix's words, the reference "run A")."""
+    thresholds = checks.against_one_reference(config.thresholds) if config else []
+    gates = [gate for _, gate in pairs]
+    checks.assess_rows(thresholds, gates, config.multiplicity if config else "none", one_reference=True)
+    for row, gate in pairs:
+        row["checks"] = gate["checks"]
+        row["flags"] = [f for record in gate["checks"] if (f := checks.flag(
+            thresholds[record["threshold"]], record, row["id"], row["b"], REFERENCE_WORD))]
+    return [row for row, _ in pairs]

@@ -268,18 +268,10 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
             row["flags"] += [f for ev in registry.evals() for f in ev.cell_flags(cell, row, base_row)]
     failed = sum(1 for r in rows if r["status"] == "error")
     not_run = sum(1 for r in rows if r["status"] not in ("ok", "error"))
-    outcomes = {o: sum(1 for r in rows for c in r["checks"] if c["outcome"] == o) for o in checks.OUTCOMES}
-    inconclusive = sum(1 for r in rows for c in r["checks"] if c["outcome"] == checks.INCONCLUSIVE and c["action"] == "fail")
+    tallied = checks.tally(rows)
     broken = sum(1 for r in rows for f in r["flags"] if f["action"] == "fail")
     warned = sum(1 for r in rows for f in r["flags"] if f["action"] == "warn")
-    if run.get("status") == "interrupted":
-        code = EXIT_INTERRUPTED
-    elif failed or not_run:
-        code = EXIT_CELL_FAILED
-    elif broken:
-        code = EXIT_THRESHOLD
-    else:
-        code = EXIT_OK
+    code = exit_code(interrupted=run.get("status") == "interrupted", failed=failed + not_run, broken=broken)
     regressions = read_regressions(run_path)
     return RunSummary(
         schema_version=SUMMARY_SCHEMA_VERSION, run_id=run["run_id"], model=run["model"], engine=run["engine"],
@@ -289,13 +281,25 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
         metrics=[MetricRecord.model_validate(r) for r in recorded.records(specs)],
         cells=[CellRow.model_validate(row) for row in rows], setups=_setups(cells),
         failed_cells=failed, not_run_cells=not_run, broken_thresholds=broken, warnings=warned, exit_code=code,
-        multiplicity=config.multiplicity, check_outcomes=outcomes, inconclusive_checks=inconclusive,
+        multiplicity=config.multiplicity, check_outcomes=tallied["check_outcomes"],
+        inconclusive_checks=tallied["inconclusive_checks"],
         **({"regressions": regressions} if regressions is not None else {}),
     )
 
 
+def exit_code(interrupted: bool, failed: int, broken: int) -> int:
+    """A verdict's exit status (errors.EXIT_CODES), the matrix's and a comparison's alike:
+    interrupted, else a cell that failed (or was not run), else a broken failing threshold, else 0."""
+    if interrupted:
+        return EXIT_INTERRUPTED
+    if failed:
+        return EXIT_CELL_FAILED
+    return EXIT_THRESHOLD if broken else EXIT_OK
+
+
 def strict_exit_code(summary: dict[str, Any]) -> int:
-    """`--strict`: EXIT_INCONCLUSIVE where the run would exit 0 but a failing threshold's check is
-    INCONCLUSIVE (a nightly that must not pass on too little evidence); every other code as is."""
+    """`--strict`: EXIT_INCONCLUSIVE where the run (or a comparison) would exit 0 but a failing
+    threshold's check is INCONCLUSIVE (a nightly that must not pass on too little evidence);
+    every other code as is."""
     code = int(summary["exit_code"])
     return EXIT_INCONCLUSIVE if code == EXIT_OK and summary.get("inconclusive_checks") else code

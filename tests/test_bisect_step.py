@@ -28,6 +28,8 @@ from evalkit.errors import Interrupted
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec
 from evalkit.evals.gsm8k import GSM8K_TEST_SIZE
+from evalkit.render import bisect as bisect_report
+from evalkit.render.numbers import p_text
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.options import Silent
 from evalkit.store import RunStore, read_jsonl
@@ -95,6 +97,25 @@ def test_the_ends_are_judged_like_a_cell_against_its_baseline(world: World) -> N
     assert ends.evidence["gsm8k.flexible"]["n"] == GSM8K_TEST_SIZE
     assert ends.evidence["repetition.collapse_rate"]["p_value"] < 1e-4
     assert (ends.paired_metric, ends.count_metric) == ("gsm8k.flexible", "repetition.collapse_rate")
+
+
+def test_the_report_says_pass_fail_or_inconclusive_of_each_threshold_on_the_bad_end(world: World) -> None:
+    """The ends' checks are checks.py's records, worded as every report words them, the reference
+    the good end (the `_ab` and `_vs_baseline` forms of a rule checked once)."""
+    ends = world.ends.to_dict()
+    outcome = {c["rule"]: c["outcome"] for c in ends["checks"]}
+    assert outcome == {"gsm8k.flexible max_drop 0.02 alpha 0.01": "FAIL", "repetition.collapse_rate max_rise 0.05 alpha 0.01": "FAIL",
+                       "gsm8k.flexible min 0.9": "FAIL"}
+    good, bad = world.shas[0], world.shas[-1]
+    record = {"bisect_id": "t", "cell": "head", "repo": "engine", "commits": [], "status": "ends_not_as_claimed",
+              "message": "stopped", "ends": ends, "good": {"sha": good}, "bad": {"sha": bad}}
+    text = bisect_report.markdown(record)
+    drop = next(c for c in ends["checks"] if c["metric"] == "gsm8k.flexible" and c["check"] != "min")
+    assert (f"Thresholds: the bad end {bad[:12]} against the good end {good[:12]}:\n\n"
+            f"- FAIL gsm8k.flexible max\\_drop 0.02 alpha 0.01: {drop['diff'] * 100:+.1f} points, "
+            f"p {p_text(drop['p_adj'])}, MDE {drop['mde'] * 100:.1f} points\n") in text
+    # only a share changes in points: an engine figure (tokens/s) is its own unit
+    assert [line for line in text.splitlines() if "tokens" in line and "points" in line] == []
 
 
 def test_a_good_end_against_itself_is_not_a_bisect(world: World) -> None:

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from junitparser import JUnitXml
 
 from evalkit.cli import main
+from evalkit.errors import EXIT_THRESHOLD
 from evalkit.render.github import STEP_SUMMARY_LIMIT, command, step_summary, workflow_commands
 from evalkit.store import read_json
 from tests.test_history_cli import three_runs  # noqa: F401 - three stored nightly runs
@@ -150,6 +151,7 @@ def test_junit_is_valid_and_reports_each_cell_and_check_as_ci_reporters_read_it(
     out = tmp_path / "junit.xml"
     result = CliRunner().invoke(main, ["report", "run-a", "--format", "junit", "-o", str(out),
                                        "--results-dir", str(demo_runs["results"])])
+    print(CliRunner().invoke(main, ["compare", "run-a", "run-b", "--format", "markdown", "--results-dir", str(demo_runs["results"])]).output)
     assert result.exit_code == 0, result.output
     junit_schema.validate(str(out))
     assert out.read_text() == demo_runs["a_junit"].read_text()  # `matrix --junit` wrote the same document
@@ -267,34 +269,36 @@ def test_report_plot_writes_the_png_of_a_real_run_and_the_html_holds_it(demo_run
     assert compared and all(f"{cell} vs " in figure for cell in compared)
 
 
-def test_compare_as_junit_fails_what_moved_the_wrong_way_significantly(junit_schema: xmlschema.XMLSchema) -> None:
+def test_compare_as_junit_has_a_testcase_per_check_and_per_cell_run(junit_schema: xmlschema.XMLSchema) -> None:
     from evalkit.render.junit import comparison
+
+    def check(outcome: str, **more: object) -> dict:
+        return {"rule": "gsm8k.flexible max_drop 0.02 alpha 0.01", "reference": "main-1", "metric": "gsm8k.flexible",
+                "check": "max_drop_vs_baseline", "margin": 0.02, "action": "fail", "outcome": outcome, **more}
 
     result = {
         "a": {"run_id": "main-1", "model": "m", "engine": "sim", "limit": None, "source_shas": ["a" * 40]},
         "b": {"run_id": "pr-7", "model": "m", "engine": "sim", "limit": None, "source_shas": ["b" * 40]},
-        "metrics": [{"name": "gsm8k.flexible", "higher_is_better": True},
-                    {"name": "repetition.collapse_rate", "higher_is_better": False}],
         "cells": [
-            {"id": "worse", "in": "both", "status_a": "ok", "status_b": "ok",
-             "gsm8k.flexible": {"diff": -0.07, "p_value": 1e-5},
-             "repetition.collapse_rate": {"diff": 0.3, "p_value": 1e-4}},
-            {"id": "better", "in": "both", "status_a": "ok", "status_b": "ok",
-             "gsm8k.flexible": {"diff": 0.05, "p_value": 1e-4},
-             "repetition.collapse_rate": {"diff": -0.2, "p_value": 0.3}},
+            {"id": "worse", "in": "both", "status_a": "ok", "status_b": "ok", "checks": [check("FAIL")],
+             "flags": [{"metric": "gsm8k.flexible", "check": "max_drop_vs_baseline", "reference": "main-1",
+                        "action": "fail", "message": "worse: GSM8K flexible 0.870 vs run A main-1 0.940"}]},
+            {"id": "same", "in": "both", "status_a": "ok", "status_b": "ok", "checks": [check("PASS", mde=0.011)]},
+            {"id": "small", "in": "both", "status_a": "ok", "status_b": "ok",
+             "checks": [check("INCONCLUSIVE", mde=0.25, n_needed=1806)]},
             {"id": "other-setup", "in": "both", "status_a": "ok", "status_b": "ok",
-             "gsm8k.flexible": {"diff": None, "p_value": None, "setup_differs": ["num_fewshot"]}},
+             "checks": [check("NOT_CHECKED", why="eval setup differs (num_fewshot)")]},
             {"id": "dropped", "in": "a", "status_a": "ok", "status_b": None},
             {"id": "crashed", "in": "both", "status_a": "ok", "status_b": "error"}]}
     text = comparison(result, "# compare")
     junit_schema.validate(io.StringIO(text))
     suite = next(iter(JUnitXml.fromstring(text.encode())))
     outcome = {(c.classname.rsplit(".", 1)[-1], c.name): {type(r).__name__ for r in c.result} for c in suite}
-    assert outcome[("worse", "gsm8k.flexible B - A")] == outcome[("worse", "repetition.collapse_rate B - A")] == {"Failure"}
-    assert outcome[("better", "gsm8k.flexible B - A")] == outcome[("better", "repetition.collapse_rate B - A")] == set()
-    assert outcome[("other-setup", "gsm8k.flexible B - A")] == {"Skipped"}
+    name = "gsm8k.flexible max_drop 0.02 alpha 0.01 vs main-1"
+    assert outcome[("worse", name)] == {"Failure"} and outcome[("same", name)] == set()
+    assert outcome[("small", name)] == outcome[("other-setup", name)] == {"Skipped"}
     assert outcome[("dropped", "runs")] == {"Skipped"} and outcome[("crashed", "runs")] == {"Error"}
-    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (10, 2, 1, 2)
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (10, 1, 1, 3)
 
 
 def test_compare_of_real_runs_writes_valid_junit(demo_runs: dict[str, Path], junit_schema: xmlschema.XMLSchema,  # noqa: F811
@@ -302,9 +306,12 @@ def test_compare_of_real_runs_writes_valid_junit(demo_runs: dict[str, Path], jun
     out = tmp_path / "compare.xml"
     result = CliRunner().invoke(main, ["compare", "run-a", "run-b", "--format", "junit", "-o", str(out),
                                        "--results-dir", str(demo_runs["results"])])
-    assert result.exit_code == 0, result.output
+    # B ran the buggy cell at another sim seed: beyond the margins of B's checks without a test
+    # (its KL p99 against A's, a GSM8K drop without alpha), each a failure; the exit status says so
+    assert result.exit_code == EXIT_THRESHOLD, result.output
     junit_schema.validate(str(out))
     suite = next(iter(JUnitXml.fromfile(str(out))))
+    assert suite.failures == 2
     names = {(c.classname.rsplit(".", 1)[-1], c.name) for c in suite}
-    assert ("dp8-piecewise-fixoff", "gsm8k.flexible B - A") in names  # the one cell both runs have
+    assert any(cell == "dp8-piecewise-fixoff" and "vs run-a" in name for cell, name in names)  # the one cell both runs have
     assert ("tp8-full-fixon", "runs") in names  # only in A: listed, skipped

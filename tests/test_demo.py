@@ -31,10 +31,55 @@ def collapsed_in(summary: dict, cell_id: str) -> int:
     return next(c for c in summary["cells"] if c["id"] == cell_id)["metrics"]["repetition.collapsed"]
 
 
+GSM8K_DROPS = ("gsm8k.flexible max_drop_vs_baseline 0.02 alpha 0.01", "gsm8k.flexible max_drop_ab 0.02 alpha 0.01")
+COLLAPSE_RISES = ("repetition.collapse_rate max_rise_vs_baseline 0.05 alpha 0.01",
+                  "repetition.collapse_rate max_rise_ab 0.05 alpha 0.01")
+KL_RISES = ("divergence.kl_p99 max_rise_vs_baseline 0.05", "divergence.kl_p99 max_rise_ab 0.05")
+
+
+def outcomes(summary: dict, healthy: bool = True) -> dict[str, set[str]]:
+    """Rule -> the outcomes of its checks on the healthy cells (or on the buggy one)."""
+    out: dict[str, set[str]] = {}
+    for cell in summary["cells"]:
+        if (cell["id"] != BUGGY) == healthy:
+            for check in cell["checks"]:
+                out.setdefault(check["rule"], set()).add(check["outcome"])
+    return out
+
+
 @pytest.mark.timeout(900)
 def test_the_readme_demo_flags_only_the_buggy_cell(tmp_path: Path) -> None:
     """Seed 0, every question, exactly as `evalkit matrix --model demo` runs it."""
-    check_only_buggy_flagged(run_demo(tmp_path, 0))
+    summary = run_demo(tmp_path, 0)
+    check_only_buggy_flagged(summary)
+    # At the demo's n, 1319 questions and 64 long generations: every GSM8K comparison of a healthy
+    # cell could have seen a 2-point drop (MDE at most 2 x margin) and PASSes; the collapse checks
+    # cannot see a 5-point rise on 64 generations (MDE about 14 points) and are INCONCLUSIVE; the
+    # KL rises have no test (no alpha) and PASS on the observed value. The buggy cell FAILs all.
+    assert outcomes(summary) == {"gsm8k.flexible min 0.9": {"PASS"}, **dict.fromkeys(GSM8K_DROPS, {"PASS"}),
+                                 **dict.fromkeys(COLLAPSE_RISES, {"INCONCLUSIVE"}), **dict.fromkeys(KL_RISES, {"PASS"})}
+    assert set().union(*outcomes(summary, healthy=False).values()) == {"FAIL"}
+    collapse = [c for cell in summary["cells"] if cell["id"] != BUGGY for c in cell["checks"] if c["rule"] in COLLAPSE_RISES]
+    assert all(c["mde"] > 2 * 0.05 and c["n_needed"] > 64 for c in collapse)
+    assert summary["inconclusive_checks"] == len(collapse) == 15 and summary["exit_code"] == 1
+
+
+@pytest.mark.slow  # one more whole demo matrix on 50 questions (~2 min): .ci/run runs it
+@pytest.mark.timeout(900)
+def test_with_limit_50_no_healthy_comparison_passes(tmp_path: Path) -> None:
+    """`--limit 50`: no test of a healthy cell's GSM8K drop (MDE about 20 points) or collapse rise
+    could have seen its margin, so none PASSes: each is INCONCLUSIVE. The buggy cell's collapses
+    are still caught. KL p99 (16 prompts whatever the limit) has no
+    test: its checks judge the observed value and PASS, which the report shows without a p."""
+    summary = run_demo(tmp_path, 0, "--limit", "50")
+    found, compared = outcomes(summary), (*GSM8K_DROPS, *COLLAPSE_RISES)
+    assert {rule: found[rule] for rule in compared} == dict.fromkeys(compared, {"INCONCLUSIVE"})
+    assert {rule: found[rule] for rule in KL_RISES} == dict.fromkeys(KL_RISES, {"PASS"})
+    tested = [c for cell in summary["cells"] if cell["id"] != BUGGY for c in cell["checks"] if c.get("p") is not None]
+    assert tested and {c["outcome"] for c in tested} == {"INCONCLUSIVE"}
+    assert {c["p"] for cell in summary["cells"] for c in cell["checks"] if c["rule"] in KL_RISES} == {None}
+    flagged = {cell["id"] for cell in summary["cells"] if any(f["action"] == "fail" for f in cell["flags"])}
+    assert flagged == {BUGGY} and {f["metric"] for c in summary["cells"] for f in c["flags"]} >= {"repetition.collapse_rate"}
 
 
 @pytest.mark.slow  # two more whole demo matrices (~5 min): .ci/run runs them; seed 0 stays in the default run

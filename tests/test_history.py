@@ -38,7 +38,7 @@ RUN_COLUMNS = ["run_id", "model", "config_name", "engine", "simulated", "status"
 CELL_COLUMNS = ["run_id", "cell_id", "axes", "status", "error", "source_repo", "source_ref", "source_sha",
                 "effective_mode", "started_at", "finished_at", "total_s", "timings", "gsm8k_strict",
                 "gsm8k_flexible", "gsm8k_n", "collapse_rate", "collapse_n", "collapsed", "metrics", "recorded_at",
-                "setups"]
+                "setups", "checks"]
 CELL_METRIC_COLUMNS = ["run_id", "cell_id", "name", "value"]
 
 
@@ -112,7 +112,7 @@ def test_schema_after_migrations(tmp_path: Path) -> None:
     with History(tmp_path / "h.db") as store:
         db = store.db
         assert [name for (name,) in db.execute("SELECT name FROM _migrations")] == ["m001_initial", "m002_cell_metrics",
-                                                                                  "m003_cell_setups"]
+                                                                                  "m003_cell_setups", "m004_cell_checks"]
         assert columns(db, "runs") == RUN_COLUMNS
         assert columns(db, "cells") == CELL_COLUMNS
         assert columns(db, "cell_metrics") == CELL_METRIC_COLUMNS
@@ -279,7 +279,7 @@ def test_opening_an_m001_database_adds_cell_metrics_from_its_metrics_json(tmp_pa
         rows = sorted(store.db.execute("SELECT cell_id, name, value FROM cell_metrics"))
         points = {p.cell_id: p.metrics for p in store.trend("m")}
     assert applied == ["m001_initial", "m002_cell_metrics",
-                                                                                  "m003_cell_setups"]
+                                                                                  "m003_cell_setups", "m004_cell_checks"]
     assert rows == [("ok", "gsm8k.flexible", 0.9), ("ok", "gsm8k.n", 20.0), ("ok", "repetition.collapsed", 1.0),
                     ("ok", "x.flag", 1.0)]
     assert points == {"ok": {"gsm8k.flexible": 0.9, "gsm8k.n": 20, "repetition.collapsed": 1, "x.flag": 1},

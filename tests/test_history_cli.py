@@ -8,7 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from evalkit.cli import main
+from evalkit.store import write_json
 from evalkit.store.history import History
+from evalkit.verdicts import summarize
 from tests.test_report_cli import demo_runs  # noqa: F401 - the session's real demo runs
 from tests.test_report_helpers import CellSpec, loop_text, write_run
 
@@ -66,3 +68,23 @@ def test_import_of_a_real_demo_run(demo_runs: dict[str, Path], tmp_path: Path) -
                                            "dp8-piecewise-fixoff"]  # the run's order
     assert all(p.metrics["gsm8k.n"] == 40 and "gsm8k.flexible" in p.metrics and p.metrics["repetition.n"] == 8
                for p in points)
+
+
+def test_each_run_of_a_cell_says_its_checks_in_the_reports_words(tmp_path: Path) -> None:
+    """The history keeps each cell's checks from its run's summary: the trend and the CSV say
+    PASS, FAIL or INCONCLUSIVE per threshold (rules numbered in the table's caption)."""
+    results = tmp_path / "results"
+    for day, right in ((1, 18), (2, 12)):  # 18 of 20: above min 0.8, not surely; 12 of 20: below, and 30 points down
+        run, config = write_run(results, f"night-{day}", {"dp8-fixon": CellSpec(right=18), "dp8-fixoff": CellSpec(right=right)},
+                                started_at=f"2026-12-0{day}T02:00:00+00:00")
+        write_json(run / "summary.json", summarize(run, config))
+    assert invoke("history", "--import", "all", "--results-dir", str(results)).exit_code == 0
+    shown = invoke("history", "--model", "demo", "--cell", "dp8-fixoff", "--results-dir", str(results))
+    text = " ".join(shown.output.split())
+    assert "checks: #1 gsm8k.flexible min 0.8; #2 gsm8k.flexible max_drop_ab 0.1" in text
+    night1, night2 = (line for line in shown.output.splitlines() if "night-" in line)
+    assert "INCONCLUSIVE #1 · PASS #2" in night1 and "FAIL #1 #2" in night2
+    table = invoke("history", "--model", "demo", "--cell", "dp8-fixoff", "--format", "csv", "--results-dir", str(results))
+    assert [row.rsplit(",", 1)[-1] for row in table.output.splitlines()] == [
+        "checks", "INCONCLUSIVE gsm8k.flexible min 0.8; PASS gsm8k.flexible max_drop_ab 0.1",
+        "FAIL gsm8k.flexible min 0.8; FAIL gsm8k.flexible max_drop_ab 0.1"]

@@ -24,6 +24,7 @@ from click.testing import CliRunner
 
 from evalkit.cli import main
 from evalkit.config.loader import _UniqueKeyLoader
+from evalkit.errors import EXIT_THRESHOLD
 from evalkit.evals.recorded import specs_of
 from evalkit.render.compare_table import compare_columns
 from evalkit.render.table import columns, flag_column
@@ -166,13 +167,16 @@ def test_compare_markdown_and_csv(demo_runs: dict[str, Path]) -> None:
     md = cli("compare", "run-a", "run-b", "--format", "markdown", "--results-dir", results).output
     found = tables(md)
     specs = specs_of(json.loads(cli("compare", "run-a", "run-b", "--format", "json", "--results-dir", results).output))
-    assert found.headers == [[c.header for c in compare_columns(specs)]]
+    assert found.headers[0] == [c.header for c in compare_columns(specs)]  # then the checks' table
     assert [row[0] for row in found.bodies[0]] == ["tp8-full-fixon (only in A)", "tp8-full-fixoff (only in A)",
                                                    "dp8-piecewise-fixon (only in A)", "dp8-piecewise-fixoff"]
+    assert [row[0] for row in found.bodies[1]] == ["dp8-piecewise-fixoff"]  # the one cell both runs ran
     frame = pd.read_csv(io.StringIO(cli("compare", "run-a", "run-b", "--format", "csv", "--results-dir", results).output))
     assert list(frame["in"]) == ["a", "a", "a", "both"] and "p.gsm8k.flexible" in frame.columns
+    assert frame["check.1.outcome"].isna().tolist() == [True, True, True, False]
     terminal = cli("compare", "run-a", "run-b", "--results-dir", results)
-    assert terminal.exit_code == 0 and "only in A" in terminal.output
+    # B (another sim seed) is beyond margins it checks without a test: exit 1, as the matrix would
+    assert terminal.exit_code == EXIT_THRESHOLD and "only in A" in terminal.output
 
 
 def test_collapse_evidence_of_a_real_run_is_folded_per_cell(demo_runs: dict[str, Path]) -> None:

@@ -8,6 +8,7 @@ fingerprint, as a run made by another installation would have it.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from evalkit import __version__
 from evalkit.cli import main
 from evalkit.comparison import compare_runs
 from evalkit.config import parse_config
+from evalkit.errors import EXIT_THRESHOLD
 from evalkit.evals.base import fingerprint, setup_differences
 from evalkit.evals.gsm8k import GSM8KSettings, write_task_yaml
 from evalkit.evals.gsm8k import setup_fields as gsm8k_setup
@@ -91,7 +93,10 @@ def test_compare_refuses_runs_whose_config_changed_the_setup(runs: dict[str, Pat
         assert cell["repetition.collapse_rate"]["p_value"] is not None  # the collapse check's setup is the same
     out = CliRunner().invoke(main, ["compare", "base", run, "--results-dir", str(runs["base"].parent),
                                     "--format", "json"])
-    assert out.exit_code == 0 and fields[0] in out.output
+    # a failing threshold that could not be checked is broken, as in the matrix: exit 1
+    assert out.exit_code == EXIT_THRESHOLD and fields[0] in out.output
+    assert {c["outcome"] for c in json.loads(out.output)["cells"][0]["checks"] if c["metric"] == "gsm8k.flexible"} == {
+        "NOT_CHECKED"}
 
 
 STORED_FIELDS = [("gsm8k", "lm_eval_version", "0.4.99"), ("gsm8k", "evalkit_version", "9.9.9"),

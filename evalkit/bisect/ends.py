@@ -2,9 +2,10 @@
 
 Both ends are full cells (run/cell.py) of the same matrix cell at two commits. The bad end is
 compared with the good end by verdicts.py itself (`deltas_between`: McNemar on the questions both
-answered, Fisher on collapses) and the config's thresholds are checked with the good end as the
-reference: `max_drop_*` / `max_rise_*` (the `_vs_baseline` and the `_ab` forms alike: in a bisect
-the one reference is the good end), and `min` / `max` on each end's own value. The ends are as
+answered, Fisher on collapses) and the config's thresholds are checked by checks.py with the good
+end as the reference (PASS, FAIL or INCONCLUSIVE with the MDE, the words of every report):
+`max_drop_*` / `max_rise_*` / `equivalent_*` (the `_vs_baseline` and the `_ab` forms alike: in a
+bisect the one reference is the good end), and `min` / `max` on each end's own value. The ends are as
 claimed when the bad end breaks a failing threshold, the good end breaks no `min`/`max` itself,
 both ran the same eval setup, and the bad end's effect is one a step can be tested against: it
 becomes the alternative hypothesis of every step's sequential test (evalkit/sequential.py).
@@ -16,13 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.config import MatrixConfig, Threshold
+from evalkit import checks
+from evalkit.config import MatrixConfig
 from evalkit.config.schema import ThresholdKind
 from evalkit.evals import recorded, registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.sequential import Count, PairedCounts, StepTest
 from evalkit.store import read_json
-from evalkit.verdicts import check_threshold, deltas_between, flat_metrics
+from evalkit.verdicts import check_threshold, deltas_between, flat_metrics, unmeasured
 
 REFERENCE_WORD = "good end"
 """How threshold messages name the reference ("... vs good end <sha> 0.940, -7.0 points")."""
@@ -53,6 +55,9 @@ class Ends:
     alpha: float = 0.01
     labels: dict[str, str] = field(default_factory=dict)
     """`good` / `bad`: how messages name the two ends ("good end 1a2b3c4d5e")."""
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    """Every threshold on the bad end (checks.py records: PASS, FAIL or INCONCLUSIVE with the MDE),
+    the delta ones against the good end: what the report says of each."""
     metrics: list[dict[str, Any]] = field(default_factory=list)
     """The metrics the ends report, as summary.json records them (`evals.recorded`): the report
     reads their kinds here, whatever config the process that renders it read."""
@@ -61,7 +66,7 @@ class Ends:
         """What bisect.json keeps of the ends (the test is rebuilt from the cell folders)."""
         return {"bad": self.bad, "reason": self.reason, "flags": self.flags, "good_flags": self.good_flags,
                 "evidence": self.evidence, "paired_metric": self.paired_metric, "count_metric": self.count_metric,
-                "alpha": self.alpha, "metrics": self.metrics}
+                "alpha": self.alpha, "checks": self.checks, "metrics": self.metrics}
 
 
 def step_metrics(config: MatrixConfig) -> tuple[MetricSpec | None, MetricSpec | None]:
@@ -100,19 +105,6 @@ def label(record: dict[str, Any], name: str) -> str:
     return f"{name} {sha[:10]}" if sha else name
 
 
-def as_reference_checks(thresholds: list[Threshold]) -> list[Threshold]:
-    """The config's thresholds with the good end as the one reference: an `_ab` check becomes
-    its `_vs_baseline` twin, and a rule given both ways is checked once."""
-    out: list[Threshold] = []
-    for t in thresholds:
-        if t.check.endswith("_ab"):
-            # validated with its config already: a copy, as the metric is the config's to know
-            t = t.model_copy(update={t.check: None, t.check.removesuffix("_ab") + "_vs_baseline": t.value})
-        if t not in out:
-            out.append(t)
-    return out
-
-
 def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float) -> Ends:
     """Judge the bad end's cell folder against the good end's; never raises for ends that are
     not as claimed (that is `Ends.bad` False with its reason)."""
@@ -136,12 +128,15 @@ def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float
     if differs := sorted({f for d in evidence.values() if isinstance(d, dict) for f in d.get("setup_differs") or []}):
         return Ends(bad=False, reason=f"the ends ran different eval setups ({', '.join(differs)}): not comparable",
                     **base)
-    row = {"id": labels["bad"], "vs_baseline": evidence}
-    checks = as_reference_checks(list(config.thresholds))
-    flags = [f for t in checks if (f := check_threshold(t, row, flat_bad, REFERENCE_WORD))]
-    good_flags = [f for t in checks if t.kind.own_value
-                  and (f := check_threshold(t, {"id": labels["good"]}, flat_good)) and f["action"] == "fail"]
-    base |= {"flags": flags, "good_flags": good_flags}
+    own = [t for t in config.thresholds if t.kind.own_value]
+    thresholds = [*checks.against_one_reference(config.thresholds), *own]
+    row: dict[str, Any] = {"id": labels["bad"], "status": "ok", "metrics": flat_bad, "unmeasured": unmeasured(bad),
+                           "vs_baseline": evidence}
+    checks.assess_rows(thresholds, [row], "none", one_reference=True)  # one comparison: a family of one each
+    flags = [f for r in row["checks"]
+             if (f := checks.flag(thresholds[r["threshold"]], r, labels["bad"], flat_bad, REFERENCE_WORD))]
+    good_flags = [f for t in own if (f := check_threshold(t, {"id": labels["good"]}, flat_good)) and f["action"] == "fail"]
+    base |= {"flags": flags, "good_flags": good_flags, "checks": row["checks"]}
     try:
         test = StepTest.from_ends(paired_bad=paired_counts(evidence.get(paired_spec.name) if paired_spec else None),
                                   collapses_good=event_count(count_spec, flat_good),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,28 +11,50 @@ import click
 from evalkit.cli._common import FORMATS, _Command, console, results_dir_option
 from evalkit.cli._github import in_github_actions, publish
 from evalkit.cli.report import check_output, deliver, output_option
+from evalkit.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CELL_FAILED,
+    EXIT_INCONCLUSIVE,
+    EXIT_OK,
+    EXIT_THRESHOLD,
+)
+
+COMPARE_EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in (
+    (EXIT_OK, "no failing threshold FAILed in B against A"),
+    (EXIT_THRESHOLD, "a failing threshold FAILed in B against A"),
+    (EXIT_BAD_INPUT, "bad input (a run that is not there, a bad option)"),
+    (EXIT_CELL_FAILED, "a cell failed to run in B"),
+    (EXIT_INCONCLUSIVE, "only with --strict: nothing FAILed, but a failing threshold's check was INCONCLUSIVE"),
+))
+"""The matrix's codes (errors.EXIT_CODES) as they read for a comparison."""
 
 
-@click.command(cls=_Command)
+@click.command(cls=_Command, epilog=COMPARE_EXIT_CODES)
 @click.argument("run_a")
 @click.argument("run_b", default="latest")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
 @output_option
+@click.option("--strict", is_flag=True, help="Exit 5 when nothing FAILed but a failing threshold's check is "
+              "INCONCLUSIVE (too few questions to see its margin): for a PR gate that must not pass on too little data.")
 @results_dir_option
-def compare(run_a: str, run_b: str, fmt: str, output: Path | None, results_dir: Path) -> None:
-    """Compare two runs of the same matrix (e.g. before and after a PR), cell by cell.
+def compare(run_a: str, run_b: str, fmt: str, output: Path | None, strict: bool, results_dir: Path) -> None:
+    """Compare two runs of the same matrix (e.g. before and after a PR), cell by cell, and judge B against A.
 
-    Per cell id found in both runs: B - A of GSM8K flexible and strict (McNemar exact test on
-    the questions both runs answered) and of the collapse rate (Fisher exact test).
+    Per cell id found in both runs: B - A of every compared metric (GSM8K: McNemar exact test on
+    the questions both runs answered; the collapse rate: Fisher exact test). B's config's delta
+    thresholds (max_drop_*, max_rise_*, equivalent_*) are checked against A's cell, as the matrix
+    checks a cell against its baseline: PASS, FAIL or INCONCLUSIVE with the minimum detectable
+    effect, p-values adjusted across the cells; the exit status says the verdict.
 
     \b
     Example:
       evalkit compare 20261201-020000-demo latest --format markdown > pr-comment.md
       evalkit compare 20261201-020000-demo latest --format html -o compare.html
-      evalkit compare 20261201-020000-demo latest --format junit -o compare-junit.xml
+      evalkit compare 20261201-020000-demo latest --format junit -o compare-junit.xml --strict
     """
     from evalkit.comparison import compare_runs
     from evalkit.store import resolve_run
+    from evalkit.verdicts import strict_exit_code
 
     check_output(fmt, output)
     result = compare_runs(resolve_run(results_dir, run_a), resolve_run(results_dir, run_b))
@@ -42,6 +65,7 @@ def compare(run_a: str, run_b: str, fmt: str, output: Path | None, results_dir: 
         markdown = render_compare(result, "markdown") or ""
         publish(markdown, str(output) if output and fmt == "markdown" else f"evalkit compare {run_a} {run_b}",
                 stdout_is_data=fmt != "terminal" and output is None)
+    sys.exit(strict_exit_code(result) if strict else result["exit_code"])
 
 
 def show_comparison(result: dict[str, Any], fmt: str, output: Path | None = None) -> None:

@@ -2,7 +2,8 @@
 
 All three show the same facts: the conclusion (the first bad commit, its subject and author date,
 or the range that could not be split, or why the ends are not as claimed), the evidence (accuracy
-and collapse deltas against the good end with their p-values, one collapsed excerpt) and every
+and collapse deltas against the good end with their p-values; every threshold on the bad end,
+PASS, FAIL or INCONCLUSIVE with its MDE in the words of every report; one collapsed excerpt) and every
 step (commit, verdict, questions and generations used, wall time). Model text, commit subjects
 and error messages go through render/text.py: a subject is written by anyone who can push.
 """
@@ -22,6 +23,7 @@ from evalkit.clean import clean
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.evals.recorded import specs_of
+from evalkit.render.checks import check_sentence
 from evalkit.render.markdown import md_table
 from evalkit.render.numbers import p_text
 from evalkit.render.text import MAX_EXCERPT_CHARS, md_cell, md_code, md_fence, term_text, truncate
@@ -29,6 +31,7 @@ from evalkit.render.text import MAX_EXCERPT_CHARS, md_cell, md_code, md_fence, t
 FORMATS = ("terminal", "markdown", "json")
 
 VERDICT_MARK = {"good": "good", "bad": "BAD", "untestable": "untestable"}
+_STYLE = {"FAIL": "red", "INCONCLUSIVE": "yellow"}
 
 
 def first_bad_step(record: dict[str, Any]) -> dict[str, Any] | None:
@@ -45,8 +48,9 @@ def _deltas(evidence: dict[str, Any], specs: list[MetricSpec]) -> list[tuple[str
             continue
         p = d.get("p_value", d.get("p_greater"))
         spec = registry.metric(metric, specs)
-        between = spec is not None and spec.comparison is Comparison.PAIRWISE  # a divergence, not a change of a share
-        rows.append((metric, f"{d['diff']:.3g}" if between else f"{d['diff'] * 100:+.1f} points",
+        # a share's change in points; a divergence or an engine figure (tokens/s) as it is
+        share = spec is None or spec.comparison in (Comparison.PAIRED, Comparison.COUNT)
+        rows.append((metric, f"{d['diff'] * 100:+.1f} points" if share else f"{d['diff']:+.3g}",
                      p_text(p) if p is not None else "-"))
     return rows
 
@@ -84,6 +88,17 @@ def _evidence_tables(record: dict[str, Any]) -> list[tuple[str, list[tuple[str, 
         bad = (record.get("bad") or {}).get("sha", "?")[:12]
         out.append((f"The bad end {bad} vs the good end (full cells)", _deltas(ends["evidence"], specs), clean(ends.get("reason", ""))))
     return out
+
+
+def end_checks(record: dict[str, Any]) -> tuple[str, list[str]]:
+    """(title, lines): every threshold on the bad end, the delta ones against the good end, each
+    PASS, FAIL or INCONCLUSIVE with its MDE (render/checks.py's words); no lines for a bisect.json
+    written before the ends kept their checks."""
+    ends = record.get("ends") or {}
+    found = ends.get("checks") or []
+    bad, good = ((record.get(end) or {}).get("sha", "?")[:12] for end in ("bad", "good"))
+    return (f"Thresholds: the bad end {bad} against the good end {good}",
+            [check_sentence(c, specs_of(ends)) for c in found])
 
 
 def excerpt(record: dict[str, Any]) -> str | None:
@@ -128,6 +143,10 @@ def terminal(record: dict[str, Any]) -> Sequence[RenderableType]:
         for row in rows:
             table.add_row(*map(term_text, row))
         out += [table, Text(clean(note))] if note else [table]
+    title, lines = end_checks(record)
+    if lines:
+        out += [Text(clean(title) + ":"), *(Text("  " + clean(line), style=_STYLE.get(line.split(" ", 1)[0], ""))
+                                               for line in lines)]
     if text := excerpt(record):
         out.append(Text("collapsed excerpt: " + clean(truncate(text, 300))))
     if record.get("untestable"):
@@ -157,6 +176,9 @@ def markdown(record: dict[str, Any]) -> str:
     for title, rows, note in _evidence_tables(record):
         lines += [f"{md_cell(title)}:", "", *md_table(("metric", "delta", "p-value"), ([md_cell(x) for x in r] for r in rows)), ""]
         lines += [md_cell(note), ""] if note else []
+    title, checked = end_checks(record)
+    if checked:
+        lines += [f"{md_cell(title)}:", "", *(f"- {md_cell(line, limit=1000)}" for line in checked), ""]
     if text := excerpt(record):
         lines += ["<details><summary>One collapsed long generation</summary>", "",
                   md_fence(truncate(text, MAX_EXCERPT_CHARS)), "", "</details>", ""]

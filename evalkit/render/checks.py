@@ -8,7 +8,7 @@ written before checks existed has none, and shows none.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from evalkit.evals import registry
@@ -17,6 +17,8 @@ from evalkit.evals.recorded import specs_of
 from evalkit.multiplicity import METHOD_WORDS
 from evalkit.render.numbers import p_text
 
+OUTCOME_ORDER = ("FAIL", "INCONCLUSIVE", "NOT_CHECKED", "PASS")
+"""How a line of outcomes lists them: what needs a reader first."""
 MAX_NAMED = 4
 """Inconclusive cells named in a threshold's line; the rest are counted."""
 
@@ -79,6 +81,54 @@ def outcome_text(check: dict[str, Any] | None, specs: list[MetricSpec]) -> str:
     if check.get("mde") is not None:
         parts.append(f"MDE {_scaled(check['metric'], check['mde'], specs)}")
     return " · ".join(parts)
+
+
+def check_sentence(check: dict[str, Any], specs: list[MetricSpec]) -> str:
+    """One check in words, for a report about one comparison (a bisect's ends): `FAIL
+    gsm8k.flexible max_drop_vs_baseline 0.02 alpha 0.01: -7.0 points, p 3e-09, MDE 2.1 points`;
+    an INCONCLUSIVE one says why (`why`), a NOT_CHECKED one what kept it from being checked."""
+    outcome, metric = check["outcome"], check["metric"]
+    if outcome == "NOT_CHECKED":
+        return f"NOT_CHECKED {check['rule']}: {check.get('why') or 'no value'}"
+    parts = []
+    if check.get("diff") is not None:
+        diff = check["diff"]
+        parts.append(f"{diff * 100:+.1f} points" if "points" in _scaled(metric, diff, specs) else f"{diff:+.3g}")
+    elif check.get("value") is not None:
+        parts.append(f"{check['value']:.3f}")
+    p = check["p_adj"] if check.get("p_adj") is not None else check.get("p")
+    if p is not None:
+        parts.append(f"p {p_text(p)}")
+    if outcome == "INCONCLUSIVE":
+        parts.append(why(check, specs))
+    elif check.get("mde") is not None:
+        parts.append(f"MDE {_scaled(metric, check['mde'], specs)}")
+    return f"{outcome} {check['rule']}" + (f": {', '.join(parts)}" if parts else "")
+
+
+def numbered_rules(checks: Iterable[Iterable[dict[str, Any]]]) -> dict[str, int]:
+    """Rule text -> its number, 1 up, in order of first appearance over several runs' checks (a
+    history spans configs whose thresholds may differ: the rule, not its index, names one)."""
+    return {rule: i + 1 for i, rule in enumerate(dict.fromkeys(c["rule"] for found in checks for c in found))}
+
+
+def outcomes_text(checks: list[dict[str, Any]], numbers: Mapping[str, int], specs: list[MetricSpec]) -> str:
+    """One cell's checks in a line, worst first: `FAIL #2 #3 · INCONCLUSIVE #4 (MDE 13.9 points) ·
+    PASS #1` (rule numbers from `numbered_rules`; an INCONCLUSIVE one with its MDE)."""
+    parts = []
+    for outcome in OUTCOME_ORDER:
+        found = [c for c in checks if c["outcome"] == outcome]
+        if not found:
+            continue
+        parts.append(f"{outcome} " + " ".join(with_mde(c, "#" + str(numbers[c["rule"]]), specs) for c in found))
+    return " · ".join(parts) or "-"
+
+
+def with_mde(check: dict[str, Any], name: str, specs: list[MetricSpec]) -> str:
+    """`name`, and for an INCONCLUSIVE check its MDE: `#4 (MDE 13.9 points)`."""
+    if check["outcome"] != "INCONCLUSIVE" or check.get("mde") is None:
+        return name
+    return f"{name} (MDE {_scaled(check['metric'], check['mde'], specs)})"
 
 
 def check_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]], list[list[str]]]:

@@ -92,15 +92,23 @@ def records(summary: dict[str, Any]) -> list[dict[str, Any]]:
                 delta = comparison.get(metric) or {}
                 rec[f"{against}.{metric}.diff"] = delta.get("diff")
                 rec[f"{against}.{metric}.p_value"] = delta.get("p_value")
-        for check in cell.get("checks") or []:
-            key = f"check.{check['threshold'] + 1}"
-            rec |= {f"{key}.outcome": check["outcome"], f"{key}.p": check.get("p"), f"{key}.p_adj": check.get("p_adj"),
-                    f"{key}.mde": check.get("mde")}
+        rec |= check_columns(cell)
         flags = cell.get("flags", [])
         rec |= {"broken": sum(f["action"] == "fail" for f in flags), "warnings": sum(f["action"] == "warn" for f in flags),
                 "flags": "; ".join(f["message"] for f in flags) or None,
                 "total_s": (cell.get("timings") or {}).get("total_s")}
         out.append(rec)
+    return out
+
+
+def check_columns(row: dict[str, Any]) -> dict[str, Any]:
+    """`check.<N>.outcome` (PASS, FAIL, INCONCLUSIVE, NOT_CHECKED), `.p`, `.p_adj`, `.mde` of each
+    threshold checked on a run's cell or a compared cell; N counts the thresholds from 1."""
+    out: dict[str, Any] = {}
+    for check in row.get("checks") or []:
+        key = f"check.{check['threshold'] + 1}"
+        out |= {f"{key}.outcome": check["outcome"], f"{key}.p": check.get("p"), f"{key}.p_adj": check.get("p_adj"),
+                f"{key}.mde": check.get("mde")}
     return out
 
 
@@ -111,7 +119,8 @@ def _sample_count(share: Share) -> list[str]:
 
 
 def comparison_records(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """One record per cell: A and B headline metrics, B − A deltas, p-values, flip counts."""
+    """One record per cell: A and B headline metrics, B − A deltas, p-values, flip counts, and
+    B's checks against A (`check_columns`; rules numbered as B's config's delta thresholds)."""
     specs = specs_of(result)
     shares = _shares(specs)
     headline = [name for share in shares for name in [*_per_cell(share), *_sample_count(share)]]
@@ -131,7 +140,7 @@ def comparison_records(result: dict[str, Any]) -> list[dict[str, Any]]:
             rec |= {f"paired_n{suffix}": paired["n"] if paired else None,
                     f"flipped_to_wrong{suffix}": len(paired["flipped_to_wrong"]) if paired else None,
                     f"flipped_to_right{suffix}": len(paired["flipped_to_right"]) if paired else None}
-        out.append(rec)
+        out.append(rec | check_columns(row))
     return out
 
 

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.render.checks import with_mde
 from evalkit.render.text import csv_safe
 from evalkit.store.history import Point
 
@@ -58,12 +59,15 @@ def benchmark_json(points: Sequence[Point], bigger: bool, specs: list[MetricSpec
 
 def history_csv(points: Sequence[Point]) -> str:
     """Every point as a row: run, time, cell, status and source SHA, then one column per metric
-    (sorted by name; empty where a cell did not report it)."""
+    (sorted by name; empty where a cell did not report it), then `checks`: each threshold's
+    outcome in that run, `<outcome> <rule>` joined by "; ", an INCONCLUSIVE one with its MDE."""
     names = sorted({name for p in points for name in p.metrics})
+    specs = registry.metrics()
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["run_id", "started_at", "cell", "status", "source_sha", *names])
+    writer.writerow(["run_id", "started_at", "cell", "status", "source_sha", *names, "checks"])
     for p in points:
         head = [csv_safe(v) for v in (p.run_id, p.started_at or "", p.cell_id, p.status, p.source_sha or "")]
-        writer.writerow([*head, *("" if p.metrics.get(n) is None else repr(p.metrics[n]) for n in names)])
+        checks = "; ".join(f"{c['outcome']} {with_mde(c, c['rule'], specs)}" for c in p.checks or [])
+        writer.writerow([*head, *("" if p.metrics.get(n) is None else repr(p.metrics[n]) for n in names), csv_safe(checks)])
     return out.getvalue()

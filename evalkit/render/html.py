@@ -152,6 +152,21 @@ def _checks(summary: dict[str, Any]) -> list[str]:
             + "</ul>", f'<table class="checks"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>']
 
 
+def _flags(summary: dict[str, Any]) -> list[str]:
+    """Thresholds: each broken (FAIL) or warned threshold's message, a run's or a comparison's."""
+    flags = [f for c in summary["cells"] for f in c.get("flags") or []]
+    if not flags:
+        return []
+    return ["<h2>Thresholds</h2><ul class=\"thresholds\">" + "".join(
+        f'<li class="{esc(f["action"])}">{MARKS.get(f["action"], "")} <b>{esc(f["action"].upper())}</b> '
+        f"{esc(f['message'])}</li>" for f in flags) + "</ul>"]
+
+
+def _verdict(summary: dict[str, Any], whose: str = "") -> str:
+    ok, words = verdict_line(summary)
+    return f'<p class="verdict {"ok" if ok else "bad"}">{"✔" if ok else "✗"} {esc(whose + words)}</p>'
+
+
 FILTERS = ('<div class="filters"><label>Cell or axis value <input id="filter-cell" type="search"></label>'
            '<label>Status <select id="filter-status"><option value="">all</option><option value="ok">ok</option>'
            '<option value="error">error</option><option value="flagged">flagged</option></select></label>'
@@ -160,7 +175,6 @@ FILTERS = ('<div class="filters"><label>Cell or axis value <input id="filter-cel
 
 def report(summary: dict[str, Any], details: Details) -> str:
     """The run as one HTML page: facts, verdict, pivots, all cells, thresholds, drill-downs."""
-    ok, words = verdict_line(summary)
     attrs = {cell["id"]: filter_attrs(cell) for cell in summary["cells"]}
     heading = title(summary)
     parts = [f"<h1>{esc(heading)}</h1>", f'<p class="facts">{esc(" · ".join(facts(summary, details.run)))}</p>']
@@ -171,17 +185,12 @@ def report(summary: dict[str, Any], details: Details) -> str:
             f"<code>{esc(s['sha'] or '?')}</code>: {esc(', '.join(s['cells']))}</li>" for s in srcs) + "</ul>")
     if summary.get("simulated"):
         parts.append(f'<p class="note">{esc(SIM_NOTE)}</p>')
-    parts.append(f'<p class="verdict {"ok" if ok else "bad"}">{"✔" if ok else "✗"} {esc(words)}</p>')
+    parts.append(_verdict(summary))
     parts += [_pivot(p) for p in pivots(summary)]
     if plot := forest.svg(summary):
         parts += ["<h2>Differences</h2>", f'<figure class="forest">{plot}</figure>']
     parts += ["<h2>All cells</h2>", FILTERS, _matrix(summary, attrs), f'<p class="legend">{esc(legend(summary))}</p>']
-    parts += _checks(summary)
-    flags = [f for c in summary["cells"] for f in c["flags"]]
-    if flags:
-        parts.append("<h2>Thresholds</h2><ul class=\"thresholds\">" + "".join(
-            f'<li class="{esc(f["action"])}">{MARKS.get(f["action"], "")} <b>{esc(f["action"].upper())}</b> '
-            f"{esc(f['message'])}</li>" for f in flags) + "</ul>")
+    parts += _checks(summary) + _flags(summary)
     parts += ["<h2>Cells</h2>", cell_sections(summary, details, attrs)]
     if summary.get("command"):
         command = shlex.join(redact_argv(str(a) for a in summary["command"]))
@@ -195,7 +204,8 @@ def _id_items(ids: list[str]) -> str:
 
 
 def comparison(result: dict[str, Any]) -> str:
-    """The compare table as one HTML page, with each cell's flipped question ids folded."""
+    """The compare table as one HTML page, B's verdict against A (its checks, its broken
+    thresholds), and each cell's flipped question ids folded."""
     heading = compare_title(result)
     parts = [f"<h1>{esc(heading)}</h1>",
              f"<ul><li>A: {esc(run_facts(result['a']))}</li><li>B: {esc(run_facts(result['b']))}</li></ul>"]
@@ -204,11 +214,12 @@ def comparison(result: dict[str, Any]) -> str:
     specs = specs_of(result)
     cols = compare_columns(specs)
     head = "".join(f"<th>{esc(c.header)}</th>" for c in cols)
-    body = "".join(f'<tr data-cell="{esc(row["id"])}" data-status="{esc(row["status_b"] or "")}" data-flagged="0" '
+    body = "".join(f'<tr data-cell="{esc(row["id"])}" data-status="{esc(row["status_b"] or "")}" data-flagged="{1 if row.get("flags") else 0}" '
                    f'data-search="{esc(row["id"].lower())}">' + "".join(_td(texts[c.key]) for c in cols) + "</tr>"
                    for row, texts in zip(result["cells"], compare_rows(result)))
     parts += [FILTERS, f'<table class="compare"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>',
-              f'<p class="legend">{esc(compare_legend(result))}</p>']
+              f'<p class="legend">{esc(compare_legend(result))}</p>', _verdict(result, "B against A: ")]
+    parts += _checks(result) + _flags(result)
     for row in result["cells"]:
         for spec in flip_specs(specs):
             paired = flips(row, spec)

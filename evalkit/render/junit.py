@@ -18,10 +18,9 @@ same with this module's output and parse it with junitparser):
 
 `evalkit compare A B --format junit` (a PR's run against the last nightly) is one testsuite too:
 per cell, `runs` (an `<error>` when B did not run it, `<skipped>` when only A had it) and one
-testcase per compared metric, a `<failure>` when B moved the wrong way (by the metric's
-direction) with the comparison's own test at p < `COMPARE_ALPHA` (McNemar for per-question marks,
-two-sided Fisher for counts), `<skipped>` when the two runs' eval setups differ or there is no
-test (a continuous value); a comparison has no thresholds, so nothing here is a gate's margin.
+testcase per delta threshold of B's config checked against A's cell (comparison.py), with the
+same outcomes as a run's: a FAIL is a `<failure>`, an INCONCLUSIVE or NOT_CHECKED (the two runs'
+eval setups differ) check is `<skipped>` with the reason.
 
 Text that XML 1.0 cannot hold (control characters in model output) is dropped, not escaped: a
 parser refuses a file with it whatever the escaping.
@@ -38,8 +37,6 @@ from evalkit.render.checks import checks_of
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _SKIPPED = ("INCONCLUSIVE", "NOT_CHECKED")
-COMPARE_ALPHA = 0.05
-"""A change B - A counts as a regression in the compare JUnit when its test says p below this."""
 
 
 def _x(text: Any) -> str:
@@ -88,6 +85,11 @@ def _add_cell(suite: ET.Element, run_id: str, row: Mapping[str, Any], counts: di
         counts["skipped"] += 1
         ET.SubElement(runs, "skipped", message=_x(f"cell {status}: {row.get('error') or 'not run'}"))
         return
+    _add_checks(suite, classname, row, counts)
+
+
+def _add_checks(suite: ET.Element, classname: str, row: Mapping[str, Any], counts: dict[str, int]) -> None:
+    """One testcase per threshold checked on a run's cell or a compared cell (rule in the module docstring)."""
     for check in checks_of(row):
         case = _testcase(suite, classname, _check_name(check))
         counts["tests"] += 1
@@ -136,7 +138,7 @@ def report(summary: Mapping[str, Any], markdown: str) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def _compare_cell(suite: ET.Element, row: Mapping[str, Any], higher: Mapping[str, bool], counts: dict[str, int]) -> None:
+def _compare_cell(suite: ET.Element, row: Mapping[str, Any], counts: dict[str, int]) -> None:
     classname = f"evalkit.compare.{row['id']}"
     runs = _testcase(suite, classname, "runs")
     counts["tests"] += 1
@@ -152,22 +154,7 @@ def _compare_cell(suite: ET.Element, row: Mapping[str, Any], higher: Mapping[str
             ET.SubElement(runs, "skipped", message=_x(f"not compared: in {row.get('in')}, status A "
                                                       f"{row.get('status_a')}, B {row.get('status_b')}"))
         return
-    for name, up in higher.items():
-        delta = row.get(name)
-        if not isinstance(delta, Mapping):
-            continue
-        case = _testcase(suite, classname, f"{name} B - A")
-        counts["tests"] += 1
-        diff, p = delta.get("diff"), delta.get("p_value")
-        if delta.get("setup_differs") or delta.get("refused") or diff is None or p is None:
-            counts["skipped"] += 1
-            why = (f"eval setup differs ({', '.join(delta['setup_differs'])})" if delta.get("setup_differs")
-                   else delta.get("refused") or "no test for this value")
-            ET.SubElement(case, "skipped", message=_x(f"not tested: {why}"))
-        elif (diff < 0 if up else diff > 0) and p < COMPARE_ALPHA:
-            counts["failures"] += 1
-            message = f"{row['id']}: {name} {diff:+.4g} from A to B, p = {p:.2g} < {COMPARE_ALPHA:g}"
-            ET.SubElement(case, "failure", message=_x(message), type="Regression").text = _x(message)
+    _add_checks(suite, classname, row, counts)
 
 
 def comparison(result: Mapping[str, Any], markdown: str) -> str:
@@ -180,10 +167,9 @@ def comparison(result: Mapping[str, Any], markdown: str) -> str:
         for key in ("run_id", "model", "engine", "limit"):
             ET.SubElement(properties, "property", name=f"{side}.{key}", value=_x(meta.get(key)))
         ET.SubElement(properties, "property", name=f"{side}.source_shas", value=_x(",".join(meta.get("source_shas") or [])))
-    higher = {m["name"]: bool(m.get("higher_is_better", True)) for m in result.get("metrics") or []}
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for row in result.get("cells", []):
-        _compare_cell(suite, row, higher, counts)
+        _compare_cell(suite, row, counts)
     ET.SubElement(suite, "system-out").text = _x(markdown)
     suite.attrib.update({k: str(v) for k, v in counts.items()} | {"time": "0.000"})
     root.attrib.update({k: str(counts[k]) for k in ("tests", "failures", "errors")})

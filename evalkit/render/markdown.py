@@ -74,6 +74,15 @@ def _checks(summary: dict[str, Any]) -> list[str]:
             *md_table((md_cell(h) for h in headers), body), "", "</details>", ""]
 
 
+def _flags(summary: dict[str, Any]) -> list[str]:
+    """`#### Thresholds`: each broken (FAIL) or warned threshold's message, a run's or a comparison's."""
+    flags = [f for c in summary["cells"] for f in c.get("flags") or []]
+    if not flags:
+        return []
+    return ["#### Thresholds", "", *(f"- {FAIL_MARK} **FAIL** {md_cell(f['message'])}" if f["action"] == "fail"
+                                     else f"- {WARN_MARK} warn {md_cell(f['message'])}" for f in flags), ""]
+
+
 def _reproduce(summary: dict[str, Any]) -> list[str]:
     if not summary.get("command"):
         return []
@@ -99,13 +108,7 @@ def report(summary: dict[str, Any], details: Details) -> str:
     for p in pivots(summary):
         lines += [f"#### {md_cell(p.title)}", "", *_pivot(p), ""]
     lines += ["#### All cells", "", *_matrix(summary), "", md_cell(legend(summary), limit=1000), ""]
-    lines += _checks(summary)
-    flags = [f for c in summary["cells"] for f in c["flags"]]
-    if flags:
-        lines += ["#### Thresholds", ""]
-        lines += [f"- {FAIL_MARK} **FAIL** {md_cell(f['message'])}" if f["action"] == "fail"
-                  else f"- {WARN_MARK} warn {md_cell(f['message'])}" for f in flags]
-        lines.append("")
+    lines += _checks(summary) + _flags(summary)
     if bisected := regression_lines(summary):
         lines += ["#### Regressions bisected", "", *(f"- {md_cell(line, limit=1000)}" for line in bisected), ""]
     if log_lines := engine_log_lines(summary):
@@ -117,7 +120,8 @@ def report(summary: dict[str, Any], details: Details) -> str:
 
 
 def comparison(result: dict[str, Any]) -> str:
-    """The compare table for a PR, with each cell's flipped question ids folded."""
+    """The compare table for a PR, B's verdict against A (its checks, its broken thresholds), and
+    each cell's flipped question ids folded."""
     lines = [f"### {md_cell(compare_title(result), limit=1000)}", "",
              f"- A: {md_cell(run_facts(result['a']))}", f"- B: {md_cell(run_facts(result['b']))}", ""]
     if result["a"]["simulated"] or result["b"]["simulated"]:
@@ -127,6 +131,9 @@ def comparison(result: dict[str, Any]) -> str:
     body = [[md_cell(texts[c.key]) for c in cols] for texts in compare_rows(result)]
     lines += md_table((md_cell(c.header) for c in cols), body)
     lines += ["", md_cell(compare_legend(result), limit=1000), ""]
+    ok, words = verdict_line(result)
+    lines += [f"{'✅' if ok else FAIL_MARK} **B against A: {md_cell(words)}**", ""]
+    lines += _checks(result) + _flags(result)
     lines += [line for row in result["cells"] for spec in flip_specs(specs)
               for line in _compare_flips(row, spec, specs)]
     return "\n".join(lines).rstrip("\n") + "\n"

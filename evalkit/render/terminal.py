@@ -126,19 +126,24 @@ def report(summary: dict[str, Any], details: Details) -> list[RenderableType]:
     if lines := engine_log_lines(summary):
         out.append(term_text(engine_log_title(summary)))
         out += [f"[dim]  {term_text(line)}[/dim]" for line in lines]
-    out += [f"[dim]{term_text(line)}[/dim]" for line in check_lines(summary)]
-    for cell in summary["cells"]:
-        for flag in cell["flags"]:
-            marker = "[bold red]FAIL[/bold red]" if flag["action"] == "fail" else "[yellow]warn[/yellow]"
-            out.append(f"{marker} {term_text(flag['message'])}")
-    out += [f"[bold]regression[/bold] {term_text(line)}" for line in regression_lines(summary)]
-    ok, words = verdict_line(summary)
-    out.append(("[green]OK[/green] " if ok else "[bold red]NOT OK[/bold red] ") + term_text(words))
+    out += _verdict(summary, [f"[bold]regression[/bold] {term_text(line)}" for line in regression_lines(summary)])
     return out
 
 
+def _verdict(summary: dict[str, Any], between: list[RenderableType], whose: str = "") -> list[RenderableType]:
+    """A run's or a comparison's checks (a line per threshold), its broken thresholds, `between`,
+    and the verdict line (`whose` before its words: "B against A: ")."""
+    out: list[RenderableType] = [f"[dim]{term_text(line)}[/dim]" for line in check_lines(summary)]
+    for cell in summary["cells"]:
+        for flag in cell.get("flags") or []:
+            marker = "[bold red]FAIL[/bold red]" if flag["action"] == "fail" else "[yellow]warn[/yellow]"
+            out.append(f"{marker} {term_text(flag['message'])}")
+    ok, words = verdict_line(summary)
+    return [*out, *between, ("[green]OK[/green] " if ok else "[bold red]NOT OK[/bold red] ") + term_text(whose + words)]
+
+
 def comparison(result: dict[str, Any]) -> list[RenderableType]:
-    """The compare table, each run in a line, and the legend."""
+    """The compare table, each run in a line, the legend, and B's verdict against A."""
     table = Table(title=term_text(compare_title(result)))
     specs = specs_of(result)
     cols = compare_columns(specs)
@@ -147,4 +152,4 @@ def comparison(result: dict[str, Any]) -> list[RenderableType]:
     for texts in compare_rows(result):
         table.add_row(*(term_text(texts[c.key]) for c in cols))
     return [table, f"A: {term_text(run_facts(result['a']))}", f"B: {term_text(run_facts(result['b']))}",
-            f"[dim]{term_text(compare_legend(result))}[/dim]"]
+            f"[dim]{term_text(compare_legend(result))}[/dim]", *_verdict(result, [], "B against A: ")]

@@ -29,6 +29,7 @@ from typing import Any
 from evalkit.errors import ConfigError
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec, setup_differences
+from evalkit.render.checks import numbered_rules, outcomes_text
 from evalkit.render.text import term_text
 from evalkit.store.history import Point, by_cell
 
@@ -133,12 +134,16 @@ def _rows(series: list[Point], spec: MetricSpec | None) -> list[tuple[Point, str
 def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST,
                 specs: list[MetricSpec] | None = None) -> Any:
     """A rich table: one section per cell, its last `last` runs (all when None), with the change
-    since the run before (`specs` as `layout`'s)."""
+    since the run before (`specs` as `layout`'s), and each run's verdict on the cell: its checks,
+    PASS, FAIL or INCONCLUSIVE with the MDE (render/checks.py), the rules numbered in the caption."""
     from rich.table import Table
 
     columns = layout(points, specs)
-    table = Table(title=term_text(title))
-    for header in ("cell", "run started (UTC)", "run", "source", "status", *columns.headers()):
+    numbers = numbered_rules(p.checks for p in points if p.checks)
+    caption = "checks: " + "; ".join(f"#{n} {rule}" for rule, n in numbers.items()) if numbers else None
+    table = Table(title=term_text(title), caption=term_text(caption) if caption else None)
+    for header in ("cell", "run started (UTC)", "run", "source", "status", *columns.headers(),
+                   *(["checks"] if numbers else [])):
         table.add_column(header)
     for cell_id, series in by_cell(points).items():
         rows = _rows(series, columns.headline)
@@ -147,8 +152,10 @@ def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST
             label = cell_id if i == 0 else ""
             if i == 0 and len(shown) < len(rows):
                 label += f" (last {len(shown)} of {len(rows)})"
+            checked = [outcomes_text(p.checks or [], numbers, specs or registry.metrics())] if numbers else []
             table.add_row(*(term_text(text) for text in (
-                label, _utc_minute(p), p.run_id, (p.source_sha or "-")[:12], p.status, *columns.texts(p, change))))
+                label, _utc_minute(p), p.run_id, (p.source_sha or "-")[:12], p.status, *columns.texts(p, change),
+                *checked)))
         table.add_section()
     return table
 

@@ -146,6 +146,14 @@ def m003_cell_setups(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE cells ADD COLUMN setups TEXT")
 
 
+@migration
+def m004_cell_checks(db: sqlite3.Connection) -> None:
+    """Each cell's threshold checks as its run's summary.json holds them (checks.py: PASS, FAIL or
+    INCONCLUSIVE with the MDE), so a trend says each run's verdict in the report's words. NULL
+    before, and while the run has no summary yet (cells are recorded as they finish)."""
+    db.execute("ALTER TABLE cells ADD COLUMN checks TEXT")
+
+
 def migrate(db: sqlite3.Connection, migrations: Iterable[Migration] = MIGRATIONS) -> list[str]:
     """Apply the migrations not yet recorded, each in its own transaction; returns their names."""
     db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
@@ -186,6 +194,8 @@ class Point:
     a metric the cell did not report (a failed cell, an eval that did not run) is absent."""
     setups: dict[str, Any] = field(default_factory=dict, hash=False)
     """Each eval's setup fingerprint ({"hash", "fields"}) as the cell recorded it ({} before m003)."""
+    checks: list[dict[str, Any]] | None = field(default=None, hash=False)
+    """The cell's threshold checks in its run's summary (None: not recorded, see m004)."""
 
     @property
     def when(self) -> datetime | None:
@@ -223,7 +233,8 @@ def numeric(metrics: dict[str, Any]) -> dict[str, float]:
             if isinstance(value, (int, float)) and math.isfinite(value)}
 
 
-def _cell_row(run_id: str, record: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
+def _cell_row(run_id: str, record: dict[str, Any], metrics: dict[str, Any],
+              checks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The columns of one cell; only the fields named here leave cell.json (no launch, no env)."""
     source = record.get("source") or {}
     timings = record.get("timings") or {}
@@ -238,6 +249,7 @@ def _cell_row(run_id: str, record: dict[str, Any], metrics: dict[str, Any]) -> d
         "metrics": json.dumps(metrics, allow_nan=False, default=str), "recorded_at": _now(),
         "setups": json.dumps({name: raw[SETUP_KEY] for name, raw in (record.get("metrics") or {}).items()
                               if isinstance(raw, dict) and raw.get(SETUP_KEY)}, default=str),
+        "checks": None if checks is None else json.dumps(checks, default=str),
     }
 
 
@@ -252,10 +264,11 @@ Flatten = Callable[[dict[str, Any]], dict[str, Any]]
 the verdicts, never imports them."""
 
 
-def _write_cell(db: sqlite3.Connection, run_id: str, record: dict[str, Any], metrics: dict[str, Any]) -> None:
+def _write_cell(db: sqlite3.Connection, run_id: str, record: dict[str, Any], metrics: dict[str, Any],
+                checks: list[dict[str, Any]] | None = None) -> None:
     """The cell's row and its metric rows (`metrics`: its flat metrics); a rewrite replaces both (a
     metric the new record lacks is gone, not left over from the old one)."""
-    _upsert(db, "cells", _cell_row(run_id, record, metrics))
+    _upsert(db, "cells", _cell_row(run_id, record, metrics, checks))
     # With foreign keys on, the REPLACE above already cascaded; SQL clients without them did not.
     db.execute("DELETE FROM cell_metrics WHERE run_id = ? AND cell_id = ?", (run_id, record["id"]))
     db.executemany("INSERT INTO cell_metrics (run_id, cell_id, name, value) VALUES (?, ?, ?, ?)",
@@ -326,6 +339,8 @@ class History:
         """Backfill a stored run folder, each cell's metrics as `flat` finds them; returns the
         number of cells recorded."""
         run = {**read_json(run_path / "run.json"), "run_path": str(run_path.resolve())}
+        summary = read_json(run_path / "summary.json") if (run_path / "summary.json").is_file() else {}
+        checks = {row["id"]: row.get("checks") for row in summary.get("cells", [])}
         count = 0
         with self.db:
             self._write_run(run)
@@ -333,7 +348,7 @@ class History:
                 path = run_path / cell_id / "cell.json"
                 if path.is_file():
                     record = read_json(path)
-                    _write_cell(self.db, run["run_id"], record, flat(record))
+                    _write_cell(self.db, run["run_id"], record, flat(record), checks.get(cell_id))
                     count += 1
         return count
 
@@ -352,16 +367,18 @@ class History:
         # One row per (cell, metric), a cell's rows adjacent: the order key is unique per cell.
         sql = f"""
             SELECT c.run_id, c.cell_id, r.started_at, r.model, r.engine, c.status, c.source_sha, c.setups,
-                   m.name, m.value
+                   c.checks, m.name, m.value
             FROM runs r JOIN cells c ON c.run_id = r.run_id
                  LEFT JOIN cell_metrics m ON m.run_id = c.run_id AND m.cell_id = c.cell_id
             WHERE {' AND '.join(where)}
             ORDER BY r.started_at, r.run_id, c.rowid, m.name"""
         points: list[Point] = []
-        for run_id, cell_id, started, run_model, engine, status, sha, setups, name, value in self.db.execute(sql, params):
+        for run_id, cell_id, started, run_model, engine, status, sha, setups, checks, name, value in self.db.execute(
+                sql, params):
             if not points or (points[-1].run_id, points[-1].cell_id) != (run_id, cell_id):
                 points.append(Point(run_id, cell_id, started, run_model, engine, status, sha,
-                                    setups=json.loads(setups) if setups else {}))
+                                    setups=json.loads(setups) if setups else {},
+                                    checks=json.loads(checks) if checks else None))
             if name is not None:
                 points[-1].metrics[name] = value
         return points
