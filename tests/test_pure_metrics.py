@@ -65,7 +65,7 @@ def test_a_threshold_knows_its_metric_from_its_own_config() -> None:
         {"metric": "divergence.kl_p99", "max_rise_vs_baseline": 0.01}]), "div.yaml")
     parse_config(config_dict(), "plain.yaml")  # validated later, without the eval
     spec = config.thresholds[0].spec
-    assert spec is not None and spec.name == "divergence.kl_p99" and spec.delta_label == "KL p99"
+    assert spec is not None and spec.name == "divergence.kl_p99" and spec.display.delta_label == "KL p99"
 
 
 def test_the_recorded_specs_read_back_as_the_eval_declares_them(tmp_path: Path) -> None:

@@ -151,8 +151,7 @@ def run_bisect(request: BisectRequest, progress: Progress | None = None) -> Bise
         control = CellControl(threading.Event(), state.config.timeouts.cell)
         try:
             state.save()
-            for ev, settings in registry.enabled(state.config.evals):
-                ev.prepare(state.folder, settings)  # what a run's evals share (lm-eval's task files)
+            registry.prepare(registry.enabled(state.config.evals), state.folder)  # lm-eval's task files
             _search(state, control)
         except (KeyboardInterrupt, Interrupted):
             control.stop.set()
@@ -178,8 +177,7 @@ def _start(request: BisectRequest, progress: Progress) -> _Search:
     commits = commit_range(cell.source.repo, request.good or "", request.bad or "", request.cache_dir,
                            first_parent=not request.all_parents)
     good_dir = _good_run_dir(request, cell, commits) if request.good_run else None
-    for ev, settings in registry.enabled(config.evals):
-        ev.check(settings)  # an eval that cannot run (missing data) is bad input, now
+    registry.check(registry.enabled(config.evals))  # an eval that cannot run (missing data) is bad input, now
     bisect_id = check_run_id(request.bisect_id or new_run_id(cell.id))
     store = RunStore(request.results_dir, FOLDER_PREFIX + bisect_id)
     if store.path.exists():

@@ -418,8 +418,8 @@ def config_model() -> type[MatrixConfig]:
     model = _MODELS.get(generation)
     if model is None:
         fields: dict[str, Any] = {
-            ev.name: (ev.settings, Field(default_factory=ev.settings)) if ev.default_enabled
-            else (ev.settings | None, None)
+            ev.name: (ev.settings_model, Field(default_factory=ev.settings_model)) if ev.default_enabled
+            else (ev.settings_model | None, None)
             for ev in registry.evals()
         }
         evals = create_model("Evals", __base__=Evals, __module__=__name__, **fields)

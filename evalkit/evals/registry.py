@@ -16,9 +16,11 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from evalkit.evals.base import Eval, EvalSettings, MetricSpec
+from evalkit.evals.capabilities import Checks, LifecycleRecorded, Prepares
 
 BUILTINS = ("evalkit.evals.gsm8k", "evalkit.evals.repetition", "evalkit.evals.lm_eval_tasks",
             "evalkit.evals.divergence", "evalkit.evals.engine_figures")
@@ -95,7 +97,7 @@ def metrics(evals_config: Any | None = None, records: Iterable[Mapping[str, Any]
     out: dict[str, MetricSpec] = {}
     for ev in evals():
         found = [*ev.metrics_for(getattr(evals_config, ev.name, None))]
-        found += [spec for cell in cells if (raw := ev.raw(cell)) for spec in ev.metrics_in(raw)]
+        found += [spec for cell in cells if (found_raw := raw(ev, cell)) for spec in ev.metrics_in(found_raw)]
         for spec in found:
             out.setdefault(spec.name, spec)
     return list(out.values())
@@ -112,12 +114,36 @@ def eval_of(metric_name: str) -> Eval | None:
     return next((ev for ev in evals() if metric_name.startswith(ev.name + ".")), None)
 
 
+def raw(ev: Eval, record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """An eval's raw metrics in a cell record (what its `flat` reads): stored under its name
+    (``cell.json`` ``metrics.<name>``), or, for figures the lifecycle records, where its `raw` says;
+    None: the cell has none."""
+    if isinstance(ev, LifecycleRecorded):
+        return ev.raw(record)
+    found: Mapping[str, Any] | None = (record.get("metrics") or {}).get(ev.name)
+    return found
+
+
 def enabled(evals_config: Any) -> list[tuple[Eval, EvalSettings]]:
     """The evals a cell runs, in order, with their settings (`config.evals`); pseudo-evals whose
-    figures the lifecycle records (`Eval.runs` False) are not among them."""
+    figures the lifecycle records (`LifecycleRecorded`) are not among them."""
     out = []
     for ev in evals():
         settings = getattr(evals_config, ev.name, None)
-        if settings is not None and settings.enabled and ev.runs:
+        if settings is not None and settings.enabled and not isinstance(ev, LifecycleRecorded):
             out.append((ev, settings))
     return out
+
+
+def check(planned: Iterable[tuple[Eval, EvalSettings]]) -> None:
+    """Before a run or bisect starts: each eval that `Checks` raises for what would fail every cell."""
+    for ev, settings in planned:
+        if isinstance(ev, Checks):
+            ev.check(settings)
+
+
+def prepare(planned: Iterable[tuple[Eval, EvalSettings]], run_dir: Path) -> None:
+    """Once the run's folder exists, before any cell: each eval that `Prepares` writes its shared files."""
+    for ev, settings in planned:
+        if isinstance(ev, Prepares):
+            ev.prepare(run_dir, settings)

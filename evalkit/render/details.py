@@ -78,7 +78,7 @@ class Worst:
     value: float | None
     """The metric between the two (None: refused)."""
     places: list[dict[str, Any]]
-    """`Eval.pairwise`'s ``worst``: id, at, value, and the text before, at and after the place."""
+    """`Pairwise.pairwise`'s ``worst``: id, at, value, and the text before, at and after the place."""
     refused: str | None = None
 
 
@@ -121,11 +121,11 @@ def load_details(run_path: Path, summary: dict[str, Any]) -> Details:
     wanted: dict[tuple[str, str, str], set[str]] = {}  # (eval, samples file, cell) -> ids: one read per file
     for ev, spec in with_evals(specs_of(summary)):
         for cell in summary["cells"]:
-            if spec.details == "flips" and (ids := flipped_to_wrong(cell, spec.name)):
+            if spec.display.details == "flips" and (ids := flipped_to_wrong(cell, spec.name)):
                 refs = {(cell.get(against) or {}).get("reference") for against, _ in AGAINST}
                 for cell_id in {cell["id"], *refs} - {None}:
                     wanted.setdefault((ev.name, ev.samples_file, cell_id), set()).update(ids)
-            elif (spec.details == "events" and spec.event_field and spec.count_metric
+            elif (spec.display.details == "events" and spec.event_field and spec.count_metric
                   and cell["metrics"].get(spec.count_metric)):
                 event = spec.event_field
                 details.events.setdefault(spec.name, {})[cell["id"]] = _read(

@@ -4,7 +4,7 @@ Each holds the cell's status and error, engine source and SHA, timings, then per
 for details (MetricSpec.details), in the summary's order (`specs_of`):
 
 * "flips": the questions that flipped against the baseline and the twin (ids, searchable), and
-  for those that went wrong the eval's account of both sides (`Eval.describe_sample`): the
+  for those that went wrong the eval's account of both sides (`EvalDisplay.describe_sample`): the
   extracted answers, the target and this cell's response;
 * "events": a few of the samples where the event happened (the collapsed generations) with the
   detector's evidence, the excerpt's onset wrapped in `<mark>`;
@@ -105,8 +105,8 @@ def _flip_example(ev: Eval, qid: str, cell_id: str, ref_id: str, answers: dict[s
     if mine is None:
         return ""
     theirs = answers.get(ref_id, {}).get(qid)
-    here = ev.describe_sample(mine)
-    there = ev.describe_sample(theirs)["answer"] if theirs is not None else "?"
+    here = ev.display.describe_sample(mine)
+    there = ev.display.describe_sample(theirs)["answer"] if theirs is not None else "?"
     return (f'<div class="flip" data-qid="{esc(qid)}"><p><b>{esc(qid)}</b>: target <code>{esc(here["target"] or "", 80)}'
             f"</code>; this cell extracted <code>{esc(here['answer'])}</code>, {esc(ref_id)} <code>{esc(there)}</code> "
             f"(finish {esc(here['finish'] or '?')})</p><pre>{esc_block(here['text'] or '')}</pre></div>")
@@ -117,7 +117,7 @@ def _flips(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details) -
     parts = []
     for f in cell_flips(cell, spec.name):
         examples = "".join(_flip_example(ev, q, cell["id"], f.reference, answers) for q in f.wrong[:MAX_FLIP_EXAMPLES])
-        parts.append(f'<div class="flips" data-against="{esc(f.word)}"><h4>{esc(spec.label)} vs {esc(f.word)} '
+        parts.append(f'<div class="flips" data-against="{esc(f.word)}"><h4>{esc(spec.display.label)} vs {esc(f.word)} '
                      f"{esc(f.reference)}</h4><p>Right there, wrong here ({len(f.wrong)}):</p>{_id_items(f.wrong)}"
                      f"<p>Wrong there, right here ({len(f.right)}):</p>{_id_items(f.right)}{examples}</div>")
     return "".join(parts)
@@ -141,7 +141,7 @@ def _events(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, 
     m = cell["metrics"]
     if not samples and not m.get(spec.count_metric or ""):
         return ""
-    words = spec.event_words or f"samples {spec.event_field}"
+    words = spec.display.event_words or f"samples {spec.event_field}"
     rest = len(samples) - MAX_EVENT_SAMPLES
     where = f"{run_id}/{cell['id']}/{ev.samples_file}"
     return (f'<div class="events"><h4>{esc(m.get(spec.count_metric or ""))} of {esc(m.get(spec.n_metric or ""))} '
@@ -161,7 +161,7 @@ def _place(place: dict[str, Any]) -> str:
 def _worst(spec: MetricSpec, cell: dict[str, Any]) -> str:
     parts = []
     for w in cell_worst(cell, spec.name):
-        head = f"{esc(spec.label)} vs {esc(w.word)} {esc(w.reference)}"
+        head = f"{esc(spec.display.label)} vs {esc(w.word)} {esc(w.reference)}"
         if w.refused:
             parts.append(f'<div class="worst"><h4>{head}: not compared</h4><p>{esc(w.refused)}</p></div>')
             continue
@@ -217,11 +217,11 @@ def cell_sections(summary: dict[str, Any], details: Details, attrs: dict[str, st
     for cell in summary["cells"]:
         blocks = []
         for ev, spec in with_evals(specs_of(summary)):
-            if spec.details == "flips":
+            if spec.display.details == "flips":
                 blocks.append(_flips(spec, ev, cell, details))
-            elif spec.details == "events":
+            elif spec.display.details == "events":
                 blocks.append(_events(spec, ev, cell, details, summary["run_id"]))
-            elif spec.details == "worst":
+            elif spec.display.details == "worst":
                 blocks.append(_worst(spec, cell))
         failed = any(f["action"] == "fail" for f in cell.get("flags", []))
         flagged = ' <span class="mark">✗</span>' if failed else ""
