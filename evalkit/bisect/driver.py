@@ -145,7 +145,7 @@ def run_bisect(request: BisectRequest, progress: Progress | None = None) -> Bise
     state = _resume(request, progress) if request.resume else _start(request, progress)
     if state.record.status in FINAL:
         return BisectOutcome(state.folder, state.record)  # resuming a finished bisect: its report, nothing run
-    with _device_lock(request, state), interrupts_raise():
+    with registry.using(state.config.evals), _device_lock(request, state), interrupts_raise():
         if not request.resume:
             state.store.create()  # only now: bad input and a held lock leave nothing behind
         control = CellControl(threading.Event(), state.config.timeouts.cell)
