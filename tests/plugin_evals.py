@@ -74,4 +74,6 @@ CLASHES = Clashing()
 """Named like a built-in eval."""
 UNPREFIXED = Unprefixed()
 """Its metrics are named `echo.*`, not `echo2.*`."""
+AGAIN = Echo()
+"""Another eval named `echo`."""
 NOT_AN_EVAL = {"name": "echo"}

@@ -103,6 +103,7 @@ def test_validating_a_config_that_names_it_registers_nothing() -> None:
     ("tests.plugin_evals:NOT_AN_EVAL", "NOT_AN_EVAL is a dict, not an Eval or a zero-argument callable returning one"),
     ("tests.plugin_evals:CLASHES", "its name 'gsm8k' is taken by evalkit.evals.gsm8k"),
     ("tests.plugin_evals:UNPREFIXED", "metric 'echo.chars' must start with 'echo2.'"),
+    ("tests.plugin_evals:AGAIN", "its name 'echo' is an earlier plugin's"),
     ("tests.plugin_evals", "expected module.path:ATTR"),
 ])
 def test_a_bad_plugin_is_one_line_naming_the_field(ref: str, why: str) -> None:

@@ -91,8 +91,14 @@ def plugin(ref: str, where: str) -> Eval:
 
 
 def plugins(refs: Iterable[str]) -> tuple[Eval, ...]:
-    """The evals `evals.plugins` names, in its order."""
-    return tuple(plugin(ref, f"evals.plugins[{i}]") for i, ref in enumerate(refs))
+    """The evals `evals.plugins` names, in its order (two of one name are bad input)."""
+    out: dict[str, Eval] = {}
+    for i, ref in enumerate(refs):
+        ev = plugin(ref, f"evals.plugins[{i}]")
+        if out.get(ev.name, ev) is not ev:
+            raise ConfigError(f"evals.plugins[{i}]: {ref!r}: its name {ev.name!r} is an earlier plugin's")
+        out[ev.name] = ev
+    return tuple(out.values())
 
 
 def _named_by(evals_config: Any | None) -> tuple[Eval, ...]:
@@ -104,14 +110,14 @@ def using(evals_config: Any) -> Iterator[None]:
     """While a command acts on a config (runs it, bisects it, reports a run of it), the evals it
     names are known to every function here, in every thread, also without that config; after,
     they are not."""
-    named = [ev for ev in _named_by(evals_config) if ev not in _IN_USE]
+    named = _named_by(evals_config)
     with _LOCK:
         _IN_USE.extend(named)
     try:
         yield
     finally:
         with _LOCK:
-            for ev in named:
+            for ev in named:  # one entry each: nested or side-by-side uses of a config keep it to the last
                 _IN_USE.remove(ev)
 
 
@@ -146,7 +152,7 @@ def evals(evals_config: Any | None = None) -> list[Eval]:
     """Every known eval, in run order: the registered ones, then those in use (`using`) and those
     `evals_config` names (`evals.plugins`)."""
     with _LOCK:
-        out = registered() + [ev for ev in _IN_USE if ev.name not in _EVALS]
+        out = registered() + [ev for ev in dict.fromkeys(_IN_USE) if ev.name not in _EVALS]
     return out + [ev for ev in _named_by(evals_config) if ev not in out]
 
 
