@@ -31,6 +31,16 @@ from evalkit.evals.base import (
     MetricDisplay,
     MetricSpec,
 )
+from evalkit.evals.capabilities import (
+    CellFlags,
+    Checks,
+    ExtraDelta,
+    LifecycleRecorded,
+    Pairwise,
+    Prepares,
+    Subsets,
+    Unmeasured,
+)
 from evalkit.store import read_json, read_jsonl
 
 
@@ -169,3 +179,23 @@ def test_an_unregistered_eval_or_metric_is_bad_input() -> None:
                                           r"gsm8k.flexible, repetition.collapse_rate"):
         parse_config({"model": "m", "engine": {"profile": "sim"},
                       "thresholds": [{"metric": "nosuch.metric", "min": 1}]}, "cfg.yaml")
+
+
+CAPABILITIES = (Pairwise, ExtraDelta, Subsets, Checks, Prepares, LifecycleRecorded, Unmeasured, CellFlags)
+
+
+def test_what_an_eval_can_do_beyond_its_core_is_asked_one_way() -> None:
+    """Each capability is a method the eval defines; the toy eval, core only, has none, and the
+    built-ins have exactly those their docstrings and the protocol's documentation name."""
+    def can(name: str) -> list[str]:
+        ev = registry.get(name)
+        return [c.__name__ for c in CAPABILITIES if isinstance(ev, c)]
+
+    assert [c.__name__ for c in CAPABILITIES if isinstance(Words(), c)] == []
+    assert can("gsm8k") == ["Subsets", "Checks", "Prepares"]
+    assert can("repetition") == ["ExtraDelta", "Subsets"]
+    assert can("lm_eval") == ["Checks", "Prepares"]
+    assert can("divergence") == ["Pairwise", "Checks"]
+    assert can("engine") == ["LifecycleRecorded", "Unmeasured", "CellFlags"]
+    config = parse_config({"model": "m", "engine": {"profile": "sim"}}, "cfg.yaml")
+    assert "engine" not in [ev.name for ev, _ in registry.enabled(config.evals)]  # recorded, never run
