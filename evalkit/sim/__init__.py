@@ -19,6 +19,7 @@ Modules, one concern each:
 - ``server``: the Starlette app: routes, streaming, pacing, stats, fault hooks.
 - ``openai``: request validation and response bodies in the OpenAI wire format.
 - ``model``: what the simulated model answers in a cell (GSM8K correctness, collapse).
+- ``batching``: requests that arrive together share a step; what that does to short greedy text.
 - ``gsm8k``: the shipped test set: find a question in a prompt, right and wrong solutions.
 - ``prose``: healthy long text for other prompts.
 - ``logprobs``: next-token distributions behind every logprob, perturbed per cell's numerics.
