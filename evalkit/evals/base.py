@@ -91,10 +91,12 @@ class MetricSpec:
     """When set, a pivot of this metric by configuration with this title."""
     details: str | None = None
     """What the report's details section shows: "flips" (PAIRED: the questions that flipped),
-    "events" (COUNT: the samples where the event happened, e.g. the detector's evidence) or
-    "worst" (PAIRWISE: the `worst` places the eval's `pairwise` found, with the text around them)."""
+    "events" (COUNT: the samples where the event happened, e.g. the detector's evidence),
+    "parted" (COUNT: the same samples, each with identical requests' texts where they part, as
+    evals/consistency.py writes them) or "worst" (PAIRWISE: the `worst` places the eval's
+    `pairwise` found, with the text around them)."""
     event_field: str | None = None
-    """COUNT with details "events": the boolean field of a samples row marking the event."""
+    """COUNT with details "events" or "parted": the boolean field of a samples row marking the event."""
     event_words: str | None = None
     """COUNT: what `k of n` counts, in the report's words ("long generations collapsed")."""
     noise_floor: Callable[[Mapping[str, Any]], float | None] | None = None

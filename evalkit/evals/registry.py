@@ -21,7 +21,7 @@ from typing import Any
 from evalkit.evals.base import Eval, EvalSettings, MetricSpec
 
 BUILTINS = ("evalkit.evals.gsm8k", "evalkit.evals.repetition", "evalkit.evals.lm_eval_tasks",
-            "evalkit.evals.divergence", "evalkit.evals.engine_figures")
+            "evalkit.evals.divergence", "evalkit.evals.consistency", "evalkit.evals.engine_figures")
 """Modules whose import registers the built-in evals (each calls `register` once)."""
 
 _EVALS: dict[str, Eval] = {}
