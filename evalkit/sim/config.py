@@ -87,7 +87,7 @@ class Behaviour:
     """The same in the buggy cell."""
     batch_variance: float = 0.03
     """Share of prompts whose short greedy output depends on the size of its batch (every cell)."""
-    race_rate: float = 0.25
+    race_rate: float = 0.4
     """The buggy cell: chance that a short generation sharing its step is hit by the race."""
 
 
