@@ -108,7 +108,7 @@ evals:
   repetition: {enabled: false}
   consistency: {}
 thresholds:
-  - {metric: consistency.disagree_rate, max_rise_vs_baseline: 0.1, alpha: 0.01}
+  - {metric: consistency.disagree_rate, max_rise_vs_baseline: 0.2, alpha: 0.01}
 timeouts: {startup: 60, stop_grace: 5}
 """
 
