@@ -5,8 +5,9 @@ for ATOM (``python -m atom.entrypoints.openai_server``): it takes ATOM's flags, 
 lines evalkit parses, serves ``/health``, ``/v1/models``, ``/v1/completions`` and
 ``/v1/chat/completions``, and reproduces the signature of ATOM PR #1596. With DP attention
 (``--enable-dp-attention``), no expert parallelism, effective ``--cudagraph-mode PIECEWISE``
-and the fix off, GSM8K drops from ~0.94 to ~0.87 and ~30% of long generations collapse
-into repeated tokens; TP, FULL, eager, DP + EP and everything with the fix on stay clean.
+and the fix off, GSM8K drops from ~0.94 to ~0.87, ~30% of long generations collapse
+into repeated tokens and identical short requests sent together disagree (a race between
+ranks); TP, FULL, eager, DP + EP and everything with the fix on stay clean.
 It is evalkit's equivalent of a mock transport, but a real process on a real port, so
 the whole matrix (and lm-eval itself) can be tested offline. It also injects faults
 (crashes, hangs, bad responses, an orphan child) to test engine supervision.
