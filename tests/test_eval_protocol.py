@@ -196,6 +196,7 @@ def test_what_an_eval_can_do_beyond_its_core_is_asked_one_way() -> None:
     assert can("repetition") == ["ExtraDelta", "Subsets"]
     assert can("lm_eval") == ["Checks", "Prepares"]
     assert can("divergence") == ["Pairwise", "Checks"]
+    assert can("consistency") == ["Checks"]
     assert can("engine") == ["LifecycleRecorded", "Unmeasured", "CellFlags"]
     config = parse_config({"model": "m", "engine": {"profile": "sim"}}, "cfg.yaml")
     assert "engine" not in [ev.name for ev, _ in registry.enabled(config.evals)]  # recorded, never run

@@ -24,6 +24,7 @@ OTHER_CONFIGS = {
     "no optional eval": config_dict(),
     "divergence": config_dict(evals={"divergence": {"count": 4}}),
     "an lm-eval task": config_dict(evals={"lm_eval": {"tasks": ["gsm8k_cot"]}}),
+    "consistency": config_dict(evals={"consistency": {"count": 8}}),
 }
 """Configs a process may validate between summarizing a run and rendering it."""
 
@@ -57,7 +58,7 @@ def test_validating_a_config_or_reading_a_cell_changes_no_eval() -> None:
         assert [s.name for s in registry.metrics(config.evals)] != [s.name for s in before] or name.startswith("no")
     registry.get("divergence").flat({"n": 4, "tokens": 100})  # a stored cell that ran it, read
     assert registry.metrics() == before
-    assert not [s for s in before if s.name.startswith(("divergence.", "lm_eval."))]  # only the fixed metrics
+    assert not [s for s in before if s.name.startswith(("divergence.", "lm_eval.", "consistency."))]  # only the fixed metrics
 
 
 def test_a_threshold_knows_its_metric_from_its_own_config() -> None:

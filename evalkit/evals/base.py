@@ -85,8 +85,10 @@ class MetricDisplay:
     """When set, a pivot of this metric by configuration with this title."""
     details: str | None = None
     """What the report's details section shows: "flips" (PAIRED: the questions that flipped),
-    "events" (COUNT: the samples where the event happened, e.g. the detector's evidence) or
-    "worst" (PAIRWISE: the `worst` places the eval's `pairwise` found, with the text around them)."""
+    "events" (COUNT: the samples where the event happened, e.g. the detector's evidence),
+    "parted" (COUNT: the same samples, each with identical requests' texts where they part, as
+    evals/consistency.py writes them) or "worst" (PAIRWISE: the `worst` places the eval's
+    `pairwise` found, with the text around them)."""
     event_words: str | None = None
     """COUNT: what `k of n` counts, in the report's words ("long generations collapsed")."""
 
@@ -106,8 +108,8 @@ class MetricSpec:
     n_metric: str | None = None
     """COUNT: the flat metrics holding k and n."""
     event_field: str | None = None
-    """COUNT: the boolean field of a samples row marking the event (the report's "events", a
-    bisect step's excerpt)."""
+    """COUNT: the boolean field of a samples row marking the event (the report's "events" or
+    "parted", a bisect step's excerpt)."""
     noise_floor: Callable[[Mapping[str, Any]], float | None] | None = None
     """From the eval's raw cell metrics: the largest change re-running the same cell produced
     (PAIRED, PAIRWISE): a change within it breaks no threshold."""

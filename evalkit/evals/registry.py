@@ -34,7 +34,7 @@ from evalkit.evals.capabilities import Checks, LifecycleRecorded, Prepares
 from evalkit.user_code import load
 
 BUILTINS = ("evalkit.evals.gsm8k", "evalkit.evals.repetition", "evalkit.evals.lm_eval_tasks",
-            "evalkit.evals.divergence", "evalkit.evals.engine_figures")
+            "evalkit.evals.divergence", "evalkit.evals.consistency", "evalkit.evals.engine_figures")
 """Modules whose import registers the built-in evals (each calls `register` once)."""
 
 _EVALS: dict[str, Eval] = {}

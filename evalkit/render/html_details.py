@@ -8,6 +8,8 @@ for details (MetricSpec.details), in the summary's order (`specs_of`):
   extracted answers, the target and this cell's response;
 * "events": a few of the samples where the event happened (the collapsed generations) with the
   detector's evidence, the excerpt's onset wrapped in `<mark>`;
+* "parted": a few prompts whose identical requests disagreed, the text they share before they
+  part and each copy's continuation in `<mark>`;
 * "worst": per reference, the places a PAIRWISE metric was largest, the token in `<mark>` in
   the text around it, or why the eval refused to compare.
 
@@ -24,7 +26,7 @@ from evalkit.clean import clean, clean_block
 from evalkit.evals.base import Eval, MetricSpec
 from evalkit.evals.recorded import specs_of, with_evals
 from evalkit.redact import strip_userinfo
-from evalkit.render.details import Details, cell_flips, cell_worst, event_facts
+from evalkit.render.details import Details, cell_flips, cell_worst, event_facts, parted_copies, parted_facts
 from evalkit.render.engine_log import checks_text, ran_text
 from evalkit.render.gpus import cell_rows
 from evalkit.render.text import truncate
@@ -136,6 +138,16 @@ def _evidence(sample: dict[str, Any]) -> str:
     return "".join(out) + "</div>"
 
 
+def _parted(sample: dict[str, Any]) -> str:
+    """One disagreeing prompt: the facts, then per distinct text the shared end and, marked, its continuation."""
+    parted = sample.get("parted") or {}
+    variants = "".join(f"<p>{esc(parted_copies(v))}:</p><pre>…{esc_block(parted.get('before', ''))}"
+                       f'<mark class="onset">{esc_block(v.get("text", ""))}</mark>…</pre>'
+                       for v in parted.get("after") or [])
+    return (f'<div class="event"><p><b>{esc(sample.get("id", "?"))}</b> ({esc(sample.get("kind") or "-")}): '
+            f"{esc(parted_facts(sample))}</p>{variants}</div>")
+
+
 def _events(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, run_id: str) -> str:
     samples = details.events.get(spec.name, {}).get(cell["id"]) or []
     m = cell["metrics"]
@@ -144,8 +156,9 @@ def _events(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, 
     words = spec.display.event_words or f"samples {spec.event_field}"
     rest = len(samples) - MAX_EVENT_SAMPLES
     where = f"{run_id}/{cell['id']}/{ev.samples_file}"
+    show = _parted if spec.display.details == "parted" else _evidence
     return (f'<div class="events"><h4>{esc(m.get(spec.count_metric or ""))} of {esc(m.get(spec.n_metric or ""))} '
-            f"{esc(words)}</h4>{''.join(_evidence(s) for s in samples[:MAX_EVENT_SAMPLES])}"
+            f"{esc(words)}</h4>{''.join(show(s) for s in samples[:MAX_EVENT_SAMPLES])}"
             f"<p>{'And ' + str(rest) + ' more; all' if rest > 0 else 'All'} samples: <code>{esc(where)}</code> "
             "in the results folder.</p></div>")
 
@@ -219,7 +232,7 @@ def cell_sections(summary: dict[str, Any], details: Details, attrs: dict[str, st
         for ev, spec in with_evals(specs_of(summary)):
             if spec.display.details == "flips":
                 blocks.append(_flips(spec, ev, cell, details))
-            elif spec.display.details == "events":
+            elif spec.display.details in ("events", "parted"):
                 blocks.append(_events(spec, ev, cell, details, summary["run_id"]))
             elif spec.display.details == "worst":
                 blocks.append(_worst(spec, cell))

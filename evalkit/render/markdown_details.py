@@ -7,6 +7,8 @@ One section per metric that asks for details (MetricSpec.details), in the summar
 * "events": per cell where the event happened, a few of those samples with the detector's
   evidence (kind: loop, stutter or soup, signals, period, onset, where it fired, excerpt, repeated
   unit, end of the text);
+* "parted": per cell where identical requests disagreed, a few prompts with the text the copies
+  share before they part and each copy's continuation (between ⟦ ⟧);
 * "worst": per cell and reference, the places a PAIRWISE metric was largest, with the text
   around each (the token itself between ⟦ ⟧), or why the eval refused to compare.
 
@@ -21,7 +23,7 @@ from typing import Any
 from evalkit.clean import clean
 from evalkit.evals.base import Eval, MetricSpec
 from evalkit.evals.recorded import specs_of, with_evals
-from evalkit.render.details import Details, cell_flips, cell_worst, event_facts
+from evalkit.render.details import Details, cell_flips, cell_worst, event_facts, parted_copies, parted_facts
 from evalkit.render.text import html_pre, html_text, md_cell, md_code, truncate
 
 MAX_IDS_LISTED = 40
@@ -102,9 +104,21 @@ def _evidence(sample: dict[str, Any]) -> list[str]:
     return block
 
 
+def _parted(sample: dict[str, Any]) -> list[str]:
+    """One disagreeing prompt: the facts, then per distinct text the shared end and its continuation."""
+    parted = sample.get("parted") or {}
+    block = [f"**{md_cell(sample.get('id', '?'))}** ({md_cell(sample.get('kind') or '-')}): "
+             + md_cell(parted_facts(sample)), ""]
+    for variant in parted.get("after") or []:
+        block += [f"{parted_copies(variant)}:", "",
+                  html_pre(f"…{parted.get('before', '')}⟦{variant.get('text', '')}⟧…"), ""]
+    return block
+
+
 def _events(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, budget: _Budget,
             run_id: str) -> list[str]:
-    """One <details> block for a cell where `spec`'s event happened: a few samples' evidence."""
+    """One <details> block for a cell where `spec`'s event happened: a few samples' evidence
+    (the detector's, or for "parted" where identical requests part)."""
     samples = details.events.get(spec.name, {}).get(cell["id"]) or []
     m = cell["metrics"]
     if not samples and not m.get(spec.count_metric or ""):
@@ -113,7 +127,7 @@ def _events(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, 
     line = f"{cell['id']}: {m.get(spec.count_metric or '')} of {m.get(spec.n_metric or '')} {words}"
     parts = [f"<details><summary>{html_text(line)}</summary>", ""]
     for sample in samples[:MAX_EXAMPLES]:
-        block = _evidence(sample)
+        block = _parted(sample) if spec.display.details == "parted" else _evidence(sample)
         if budget.take("\n".join(block)):
             parts += block
     rest = len(samples) - MAX_EXAMPLES
@@ -147,15 +161,15 @@ def _capitalized(text: str) -> str:
 
 
 def details_sections(summary: dict[str, Any], details: Details) -> list[str]:
-    """`#### Flipped questions (<label>)`, `#### <Delta label> evidence` and `#### <Label>: worst
-    places` sections, with their blocks."""
+    """`#### Flipped questions (<label>)`, `#### <Delta label> evidence` (events, parted) and
+    `#### <Label>: worst places` sections, with their blocks."""
     budget = _Budget(MAX_DETAILS_CHARS)
     cells, out = summary["cells"], []
     for ev, spec in with_evals(specs_of(summary)):
         if spec.display.details == "flips":
             heading = f"Flipped questions ({spec.display.label})"
             blocks = [line for cell in cells for line in _flips(spec, ev, cell, details, budget)]
-        elif spec.display.details == "events":
+        elif spec.display.details in ("events", "parted"):
             heading = f"{_capitalized(spec.display.delta_label or spec.display.label)} evidence"
             blocks = [line for cell in cells for line in _events(spec, ev, cell, details, budget, summary["run_id"])]
         elif spec.display.details == "worst":

@@ -113,11 +113,14 @@ def test_matrix_every_cell_runs_and_stops_clean() -> None:
         assert scraped["gsm8k"]["generation_tokens"] >= g["n"] and scraped["repetition"]["generation_tokens"] > 0
         d = cell["metrics"]["divergence"]
         assert d["n"] == 16 and d["tokens"] > 16 * 100 and d["setup"]["fields"]["request"] == "prompt_logprobs"
+        c = cell["metrics"]["consistency"]
+        assert c["n"] == 16 and c["copies"] == 4 and 0 <= c["disagree"] <= 16
         rows.append({
             "id": cid, "status": cell["status"], "ready_s": timings["engine_ready_s"],
             "effective_mode": cell["effective_mode"], "flexible": round(g["flexible"], 3),
             "collapse_rate": r["collapse_rate"], "collapsed": r["collapsed"], "n": r["n"],
             "token_source": r["token_source"],
+            "consistency": {"disagree": c["disagree"], "n": c["n"], "diverge_at_median": c["diverge_at_median"]},
             "samples": [{"id": s["id"], "verdict": s["verdict"], "period": s["evidence"]["period"],
                          "loop_tokens": s["evidence"]["loop_tokens"], "finish_reason": s["metrics"]["finish_reason"]}
                         for s in samples],
