@@ -40,7 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evalkit.engine import EngineProcess, free_port  # noqa: E402
 from evalkit.evals import gsm8k, repetition  # noqa: E402
+from evalkit.evals.base import EvalContext, Server  # noqa: E402
 from evalkit.evals.gsm8k import GSM8KSettings  # noqa: E402
+from evalkit.evals.lm_eval_adapter import TASK_DIR  # noqa: E402
 from evalkit.evals.prompts import load_prompt_set  # noqa: E402
 from evalkit.evals.repetition import RepetitionSettings  # noqa: E402
 from evalkit.wire import Wire
@@ -177,18 +179,18 @@ def main() -> None:
     c = args.concurrency
     tmp = Path(tempfile.mkdtemp(prefix="evalkit-bench-"))
     settings = GSM8KSettings(num_fewshot=3, num_concurrent=c)
-    task_dir = tmp / "tasks"
+    task_dir = tmp / TASK_DIR
     gsm8k.write_task_yaml(task_dir, settings)
     prompts, until = lm_eval_prompts(task_dir)
     long_prompts = [p.prompt for p in load_prompt_set().prompts[: args.prompts]]
     rep = RepetitionSettings(count=args.prompts, max_tokens=args.max_tokens, concurrency=c, early_abort=False)
 
     def evalkit_gsm8k() -> int:
-        result = gsm8k.run_gsm8k(settings, url, SERVED, task_dir, limit=None)
+        result = gsm8k.run_gsm8k(settings, EvalContext(Server(url, SERVED), tmp, tmp))
         return sum(r.get("completion_tokens") or 0 for r in result.samples)
 
     def evalkit_streams() -> int:
-        return sum(s["metrics"]["n_tokens"] for s in repetition.run_repetition(rep, url, SERVED, Wire(token_ids="return_tokens_as_token_ids")).samples)
+        return sum(s["metrics"]["n_tokens"] for s in repetition.run_repetition(rep, Server(url, SERVED, Wire(token_ids="return_tokens_as_token_ids"))).samples)
 
     gsm8k_paths: dict[str, Callable[[], int]] = {
         "raw asyncio httpx": lambda: asyncio.run(raw_httpx_completions(url, prompts, until, c)),

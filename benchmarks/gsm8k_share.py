@@ -21,7 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evalkit.evals import gsm8k  # noqa: E402
+from evalkit.evals.base import EvalContext, Server  # noqa: E402
 from evalkit.evals.gsm8k import GSM8KSettings  # noqa: E402
+from evalkit.evals.lm_eval_adapter import TASK_DIR  # noqa: E402
 from tests.conftest import running_sim  # noqa: E402
 
 OWN_HOOKS = ("amodel_call", "parse_generations", "record", "attempt", "_prompt_key")
@@ -34,14 +36,13 @@ def main() -> None:
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="evalkit-share-"))
     settings = GSM8KSettings(num_fewshot=args.fewshot, num_concurrent=args.concurrency)
-    task_dir = tmp / "tasks"
-    gsm8k.write_task_yaml(task_dir, settings)
+    gsm8k.write_task_yaml(tmp / TASK_DIR, settings)
     with running_sim(tmp, served="bench") as url:
         for _ in range(2):
-            gsm8k.run_gsm8k(settings, url, "bench", task_dir, None)
+            gsm8k.run_gsm8k(settings, EvalContext(Server(url, "bench"), tmp, tmp))
         profile = cProfile.Profile()
         profile.enable()
-        gsm8k.run_gsm8k(settings, url, "bench", task_dir, None)
+        gsm8k.run_gsm8k(settings, EvalContext(Server(url, "bench"), tmp, tmp))
         profile.disable()
     stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
 

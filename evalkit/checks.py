@@ -269,7 +269,7 @@ def flag(threshold: Threshold, record: dict[str, Any], cell_id: str, metrics: di
     twin"; a bisect says "good end")."""
     check, limit, metric = threshold.check, threshold.value, threshold.metric
     spec = threshold.spec
-    label = spec.label if spec else metric
+    label = spec.display.label if spec else metric
     common = {"metric": metric, "check": check, "limit": limit, "action": threshold.action}
     if record["outcome"] == NOT_CHECKED:
         if record["reference"] is None:

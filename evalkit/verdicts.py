@@ -4,7 +4,7 @@ Each cell is compared against the baseline cell, and each fix-off cell against i
 (the A/B axis), for every metric of every registered eval by its comparison kind: per-question
 marks paired on the questions both cells answered (McNemar's exact test), counts of events
 (Fisher's exact test, see stats.py), continuous values as a difference, and a value measured
-between the two cells by the eval that owns it (PAIRWISE, `Eval.pairwise`). A threshold with `alpha` counts
+between the two cells by the eval that owns it (PAIRWISE, `Pairwise`). A threshold with `alpha` counts
 a delta only when it is significant, so noise on a small `--limit` does not fail a nightly job.
 """
 
@@ -32,6 +32,7 @@ from evalkit.evals.base import (
     MetricSpec,
     setup_differences,
 )
+from evalkit.evals.capabilities import CellFlags, ExtraDelta, Pairwise, Unmeasured
 from evalkit.stats import fisher_collapse, paired_comparison
 from evalkit.store import once_per_file_state, read_jsonl, read_regressions, read_run_cells
 from evalkit.summary import SUMMARY_SCHEMA_VERSION, CellRow, MetricRecord, RunSummary
@@ -70,7 +71,7 @@ def _merged(record: dict[str, Any], part: Callable[[Eval, Mapping[str, Any]], di
     """`part(eval, raw)` of every eval that ran in this cell, merged in eval order."""
     out: dict[str, Any] = {}
     for ev in registry.evals():
-        raw = ev.raw(record)
+        raw = registry.raw(ev, record)
         if raw:
             out |= part(ev, raw)
     return out
@@ -82,8 +83,8 @@ def flat_metrics(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def unmeasured(record: dict[str, Any]) -> dict[str, str]:
-    """Metric -> why this cell has no value of it although its eval ran (`Eval.absent`)."""
-    return _merged(record, lambda ev, raw: ev.absent(raw))
+    """Metric -> why this cell has no value of it although its eval ran (`Unmeasured`)."""
+    return _merged(record, lambda ev, raw: ev.absent(raw) if isinstance(ev, Unmeasured) else {})
 
 
 def deltas_in_run(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, flats: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -113,7 +114,7 @@ def deltas_between(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, re
                 found = {"p_value": found.pop("p_greater"), **found}
             elif spec.comparison in (Comparison.PAIRED, Comparison.PAIRWISE):
                 found["noise_floor"] = _noise_floor(spec, cell, ref)
-            result[spec.name] = found | ev.extra_delta(spec, cell_dir, ref_dir)
+            result[spec.name] = found | (ev.extra_delta(spec, cell_dir, ref_dir) if isinstance(ev, ExtraDelta) else {})
     return result
 
 
@@ -144,7 +145,7 @@ def delta(spec: MetricSpec, this_dir: Path, ref_dir: Path, this: dict[str, Any],
 
     PAIRED: McNemar on the questions both answered, with the flipped ids; COUNT: Fisher (both
     p-values); CONTINUOUS: the difference; PAIRWISE: what the owning eval measures between the
-    two cells' samples (`Eval.pairwise`). `this`/`ref` are the two cells' flat metrics.
+    two cells' samples (`Pairwise`). `this`/`ref` are the two cells' flat metrics.
     """
     if spec.comparison is Comparison.PAIRED:
         a, b = marks(this_dir, spec), marks(ref_dir, spec)
@@ -170,7 +171,7 @@ def delta(spec: MetricSpec, this_dir: Path, ref_dir: Path, this: dict[str, Any],
         return {"diff": value - ref_value, "p_value": None}
     if spec.comparison is Comparison.PAIRWISE:
         ev = registry.eval_of(spec.name)
-        return ev.pairwise(spec, this_dir, ref_dir) if ev is not None else None
+        return ev.pairwise(spec, this_dir, ref_dir) if isinstance(ev, Pairwise) else None
     return None
 
 
@@ -265,7 +266,8 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
     base_row = next((r for r in rows if baseline and r["id"] == baseline["id"] and r["status"] == "ok"), None)
     for cell, row in zip(cells, rows):
         if row["status"] == "ok":
-            row["flags"] += [f for ev in registry.evals() for f in ev.cell_flags(cell, row, base_row)]
+            row["flags"] += [f for ev in registry.evals() if isinstance(ev, CellFlags)
+                             for f in ev.cell_flags(cell, row, base_row)]
     failed = sum(1 for r in rows if r["status"] == "error")
     not_run = sum(1 for r in rows if r["status"] not in ("ok", "error"))
     tallied = checks.tally(rows)

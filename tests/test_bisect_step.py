@@ -26,7 +26,7 @@ from evalkit.config import MatrixConfig, Source, load_config
 from evalkit.engine.sources import checkout
 from evalkit.errors import Interrupted
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec
+from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricDisplay, MetricSpec
 from evalkit.evals.gsm8k import GSM8K_TEST_SIZE
 from evalkit.render import bisect as bisect_report
 from evalkit.render.numbers import p_text
@@ -78,8 +78,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     config = load_config(path)
     store = RunStore(root / "results", "bisect-t")
     store.create()
-    for ev, settings in registry.enabled(config.evals):
-        ev.prepare(store.path, settings)
+    registry.prepare(registry.enabled(config.evals), store.path)
     world = World(config, store, shas, root / "cache", repo, ends=None, text=text)  # type: ignore[arg-type]
     for name, sha in (("good", shas[0]), ("bad", shas[-1])):
         assert run_cell(world.job(name, sha), CellControl(threading.Event())).status == "ok"
@@ -226,12 +225,12 @@ def test_an_engine_that_fails_mid_step_is_untestable(world: World, fault: str, w
 
 
 class Whole(Eval):
-    """An eval that can only run all of its samples (no `subsets`)."""
+    """An eval that can only run all of its samples (not `Subsets`)."""
 
     name = "whole"
-    settings = EvalSettings
+    settings_model = EvalSettings
     default_enabled = False
-    metrics = (MetricSpec("whole.n", "samples", Comparison.CONTINUOUS),)
+    metrics = (MetricSpec("whole.n", Comparison.CONTINUOUS, MetricDisplay("samples")),)
 
     def run(self, ctx: EvalContext, settings: EvalSettings) -> EvalResult:
         return EvalResult({"n": 0}, [])

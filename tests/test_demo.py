@@ -1,6 +1,6 @@
 """The demo matrix, as the README runs it: exactly the DP-attention + PIECEWISE + fix-off cell is
-flagged, for accuracy (McNemar) and collapse (Fisher), and no other cell, end to end for three
-sim seeds (tests/test_sim_noise.py checks the same verdicts on the model itself for 20 seeds)."""
+flagged, for accuracy (McNemar), collapse and disagreeing identical requests (Fisher), and no
+other cell, end to end for three sim seeds (tests/test_sim_noise.py checks the same verdicts on the model itself for 20 seeds)."""
 
 from __future__ import annotations
 
@@ -127,3 +127,7 @@ def check_only_buggy_flagged(summary: dict) -> None:
     assert buggy["vs_ab"]["divergence.kl_p99"]["value"] >= 10 * max(
         c["vs_ab"]["divergence.kl_p99"]["value"] for c in cells.values() if "vs_ab" in c)
     assert "max_rise_vs_baseline" in {f["check"] for f in buggy["flags"] if f["metric"] == "divergence.kl_p99"}
+    # Identical greedy requests sent together part in the buggy cell (the race), in the others at
+    # most on a rare near-tie: its disagree share breaks the threshold against the baseline.
+    assert "max_rise_vs_baseline" in {f["check"] for f in buggy["flags"] if f["metric"] == "consistency.disagree_rate"}
+    assert buggy["metrics"]["consistency.disagree"] >= 3 * max(c["metrics"]["consistency.disagree"] for c in cells.values())

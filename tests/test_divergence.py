@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from evalkit.config import parse_config
 from evalkit.errors import ConfigError, EvalError
 from evalkit.evals import registry
-from evalkit.evals.base import EvalContext
+from evalkit.evals.base import EvalContext, Server
 from evalkit.evals.divergence import SPECS, DivergenceSettings
 from evalkit.evals.divergence_stats import position_kl
 from evalkit.store import read_jsonl, write_jsonl
@@ -34,7 +34,7 @@ def score(tmp_path: Path, name: str, settings: dict[str, Any] | None = None, **s
     """Run the eval on a fresh server with these options; its samples land in tmp_path/name."""
     cell_dir = tmp_path / name
     with serving(**server) as url:
-        result = EVAL.run(EvalContext(base_url=url, served_name="m", cell_dir=cell_dir, run_dir=tmp_path),
+        result = EVAL.run(EvalContext(Server(url, "m"), cell_dir, tmp_path),
                           DivergenceSettings(**({"count": 6, "max_tokens": 200} | (settings or {}))))
     write_jsonl(cell_dir / EVAL.samples_file, result.samples)
     return cell_dir, result.metrics

@@ -21,7 +21,26 @@ from evalkit.cli import main
 from evalkit.config import parse_config
 from evalkit.errors import ConfigError
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec
+from evalkit.evals.base import (
+    Comparison,
+    Eval,
+    EvalContext,
+    EvalDisplay,
+    EvalResult,
+    EvalSettings,
+    MetricDisplay,
+    MetricSpec,
+)
+from evalkit.evals.capabilities import (
+    CellFlags,
+    Checks,
+    ExtraDelta,
+    LifecycleRecorded,
+    Pairwise,
+    Prepares,
+    Subsets,
+    Unmeasured,
+)
 from evalkit.store import read_json, read_jsonl
 
 
@@ -33,25 +52,26 @@ class Words(Eval):
     """Counts the words of short answers."""
 
     name = "words"
-    settings = WordsSettings
+    settings_model = WordsSettings
     default_enabled = False
     metrics = (
-        MetricSpec("words.per_answer", "words per answer", Comparison.CONTINUOUS, key="words",
-                   column="words/answer", delta_label="words", pivot="Words per answer by configuration"),
-        MetricSpec("words.answered", "answered", Comparison.PAIRED, mark_field="answered"),
+        MetricSpec("words.per_answer", Comparison.CONTINUOUS,
+                   MetricDisplay("words per answer", key="words", column="words/answer", delta_label="words",
+                                 pivot="Words per answer by configuration")),
+        MetricSpec("words.answered", Comparison.PAIRED, MetricDisplay("answered"), mark_field="answered"),
     )
-    csv_fields = ("words.per_answer", "words.n")
+    display = EvalDisplay(csv_fields=("words.per_answer", "words.n"))
 
     def run(self, ctx: EvalContext, settings: WordsSettings) -> EvalResult:
         samples = []
         for i in range(settings.prompts):
-            r = httpx.post(f"{ctx.base_url}/v1/completions", timeout=60,
-                           json={"model": ctx.served_name, "prompt": f"Question {i}: name three colours.",
+            r = httpx.post(f"{ctx.server.base_url}/v1/completions", timeout=60,
+                           json={"model": ctx.server.served_name, "prompt": f"Question {i}: name three colours.",
                                  "max_tokens": 24, "temperature": 0})
             r.raise_for_status()
             text = r.json()["choices"][0]["text"]
             samples.append({"id": f"p-{i}", "words": len(text.split()), "answered": bool(text.strip()), "text": text})
-        ctx.status("words", f"{len(samples)}/{settings.prompts}")
+            ctx.progress(len(samples), settings.prompts)
         per_answer = sum(s["words"] for s in samples) / len(samples)
         return EvalResult({"per_answer": per_answer, "n": len(samples),
                            "answered": sum(s["answered"] for s in samples) / len(samples)}, samples)
@@ -159,3 +179,24 @@ def test_an_unregistered_eval_or_metric_is_bad_input() -> None:
                                           r"gsm8k.flexible, repetition.collapse_rate"):
         parse_config({"model": "m", "engine": {"profile": "sim"},
                       "thresholds": [{"metric": "nosuch.metric", "min": 1}]}, "cfg.yaml")
+
+
+CAPABILITIES = (Pairwise, ExtraDelta, Subsets, Checks, Prepares, LifecycleRecorded, Unmeasured, CellFlags)
+
+
+def test_what_an_eval_can_do_beyond_its_core_is_asked_one_way() -> None:
+    """Each capability is a method the eval defines; the toy eval, core only, has none, and the
+    built-ins have exactly those their docstrings and the protocol's documentation name."""
+    def can(name: str) -> list[str]:
+        ev = registry.get(name)
+        return [c.__name__ for c in CAPABILITIES if isinstance(ev, c)]
+
+    assert [c.__name__ for c in CAPABILITIES if isinstance(Words(), c)] == []
+    assert can("gsm8k") == ["Subsets", "Checks", "Prepares"]
+    assert can("repetition") == ["ExtraDelta", "Subsets"]
+    assert can("lm_eval") == ["Checks", "Prepares"]
+    assert can("divergence") == ["Pairwise", "Checks"]
+    assert can("consistency") == ["Checks"]
+    assert can("engine") == ["LifecycleRecorded", "Unmeasured", "CellFlags"]
+    config = parse_config({"model": "m", "engine": {"profile": "sim"}}, "cfg.yaml")
+    assert "engine" not in [ev.name for ev, _ in registry.enabled(config.evals)]  # recorded, never run

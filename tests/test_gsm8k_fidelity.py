@@ -13,13 +13,14 @@ import pytest
 
 from evalkit.errors import EvalError
 from evalkit.evals import gsm8k, lm_eval_adapter
+from evalkit.evals.base import EvalContext, Server
 from evalkit.evals.gsm8k import GSM8KSettings
 from tests.conftest import running_sim
 
 
 def lm_eval_cli(settings: GSM8KSettings, base_url: str, task_dir: Path, out: Path, limit: int | None) -> list[dict]:
     """Run the real `lm_eval` CLI with evalkit's task file; return its per-sample log."""
-    args = gsm8k.model_args(settings, base_url, "sim-model")
+    args = lm_eval_adapter.model_args(settings, Server(base_url, "sim-model"))
     backend = "local-completions" if settings.endpoint == "completions" else "local-chat-completions"
     cmd = [sys.executable, "-m", "lm_eval", "run", "--model", backend,
            "--model_args", ",".join(f"{k}={v}" for k, v in args.items()),
@@ -38,12 +39,12 @@ def lm_eval_cli(settings: GSM8KSettings, base_url: str, task_dir: Path, out: Pat
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])
 def test_marks_identical_to_lm_eval_cli_on_all_questions(tmp_path: Path, endpoint: str) -> None:
     settings = GSM8KSettings(endpoint=endpoint, num_fewshot=3, num_concurrent=32)
-    task_dir = tmp_path / "tasks"
+    task_dir = tmp_path / lm_eval_adapter.TASK_DIR
     gsm8k.write_task_yaml(task_dir, settings)
     # One server answers both passes: without run-to-run noise, so any difference is the client's.
     with running_sim(tmp_path, "--enable-dp-attention", "-tp", "8", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off",
                      "--sim-run-noise", "0") as url:
-        ours = gsm8k.run_gsm8k(settings, url, "sim-model", task_dir, limit=None)
+        ours = gsm8k.run_gsm8k(settings, EvalContext(Server(url, "sim-model"), tmp_path, tmp_path))
         theirs = lm_eval_cli(settings, url, task_dir, tmp_path / "lm_eval_out", limit=None)
     assert ours.metrics["n"] == 1319
     by_doc: dict[int, dict[str, bool]] = {}
@@ -110,10 +111,9 @@ def test_each_cell_gets_its_own_copy_of_the_cached_task(tmp_path: Path) -> None:
 
 def test_samples_record_what_silently_changes_scores(tmp_path: Path) -> None:
     settings = GSM8KSettings(num_fewshot=3, max_gen_toks=24)
-    task_dir = tmp_path / "tasks"
-    gsm8k.write_task_yaml(task_dir, settings)
+    gsm8k.write_task_yaml(tmp_path / lm_eval_adapter.TASK_DIR, settings)
     with running_sim(tmp_path) as url:
-        result = gsm8k.run_gsm8k(settings, url, "sim-model", task_dir, limit=30)
+        result = gsm8k.run_gsm8k(settings, EvalContext(Server(url, "sim-model"), tmp_path, tmp_path, limit=30))
     row = result.samples[0]
     assert {"prompt_hash", "response", "target", "strict-match.extracted", "flexible-extract.correct",
             "finish_reason", "completion_tokens", "attempts"} <= set(row)
@@ -153,8 +153,8 @@ def test_an_endpoint_the_server_does_not_serve_is_refused_before_any_question(tm
 
         time.sleep(0.5)
         with pytest.raises(EvalError, match=r"endpoint is 'chat' but the server answers /v1/chat/completions with HTTP 404"):
-            gsm8k.check_endpoint(GSM8KSettings(endpoint="chat"), f"http://127.0.0.1:{port}", "m")
-        gsm8k.check_endpoint(GSM8KSettings(endpoint="completions"), f"http://127.0.0.1:{port}", "m")
+            gsm8k.check_endpoint(GSM8KSettings(endpoint="chat"), Server(f"http://127.0.0.1:{port}", "m"))
+        gsm8k.check_endpoint(GSM8KSettings(endpoint="completions"), Server(f"http://127.0.0.1:{port}", "m"))
     finally:
         proc.kill()
         proc.wait()

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from evalkit.errors import ConfigError
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, Eval, EvalSettings, MetricSpec
+from evalkit.evals.base import Comparison, Eval, EvalSettings, MetricDisplay, MetricSpec
 from evalkit.render.trend import layout, panel_label, panels, trend_table
 from evalkit.store.history import (
     MIGRATIONS,
@@ -90,9 +90,10 @@ class Words(Eval):
     """A toy eval from outside evalkit: one continuous metric, with a column and a plot panel."""
 
     name = "words"
-    settings = WordsSettings
-    metrics = (MetricSpec("words.count", "words per answer", Comparison.CONTINUOUS, key="words",
-                          column="words per answer", pivot="Words per answer by configuration"),)
+    settings_model = WordsSettings
+    metrics = (MetricSpec("words.count", Comparison.CONTINUOUS,
+                          MetricDisplay("words per answer", key="words", column="words per answer",
+                                        pivot="Words per answer by configuration")),)
     default_enabled = False
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ PACKAGE = ROOT / "evalkit"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("evalkit.errors", "evalkit.stats", "evalkit.wire", "evalkit.redact", "evalkit.clean",
                     "evalkit.gitinfo", "evalkit.multiplicity", "evalkit.power", "evalkit.sequential",
-                    "evalkit.store.files", "evalkit.store.__init__")),
+                    "evalkit.store.files", "evalkit.store.__init__", "evalkit.user_code")),
     ("evals", ("evalkit.evals",)),
     ("config", ("evalkit.config",)),
     ("cells", ("evalkit.cells",)),

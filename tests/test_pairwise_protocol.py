@@ -18,7 +18,7 @@ from evalkit.comparison import compare_runs
 from evalkit.config import parse_config
 from evalkit.errors import EXIT_OK, EXIT_THRESHOLD, ConfigError
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, Eval, EvalSettings, MetricSpec, fingerprint
+from evalkit.evals.base import Comparison, Eval, EvalSettings, MetricDisplay, MetricSpec, fingerprint
 from evalkit.render import render, render_compare
 from evalkit.store import read_jsonl, write_json, write_jsonl
 from evalkit.verdicts import summarize
@@ -28,13 +28,13 @@ class Letters(Eval):
     """Share of characters that differ between two cells' texts (a toy divergence), and that agree."""
 
     name = "letters"
-    settings = EvalSettings
+    settings_model = EvalSettings
     default_enabled = False
     metrics = (
-        MetricSpec("letters.mismatch", "letter mismatch", Comparison.PAIRWISE, higher_is_better=False,
-                   key="mismatch", delta_label="mismatch", details="worst",
-                   noise_floor=lambda raw: raw.get("floor")),
-        MetricSpec("letters.same", "letters alike", Comparison.PAIRWISE, key="same", delta_label="alike"),
+        MetricSpec("letters.mismatch", Comparison.PAIRWISE,
+                   MetricDisplay("letter mismatch", key="mismatch", delta_label="mismatch", details="worst"),
+                   higher_is_better=False, noise_floor=lambda raw: raw.get("floor")),
+        MetricSpec("letters.same", Comparison.PAIRWISE, MetricDisplay("letters alike", key="same", delta_label="alike")),
     )
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:

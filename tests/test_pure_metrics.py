@@ -24,6 +24,7 @@ OTHER_CONFIGS = {
     "no optional eval": config_dict(),
     "divergence": config_dict(evals={"divergence": {"count": 4}}),
     "an lm-eval task": config_dict(evals={"lm_eval": {"tasks": ["gsm8k_cot"]}}),
+    "consistency": config_dict(evals={"consistency": {"count": 8}}),
 }
 """Configs a process may validate between summarizing a run and rendering it."""
 
@@ -57,7 +58,7 @@ def test_validating_a_config_or_reading_a_cell_changes_no_eval() -> None:
         assert [s.name for s in registry.metrics(config.evals)] != [s.name for s in before] or name.startswith("no")
     registry.get("divergence").flat({"n": 4, "tokens": 100})  # a stored cell that ran it, read
     assert registry.metrics() == before
-    assert not [s for s in before if s.name.startswith(("divergence.", "lm_eval."))]  # only the fixed metrics
+    assert not [s for s in before if s.name.startswith(("divergence.", "lm_eval.", "consistency."))]  # only the fixed metrics
 
 
 def test_a_threshold_knows_its_metric_from_its_own_config() -> None:
@@ -65,7 +66,7 @@ def test_a_threshold_knows_its_metric_from_its_own_config() -> None:
         {"metric": "divergence.kl_p99", "max_rise_vs_baseline": 0.01}]), "div.yaml")
     parse_config(config_dict(), "plain.yaml")  # validated later, without the eval
     spec = config.thresholds[0].spec
-    assert spec is not None and spec.name == "divergence.kl_p99" and spec.delta_label == "KL p99"
+    assert spec is not None and spec.name == "divergence.kl_p99" and spec.display.delta_label == "KL p99"
 
 
 def test_the_recorded_specs_read_back_as_the_eval_declares_them(tmp_path: Path) -> None:

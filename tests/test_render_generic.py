@@ -14,7 +14,7 @@ import pytest
 
 from evalkit.comparison import compare_runs
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, Eval, EvalSettings, MetricSpec
+from evalkit.evals.base import Comparison, Eval, EvalDisplay, EvalSettings, MetricDisplay, MetricSpec
 from evalkit.evals.recorded import specs_of
 from evalkit.render import render, render_compare, table
 from evalkit.render.compare_table import compare_columns
@@ -32,16 +32,18 @@ class Toy(Eval):
     """A score per cell and crashed samples out of n."""
 
     name = "toy"
-    settings = EvalSettings
+    settings_model = EvalSettings
     default_enabled = False
     metrics = (
-        MetricSpec("toy.score", "toy score", Comparison.CONTINUOUS, key="score", column="toy score",
-                   delta_label="score", pivot="Toy score by configuration"),
-        MetricSpec("toy.crash_rate", "crash rate", Comparison.COUNT, higher_is_better=False,
-                   count_metric="toy.crashed", n_metric="toy.n", key="crash", column="crashes", text=_crashes,
-                   delta_label="crash", details="events", event_field="crashed"),
+        MetricSpec("toy.score", Comparison.CONTINUOUS,
+                   MetricDisplay("toy score", key="score", column="toy score", delta_label="score",
+                                 pivot="Toy score by configuration")),
+        MetricSpec("toy.crash_rate", Comparison.COUNT,
+                   MetricDisplay("crash rate", key="crash", column="crashes", text=_crashes, delta_label="crash",
+                                 details="events"),
+                   higher_is_better=False, count_metric="toy.crashed", n_metric="toy.n", event_field="crashed"),
     )
-    csv_fields = ("toy.score", "toy.crash_rate", "toy.crashed", "toy.n")
+    display = EvalDisplay(csv_fields=("toy.score", "toy.crash_rate", "toy.crashed", "toy.n"))
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         return {"toy.score": raw["score"], "toy.crash_rate": raw["crashed"] / raw["n"], "toy.crashed": raw["crashed"],

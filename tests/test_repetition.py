@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from evalkit.evals import repetition
+from evalkit.evals.base import Server
 from evalkit.evals.repetition import RepetitionSettings
 from evalkit.wire import Wire
 from tests.sim_helpers import SimServer
@@ -74,7 +75,7 @@ def test_results_do_not_depend_on_how_many_tokens_each_event_carries() -> None:
         args = ("--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off",
                 "--sim-collapse-rate", "0.5", "--sim-stream-interval", interval)
         with SimServer(*args) as server:
-            runs.append(repetition.run_repetition(settings, server.url, "sim-model", Wire(token_ids="return_tokens_as_token_ids")))
+            runs.append(repetition.run_repetition(settings, Server(server.url, "sim-model", Wire(token_ids="return_tokens_as_token_ids"))))
     one, sixteen = runs
     assert one.metrics == sixteen.metrics and one.metrics["collapsed"] > 0
     assert [s["text"] for s in one.samples] == [s["text"] for s in sixteen.samples]
@@ -87,8 +88,8 @@ def test_return_token_ids_gives_the_detector_the_same_ids_as_vllm_s_extension() 
     settings = RepetitionSettings(count=6, max_tokens=1024, concurrency=3)
     args = ("--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off", "--sim-collapse-rate", "0.5")
     with SimServer(*args) as server:
-        vllm = repetition.run_repetition(settings, server.url, "sim-model", Wire(token_ids="return_tokens_as_token_ids"))
-        sglang = repetition.run_repetition(settings, server.url, "sim-model", Wire(token_ids="return_token_ids"))
+        vllm = repetition.run_repetition(settings, Server(server.url, "sim-model", Wire(token_ids="return_tokens_as_token_ids")))
+        sglang = repetition.run_repetition(settings, Server(server.url, "sim-model", Wire(token_ids="return_token_ids")))
     assert {s["token_source"] for s in sglang.samples} == {"token_ids"}
     assert sglang.metrics == vllm.metrics and sglang.metrics["collapsed"] > 0
     assert [s["metrics"] for s in sglang.samples] == [s["metrics"] for s in vllm.samples]

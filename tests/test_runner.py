@@ -23,7 +23,7 @@ from evalkit.cells import expand
 from evalkit.config import load_config
 from evalkit.errors import ConfigError, EvalError
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricSpec
+from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricDisplay, MetricSpec
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.local import RUN_BUDGET_USED, LocalExecutor
 from evalkit.run.options import RunOptions
@@ -40,13 +40,13 @@ class Probe(Eval):
     """One completion from the server; fails on purpose when its settings say so."""
 
     name = "probe"
-    settings = ProbeSettings
+    settings_model = ProbeSettings
     default_enabled = False
-    metrics = (MetricSpec("probe.n", "probe answers", Comparison.CONTINUOUS),)
+    metrics = (MetricSpec("probe.n", Comparison.CONTINUOUS, MetricDisplay("probe answers")),)
 
     def run(self, ctx: EvalContext, settings: ProbeSettings) -> EvalResult:
-        answer = httpx.post(f"{ctx.base_url}/v1/completions", timeout=30, json={
-            "model": ctx.served_name, "prompt": "Say hi.", "max_tokens": 8, "temperature": 0})
+        answer = httpx.post(f"{ctx.server.base_url}/v1/completions", timeout=30, json={
+            "model": ctx.server.served_name, "prompt": "Say hi.", "max_tokens": 8, "temperature": 0})
         answer.raise_for_status()
         if settings.fail == "eval":
             raise EvalError("probe: the answer cannot be scored")

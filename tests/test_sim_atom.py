@@ -22,7 +22,9 @@ import httpx
 import pytest
 
 from evalkit.evals import gsm8k, repetition
+from evalkit.evals.base import EvalContext, Server
 from evalkit.evals.detector import is_collapsed, split_text
+from evalkit.evals.lm_eval_adapter import TASK_DIR
 from evalkit.evals.repetition import RepetitionSettings
 from evalkit.profiles import get_profile
 from tests.conftest import CONFIGS
@@ -103,7 +105,7 @@ def test_atom_at_the_fix_has_no_served_model_name() -> None:
 def test_a_loop_cut_by_max_tokens_stays_a_cut_through_atom_s_closing_stop(atom: SimServer) -> None:
     """The real last chunk says `max_tokens`, the one after it "stop": the first reason counts."""
     settings = RepetitionSettings(count=16, max_tokens=512, concurrency=8, early_abort=False)
-    result = repetition.run_repetition(settings, atom.url, "sim-model", get_profile("sim-atom").wire())
+    result = repetition.run_repetition(settings, Server(atom.url, "sim-model", get_profile("sim-atom").wire()))
     cut = [s for s in result.samples if s["engine_finish_reason"] == "max_tokens"]
     assert cut and all(s["finish_reason"] == "length" for s in cut)
     assert result.metrics["hit_max_tokens"] == len(cut)
@@ -119,8 +121,9 @@ def test_a_loop_cut_by_max_tokens_stays_a_cut_through_atom_s_closing_stop(atom: 
 def test_gsm8k_counts_atom_s_max_tokens_as_cut(atom: SimServer, tmp_path: Path) -> None:
     """Non-streamed GSM8K answers from ATOM say `max_tokens` (or `stop_sequence` at lm-eval's stop)."""
     settings = gsm8k.GSM8KSettings(num_fewshot=0, max_gen_toks=8, num_concurrent=4)
-    gsm8k.write_task_yaml(tmp_path, settings)
-    result = gsm8k.run_gsm8k(settings, atom.url, "sim-model", tmp_path, limit=6, wire=get_profile("sim-atom").wire())
+    gsm8k.write_task_yaml(tmp_path / TASK_DIR, settings)
+    server = Server(atom.url, "sim-model", get_profile("sim-atom").wire())
+    result = gsm8k.run_gsm8k(settings, EvalContext(server, tmp_path, tmp_path, limit=6))
     assert {row["engine_finish_reason"] for row in result.samples} == {"max_tokens"}
     assert {row["finish_reason"] for row in result.samples} == {"length"}
     assert result.metrics["cut_by_max_gen_toks"] == 6

@@ -15,6 +15,7 @@ import pytest
 
 from evalkit.errors import EvalError
 from evalkit.evals import repetition
+from evalkit.evals.base import Server
 from evalkit.evals.http_client import MAX_ATTEMPTS
 from evalkit.evals.repetition import RepetitionSettings
 from evalkit.sim.hashing import unit
@@ -51,9 +52,9 @@ def test_the_fault_is_an_error_event_then_done_inside_a_200() -> None:
 def test_a_transient_stream_error_is_retried_and_the_sample_is_whole() -> None:
     seed, rate = _first_request_only()
     with SimServer("--sim-seed", seed) as clean:
-        expected = repetition.run_repetition(SETTINGS, clean.url, "sim-model", IDS).samples[0]
+        expected = repetition.run_repetition(SETTINGS, Server(clean.url, "sim-model", IDS)).samples[0]
     with SimServer("--sim-seed", seed, "--sim-fault", "stream-error", "--sim-fault-rate", rate) as server:
-        result = repetition.run_repetition(SETTINGS, server.url, "sim-model", IDS)
+        result = repetition.run_repetition(SETTINGS, Server(server.url, "sim-model", IDS))
         with server.client() as client:
             assert client.get("/sim/stats").json()["stream_errors"] == 1
     [sample] = result.samples
@@ -65,7 +66,7 @@ def test_a_transient_stream_error_is_retried_and_the_sample_is_whole() -> None:
 def test_a_persistent_stream_error_fails_the_eval_with_the_engine_s_message() -> None:
     with SimServer("--sim-fault", "stream-error") as server:
         with pytest.raises(EvalError) as failed:
-            repetition.run_repetition(SETTINGS, server.url, "sim-model", IDS)
+            repetition.run_repetition(SETTINGS, Server(server.url, "sim-model", IDS))
         with server.client() as client:
             assert client.get("/sim/stats").json()["stream_errors"] == MAX_ATTEMPTS
     message = str(failed.value)

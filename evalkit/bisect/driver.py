@@ -132,14 +132,14 @@ def run_bisect(request: BisectRequest, progress: Progress | None = None) -> Bise
     state = _resume(request, progress) if request.resume else _start(request, progress)
     if state.record.status in FINAL:
         return BisectOutcome(state.folder, state.record)  # resuming a finished bisect: its report, nothing run
-    with device_lock(request, FOLDER_PREFIX + state.record.bisect_id, state.config), interrupts_raise():
+    with registry.using(state.config.evals), device_lock(request, FOLDER_PREFIX + state.record.bisect_id, state.config), \
+            interrupts_raise():
         if not request.resume:
             state.store.create()  # only now: bad input and a held lock leave nothing behind
         try:
             with stopping_on_interrupt(state.config) as control:
                 state.save()
-                for ev, settings in registry.enabled(state.config.evals):
-                    ev.prepare(state.folder, settings)  # what a run's evals share (lm-eval's task files)
+                registry.prepare(registry.enabled(state.config.evals), state.folder)  # lm-eval's task files
                 _search(state, control)
         except (KeyboardInterrupt, Interrupted):
             state.record.status = "interrupted"
@@ -162,8 +162,7 @@ def _start(request: BisectRequest, progress: Progress) -> _Search:
     commits = commit_range(cell.source.repo, request.good or "", request.bad or "", request.cache_dir,
                            first_parent=not request.all_parents)
     good_dir = _good_run_dir(request, cell, commits) if request.good_run else None
-    for ev, settings in registry.enabled(config.evals):
-        ev.check(settings)  # an eval that cannot run (missing data) is bad input, now
+    registry.check(registry.enabled(config.evals))  # an eval that cannot run (missing data) is bad input, now
     bisect_id = check_run_id(request.bisect_id or new_run_id(cell.id))
     store = RunStore(request.results_dir, FOLDER_PREFIX + bisect_id)
     if store.path.exists():

@@ -22,6 +22,7 @@ from evalkit.config import MatrixConfig
 from evalkit.config.schema import ThresholdKind
 from evalkit.evals import recorded, registry
 from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.evals.capabilities import Subsets
 from evalkit.sequential import Count, PairedCounts, StepTest
 from evalkit.store import read_json
 from evalkit.verdicts import check_threshold, deltas_between, flat_metrics, unmeasured
@@ -73,9 +74,10 @@ def step_metrics(config: MatrixConfig) -> tuple[MetricSpec | None, MetricSpec | 
     """The PAIRED and the COUNT metric a step is judged on: the first of each kind that the
     config's thresholds name, else the eval's headline one (its `delta_label`), from enabled evals
     that can run a subset (a step runs nothing else)."""
-    usable = [spec for ev, settings in registry.enabled(config.evals) if ev.subsets for spec in ev.metrics_for(settings)]
+    usable = [spec for ev, settings in registry.enabled(config.evals) if isinstance(ev, Subsets)
+              for spec in ev.metrics_for(settings)]
     named = [spec for t in config.thresholds for spec in usable if spec.name == t.metric]
-    headline = [spec for spec in usable if spec.delta_label]
+    headline = [spec for spec in usable if spec.display.delta_label]
 
     def first(kind: Comparison) -> MetricSpec | None:
         return next((spec for spec in (*named, *headline, *usable) if spec.comparison is kind), None)

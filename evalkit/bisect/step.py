@@ -10,9 +10,9 @@ against the good end's stored samples: the GSM8K marks paired per question (lost
 good end, wrong here; gained: the reverse) and the collapses counted. The step stops at the first
 batch that decides; the last batch (everything asked) always decides.
 
-Only evals that can run a subset (`Eval.subsets`) and that the test uses are run; the others are
+Only evals that can run a subset (`Subsets`) and that the test uses are run; the others are
 named in the step's notes. The cell folder holds what a run's holds (cell.json with the metrics
-of the questions actually asked, `Eval.combine`d over the batches, and their samples), plus
+of the questions actually asked, `Subsets.combine`d over the batches, and their samples), plus
 cell.json `step`: the verdict, every look's statistics and the evidence (deltas vs the good end
 with the matrix's fixed-sample p-values, one collapsed excerpt).
 
@@ -33,13 +33,13 @@ from typing import Any, Literal
 from evalkit.bisect.ends import Ends, label
 from evalkit.errors import ConfigError, Interrupted
 from evalkit.evals import registry
-from evalkit.evals.base import Eval, EvalContext, EvalResult, MetricSpec
+from evalkit.evals.base import Eval, EvalResult, MetricSpec, Server
+from evalkit.evals.capabilities import Subsets
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.records import CellRecord
 from evalkit.sequential import Count, Judgement, PairedCounts, batch_schedule
 from evalkit.store import read_json, read_jsonl, write_jsonl
 from evalkit.verdicts import deltas_between, flat_metrics, marks, question_order
-from evalkit.wire import Wire
 
 StepVerdict = Literal["good", "bad", "untestable"]
 
@@ -78,6 +78,7 @@ class _Pool:
     seconds: float = 0.0
 
     def combined(self) -> EvalResult | None:
+        assert isinstance(self.ev, Subsets)  # `_pools` takes no other
         return self.ev.combine(self.parts) if self.parts else None
 
 
@@ -106,7 +107,7 @@ def _pools(job: CellJob, good_dir: Path, ends: Ends, seed: int) -> tuple[list[_P
     notes: list[str] = []
     for ev, settings in registry.enabled(job.config.evals):
         columns = [wanted[spec.name] for spec in ev.metrics_for(settings) if spec.name in wanted]
-        if not ev.subsets:
+        if not isinstance(ev, Subsets):
             notes.append(f"{ev.name}: not run (cannot run a subset of its samples)")
             continue
         if not columns:
@@ -140,14 +141,14 @@ class _StepBody:
         spec = self._spec(metric)
         return marks(self.good_dir, spec) if spec else {}
 
-    def __call__(self, job: CellJob, base_url: str, record: CellRecord, wire: Wire) -> None:
+    def __call__(self, job: CellJob, server: Server, record: CellRecord) -> None:
         assert self.ends.test is not None
         done = [0, 0]
         for look, counts in enumerate(self.schedule):
             for pool in self.pools:
                 batch = pool.ids[done[pool.column]:counts[pool.column]]
                 if batch:
-                    self._run(pool, batch, job, base_url, record, wire)
+                    self._run(pool, batch, job, server, record)
             done = list(counts)
             paired, collapses = self.paired(), self.collapses()
             self.judgement = self.ends.test.judge(paired, collapses, exhausted=look == len(self.schedule) - 1)
@@ -164,17 +165,14 @@ class _StepBody:
                                  "questions": questions, "generations": generations, "generation_tokens": tokens,
                                  "evidence": self.evidence(record, job.cell_dir)})
 
-    def _run(self, pool: _Pool, batch: list[str], job: CellJob, base_url: str, record: CellRecord,
-             wire: Wire) -> None:
+    def _run(self, pool: _Pool, batch: list[str], job: CellJob, server: Server, record: CellRecord) -> None:
         """One batch of one eval; the samples file and metrics so far are rewritten after it, so a
         step that fails later still shows what it answered."""
         if self.control.stop.is_set():
             raise Interrupted("step stopped")
         job.update(pool.ev.name, f"{len(batch)} more")
-        ctx = EvalContext(base_url=base_url, served_name=job.config.served, cell_dir=job.cell_dir,
-                          run_dir=job.store.path, wire=wire, status=job.update, only=tuple(batch))
         t = time.monotonic()
-        pool.parts.append(pool.ev.run(ctx, pool.settings))
+        pool.parts.append(pool.ev.run(job.eval_context(server, pool.ev, only=tuple(batch)), pool.settings))
         pool.seconds += time.monotonic() - t
         combined = pool.combined()
         assert combined is not None
@@ -253,9 +251,9 @@ def run_step(job: CellJob, control: CellControl, good_dir: Path, ends: Ends, *, 
     if not ends.bad or ends.test is None:
         raise ConfigError(f"a step needs ends as claimed: {ends.reason}")
     pools, notes = _pools(job, good_dir, ends, seed)
-    for pool in pools:
-        pool.ev.check(pool.settings)
-        pool.ev.prepare(job.store.path, pool.settings)
+    planned = [(pool.ev, pool.settings) for pool in pools]
+    registry.check(planned)
+    registry.prepare(planned, job.store.path)
     sizes = [sum(len(p.ids) for p in pools if p.column == column) for column in (0, 1)]
     body = _StepBody(pools, ends, good_dir, control, schedule or batch_schedule(*sizes), notes)
     record = run_cell(job, control, body)

@@ -65,14 +65,17 @@ def report(run: str, fmt: str, output: Path | None, plot_path: Path | None, resu
       evalkit report latest --format markdown --plot deltas.png > pr-comment.md
     """
     from evalkit.config import parse_config
+    from evalkit.evals import registry
     from evalkit.store import read_json, resolve_run
     from evalkit.verdicts import summarize
 
     check_output(fmt, output)
     run_path = resolve_run(results_dir, run)
     info = read_json(run_path / "run.json")
-    summary = summarize(run_path, parse_config(info["config"], run_path / "run.json"))
-    show_run(summary=summary, run_path=run_path, fmt=fmt, output=output)
+    config = parse_config(info["config"], run_path / "run.json")
+    with registry.using(config.evals):  # the run's evals outside evalkit (evals.plugins), while its report is made
+        summary = summarize(run_path, config)
+        show_run(summary=summary, run_path=run_path, fmt=fmt, output=output)
     if plot_path is not None:
         from evalkit.render.forest import png
 

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from evalkit.config.schema import MatrixConfig, config_model
 from evalkit.errors import ConfigError
+from evalkit.evals.base import Eval
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -73,9 +74,26 @@ def parse_config(data: Any, path: Path | str) -> MatrixConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
     try:
-        return config_model().model_validate(data, context={})
+        model = config_model(_plugins(data))
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from e
+    try:
+        return model.model_validate(data, context={})
     except ValidationError as e:
         raise ConfigError(format_validation_error(path, e)) from e
+
+
+def _plugins(data: dict[str, Any]) -> tuple[Eval, ...]:
+    """The evals `evals.plugins` names, loaded (registered nowhere) before the config is validated:
+    their sections are fields of the model that validates it. A `plugins` that is not a list of
+    strings loads nothing here; validation then names the field."""
+    from evalkit.evals import registry
+
+    evals = data.get("evals")
+    refs = evals.get("plugins") if isinstance(evals, dict) else None
+    if not isinstance(refs, list) or not all(isinstance(ref, str) for ref in refs):
+        return ()
+    return registry.plugins(refs)
 
 
 def load_config(path: Path) -> MatrixConfig:

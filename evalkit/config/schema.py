@@ -28,7 +28,7 @@ from evalkit.config.base import StrictModel
 from evalkit.config.log_assertion import LogAssertion
 
 if TYPE_CHECKING:
-    from evalkit.evals.base import MetricSpec
+    from evalkit.evals.base import Eval, MetricSpec
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_STARTUP_TIMEOUT_S = 45 * 60  # ATOM's CI waits 45 x 60 s for a large model
@@ -125,12 +125,17 @@ class EngineConfig(StrictModel):
 
 
 class Evals(StrictModel):
-    """Each registered eval's settings under its name (`evals.gsm8k`, `evals.repetition`, ...).
+    """Each eval's settings under its name (`evals.gsm8k`, `evals.repetition`, ...).
 
     The fields come from the eval registry (evalkit/evals/registry.py): `config_model()` builds
-    the config model with one field per registered eval, so adding an eval adds its section here
-    with no edit to this file, and a misspelt section is still an unknown key.
+    the config model with one field per registered eval and per eval `plugins` names, so adding
+    an eval adds its section here with no edit to this file, and a misspelt section is still an
+    unknown key.
     """
+
+    plugins: list[str] = Field(default_factory=list, description=(
+        "Evals outside evalkit as module.path:ATTR (an Eval, or a zero-argument callable returning one); "
+        "each runs with its section evals.<its name> (defaults where omitted)."))
 
     @model_validator(mode="after")
     def _known_metrics(self, info: ValidationInfo) -> Evals:
@@ -403,28 +408,31 @@ class MatrixConfig(StrictModel):
         return self.served_name or self.model
 
 
-_MODELS: dict[int, type[MatrixConfig]] = {}
+_MODELS: dict[tuple[int, tuple[Eval, ...]], type[MatrixConfig]] = {}
 
 
-def config_model() -> type[MatrixConfig]:
-    """MatrixConfig with an `evals` section per registered eval (cached per registry state).
+def config_model(plugins: tuple[Eval, ...] = ()) -> type[MatrixConfig]:
+    """MatrixConfig with an `evals` section per registered eval and per eval of `plugins` (what a
+    config's `evals.plugins` names), cached per registry state and plugins.
 
-    Built-in evals (`default_enabled`) are present with their defaults when a config omits them;
-    others are None unless configured.
+    Built-in evals (`default_enabled`) are present with their defaults when a config omits them,
+    and so are the plugins (naming one runs it); others are None unless configured.
     """
     from evalkit.evals import registry
 
-    generation = registry.generation()
-    model = _MODELS.get(generation)
+    key = (registry.generation(), plugins)
+    model = _MODELS.get(key)
     if model is None:
         fields: dict[str, Any] = {
-            ev.name: (ev.settings, Field(default_factory=ev.settings)) if ev.default_enabled
-            else (ev.settings | None, None)
-            for ev in registry.evals()
+            ev.name: (ev.settings_model, Field(default_factory=ev.settings_model)) if ev.default_enabled
+            else (ev.settings_model | None, None)
+            for ev in registry.registered()
         }
+        fields |= {ev.name: (ev.settings_model, Field(default_factory=ev.settings_model)) for ev in plugins}
         evals = create_model("Evals", __base__=Evals, __module__=__name__, **fields)
         model = create_model("MatrixConfig", __base__=MatrixConfig, __module__=__name__,
                              evals=(evals, Field(default_factory=evals)))
-        _MODELS.clear()
-        _MODELS[generation] = model
+        if any(generation != key[0] for generation, _ in _MODELS):
+            _MODELS.clear()
+        _MODELS[key] = model
     return model

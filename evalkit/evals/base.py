@@ -1,30 +1,32 @@
 """The eval protocol: what an eval declares, so the cell lifecycle, store, verdicts, report and history
 work for any eval without an edit.
 
-An eval is one module holding one `Eval` object, registered in `evalkit.evals.registry`. It
-declares:
+An eval is one module holding one `Eval` object, registered in `evalkit.evals.registry` or named
+in a config (`evals.plugins: [module.path:ATTR]`). Its core:
 
 * `name`: its key under `evals:` in a config, the prefix of its metric names (``gsm8k.flexible``),
   the name of its samples file (``gsm8k.samples.jsonl``) and of its timing (``gsm8k_s``);
-* `settings`: a pydantic model of its config section (`EvalSettings` subclass: `enabled` and the
-  rest), so a misspelt key is an error naming the file and field;
+* `settings_model`: the pydantic model (an `EvalSettings` subclass: `enabled` and the rest) of
+  its config section, so a misspelt key is an error naming the file and field; every `settings`
+  parameter below is an instance of it;
 * `metrics`: `MetricSpec`s, each with its comparison kind (paired 0/1 per question, a count of
-  events, a continuous value) and what the report shows of it; an eval whose metrics depend on
-  its config (one per lm-eval task) derives them in `metrics_for(settings)` and
-  `metrics_in(raw)`, pure functions, so which metrics exist never depends on what a process
-  validated before;
-* `run(ctx, settings) -> EvalResult`: score one running server;
+  events, a continuous value, a value between two cells) and, in one `MetricDisplay`, what the
+  report shows of it; an eval whose metrics depend on its config (one per lm-eval task) derives
+  them in `metrics_for(settings)` and `metrics_in(raw)`, pure functions, so which metrics exist
+  never depends on what a process validated before;
+* `run(ctx, settings) -> EvalResult`: score one running server (`ctx.server`), reporting
+  progress through `ctx.progress`;
 * `flat(raw) -> {name: value}`: the headline metrics of one cell under their dotted names (the
   summary.json contract);
-* `pairwise(metric, this_dir, ref_dir)` (optional): a PAIRWISE metric, a value measured between
-  two cells' samples (a divergence of their token distributions), which no cell has alone;
-* `runs` (default True): False for a pseudo-eval whose figures the cell lifecycle records instead
-  of a `run` (the engine's own report, evals/engine_figures.py); it then reads them with `raw`,
-  says with `absent` why a cell has none of a metric (a threshold on it is "not checked" rather
-  than passed), and may raise `cell_flags` that no threshold expresses;
-* `subsets` (optional): it runs just the samples named in `EvalContext.only` and `combine`s the
-  results of several such runs into one. A bisect step runs an eval in batches this way and stops
-  as soon as its verdict is decided; an eval without it is skipped by a step, with a note.
+* `display`: how reports name it, its CSV columns and how a flipped sample reads (`EvalDisplay`).
+
+Whatever else an eval can do is an opt-in capability, a small protocol in
+evals/capabilities.py that it implements by defining the method; a consumer asks
+``isinstance(ev, Pairwise)``, one way for every capability: a value between two cells
+(`Pairwise`), more facts on a comparison (`ExtraDelta`), running a subset of its samples for a
+bisect step (`Subsets`), a check before the run and shared files (`Checks`, `Prepares`), figures
+the cell lifecycle records rather than a `run` (`LifecycleRecorded`), why a cell lacks a metric
+(`Unmeasured`), flags no threshold expresses (`CellFlags`).
 
 The simple-evals shape (an eval fits on a screen) with inspect_ai's separation of the dataset,
 the solver and the scorer left to each eval: GSM8K delegates all three to lm-eval.
@@ -54,7 +56,7 @@ class Comparison(str, Enum):
     CONTINUOUS = "continuous"
     """A number per cell: the difference, without a test."""
     PAIRWISE = "pairwise"
-    """A value measured between two cells' samples by the eval itself (`Eval.pairwise`), e.g. a
+    """A value measured between two cells' samples by the eval itself (`Pairwise.pairwise`), e.g. a
     divergence of their token distributions: no cell has it alone, so it has no value column and
     `min`/`max` do not apply. Its `diff` is the change from the reference compared with itself (a
     divergence: the value, from 0; an agreement: the value - 1), so `max_rise_*` (or, for a
@@ -65,22 +67,14 @@ class Comparison(str, Enum):
 
 
 @dataclass(frozen=True)
-class MetricSpec:
-    """One metric an eval reports: its flat name, how it is compared, and how it is shown."""
+class MetricDisplay:
+    """What a report shows of one metric: none of it changes what is measured or compared, so a
+    metric's core (`MetricSpec`) reads without it."""
 
-    name: str
-    """Flat dotted name, the key in summary.json and a threshold's `metric:` (``gsm8k.flexible``)."""
     label: str
     """Words for threshold messages (``GSM8K flexible``)."""
-    comparison: Comparison
-    higher_is_better: bool = True
-    mark_field: str | None = None
-    """PAIRED: the boolean field of each row of the eval's samples file holding the mark."""
-    count_metric: str | None = None
-    n_metric: str | None = None
-    """COUNT: the flat metrics holding k and n."""
     key: str = ""
-    """Short key of its report columns (``flexible``, ``flexible_vs_baseline``); default: `name`."""
+    """Short key of its report columns (``flexible``, ``flexible_vs_baseline``); default: its name."""
     column: str | None = None
     """Header of its value column in the matrix table; None: no column."""
     text: Callable[[Mapping[str, Any]], str] | None = None
@@ -92,23 +86,44 @@ class MetricSpec:
     """When set, a pivot of this metric by configuration with this title."""
     details: str | None = None
     """What the report's details section shows: "flips" (PAIRED: the questions that flipped),
-    "events" (COUNT: the samples where the event happened, e.g. the detector's evidence) or
-    "worst" (PAIRWISE: the `worst` places the eval's `pairwise` found, with the text around them)."""
-    event_field: str | None = None
-    """COUNT with details "events": the boolean field of a samples row marking the event."""
+    "events" (COUNT: the samples where the event happened, e.g. the detector's evidence),
+    "parted" (COUNT: the same samples, each with identical requests' texts where they part, as
+    evals/consistency.py writes them) or "worst" (PAIRWISE: the `worst` places the eval's
+    `pairwise` found, with the text around them)."""
     event_words: str | None = None
     """COUNT: what `k of n` counts, in the report's words ("long generations collapsed")."""
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric an eval reports: its flat name, how it is compared, and (`display`) how it is shown."""
+
+    name: str
+    """Flat dotted name, the key in summary.json and a threshold's `metric:` (``gsm8k.flexible``)."""
+    comparison: Comparison
+    display: MetricDisplay
+    higher_is_better: bool = True
+    mark_field: str | None = None
+    """PAIRED: the boolean field of each row of the eval's samples file holding the mark."""
+    count_metric: str | None = None
+    n_metric: str | None = None
+    """COUNT: the flat metrics holding k and n."""
+    event_field: str | None = None
+    """COUNT: the boolean field of a samples row marking the event (the report's "events" or
+    "parted", a bisect step's excerpt)."""
     noise_floor: Callable[[Mapping[str, Any]], float | None] | None = None
     """From the eval's raw cell metrics: the largest change re-running the same cell produced
     (PAIRED, PAIRWISE): a change within it breaks no threshold."""
 
     @property
     def short(self) -> str:
-        return self.key or self.name
+        """The key of its report columns: `display.key`, else its name."""
+        return self.display.key or self.name
 
     def show(self, flat: Mapping[str, Any]) -> str:
-        if self.text is not None:
-            return self.text(flat)
+        """Its value in a cell's flat metrics as the report shows it."""
+        if self.display.text is not None:
+            return self.display.text(flat)
         value = flat.get(self.name)
         return "-" if value is None else f"{value:.3f}"
 
@@ -134,30 +149,56 @@ class EvalSettings(BaseModel):
 
 
 @dataclass(frozen=True)
-class EvalContext:
-    """What one eval gets to run against one cell's server."""
+class Server:
+    """The server an eval asks: where, which model, in which dialect. One value, so the functions
+    between an eval's `run` and its requests pass one thing, not three."""
 
     base_url: str
     """Server root, e.g. ``http://127.0.0.1:8000`` (no ``/v1``)."""
     served_name: str
     """The model name the server serves (the `model` of every request)."""
-    cell_dir: Path
-    """The cell's folder: samples, logs and extra files of the eval go here."""
-    run_dir: Path
-    """The run's folder: files shared by every cell (written by `Eval.prepare`)."""
-    limit: int | None = None
-    """`--limit`: at most this many questions or prompts."""
     wire: Wire = field(default_factory=Wire)
     """The engine's dialect, per its profile: how it names finish reasons (evals judge the
     canonical one, `wire.finish(raw)`) and how, if at all, it returns exact token ids."""
-    status: Callable[[str, str], None] = lambda state, detail: None
-    """Report progress to the live view: (state, detail), e.g. ("gsm8k", "120/1319")."""
+
+
+@dataclass(frozen=True)
+class EvalProgress:
+    """One eval's line in the live view, bound once to its cell by the lifecycle: calling it with
+    the samples done (and of how many) shows ``gsm8k 120/1319``. Evals pass it down as it is."""
+
+    show: Callable[[str, str], None] = lambda state, detail: None
+    """The cell's line: (state, detail)."""
+    label: str = ""
+    """What the line says is running: the eval's name, or a part of it (``lm_eval mmlu``)."""
+
+    def __call__(self, done: int, total: int | None = None) -> None:
+        self.show(self.label, str(done) if total is None else f"{done}/{total}")
+
+    def labelled(self, label: str) -> EvalProgress:
+        """The same line for a part of the eval (a task, a repeat)."""
+        return EvalProgress(self.show, label)
+
+
+@dataclass(frozen=True)
+class EvalContext:
+    """What one eval gets to run against one cell's server."""
+
+    server: Server
+    cell_dir: Path
+    """The cell's folder: samples, logs and extra files of the eval go here."""
+    run_dir: Path
+    """The run's folder: files shared by every cell (written by `Prepares.prepare`)."""
+    limit: int | None = None
+    """`--limit`: at most this many questions or prompts."""
+    progress: EvalProgress = field(default_factory=EvalProgress)
+    """The live view's line of this eval (a no-op by default)."""
     earlier: Mapping[str, EvalResult] = field(default_factory=dict)
     """Results of the evals that ran before this one on the same server, by eval name."""
     only: tuple[str, ...] | None = None
     """Run just these samples: their `id`s as the eval's samples file holds them (GSM8K
     ``test-12``, a prompt id of the repetition set); None: all of them (up to `limit`). Only
-    an eval with `subsets` is given it; an id it does not know is an EvalError."""
+    an eval with `Subsets` is given it; an id it does not know is an EvalError."""
 
 
 @dataclass
@@ -206,26 +247,45 @@ def setup_differences(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) 
     return sorted(k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k)) or ["hash"]
 
 
+def describe_sample(sample: Mapping[str, Any]) -> dict[str, Any]:
+    """A flipped question as the report shows it: `target`, `answer`, `finish`, `text` (the
+    default of `EvalDisplay.describe_sample`)."""
+    return {"target": sample.get("target"), "answer": sample.get("answer"),
+            "finish": sample.get("finish_reason"), "text": sample.get("response") or sample.get("text", "")}
+
+
+@dataclass(frozen=True)
+class EvalDisplay:
+    """How reports show an eval: none of it changes what is measured."""
+
+    title: str = ""
+    """How reports name the eval ("GSM8K"); default: its name."""
+    csv_fields: tuple[str, ...] = ()
+    """Flat metrics in the CSV report, besides the compared ones (a `_ci95` pair is split in two)."""
+    csv_columns: Callable[[tuple[MetricSpec, ...]], tuple[str, ...]] | None = None
+    """Where the CSV's columns depend on the run's metrics (one per lm-eval task): them, from the
+    eval's share of the summary's recorded metrics; None: `csv_fields`."""
+    describe_sample: Callable[[Mapping[str, Any]], dict[str, Any]] = describe_sample
+    """A flipped question as the report shows it: `target`, `answer`, `finish`, `text`."""
+
+    def csv(self, specs: tuple[MetricSpec, ...]) -> tuple[str, ...]:
+        """The CSV's flat metrics of this eval when a report has `specs` of it."""
+        return self.csv_columns(specs) if self.csv_columns is not None else self.csv_fields
+
+
 class Eval:
-    """Base of every eval; subclasses set the class attributes and implement `run` and `flat`."""
+    """Base of every eval; subclasses set the class attributes and implement `run` and `flat`, and
+    whichever capabilities of evals/capabilities.py they have."""
 
     name: ClassVar[str]
-    title: ClassVar[str] = ""
-    """How reports name the eval ("GSM8K"); default: `name`."""
-    settings: ClassVar[type[EvalSettings]]
+    settings_model: ClassVar[type[EvalSettings]]
+    """The model of its config section; every `settings` argument is an instance of it."""
     metrics: ClassVar[tuple[MetricSpec, ...]]
+    display: ClassVar[EvalDisplay] = EvalDisplay()
     default_enabled: ClassVar[bool] = True
     """Runs when a config does not mention it (the built-ins); otherwise only when configured."""
     size: ClassVar[int | None] = None
     """Questions of a full run (GSM8K: 1319), where fixed: what `--limit` is a part of."""
-    csv_fields: ClassVar[tuple[str, ...]] = ()
-    """Flat metrics in the CSV report, besides the compared ones (a `_ci95` pair is split in two)."""
-    runs: ClassVar[bool] = True
-    """False: never run against a server (`registry.enabled` leaves it out); its figures come from
-    what the cell lifecycle recorded, read by `raw`."""
-    subsets: ClassVar[bool] = False
-    """`run` honours `EvalContext.only` and `combine` merges such runs: a bisect step can run it
-    in batches. False: a step skips it (and says so)."""
 
     def metrics_for(self, settings: Any | None) -> tuple[MetricSpec, ...]:
         """The metrics a config's section of this eval reports (`settings`; None where the config
@@ -239,67 +299,13 @@ class Eval:
         report, compare and thresholds know them whatever config this process read. Default: `metrics`."""
         return self.metrics
 
-    def csv_columns(self, specs: tuple[MetricSpec, ...]) -> tuple[str, ...]:
-        """The CSV's flat metrics of this eval when a report has `specs` of it (its share of the
-        summary's recorded metrics); default: `csv_fields`."""
-        return self.csv_fields
-
     @property
     def samples_file(self) -> str:
         return f"{self.name}.samples.jsonl"
 
-    def check(self, settings: Any) -> None:
-        """Before a run starts: raise ConfigError or EvalError for what would fail every cell."""
-
-    def prepare(self, run_dir: Path, settings: Any) -> None:
-        """Once per run, after its folder exists and before any cell: shared files (task YAML)."""
-
     def run(self, ctx: EvalContext, settings: Any) -> EvalResult:
-        raise NotImplementedError
+        raise NotImplementedError(f"{self.name} is not run against a server")
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """Headline metrics under dotted names, from `EvalResult.metrics` as stored."""
         raise NotImplementedError
-
-    def raw(self, record: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        """This eval's raw metrics in a cell record (what `flat` reads); None: the cell has none."""
-        return (record.get("metrics") or {}).get(self.name)
-
-    def absent(self, raw: Mapping[str, Any]) -> dict[str, str]:
-        """Metric name -> why this cell has no value of it, for metrics a cell can lack although
-        the eval ran (an engine without speculative decoding, a failed scrape)."""
-        return {}
-
-    def cell_flags(self, record: Mapping[str, Any], row: Mapping[str, Any],
-                   baseline: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-        """Flags on a cell beyond its thresholds (shaped like a threshold's: `metric`, `check`,
-        `action`, `message`), from its record and its summary row and the baseline's row."""
-        return []
-
-    def combine(self, parts: list[EvalResult]) -> EvalResult:
-        """With `subsets`: the runs of disjoint subsets (in run order) as one result, its metrics
-        what one run over all their samples would report (so `flat` and the report read it)."""
-        raise NotImplementedError(f"{self.name} does not run subsets")
-
-    def extra_delta(self, metric: MetricSpec, cell_dir: Path, ref_dir: Path) -> dict[str, Any]:
-        """More facts for the comparison of `metric` between two cells (e.g. new collapses)."""
-        return {}
-
-    def pairwise(self, metric: MetricSpec, this_dir: Path, ref_dir: Path) -> dict[str, Any] | None:
-        """A PAIRWISE metric between two cells' stored samples (this cell against `ref_dir`'s), or
-        None when there is nothing to compare (a cell without the eval's samples).
-
-        Returns at least ``{"diff": change, "value": value, "p_value": None}``: `value` measured
-        between the two, `diff` its change from the reference against itself (a divergence: the
-        value; an agreement share: value - 1); more facts may follow, among them ``worst``: a list
-        of ``{"id", "at", "value", "before", "here", "after"}`` (a sample id, a position in it,
-        the value there and the text around it) that the report's details show. A comparison the
-        eval cannot make honestly (the two cells tokenized a text differently, say) is
-        ``{"diff": None, "p_value": None, "refused": "one line naming the sample and why"}``: the
-        report says "not compared" and a threshold on it is flagged, never passed silently."""
-        return None
-
-    def describe_sample(self, sample: Mapping[str, Any]) -> dict[str, Any]:
-        """A flipped question as the report shows it: `target`, `answer`, `finish`, `text`."""
-        return {"target": sample.get("target"), "answer": sample.get("answer"),
-                "finish": sample.get("finish_reason"), "text": sample.get("response") or sample.get("text", "")}

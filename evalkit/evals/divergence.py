@@ -43,9 +43,12 @@ from evalkit.evals.base import (
     Comparison,
     Eval,
     EvalContext,
+    EvalDisplay,
     EvalResult,
     EvalSettings,
+    MetricDisplay,
     MetricSpec,
+    Server,
     floor_of_repeats,
     setup_fingerprint,
 )
@@ -143,13 +146,13 @@ async def _score(client: httpx.AsyncClient, settings: DivergenceSettings, served
     return {"id": item.id, "kind": item.kind, "n_tokens": len(scored["tokens"]), "attempts": attempt, **scored}
 
 
-async def _score_all(settings: DivergenceSettings, base_url: str, served_name: str, items: list[Prompt],
+async def _score_all(settings: DivergenceSettings, server: Server, items: list[Prompt],
                      progress: Callable[[int, int], None]) -> list[list[dict[str, Any]]]:
     """Every text, `repeats` times (each repeat one prefill per text): rows per repeat, in set order."""
-    async with pooled_client(base_url, settings.concurrency, settings.timeout) as client:
+    async with pooled_client(server.base_url, settings.concurrency, settings.timeout) as client:
 
         async def one(item: Prompt) -> dict[str, Any]:
-            return await _score(client, settings, served_name, item)
+            return await _score(client, settings, server.served_name, item)
 
         bounded = Bounded(one, settings.concurrency, len(items) * settings.repeats, progress)
         return [await bounded.map(items) for _ in range(settings.repeats)]
@@ -188,26 +191,35 @@ _FACTS = {"kl_mean": ("kl", "worst_kl"), "kl_p99": ("kl", "worst_kl"), "logprob_
 
 
 SPECS = (
-    MetricSpec("divergence.kl_p99", "KL p99", Comparison.PAIRWISE, higher_is_better=False, key="kl_p99",
-               delta_label="KL p99", details="worst", noise_floor=floor_of_repeats("kl_p99")),
-    MetricSpec("divergence.kl_mean", "KL mean", Comparison.PAIRWISE, higher_is_better=False, key="kl_mean",
-               noise_floor=floor_of_repeats("kl_mean")),
-    MetricSpec("divergence.top1_agreement", "top-1 agreement", Comparison.PAIRWISE, key="top1",
-               delta_label="top-1 agree", noise_floor=floor_of_repeats("top1_agreement")),
-    MetricSpec("divergence.logprob_abs_mean", "mean |Δ logprob|", Comparison.PAIRWISE, higher_is_better=False,
-               key="logprob_abs", details="worst", noise_floor=floor_of_repeats("logprob_abs_mean")),
+    MetricSpec("divergence.kl_p99", Comparison.PAIRWISE,
+               MetricDisplay("KL p99", key="kl_p99", delta_label="KL p99", details="worst"),
+               higher_is_better=False, noise_floor=floor_of_repeats("kl_p99")),
+    MetricSpec("divergence.kl_mean", Comparison.PAIRWISE, MetricDisplay("KL mean", key="kl_mean"),
+               higher_is_better=False, noise_floor=floor_of_repeats("kl_mean")),
+    MetricSpec("divergence.top1_agreement", Comparison.PAIRWISE,
+               MetricDisplay("top-1 agreement", key="top1", delta_label="top-1 agree"),
+               noise_floor=floor_of_repeats("top1_agreement")),
+    MetricSpec("divergence.logprob_abs_mean", Comparison.PAIRWISE,
+               MetricDisplay("mean |Δ logprob|", key="logprob_abs", details="worst"),
+               higher_is_better=False, noise_floor=floor_of_repeats("logprob_abs_mean")),
 )
 """The eval's metrics, all measured between two cells (`Divergence.metrics_for` a config naming it)."""
+
+
+def csv_columns(specs: tuple[MetricSpec, ...]) -> tuple[str, ...]:
+    """The per-cell facts, in the CSV of a run that has the eval (like its metrics)."""
+    noise = tuple(f"divergence.noise_{spec.name.removeprefix('divergence.')}" for spec in SPECS)
+    return ("divergence.n", "divergence.tokens", "divergence.repeats", *noise) if specs else ()
 
 
 class Divergence(Eval):
     """Teacher-forced logprobs of fixed texts, compared between cells."""
 
     name = "divergence"
-    title = "logprob divergence"
-    settings = DivergenceSettings
+    settings_model = DivergenceSettings
     default_enabled = False
     size = 64
+    display = EvalDisplay(title="logprob divergence", csv_columns=csv_columns)
 
     metrics = ()
     """None unless a config names the eval or a stored cell ran it (`metrics_for`, `metrics_in`),
@@ -220,11 +232,6 @@ class Divergence(Eval):
     def metrics_in(self, raw: Mapping[str, Any]) -> tuple[MetricSpec, ...]:
         return SPECS
 
-    def csv_columns(self, specs: tuple[MetricSpec, ...]) -> tuple[str, ...]:
-        """The per-cell facts, in the CSV of a run that has the eval (like its metrics)."""
-        noise = tuple(f"divergence.noise_{spec.name.removeprefix('divergence.')}" for spec in SPECS)
-        return ("divergence.n", "divergence.tokens", "divergence.repeats", *noise) if specs else ()
-
     def check(self, settings: DivergenceSettings) -> None:
         path = resources.files(prompts) / f"{settings.texts}.jsonl"
         if not path.is_file():
@@ -233,13 +240,12 @@ class Divergence(Eval):
     def run(self, ctx: EvalContext, settings: DivergenceSettings) -> EvalResult:
         self.check(settings)
         if settings.request == "auto":  # the profile says whether the server answers in token ids
-            vllm_ids = ctx.wire.token_ids == "return_tokens_as_token_ids"  # vLLM's token-id extensions
+            vllm_ids = ctx.server.wire.token_ids == "return_tokens_as_token_ids"  # vLLM's token-id extensions
             settings = settings.model_copy(update={"request": "prompt_logprobs" if vllm_ids else "echo"})
         text_set = load_prompt_set(settings.texts)
         count = min(c for c in (settings.count, ctx.limit, len(text_set.prompts)) if c is not None)
         items = list(text_set.prompts[:count])
-        scored = asyncio.run(_score_all(settings, ctx.base_url, ctx.served_name, items,
-                                        lambda i, n: ctx.status("divergence", f"{i}/{n}")))
+        scored = asyncio.run(_score_all(settings, ctx.server, items, ctx.progress))
         first = scored[0]
         metrics: dict[str, Any] = {"n": len(first), "tokens": sum(row["n_tokens"] for row in first),
                                    "texts": text_set.id, "texts_version": text_set.version,
@@ -275,7 +281,7 @@ class Divergence(Eval):
                                  "p_value": None, "texts": result["texts"], "positions": result["positions"]}
         if spread:
             found[spread] = result[spread]
-        if worst and metric.details == "worst":
+        if worst and metric.display.details == "worst":
             found["worst"] = result[worst]
         return found
 

@@ -1,6 +1,6 @@
 """`engine`: what the engine itself reported and how fast the client was served, as metrics.
 
-A pseudo-eval (`runs` False): nothing is asked of the server for it. The cell lifecycle scrapes
+A pseudo-eval (`LifecycleRecorded`): nothing is asked of the server for it. The cell lifecycle scrapes
 the engine's `/metrics` around every real eval and times it (run/engine_report.py, stored as
 cell.json `engine_metrics` and `throughput`); this eval reads those per-eval figures back
 (`raw`) and sums them over the cell, so its metrics go wherever any eval's go (thresholds,
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, Eval, EvalSettings, MetricSpec
+from evalkit.evals.base import Comparison, Eval, EvalDisplay, EvalSettings, MetricDisplay, MetricSpec
 
 FASTER = 1.5
 """tokens/s at least this many times the baseline's, with a significant rise in collapses: noted."""
@@ -63,22 +63,24 @@ def _sum(rows: list[Mapping[str, Any]], key: str) -> float:
 
 
 class EngineFigures(Eval):
+    """The engine's figures: recorded by the lifecycle (`LifecycleRecorded`), a cell may lack some
+    (`Unmeasured`), and two flags no threshold expresses (`CellFlags`)."""
+
     name = "engine"
-    title = "engine"
-    settings = EngineFiguresSettings
-    runs = False
+    settings_model = EngineFiguresSettings
     metrics = (
-        MetricSpec("engine.tokens_per_s", "output tokens/s", Comparison.CONTINUOUS, key="tokens/s",
-                   column="tokens/s", text=_per_second),
-        MetricSpec("engine.tpot_s", "engine TPOT", Comparison.CONTINUOUS, higher_is_better=False, key="TPOT",
-                   column="engine TPOT", text=_ms),
-        MetricSpec("engine.spec_acceptance_rate", "spec decoding acceptance rate", Comparison.CONTINUOUS,
-                   key="spec_acceptance"),
-        MetricSpec("engine.spec_accepted_len", "spec decoding mean accepted length", Comparison.CONTINUOUS,
-                   key="spec_accepted_len"),
-        MetricSpec("engine.generation_tokens", "engine generation tokens", Comparison.NONE, key="generation_tokens"),
+        MetricSpec("engine.tokens_per_s", Comparison.CONTINUOUS,
+                   MetricDisplay("output tokens/s", key="tokens/s", column="tokens/s", text=_per_second)),
+        MetricSpec("engine.tpot_s", Comparison.CONTINUOUS,
+                   MetricDisplay("engine TPOT", key="TPOT", column="engine TPOT", text=_ms), higher_is_better=False),
+        MetricSpec("engine.spec_acceptance_rate", Comparison.CONTINUOUS,
+                   MetricDisplay("spec decoding acceptance rate", key="spec_acceptance")),
+        MetricSpec("engine.spec_accepted_len", Comparison.CONTINUOUS,
+                   MetricDisplay("spec decoding mean accepted length", key="spec_accepted_len")),
+        MetricSpec("engine.generation_tokens", Comparison.NONE,
+                   MetricDisplay("engine generation tokens", key="generation_tokens")),
     )
-    csv_fields = tuple(spec.name for spec in metrics)
+    display = EvalDisplay(title="engine", csv_fields=tuple(spec.name for spec in metrics))
 
     def raw(self, record: Mapping[str, Any]) -> Mapping[str, Any] | None:
         figures, speed = record.get("engine_metrics") or {}, record.get("throughput") or {}
@@ -147,7 +149,7 @@ class EngineFigures(Eval):
             if found.get("p_value") is not None and found["p_value"] < NOTE_ALPHA:
                 out.append({"metric": "engine.tokens_per_s", "check": "faster_while_collapsing", "action": "warn",
                             "message": f"{row['id']}: faster while collapsing: loops are cheap to decode "
-                                       f"({mine / theirs:.1f}x the baseline's tokens/s while {spec.label} rose "
+                                       f"({mine / theirs:.1f}x the baseline's tokens/s while {spec.display.label} rose "
                                        f"{found['diff'] * 100:+.1f} points, Fisher p = {found['p_value']:.2g})"})
         return out
 

@@ -13,13 +13,14 @@ questions that flip between runs of one engine are its noise floor.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field
@@ -31,15 +32,17 @@ from evalkit.evals.base import (
     Comparison,
     Eval,
     EvalContext,
+    EvalDisplay,
     EvalResult,
     EvalSettings,
+    MetricDisplay,
     MetricSpec,
+    Server,
     floor_of_repeats,
     setup_fingerprint,
 )
-from evalkit.evals.lm_eval_adapter import ResponseMeta, evaluate, lm_eval_version, prompt_key
+from evalkit.evals.lm_eval_adapter import TASK_DIR, ResponseMeta, evaluate, lm_eval_version, prompt_key
 from evalkit.store.files import file_hash, write_jsonl
-from evalkit.wire import Wire
 
 
 class GSM8KSettings(EvalSettings):
@@ -58,8 +61,6 @@ class GSM8KSettings(EvalSettings):
 
 
 TASK_NAME = "evalkit_gsm8k"
-TASK_DIR = "lm_eval_tasks"
-"""The run's folder for the task YAML, shared by every cell (and by the `lm_eval` CLI)."""
 FILTERS = ("strict-match", "flexible-extract")
 SHORT = {"strict": "strict-match", "flexible": "flexible-extract"}
 GSM8K_TEST_SIZE = 1319
@@ -129,46 +130,7 @@ class _IgnoreTagsLoader(yaml.SafeLoader):
 _IgnoreTagsLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
 
 
-class ClientSettings(Protocol):
-    """The lm-eval client settings GSM8K and `evals.lm_eval` share by name; `evals.lm_eval` fills
-    `max_gen_toks` from each task before asking for the backend arguments."""
-
-    @property
-    def endpoint(self) -> str: ...
-    @property
-    def num_concurrent(self) -> int: ...
-    @property
-    def max_retries(self) -> int: ...
-    @property
-    def timeout(self) -> float | None: ...
-    @property
-    def max_gen_toks(self) -> int | None: ...
-    @property
-    def seed(self) -> int: ...
-
-
-def request_timeout(settings: ClientSettings) -> float:
-    """lm-eval's 300 s default, growing with `max_gen_toks` for long reasoning answers."""
-    return settings.timeout or max(300.0, (settings.max_gen_toks or 0) * 0.1)
-
-
-def model_args(settings: ClientSettings, base_url: str, served_name: str) -> dict[str, Any]:
-    """The backend arguments; the equality test passes the same ones to the `lm_eval` CLI."""
-    path = "/v1/completions" if settings.endpoint == "completions" else "/v1/chat/completions"
-    return {
-        "base_url": base_url.rstrip("/") + path,
-        "model": served_name,
-        "num_concurrent": settings.num_concurrent,
-        "max_retries": settings.max_retries,
-        "timeout": request_timeout(settings),
-        "tokenized_requests": False,
-        "tokenizer_backend": None,
-        "max_gen_toks": settings.max_gen_toks,
-        "seed": settings.seed,
-    }
-
-
-def check_endpoint(settings: GSM8KSettings, base_url: str, served_name: str) -> None:
+def check_endpoint(settings: GSM8KSettings, server: Server) -> None:
     """Refuse, before any question, a server that does not serve the configured endpoint.
 
     Pointing lm-eval's completions backend at a chat route (or the reverse) fails every request
@@ -182,7 +144,8 @@ def check_endpoint(settings: GSM8KSettings, base_url: str, served_name: str) -> 
     else:
         path, body = "/v1/completions", {"prompt": "hi"}
     try:
-        r = httpx.post(base_url.rstrip("/") + path, json={"model": served_name, "max_tokens": 1, "temperature": 0, **body},
+        r = httpx.post(server.base_url.rstrip("/") + path,
+                       json={"model": server.served_name, "max_tokens": 1, "temperature": 0, **body},
                        timeout=60)
     except httpx.HTTPError as e:
         raise EvalError(f"gsm8k: {path} unreachable: {e}") from e
@@ -202,27 +165,19 @@ def doc_ids(ids: Sequence[str]) -> list[int]:
     return out
 
 
-def run_gsm8k(
-    settings: GSM8KSettings, base_url: str, served_name: str, task_dir: Path, limit: int | None,
-    log_path: Path | None = None, progress: Callable[[int, int], None] | None = None,
-    only: Sequence[str] | None = None, wire: Wire | None = None,
-) -> EvalResult:
-    """Score GSM8K on a running server; per-question records keep both filters' marks and the
-    finish reason, canonical through the engine's map (`wire`) and raw: ATOM answers a cut with
+def run_gsm8k(settings: GSM8KSettings, ctx: EvalContext) -> EvalResult:
+    """Score GSM8K on `ctx.server` (up to `ctx.limit`, else `settings.limit`, questions) over the
+    run's task YAML; per-question records keep both filters' marks and the finish reason,
+    canonical through the engine's map (`server.wire`) and raw: ATOM answers a cut with
     `max_tokens` (atom/model_engine/scheduler.py at 0e9804c21), which `cut_by_max_gen_toks` counts.
 
-    `only`: just these questions (ids ``test-N``), through lm-eval's `samples=` and with the
+    `ctx.only`: just these questions (ids ``test-N``), through lm-eval's `samples=` and with the
     prompts a full run asks them with, so their marks pair with a full run's.
     """
-    check_endpoint(settings, base_url, served_name)
-    docs = doc_ids(only) if only is not None else None
-    total = len(set(docs)) if docs is not None else min(n for n in (limit, settings.limit, GSM8K_TEST_SIZE) if n)
-    out, meta = evaluate(
-        task_dir, TASK_NAME, endpoint=settings.endpoint, model_args=model_args(settings, base_url, served_name),
-        limit=None if docs is not None else limit or settings.limit, seed=settings.seed, log_path=log_path,
-        label="gsm8k", on_answer=(lambda done: progress(done, total)) if progress else None, samples=docs,
-        wire=wire,
-    )
+    check_endpoint(settings, ctx.server)
+    docs = doc_ids(ctx.only) if ctx.only is not None else None
+    out, meta = evaluate(ctx, TASK_NAME, settings, label="gsm8k", log="gsm8k.log",
+                         limit=None if docs is not None else ctx.limit or settings.limit, samples=docs)
     result = _collect(out, meta)
     result.metrics["endpoint"] = settings.endpoint
     result.metrics["chat_template"] = (
@@ -230,7 +185,7 @@ def run_gsm8k(
     )
     if meta.requests_s is not None:
         result.metrics["requests_s"] = meta.requests_s
-    result.metrics[SETUP_KEY] = setup_fingerprint(setup_fields(settings, task_dir, result.metrics))
+    result.metrics[SETUP_KEY] = setup_fingerprint(setup_fields(settings, ctx.run_dir / TASK_DIR, result.metrics))
     return result
 
 
@@ -320,7 +275,7 @@ def combine(parts: list[EvalResult]) -> EvalResult:
     return EvalResult(metrics, samples, texts=[text for part in parts for text in part.texts])
 
 
-def _repeat(settings: GSM8KSettings, ctx: EvalContext, task_dir: Path, first: EvalResult) -> dict[str, Any]:
+def _repeat(settings: GSM8KSettings, ctx: EvalContext, first: EvalResult) -> dict[str, Any]:
     """Run GSM8K again on the same engine; the questions that flip between runs are the noise floor.
 
     Several real configuration bugs were nondeterministic, and so are some healthy engines: a
@@ -330,9 +285,7 @@ def _repeat(settings: GSM8KSettings, ctx: EvalContext, task_dir: Path, first: Ev
 
     runs = [first]
     for i in range(2, settings.repeats + 1):
-        ctx.status(f"gsm8k repeat {i}", "")
-        result = run_gsm8k(settings, ctx.base_url, ctx.served_name, task_dir, ctx.limit, ctx.cell_dir / "gsm8k.log",
-                           wire=ctx.wire)
+        result = run_gsm8k(settings, dataclasses.replace(ctx, progress=ctx.progress.labelled(f"gsm8k repeat {i}")))
         write_jsonl(ctx.cell_dir / f"gsm8k.repeat{i}.samples.jsonl", result.samples)
         runs.append(result)
     ids = [row["id"] for row in first.samples]
@@ -351,23 +304,34 @@ def _with_ci(flat: Mapping[str, Any]) -> str:
     return f"{value:.3f} ({ci[0]:.3f}–{ci[1]:.3f})" if ci else f"{value:.3f}"
 
 
+def describe_sample(sample: Mapping[str, Any]) -> dict[str, Any]:
+    """A flipped question: the number after the target's ``####``, the flexible filter's answer."""
+    target = str(sample.get("target") or "")
+    return {"target": target.rsplit("####", 1)[-1].strip() if "####" in target else target,
+            "answer": sample.get("flexible-extract.extracted", "?"), "finish": sample.get("finish_reason"),
+            "text": sample.get("response", "")}
+
+
 class GSM8K(Eval):
-    """GSM8K test (1,319 questions), both lm-eval filters, paired per question."""
+    """GSM8K test (1,319 questions), both lm-eval filters, paired per question; runs subsets
+    (`Subsets`), checks its data and writes the run's task YAML (`Checks`, `Prepares`)."""
 
     name = "gsm8k"
-    title = "GSM8K"
     size = GSM8K_TEST_SIZE
-    subsets = True
-    settings = GSM8KSettings
+    settings_model = GSM8KSettings
     metrics = (
-        MetricSpec("gsm8k.strict", "GSM8K strict", Comparison.PAIRED, mark_field="strict-match.correct",
-                   key="strict", column="GSM8K strict", noise_floor=floor_of_repeats("strict", "max_pairwise_diff")),
-        MetricSpec("gsm8k.flexible", "GSM8K flexible", Comparison.PAIRED, mark_field="flexible-extract.correct",
-                   key="flexible", column="GSM8K flexible (95% CI)", text=_with_ci, delta_label="flexible",
-                   pivot="GSM8K flexible (95% CI) by configuration", details="flips", noise_floor=floor_of_repeats("flexible", "max_pairwise_diff")),
+        MetricSpec("gsm8k.strict", Comparison.PAIRED, MetricDisplay("GSM8K strict", key="strict", column="GSM8K strict"),
+                   mark_field="strict-match.correct", noise_floor=floor_of_repeats("strict", "max_pairwise_diff")),
+        MetricSpec("gsm8k.flexible", Comparison.PAIRED,
+                   MetricDisplay("GSM8K flexible", key="flexible", column="GSM8K flexible (95% CI)", text=_with_ci,
+                                 delta_label="flexible", pivot="GSM8K flexible (95% CI) by configuration",
+                                 details="flips"),
+                   mark_field="flexible-extract.correct", noise_floor=floor_of_repeats("flexible", "max_pairwise_diff")),
     )
-    csv_fields = ("gsm8k.strict", "gsm8k.flexible", "gsm8k.n", "gsm8k.strict_stderr", "gsm8k.flexible_stderr",
-                  "gsm8k.strict_ci95", "gsm8k.flexible_ci95", "gsm8k.cut_by_max_gen_toks", "gsm8k.retries")
+    display = EvalDisplay(
+        title="GSM8K", describe_sample=describe_sample,
+        csv_fields=("gsm8k.strict", "gsm8k.flexible", "gsm8k.n", "gsm8k.strict_stderr", "gsm8k.flexible_stderr",
+                    "gsm8k.strict_ci95", "gsm8k.flexible_ci95", "gsm8k.cut_by_max_gen_toks", "gsm8k.retries"))
 
     def check(self, settings: GSM8KSettings) -> None:
         check_data()
@@ -376,11 +340,9 @@ class GSM8K(Eval):
         write_task_yaml(run_dir / TASK_DIR, settings)
 
     def run(self, ctx: EvalContext, settings: GSM8KSettings) -> EvalResult:
-        task_dir = ctx.run_dir / TASK_DIR
-        result = run_gsm8k(settings, ctx.base_url, ctx.served_name, task_dir, ctx.limit, ctx.cell_dir / "gsm8k.log",
-                           progress=lambda i, n: ctx.status("gsm8k", f"{i}/{n}"), only=ctx.only, wire=ctx.wire)
+        result = run_gsm8k(settings, ctx)
         if settings.repeats > 1 and ctx.only is None:  # a subset is a step's batch: no noise floor of its own
-            result.metrics["repeats"] = _repeat(settings, ctx, task_dir, result)
+            result.metrics["repeats"] = _repeat(settings, ctx, result)
         return result
 
     def combine(self, parts: list[EvalResult]) -> EvalResult:
@@ -396,12 +358,6 @@ class GSM8K(Eval):
             p = proportion(round(raw[short] * raw["n"]), raw["n"])
             out[f"gsm8k.{short}_ci95"] = [p.low, p.high]
         return out
-
-    def describe_sample(self, sample: Mapping[str, Any]) -> dict[str, Any]:
-        target = str(sample.get("target") or "")
-        return {"target": target.rsplit("####", 1)[-1].strip() if "####" in target else target,
-                "answer": sample.get("flexible-extract.extracted", "?"), "finish": sample.get("finish_reason"),
-                "text": sample.get("response", "")}
 
 
 EVAL = registry.register(GSM8K())

@@ -31,12 +31,55 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from evalkit.errors import EvalError
+from evalkit.evals.base import EvalContext, Server
 from evalkit.wire import Wire
 
 BACKENDS = {"completions": "evalkit-completions", "chat": "evalkit-chat-completions"}
+TASK_DIR = "lm_eval_tasks"
+"""The run's folder for the task YAMLs (GSM8K's and `evals.lm_eval`'s), shared by every cell
+(and by the `lm_eval` CLI)."""
+
+
+class ClientSettings(Protocol):
+    """The lm-eval client settings GSM8K and `evals.lm_eval` share by name; `evals.lm_eval` fills
+    `max_gen_toks` from each task before asking for the backend arguments."""
+
+    @property
+    def endpoint(self) -> str: ...
+    @property
+    def num_concurrent(self) -> int: ...
+    @property
+    def max_retries(self) -> int: ...
+    @property
+    def timeout(self) -> float | None: ...
+    @property
+    def max_gen_toks(self) -> int | None: ...
+    @property
+    def seed(self) -> int: ...
+
+
+def request_timeout(settings: ClientSettings) -> float:
+    """lm-eval's 300 s default, growing with `max_gen_toks` for long reasoning answers."""
+    return settings.timeout or max(300.0, (settings.max_gen_toks or 0) * 0.1)
+
+
+def model_args(settings: ClientSettings, server: Server) -> dict[str, Any]:
+    """The backend arguments; the equality test passes the same ones to the `lm_eval` CLI."""
+    path = "/v1/completions" if settings.endpoint == "completions" else "/v1/chat/completions"
+    return {
+        "base_url": server.base_url.rstrip("/") + path,
+        "model": server.served_name,
+        "num_concurrent": settings.num_concurrent,
+        "max_retries": settings.max_retries,
+        "timeout": request_timeout(settings),
+        "tokenized_requests": False,
+        "tokenizer_backend": None,
+        "max_gen_toks": settings.max_gen_toks,
+        "seed": settings.seed,
+    }
 
 
 def lm_eval_version() -> str:
@@ -53,7 +96,7 @@ class ResponseMeta:
     by_prompt: dict[str, dict[str, Any]] = field(default_factory=dict)
     wire: Wire = field(default_factory=Wire)
     """The engine's dialect: its raw finish reasons -> evalkit's (ATOM answers `max_tokens`)."""
-    on_answer: Callable[[int], None] | None = None
+    progress: Callable[[int], None] | None = None
     """Called with the number of answers received so far (the live view's `gsm8k n/N`)."""
     answered: int = 0
     first_request: float | None = None
@@ -70,8 +113,8 @@ class ResponseMeta:
         entry["finish_reason"] = self.wire.finish(raw)
         entry["engine_finish_reason"] = raw
         self.last_answer = time.monotonic()
-        if self.on_answer is not None:
-            self.on_answer(self.answered)
+        if self.progress is not None:
+            self.progress(self.answered)
 
     def attempt(self, prompt: str) -> None:
         if self.first_request is None:
@@ -139,16 +182,13 @@ class _ThisThread(logging.Filter):
 
 
 @contextlib.contextmanager
-def _log_to(path: Path | None) -> Iterator[None]:
+def _log_to(path: Path) -> Iterator[None]:
     """lm-eval's log (retries, failed requests, null answers) goes to the cell's log file.
 
     Left alone it would print every retry of every request to the terminal; a cell's log is
     where a reader looks when the cell's numbers look wrong.
     """
     loggers = [logging.getLogger(name) for name in ("lm_eval", "asyncio")]
-    if path is None:
-        yield
-        return
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_ThisThread())
@@ -297,57 +337,60 @@ def _pin_fewshot(task: Any) -> None:
 
 
 def evaluate(
-    task_dir: Path, task_name: str, *, endpoint: str, model_args: dict[str, Any], limit: int | None, seed: int,
-    log_path: Path | None = None, on_answer: Callable[[int], None] | None = None, label: str | None = None,
-    samples: Sequence[int] | None = None, wire: Wire | None = None,
+    ctx: EvalContext, task_name: str, client: ClientSettings, *, label: str, log: str, limit: int | None = None,
+    samples: Sequence[int] | None = None,
 ) -> tuple[dict[str, Any], ResponseMeta]:
-    """Run one lm-eval task against a server; lm-eval's output dict and the response metadata.
+    """Run one lm-eval task of the run's task folder against `ctx.server`, its progress on
+    `ctx.progress`; lm-eval's output dict and the response metadata.
 
-    `samples`: just these documents (indices into the test split; lm-eval's `samples=`, which
-    excludes `limit`), asked with the prompts a full run asks them with. `wire`: the engine's
-    dialect, whose finish-reason map the records use (default: the OpenAI API's reasons).
+    `client`: the endpoint, seed and backend settings; `log`: the cell's log file lm-eval writes
+    to; `samples`: just these documents (indices into the test split; lm-eval's `samples=`,
+    which excludes `limit`), asked with the prompts a full run asks them with. Finish reasons
+    go through the engine's map (`server.wire`).
 
     Any lm-eval failure becomes an EvalError (lm-eval raises bare exceptions: RetryError,
     ClientError, ...), so a bad server is that cell's error, not a crash of the matrix; `label`
-    (default: the task name) starts its message.
+    starts its message.
     """
     _setup_process()
     import lm_eval.evaluator
     from lm_eval.tasks import TaskManager
 
+    task_dir = ctx.run_dir / TASK_DIR
     task = task_for_cell(task_dir, task_name)
+    size = len(task.eval_docs)
     subset = None
     if samples is not None:
-        size = len(task.eval_docs)
         if not samples or (bad := [i for i in samples if not 0 <= i < size]):
-            raise EvalError(f"{label or task_name}: no document {bad[0] if samples else 'asked'} "
+            raise EvalError(f"{label}: no document {bad[0] if samples else 'asked'} "
                             f"(the test split has {size})")
         if task.config.num_fewshot:
             _pin_fewshot(task)
         # Sorted: lm-eval maps the k-th document it iterates (in split order) to samples[k].
         limit, subset = None, {task_name: sorted(set(samples))}
-    meta = ResponseMeta(on_answer=on_answer, wire=wire or Wire())
+    total = len(subset[task_name]) if subset else min(limit or size, size)
+    meta = ResponseMeta(progress=lambda done: ctx.progress(done, total), wire=ctx.server.wire)
     token = _META.set(meta)
     try:
-        with _log_to(log_path):
+        with _log_to(ctx.cell_dir / log):
             out = lm_eval.evaluator.simple_evaluate(
-                model=BACKENDS[endpoint],
-                model_args=model_args,
+                model=BACKENDS[client.endpoint],
+                model_args=model_args(client, ctx.server),
                 tasks=[task],
                 limit=limit,
                 samples=subset,
                 task_manager=TaskManager(include_path=str(task_dir), include_defaults=False),
                 log_samples=True,
-                apply_chat_template=endpoint == "chat",
-                fewshot_as_multiturn=endpoint == "chat",
-                random_seed=seed,
-                numpy_random_seed=seed,
-                fewshot_random_seed=seed,
+                apply_chat_template=client.endpoint == "chat",
+                fewshot_as_multiturn=client.endpoint == "chat",
+                random_seed=client.seed,
+                numpy_random_seed=client.seed,
+                fewshot_random_seed=client.seed,
             )
     except Exception as e:  # noqa: BLE001 - see the docstring
-        raise EvalError(f"{label or task_name}: lm-eval failed: {type(e).__name__}: {e}") from e
+        raise EvalError(f"{label}: lm-eval failed: {type(e).__name__}: {e}") from e
     finally:
         _META.reset(token)
     if out is None:
-        raise EvalError(f"{label or task_name}: lm-eval returned no results")
+        raise EvalError(f"{label}: lm-eval returned no results")
     return out, meta

@@ -17,7 +17,8 @@ questions two cells share, flips in the report); any other is CONTINUOUS.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,19 +32,21 @@ from evalkit.evals.base import (
     Comparison,
     Eval,
     EvalContext,
+    EvalDisplay,
     EvalResult,
     EvalSettings,
+    MetricDisplay,
     MetricSpec,
     fingerprint,
     setup_fingerprint,
 )
+from evalkit.evals.lm_eval_adapter import TASK_DIR
 from evalkit.evals.lm_eval_catalogue import TaskInfo, resolve, unknown_task
 from evalkit.evals.lm_eval_records import collect, data_hash, files_hash
 
 GSM8K_DATASETS = ("openai/gsm8k", "gsm8k")
 """Hub datasets evalkit ships a copy of (evalkit/data/gsm8k, MIT)."""
 BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
-TASK_DIR = "lm_eval_tasks"
 DEFAULT_MAX_GEN_TOKS = 256
 """lm-eval's own default when neither the task nor the config sets max_gen_toks."""
 
@@ -193,10 +196,11 @@ def specs(task: str, scores: list[tuple[str, bool, bool]]) -> list[MetricSpec]:
         label = f"{task} {key}"
         head = n == 0
         out.append(MetricSpec(
-            f"lm_eval.{task}.{key}", label, Comparison.PAIRED if paired else Comparison.CONTINUOUS,
-            higher_is_better=higher, mark_field=f"{task}.{key}" if paired else None, key=f"{task}.{key}",
-            column=label if head else None, delta_label=label if head else None,
-            pivot=f"{label} by configuration" if head else None, details="flips" if head and paired else None,
+            f"lm_eval.{task}.{key}", Comparison.PAIRED if paired else Comparison.CONTINUOUS,
+            MetricDisplay(label, key=f"{task}.{key}", column=label if head else None,
+                          delta_label=label if head else None, pivot=f"{label} by configuration" if head else None,
+                          details="flips" if head and paired else None),
+            higher_is_better=higher, mark_field=f"{task}.{key}" if paired else None,
         ))
     return out
 
@@ -206,18 +210,28 @@ def _specs_of(info: TaskInfo) -> list[MetricSpec]:
     return specs(info.name, [(key, *kinds[metric]) for key, metric, _ in info.keys()])
 
 
-def _answered(ctx: EvalContext, label: str) -> Callable[[int], None]:
-    """One task's progress: its answered count under its own label."""
-    return lambda done: ctx.status(label, str(done))
+def csv_columns(specs: tuple[MetricSpec, ...]) -> tuple[str, ...]:
+    """Each score with its stderr, then each task's question count (a spec's label starts with
+    its task: lm-eval task names have no spaces)."""
+    tasks = dict.fromkeys(spec.display.label.split(" ", 1)[0] for spec in specs)
+    return (*[n for spec in specs for n in (spec.name, f"{spec.name}_stderr")],
+            *(f"lm_eval.{task}.n" for task in tasks))
+
+
+def describe_sample(sample: Mapping[str, Any]) -> dict[str, Any]:
+    """A flipped question: the first filter's extracted answer."""
+    extracted = next((v for k, v in sample.items() if k.endswith(".extracted")), "?")
+    return {"target": sample.get("target"), "answer": extracted, "finish": sample.get("finish_reason"),
+            "text": sample.get("response", "")}
 
 
 class LmEvalTasks(Eval):
     """Any lm-eval task; its metrics are the configured tasks' (`metrics_for`)."""
 
     name = "lm_eval"
-    title = "lm-eval tasks"
-    settings = LmEvalSettings
+    settings_model = LmEvalSettings
     default_enabled = False
+    display = EvalDisplay(title="lm-eval tasks", csv_columns=csv_columns, describe_sample=describe_sample)
 
     metrics = ()
     """None without a config naming tasks: `metrics_for` and `metrics_in` derive them."""
@@ -233,13 +247,6 @@ class LmEvalTasks(Eval):
                      for s in specs(task, [(k, bool(r["paired"].get(k)), r["higher_is_better"].get(k, True))
                                            for k in r["scores"]]))
 
-    def csv_columns(self, specs: tuple[MetricSpec, ...]) -> tuple[str, ...]:
-        """Each score with its stderr, then each task's question count (a spec's label starts with
-        its task: lm-eval task names have no spaces)."""
-        tasks = dict.fromkeys(spec.label.split(" ", 1)[0] for spec in specs)
-        return (*[n for spec in specs for n in (spec.name, f"{spec.name}_stderr")],
-                *(f"lm_eval.{task}.n" for task in tasks))
-
     def check(self, settings: LmEvalSettings) -> None:
         for i, entry, info in planned(settings):
             task_yaml(settings, i, entry, info)
@@ -252,7 +259,6 @@ class LmEvalTasks(Eval):
             (directory / f"{wrapper_name(info.name)}.yaml").write_text(text, encoding="utf-8")
 
     def run(self, ctx: EvalContext, settings: LmEvalSettings) -> EvalResult:
-        from evalkit.evals.gsm8k import model_args
         from evalkit.evals.lm_eval_adapter import evaluate
 
         task_dir = ctx.run_dir / TASK_DIR
@@ -264,12 +270,9 @@ class LmEvalTasks(Eval):
             task = yaml.safe_load((task_dir / f"{wrapper}.yaml").read_text(encoding="utf-8"))
             client = settings.model_copy(update={"max_gen_toks": task["generation_kwargs"]["max_gen_toks"]})
             limits = [n for n in (ctx.limit, entry.limit, settings.limit) if n]
-            out, meta = evaluate(
-                task_dir, wrapper, endpoint=settings.endpoint, model_args=model_args(client, ctx.base_url, ctx.served_name),
-                limit=min(limits) if limits else None, seed=settings.seed, log_path=ctx.cell_dir / "lm_eval.log",
-                label=f"lm_eval {info.name}", on_answer=_answered(ctx, f"lm_eval {info.name}"),
-                wire=ctx.wire,
-            )
+            label = f"lm_eval {info.name}"
+            out, meta = evaluate(dataclasses.replace(ctx, progress=ctx.progress.labelled(label)), wrapper, client,
+                                 label=label, log="lm_eval.log", limit=min(limits) if limits else None)
             result = collect(out, meta, info, wrapper)
             result.metrics[SETUP_KEY] = setup_fingerprint(setup_fields(info, task, result.metrics, settings))
             raw["tasks"][info.name] = result.metrics
@@ -286,11 +289,6 @@ class LmEvalTasks(Eval):
             out |= {f"lm_eval.{task}.{k}_stderr": v for k, v in r["stderr"].items()}
             out[f"lm_eval.{task}.n"] = r["n"]
         return out
-
-    def describe_sample(self, sample: Mapping[str, Any]) -> dict[str, Any]:
-        extracted = next((v for k, v in sample.items() if k.endswith(".extracted")), "?")
-        return {"target": sample.get("target"), "answer": extracted, "finish": sample.get("finish_reason"),
-                "text": sample.get("response", "")}
 
 
 EVAL = registry.register(LmEvalTasks())

@@ -16,15 +16,18 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, Eval, MetricSpec
+from evalkit.evals.base import Comparison, Eval, MetricDisplay, MetricSpec
 
 _CALLABLES = ("text", "noise_floor")
-"""MetricSpec fields a summary cannot hold: taken from the eval's fixed spec of the same name."""
+"""Fields a summary cannot hold: taken from the eval's fixed spec of the same name."""
+_CORE = tuple(f.name for f in dataclasses.fields(MetricSpec) if f.name not in ("display", *_CALLABLES))
+_DISPLAY = tuple(f.name for f in dataclasses.fields(MetricDisplay) if f.name not in _CALLABLES)
 
 
 def record(spec: MetricSpec) -> dict[str, Any]:
-    """One spec as summary.json holds it (every field but the callables; the kind as its word)."""
-    out = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name not in _CALLABLES}
+    """One spec as summary.json holds it: one flat record of its core and its display (every field
+    but the callables; the kind as its word)."""
+    out = {name: getattr(spec, name) for name in _CORE} | {name: getattr(spec.display, name) for name in _DISPLAY}
     out["comparison"] = spec.comparison.value
     return out
 
@@ -40,12 +43,12 @@ def _fixed(name: str) -> MetricSpec | None:
 
 def spec(recorded: Mapping[str, Any]) -> MetricSpec:
     """A recorded spec as a MetricSpec (fields a newer evalkit added are ignored)."""
-    known = {f.name for f in dataclasses.fields(MetricSpec)} - set(_CALLABLES)
-    fields = {k: v for k, v in recorded.items() if k in known}
-    fields["comparison"] = Comparison(fields["comparison"])
-    fixed = _fixed(fields["name"])
-    extra = {name: getattr(fixed, name) for name in _CALLABLES} if fixed is not None else {}
-    return MetricSpec(**fields, **extra)
+    fixed = _fixed(recorded["name"])
+    display = MetricDisplay(**{k: v for k, v in recorded.items() if k in _DISPLAY},
+                            text=fixed.display.text if fixed is not None else None)
+    core = {k: v for k, v in recorded.items() if k in _CORE}
+    core["comparison"] = Comparison(core["comparison"])
+    return MetricSpec(**core, display=display, noise_floor=fixed.noise_floor if fixed is not None else None)
 
 
 def with_evals(specs: Iterable[MetricSpec]) -> list[tuple[Eval, MetricSpec]]:

@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,9 +31,12 @@ from evalkit.evals.base import (
     Comparison,
     Eval,
     EvalContext,
+    EvalDisplay,
     EvalResult,
     EvalSettings,
+    MetricDisplay,
     MetricSpec,
+    Server,
     setup_fingerprint,
 )
 from evalkit.evals.detector import DetectorSettings, StreamingDetector, analyze_text, is_text_collapsed, split_text
@@ -122,12 +126,26 @@ def ids_request(settings: RepetitionSettings, wire: Wire) -> TokenIdsRequest | N
     return wire.token_ids
 
 
+@dataclass(frozen=True)
+class _Asking:
+    """How every prompt of one run is asked: the settings, the server, and how (if at all) the
+    stream carries token ids, decided once per run (`ids_request`)."""
+
+    settings: RepetitionSettings
+    server: Server
+    ids_via: TokenIdsRequest | None
+
+    @classmethod
+    def of(cls, settings: RepetitionSettings, server: Server) -> _Asking:
+        return cls(settings, server, ids_request(settings, server.wire))
+
+
 async def _stream(
-    client: httpx.AsyncClient, settings: RepetitionSettings, served_name: str, prompt: str,
-    ids_via: TokenIdsRequest | None,
+    client: httpx.AsyncClient, asking: _Asking, prompt: str
 ) -> AsyncIterator[tuple[str, list[int] | None, str | None]]:
     """Yield (text delta, its token ids if asked for, raw finish_reason) per choice of each SSE
     event of one generation; raise `StreamErrorEvent` on an error event."""
+    settings, ids_via = asking.settings, asking.ids_via
     if settings.endpoint == "completions":
         url = "/v1/completions"
         body: dict[str, Any] = {"prompt": prompt}
@@ -140,7 +158,7 @@ async def _stream(
             body |= {"logprobs": True, "return_tokens_as_token_ids": True}
     if ids_via == "return_token_ids":
         body["return_token_ids"] = True
-    body |= {"model": served_name, "max_tokens": settings.max_tokens, "temperature": 0, "stream": True}
+    body |= {"model": asking.server.served_name, "max_tokens": settings.max_tokens, "temperature": 0, "stream": True}
     async with client.stream("POST", url, json=body) as response:
         if response.status_code != 200:
             await response.aread()
@@ -166,9 +184,7 @@ async def _stream(
     raise StreamBroken("stream ended without [DONE]")
 
 
-async def _generate(
-    client: httpx.AsyncClient, settings: RepetitionSettings, served_name: str, item: Prompt, wire: Wire
-) -> dict[str, Any]:
+async def _generate(client: httpx.AsyncClient, asking: _Asking, item: Prompt) -> dict[str, Any]:
     """One prompt: stream, detect, maybe abort early.
 
     Transient failures (connection errors, 429/5xx, a stream cut before `[DONE]` or ended by an
@@ -183,7 +199,7 @@ async def _generate(
     in the engine's canonical terms (`wire.finish`); the sample keeps the raw one too.
     """
     stream_errors = 0
-    ids_via = ids_request(settings, wire)
+    settings, ids_via, wire = asking.settings, asking.ids_via, asking.server.wire
     for attempt in range(1, MAX_ATTEMPTS + 1):
         detector = StreamingDetector(settings.detector)
         pending: list[int] = []  # ids are fed in batches: one detector call per FEED_BATCH tokens
@@ -192,7 +208,7 @@ async def _generate(
         aborted = False
         source = "token_ids" if ids_via else "text_split"
         try:
-            async for text, ids, reason in _stream(client, settings, served_name, item.prompt, ids_via):
+            async for text, ids, reason in _stream(client, asking, item.prompt):
                 text_parts.append(text)
                 if ids_via and ids is None and text:
                     raise EvalError(f"repetition: prompt {item.id}: the server sent no token ids "
@@ -251,37 +267,36 @@ def select_prompts(prompts: Sequence[Prompt], only: Sequence[str] | None) -> lis
     return [by_id[pid] for pid in dict.fromkeys(only)]
 
 
-async def _run_all(
-    settings: RepetitionSettings, base_url: str, served_name: str, wire: Wire,
-    progress: Callable[[int, int], None] | None, only: Sequence[str] | None = None,
-) -> list[dict[str, Any]]:
+async def _run_all(asking: _Asking, progress: Callable[[int, int], None] | None,
+                   only: Sequence[str] | None) -> list[dict[str, Any]]:
+    settings = asking.settings
     prompt_set = load_prompt_set(settings.prompt_set)
     items = select_prompts(prompt_set.prompts[: settings.count], only)
-    async with pooled_client(base_url, settings.concurrency, settings.timeout) as client:
+    async with pooled_client(asking.server.base_url, settings.concurrency, settings.timeout) as client:
 
         async def one(item: Prompt) -> dict[str, Any]:
-            return await _generate(client, settings, served_name, item, wire)
+            return await _generate(client, asking, item)
 
         return await Bounded(one, settings.concurrency, len(items), progress).map(items)
 
 
 def run_repetition(
-    settings: RepetitionSettings, base_url: str, served_name: str, wire: Wire | None = None,
-    progress: Callable[[int, int], None] | None = None, only: Sequence[str] | None = None,
+    settings: RepetitionSettings, server: Server, progress: Callable[[int, int], None] | None = None,
+    only: Sequence[str] | None = None,
 ) -> EvalResult:
     """Generate the prompt set (or just the prompts `only` names) on a running server and judge
-    every sample; `wire` is the engine's dialect (default: OpenAI's finish reasons, no ids)."""
+    every sample, in the server's dialect (`server.wire`: its finish reasons, its token ids)."""
     prompt_set = load_prompt_set(settings.prompt_set)
-    wire = wire or Wire()
-    samples = asyncio.run(_run_all(settings, base_url, served_name, wire, progress, only))
+    asking = _Asking.of(settings, server)
+    samples = asyncio.run(_run_all(asking, progress, only))
     metrics = {
         **_counts(samples),
         "prompt_set": prompt_set.id,
         "prompt_set_version": prompt_set.version,
         "max_tokens": settings.max_tokens,
-        "token_source": "token_ids" if ids_request(settings, wire) else "text_split",
+        "token_source": "token_ids" if asking.ids_via else "text_split",
     }
-    metrics[SETUP_KEY] = setup_fingerprint(setup_fields(settings, prompt_set.version, ids_request(settings, wire) is not None))
+    metrics[SETUP_KEY] = setup_fingerprint(setup_fields(settings, prompt_set.version, asking.ids_via is not None))
     return EvalResult(metrics, samples)
 
 
@@ -363,26 +378,26 @@ def _k_of_n(flat: Mapping[str, Any]) -> str:
 
 
 class Repetition(Eval):
-    """Long generations judged by the repeated-token collapse detector."""
+    """Long generations judged by the repeated-token collapse detector; runs subsets (`Subsets`),
+    and a comparison names the new collapses (`ExtraDelta`)."""
 
     name = "repetition"
-    title = "long-generation collapse"
-    subsets = True
-    settings = RepetitionSettings
+    settings_model = RepetitionSettings
     metrics = (
-        MetricSpec("repetition.collapse_rate", "collapse rate", Comparison.COUNT, higher_is_better=False,
-                   count_metric="repetition.collapsed", n_metric="repetition.n", key="collapse",
-                   column="collapse rate (k/n)", text=_k_of_n, delta_label="collapse",
-                   pivot="Collapse rate (k/n) by configuration", details="events", event_field="collapsed",
-                   event_words="long generations collapsed"),
+        MetricSpec("repetition.collapse_rate", Comparison.COUNT,
+                   MetricDisplay("collapse rate", key="collapse", column="collapse rate (k/n)", text=_k_of_n,
+                                 delta_label="collapse", pivot="Collapse rate (k/n) by configuration",
+                                 details="events", event_words="long generations collapsed"),
+                   higher_is_better=False, count_metric="repetition.collapsed", n_metric="repetition.n",
+                   event_field="collapsed"),
     )
-    csv_fields = ("repetition.collapse_rate", "repetition.collapsed", "repetition.n", "repetition.collapse_rate_ci95")
+    display = EvalDisplay(title="long-generation collapse", csv_fields=(
+        "repetition.collapse_rate", "repetition.collapsed", "repetition.n", "repetition.collapse_rate_ci95"))
 
     def run(self, ctx: EvalContext, settings: RepetitionSettings) -> EvalResult:
         if ctx.limit is not None and ctx.only is None:
             settings = settings.model_copy(update={"count": min(settings.count or ctx.limit, ctx.limit)})
-        result = run_repetition(settings, ctx.base_url, ctx.served_name, ctx.wire,
-                                progress=lambda i, n: ctx.status("repetition", f"{i}/{n}"), only=ctx.only)
+        result = run_repetition(settings, ctx.server, ctx.progress, ctx.only)
         for name, earlier in ctx.earlier.items():  # free extra evidence: every answer generated so far
             if earlier.texts:
                 texts, reasons = zip(*earlier.texts)

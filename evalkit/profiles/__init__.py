@@ -10,8 +10,6 @@ its profile, so nothing outside this package checks a profile by name.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,6 +17,7 @@ from evalkit.config import EngineSettings
 from evalkit.errors import ConfigError
 from evalkit.profiles.isolation import Isolation
 from evalkit.profiles.ran import LogReader
+from evalkit.user_code import load
 from evalkit.wire import OPENAI_FINISH_REASONS, FinishMap, TokenIdsRequest, Wire
 
 PROFILES: dict[str, str] = {
@@ -165,40 +164,4 @@ def get_profile(name: str) -> Profile:
 
 def _load(spec: str) -> Profile:
     """Import `module.path:ATTR` and take ATTR: a `Profile`, or a zero-argument callable returning one."""
-    module_name, _, attr = spec.partition(":")
-    where = f"engine.profile: {spec!r}"
-    if not module_name or not attr:
-        raise ConfigError(f"{where}: expected a built-in name or module.path:ATTR")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as error:  # user code: any failure to import is bad input, said in one line
-        raise ConfigError(f"{where}: cannot import {module_name!r}: {_one_line(error)}") from error
-    try:
-        value = getattr(module, attr)
-    except AttributeError as error:
-        raise ConfigError(f"{where}: module {module_name!r} has no attribute {attr!r}") from error
-    if isinstance(value, Profile):
-        return value
-    if not (callable(value) and _takes_no_arguments(value)):
-        raise ConfigError(f"{where}: {attr} is a {type(value).__name__}, not a Profile "
-                          "or a zero-argument callable returning one")
-    try:
-        made = value()
-    except Exception as error:  # user code, as above
-        raise ConfigError(f"{where}: {attr}() failed: {_one_line(error)}") from error
-    if not isinstance(made, Profile):
-        raise ConfigError(f"{where}: {attr}() returned a {type(made).__name__}, not a Profile")
-    return made
-
-
-def _takes_no_arguments(value: Callable[..., object]) -> bool:
-    try:
-        inspect.signature(value).bind()
-    except (TypeError, ValueError):  # ValueError: no signature can be read (some builtins)
-        return False
-    return True
-
-
-def _one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+    return load(spec, "engine.profile", Profile, expected="a built-in name or module.path:ATTR")

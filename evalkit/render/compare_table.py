@@ -26,18 +26,18 @@ def delta_specs(specs: list[MetricSpec]) -> list[MetricSpec]:
     out = []
     for _, group in itertools.groupby(specs, key=lambda spec: registry.eval_of(spec.name)):
         compared = [spec for spec in group if spec.comparison is not Comparison.NONE]
-        out += [s for s in compared if s.delta_label] + [s for s in compared if s.column and not s.delta_label]
+        out += [s for s in compared if s.display.delta_label] + [s for s in compared if s.display.column and not s.display.delta_label]
     return out
 
 
 def flip_specs(specs: list[MetricSpec]) -> list[MetricSpec]:
     """The paired metrics whose flipped questions a comparison lists (details "flips")."""
-    return [spec for spec in specs if spec.details == "flips" and spec.comparison is Comparison.PAIRED]
+    return [spec for spec in specs if spec.display.details == "flips" and spec.comparison is Comparison.PAIRED]
 
 
 def flips_suffix(spec: MetricSpec, specs: list[MetricSpec]) -> str:
     """` (<label>)` after the flips' headers when several metrics list flips; else nothing."""
-    return f" ({spec.label})" if len(flip_specs(specs)) > 1 else ""
+    return f" ({spec.display.label})" if len(flip_specs(specs)) > 1 else ""
 
 
 def _cell(row: dict[str, Any]) -> str:
@@ -84,12 +84,12 @@ def compare_columns(specs: list[MetricSpec]) -> list[Column]:
     out = [Column("cell", "cell", _cell)]
     for spec in delta_specs(specs):
         if spec.comparison is Comparison.PAIRWISE:
-            out.append(Column(f"{spec.short}_delta", f"{spec.delta_label or spec.short} B vs A", _delta(spec)))
+            out.append(Column(f"{spec.short}_delta", f"{spec.display.delta_label or spec.short} B vs A", _delta(spec)))
             continue
-        if spec.delta_label:
-            out += [Column(f"{spec.short}_a", f"{spec.delta_label} A", _side(spec, "a")),
-                    Column(f"{spec.short}_b", f"{spec.delta_label} B", _side(spec, "b"))]
-        out.append(Column(f"{spec.short}_delta", f"Δ {spec.delta_label or spec.short} B − A", _delta(spec)))
+        if spec.display.delta_label:
+            out += [Column(f"{spec.short}_a", f"{spec.display.delta_label} A", _side(spec, "a")),
+                    Column(f"{spec.short}_b", f"{spec.display.delta_label} B", _side(spec, "b"))]
+        out.append(Column(f"{spec.short}_delta", f"Δ {spec.display.delta_label or spec.short} B − A", _delta(spec)))
     for spec in flip_specs(specs):
         out += [Column(f"{spec.short}_paired", "paired n" + flips_suffix(spec, specs), _paired(spec)),
                 Column(f"{spec.short}_flips", "flipped →wrong / →right" + flips_suffix(spec, specs), _flips(spec))]

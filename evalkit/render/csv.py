@@ -41,7 +41,7 @@ def _per_cell(share: Share) -> list[str]:
 
 def _flat_fields(shares: list[Share]) -> list[str]:
     """Each eval's compared per-cell metrics, then the rest of its CSV columns."""
-    return list(dict.fromkeys(name for share in shares for name in [*_per_cell(share), *share[0].csv_columns(share[1])]))
+    return list(dict.fromkeys(name for share in shares for name in [*_per_cell(share), *share[0].display.csv(share[1])]))
 
 
 def _flat_columns(metrics: dict[str, Any], fields: list[str]) -> dict[str, Any]:
@@ -115,7 +115,7 @@ def check_columns(row: dict[str, Any]) -> dict[str, Any]:
 def _sample_count(share: Share) -> list[str]:
     """`<eval>.n`, the number of questions or samples every eval's flat metrics carry, if its CSV has it."""
     ev, specs = share
-    return [f"{ev.name}.n"] if f"{ev.name}.n" in ev.csv_columns(specs) else []
+    return [f"{ev.name}.n"] if f"{ev.name}.n" in ev.display.csv(specs) else []
 
 
 def comparison_records(result: dict[str, Any]) -> list[dict[str, Any]]:

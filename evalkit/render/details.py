@@ -8,6 +8,8 @@ and only the rows it shows, streamed:
   the twin, from the eval's samples file of the cell and of its reference;
 * for a metric with details "events": the samples whose `event_field` is true (e.g. the collapsed
   generations), from the eval's samples file of each cell where the event happened;
+* for a metric with details "parted": the same rows, each holding identical requests' texts and
+  where they part (the consistency eval's disagreeing prompts);
 * for a metric with details "worst" (PAIRWISE): nothing is read, the places its eval found worst
   are in the summary already, a few short texts per comparison (`cell_worst`).
 
@@ -36,7 +38,7 @@ class Details:
     samples: dict[str, dict[str, dict[str, dict[str, Any]]]] = field(default_factory=dict)
     """eval name -> cell id -> sample id -> that cell's row, for flipped questions only."""
     events: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
-    """metric name -> cell id -> the samples where its event happened."""
+    """metric name -> cell id -> the samples where its event happened (details "events" and "parted")."""
     engines: dict[str, dict[str, Any]] = field(default_factory=dict)
     """cell id -> how its engine ran: `launch` (argv and env as cell.json stores them, secrets
     redacted), `effective_mode`, and `log_tail` (the error's, else the end of engine.log, whose
@@ -78,7 +80,7 @@ class Worst:
     value: float | None
     """The metric between the two (None: refused)."""
     places: list[dict[str, Any]]
-    """`Eval.pairwise`'s ``worst``: id, at, value, and the text before, at and after the place."""
+    """`Pairwise.pairwise`'s ``worst``: id, at, value, and the text before, at and after the place."""
     refused: str | None = None
 
 
@@ -109,6 +111,20 @@ def event_facts(sample: dict[str, Any]) -> list[str]:
             f"{sm.get('n_tokens')} tokens", f"finish {sm.get('finish_reason')}"]
 
 
+def parted_facts(sample: dict[str, Any]) -> str:
+    """One disagreeing prompt of the consistency eval in words, for every report format: how many
+    distinct texts its identical requests gave, where they part, and when each was sent."""
+    sent = ", ".join(f"#{place + 1}" for place in sample.get("sent") or [])
+    return (f"{sample.get('copies')} identical requests, {sample.get('variants')} different texts, parting at token "
+            f"{sample.get('diverge_at_token')} (character {sample.get('diverge_at_char')}); sent as requests {sent}")
+
+
+def parted_copies(variant: dict[str, Any]) -> str:
+    """Which copies gave one continuation ("copies 1, 3"), numbered from 1 as `parted_facts` numbers them."""
+    copies = variant.get("copies") or []
+    return f"{'copy' if len(copies) == 1 else 'copies'} {', '.join(str(c + 1) for c in copies)}"
+
+
 def _read(path: Path, keep: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
     return [row for row in read_jsonl(path) if keep(row)] if path.is_file() else []
 
@@ -121,11 +137,11 @@ def load_details(run_path: Path, summary: dict[str, Any]) -> Details:
     wanted: dict[tuple[str, str, str], set[str]] = {}  # (eval, samples file, cell) -> ids: one read per file
     for ev, spec in with_evals(specs_of(summary)):
         for cell in summary["cells"]:
-            if spec.details == "flips" and (ids := flipped_to_wrong(cell, spec.name)):
+            if spec.display.details == "flips" and (ids := flipped_to_wrong(cell, spec.name)):
                 refs = {(cell.get(against) or {}).get("reference") for against, _ in AGAINST}
                 for cell_id in {cell["id"], *refs} - {None}:
                     wanted.setdefault((ev.name, ev.samples_file, cell_id), set()).update(ids)
-            elif (spec.details == "events" and spec.event_field and spec.count_metric
+            elif (spec.display.details in ("events", "parted") and spec.event_field and spec.count_metric
                   and cell["metrics"].get(spec.count_metric)):
                 event = spec.event_field
                 details.events.setdefault(spec.name, {})[cell["id"]] = _read(

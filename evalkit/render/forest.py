@@ -140,7 +140,7 @@ def _figure(summary: Mapping[str, Any]) -> Any:
         for label, r in zip(ax.get_yticklabels(), panel.rows):
             label.set_color(_COLOURS.get(r.outcome, "black") if r.outcome in ("FAIL", "INCONCLUSIVE") else "black")
         ax.set_ylim(-0.7, len(panel.rows) - 0.3)
-        ax.set_xlabel(f"Δ {panel.spec.label}, points (95% interval)", fontsize=9)
+        ax.set_xlabel(f"Δ {panel.spec.display.label}, points (95% interval)", fontsize=9)
         ax.grid(True, axis="x", alpha=0.3)
     fig.suptitle(f"evalkit {summary.get('run_id', '')}: differences from the baseline (o) and the twin (■); "
                  "dashed: threshold margins", fontsize=10)

@@ -99,7 +99,7 @@ def verdict_line(summary: dict[str, Any]) -> tuple[bool, str]:
 
 def eval_title(ev: Eval) -> str:
     """How a legend names an eval: its `title` ("GSM8K"), else its name."""
-    return ev.title or ev.name
+    return ev.display.title or ev.name
 
 
 def tests_used(specs: Iterable[MetricSpec], fisher: str) -> str:
@@ -112,7 +112,7 @@ def tests_used(specs: Iterable[MetricSpec], fisher: str) -> str:
         if spec.comparison is Comparison.PAIRED and ev is not None:
             part = f"McNemar exact ({eval_title(ev)})"
         elif spec.comparison is Comparison.COUNT:
-            part = fisher.format(spec.delta_label or spec.short)
+            part = fisher.format(spec.display.delta_label or spec.short)
         else:
             continue  # continuous: a difference without a test
         if part not in parts:
@@ -130,10 +130,10 @@ def legend(summary: dict[str, Any]) -> str:
         parts.append(f"twin = the same cell with {ab['axis']}={ab['on']}")
     parts.append("Δ = this cell − its reference, in points")
     specs = specs_of(summary)
-    between = [s.delta_label for s in specs if s.delta_label and s.comparison is Comparison.PAIRWISE]
+    between = [s.display.delta_label for s in specs if s.display.delta_label and s.comparison is Comparison.PAIRWISE]
     if between:
         parts.append(f"{', '.join(between)}: measured between the cell's and its reference's outputs")
-    tests = tests_used((s for s in specs if s.delta_label), "one-sided Fisher exact ({} rise)")
+    tests = tests_used((s for s in specs if s.display.delta_label), "one-sided Fisher exact ({} rise)")
     if tests:
         parts.append(f"p: {tests}")
     return "; ".join(parts) + "."

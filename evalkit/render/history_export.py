@@ -49,7 +49,7 @@ def benchmark_json(points: Sequence[Point], bigger: bool, specs: list[MetricSpec
                 continue
             entries.append({
                 "name": f"{point.cell_id} {name}",
-                "unit": _SHARE_UNIT.get(spec.comparison, spec.label),
+                "unit": _SHARE_UNIT.get(spec.comparison, spec.display.label),
                 "value": value,
                 "extra": f"run {point.run_id}\nstatus {point.status}\nengine source {point.source_sha or 'installed'}"
                          f"\nstarted {point.started_at or '?'}",

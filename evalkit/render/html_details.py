@@ -4,10 +4,12 @@ Each holds the cell's status and error, engine source and SHA, timings, then per
 for details (MetricSpec.details), in the summary's order (`specs_of`):
 
 * "flips": the questions that flipped against the baseline and the twin (ids, searchable), and
-  for those that went wrong the eval's account of both sides (`Eval.describe_sample`): the
+  for those that went wrong the eval's account of both sides (`EvalDisplay.describe_sample`): the
   extracted answers, the target and this cell's response;
 * "events": a few of the samples where the event happened (the collapsed generations) with the
   detector's evidence, the excerpt's onset wrapped in `<mark>`;
+* "parted": a few prompts whose identical requests disagreed, the text they share before they
+  part and each copy's continuation in `<mark>`;
 * "worst": per reference, the places a PAIRWISE metric was largest, the token in `<mark>` in
   the text around it, or why the eval refused to compare.
 
@@ -24,7 +26,7 @@ from evalkit.clean import clean, clean_block
 from evalkit.evals.base import Eval, MetricSpec
 from evalkit.evals.recorded import specs_of, with_evals
 from evalkit.redact import strip_userinfo
-from evalkit.render.details import Details, cell_flips, cell_worst, event_facts
+from evalkit.render.details import Details, cell_flips, cell_worst, event_facts, parted_copies, parted_facts
 from evalkit.render.engine_log import checks_text, ran_text
 from evalkit.render.gpus import cell_rows
 from evalkit.render.text import truncate
@@ -105,8 +107,8 @@ def _flip_example(ev: Eval, qid: str, cell_id: str, ref_id: str, answers: dict[s
     if mine is None:
         return ""
     theirs = answers.get(ref_id, {}).get(qid)
-    here = ev.describe_sample(mine)
-    there = ev.describe_sample(theirs)["answer"] if theirs is not None else "?"
+    here = ev.display.describe_sample(mine)
+    there = ev.display.describe_sample(theirs)["answer"] if theirs is not None else "?"
     return (f'<div class="flip" data-qid="{esc(qid)}"><p><b>{esc(qid)}</b>: target <code>{esc(here["target"] or "", 80)}'
             f"</code>; this cell extracted <code>{esc(here['answer'])}</code>, {esc(ref_id)} <code>{esc(there)}</code> "
             f"(finish {esc(here['finish'] or '?')})</p><pre>{esc_block(here['text'] or '')}</pre></div>")
@@ -117,7 +119,7 @@ def _flips(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details) -
     parts = []
     for f in cell_flips(cell, spec.name):
         examples = "".join(_flip_example(ev, q, cell["id"], f.reference, answers) for q in f.wrong[:MAX_FLIP_EXAMPLES])
-        parts.append(f'<div class="flips" data-against="{esc(f.word)}"><h4>{esc(spec.label)} vs {esc(f.word)} '
+        parts.append(f'<div class="flips" data-against="{esc(f.word)}"><h4>{esc(spec.display.label)} vs {esc(f.word)} '
                      f"{esc(f.reference)}</h4><p>Right there, wrong here ({len(f.wrong)}):</p>{_id_items(f.wrong)}"
                      f"<p>Wrong there, right here ({len(f.right)}):</p>{_id_items(f.right)}{examples}</div>")
     return "".join(parts)
@@ -136,16 +138,27 @@ def _evidence(sample: dict[str, Any]) -> str:
     return "".join(out) + "</div>"
 
 
+def _parted(sample: dict[str, Any]) -> str:
+    """One disagreeing prompt: the facts, then per distinct text the shared end and, marked, its continuation."""
+    parted = sample.get("parted") or {}
+    variants = "".join(f"<p>{esc(parted_copies(v))}:</p><pre>…{esc_block(parted.get('before', ''))}"
+                       f'<mark class="onset">{esc_block(v.get("text", ""))}</mark>…</pre>'
+                       for v in parted.get("after") or [])
+    return (f'<div class="event"><p><b>{esc(sample.get("id", "?"))}</b> ({esc(sample.get("kind") or "-")}): '
+            f"{esc(parted_facts(sample))}</p>{variants}</div>")
+
+
 def _events(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, run_id: str) -> str:
     samples = details.events.get(spec.name, {}).get(cell["id"]) or []
     m = cell["metrics"]
     if not samples and not m.get(spec.count_metric or ""):
         return ""
-    words = spec.event_words or f"samples {spec.event_field}"
+    words = spec.display.event_words or f"samples {spec.event_field}"
     rest = len(samples) - MAX_EVENT_SAMPLES
     where = f"{run_id}/{cell['id']}/{ev.samples_file}"
+    show = _parted if spec.display.details == "parted" else _evidence
     return (f'<div class="events"><h4>{esc(m.get(spec.count_metric or ""))} of {esc(m.get(spec.n_metric or ""))} '
-            f"{esc(words)}</h4>{''.join(_evidence(s) for s in samples[:MAX_EVENT_SAMPLES])}"
+            f"{esc(words)}</h4>{''.join(show(s) for s in samples[:MAX_EVENT_SAMPLES])}"
             f"<p>{'And ' + str(rest) + ' more; all' if rest > 0 else 'All'} samples: <code>{esc(where)}</code> "
             "in the results folder.</p></div>")
 
@@ -161,7 +174,7 @@ def _place(place: dict[str, Any]) -> str:
 def _worst(spec: MetricSpec, cell: dict[str, Any]) -> str:
     parts = []
     for w in cell_worst(cell, spec.name):
-        head = f"{esc(spec.label)} vs {esc(w.word)} {esc(w.reference)}"
+        head = f"{esc(spec.display.label)} vs {esc(w.word)} {esc(w.reference)}"
         if w.refused:
             parts.append(f'<div class="worst"><h4>{head}: not compared</h4><p>{esc(w.refused)}</p></div>')
             continue
@@ -217,11 +230,11 @@ def cell_sections(summary: dict[str, Any], details: Details, attrs: dict[str, st
     for cell in summary["cells"]:
         blocks = []
         for ev, spec in with_evals(specs_of(summary)):
-            if spec.details == "flips":
+            if spec.display.details == "flips":
                 blocks.append(_flips(spec, ev, cell, details))
-            elif spec.details == "events":
+            elif spec.display.details in ("events", "parted"):
                 blocks.append(_events(spec, ev, cell, details, summary["run_id"]))
-            elif spec.details == "worst":
+            elif spec.display.details == "worst":
                 blocks.append(_worst(spec, cell))
         failed = any(f["action"] == "fail" for f in cell.get("flags", []))
         flagged = ' <span class="mark">✗</span>' if failed else ""

@@ -3,10 +3,12 @@
 One section per metric that asks for details (MetricSpec.details), in the summary's order (`specs_of`):
 
 * "flips": per cell, the questions that flipped against the baseline and the twin, and a few
-  that went wrong with the eval's own account of them (`Eval.describe_sample`);
+  that went wrong with the eval's own account of them (`EvalDisplay.describe_sample`);
 * "events": per cell where the event happened, a few of those samples with the detector's
   evidence (kind: loop, stutter or soup, signals, period, onset, where it fired, excerpt, repeated
   unit, end of the text);
+* "parted": per cell where identical requests disagreed, a few prompts with the text the copies
+  share before they part and each copy's continuation (between ⟦ ⟧);
 * "worst": per cell and reference, the places a PAIRWISE metric was largest, with the text
   around each (the token itself between ⟦ ⟧), or why the eval refused to compare.
 
@@ -21,7 +23,7 @@ from typing import Any
 from evalkit.clean import clean
 from evalkit.evals.base import Eval, MetricSpec
 from evalkit.evals.recorded import specs_of, with_evals
-from evalkit.render.details import Details, cell_flips, cell_worst, event_facts
+from evalkit.render.details import Details, cell_flips, cell_worst, event_facts, parted_copies, parted_facts
 from evalkit.render.text import html_pre, html_text, md_cell, md_code, truncate
 
 MAX_IDS_LISTED = 40
@@ -55,8 +57,8 @@ def _flip_example(ev: Eval, qid: str, cell_id: str, ref_id: str, answers: dict[s
     if mine is None:
         return []
     theirs = answers.get(ref_id, {}).get(qid)
-    here = ev.describe_sample(mine)
-    there = ev.describe_sample(theirs)["answer"] if theirs is not None else "?"
+    here = ev.display.describe_sample(mine)
+    there = ev.display.describe_sample(theirs)["answer"] if theirs is not None else "?"
     facts = (f"{md_cell(qid)}: target {md_code(truncate(clean(here['target'] or ''), 40))}; "
              f"this cell extracted {md_code(here['answer'])}, {md_cell(ref_id)} {md_code(there)} "
              f"(finish {md_cell(here['finish'] or '?')})")
@@ -102,18 +104,30 @@ def _evidence(sample: dict[str, Any]) -> list[str]:
     return block
 
 
+def _parted(sample: dict[str, Any]) -> list[str]:
+    """One disagreeing prompt: the facts, then per distinct text the shared end and its continuation."""
+    parted = sample.get("parted") or {}
+    block = [f"**{md_cell(sample.get('id', '?'))}** ({md_cell(sample.get('kind') or '-')}): "
+             + md_cell(parted_facts(sample)), ""]
+    for variant in parted.get("after") or []:
+        block += [f"{parted_copies(variant)}:", "",
+                  html_pre(f"…{parted.get('before', '')}⟦{variant.get('text', '')}⟧…"), ""]
+    return block
+
+
 def _events(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, budget: _Budget,
             run_id: str) -> list[str]:
-    """One <details> block for a cell where `spec`'s event happened: a few samples' evidence."""
+    """One <details> block for a cell where `spec`'s event happened: a few samples' evidence
+    (the detector's, or for "parted" where identical requests part)."""
     samples = details.events.get(spec.name, {}).get(cell["id"]) or []
     m = cell["metrics"]
     if not samples and not m.get(spec.count_metric or ""):
         return []
-    words = spec.event_words or f"samples {spec.event_field}"
+    words = spec.display.event_words or f"samples {spec.event_field}"
     line = f"{cell['id']}: {m.get(spec.count_metric or '')} of {m.get(spec.n_metric or '')} {words}"
     parts = [f"<details><summary>{html_text(line)}</summary>", ""]
     for sample in samples[:MAX_EXAMPLES]:
-        block = _evidence(sample)
+        block = _parted(sample) if spec.display.details == "parted" else _evidence(sample)
         if budget.take("\n".join(block)):
             parts += block
     rest = len(samples) - MAX_EXAMPLES
@@ -128,10 +142,10 @@ def _worst(spec: MetricSpec, cell: dict[str, Any], budget: _Budget) -> list[str]
     out = []
     for w in cell_worst(cell, spec.name):
         if w.refused:
-            out += [f"- {md_cell(cell['id'])}: {md_cell(spec.label)} vs {w.word} {md_cell(w.reference)} not compared: "
+            out += [f"- {md_cell(cell['id'])}: {md_cell(spec.display.label)} vs {w.word} {md_cell(w.reference)} not compared: "
                     f"{md_cell(w.refused)}", ""]
             continue
-        line = f"{cell['id']}: {spec.label} vs {w.word} {w.reference} {w.value:.3g}, worst places"
+        line = f"{cell['id']}: {spec.display.label} vs {w.word} {w.reference} {w.value:.3g}, worst places"
         parts = [f"<details><summary>{html_text(line)}</summary>", ""]
         for place in w.places[:MAX_EXAMPLES]:
             block = [f"{md_cell(place.get('id', '?'))} token {place.get('at')}: {place.get('value', 0):.3g}", "",
@@ -147,19 +161,19 @@ def _capitalized(text: str) -> str:
 
 
 def details_sections(summary: dict[str, Any], details: Details) -> list[str]:
-    """`#### Flipped questions (<label>)`, `#### <Delta label> evidence` and `#### <Label>: worst
-    places` sections, with their blocks."""
+    """`#### Flipped questions (<label>)`, `#### <Delta label> evidence` (events, parted) and
+    `#### <Label>: worst places` sections, with their blocks."""
     budget = _Budget(MAX_DETAILS_CHARS)
     cells, out = summary["cells"], []
     for ev, spec in with_evals(specs_of(summary)):
-        if spec.details == "flips":
-            heading = f"Flipped questions ({spec.label})"
+        if spec.display.details == "flips":
+            heading = f"Flipped questions ({spec.display.label})"
             blocks = [line for cell in cells for line in _flips(spec, ev, cell, details, budget)]
-        elif spec.details == "events":
-            heading = f"{_capitalized(spec.delta_label or spec.label)} evidence"
+        elif spec.display.details in ("events", "parted"):
+            heading = f"{_capitalized(spec.display.delta_label or spec.display.label)} evidence"
             blocks = [line for cell in cells for line in _events(spec, ev, cell, details, budget, summary["run_id"])]
-        elif spec.details == "worst":
-            heading = f"{_capitalized(spec.label)}: worst places"
+        elif spec.display.details == "worst":
+            heading = f"{_capitalized(spec.display.label)}: worst places"
             blocks = [line for cell in cells for line in _worst(spec, cell, budget)]
         else:
             continue

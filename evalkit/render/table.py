@@ -56,7 +56,7 @@ def spec_delta(spec: MetricSpec, delta: dict[str, Any] | None) -> str:
 
 def delta_header(spec: MetricSpec, word: str) -> str:
     """`Δ flexible vs baseline`, or `KL p99 vs baseline` for a value between two cells (PAIRWISE)."""
-    return f"{'' if spec.comparison is Comparison.PAIRWISE else 'Δ '}{spec.delta_label} vs {word}"
+    return f"{'' if spec.comparison is Comparison.PAIRWISE else 'Δ '}{spec.display.delta_label} vs {word}"
 
 
 def _delta(spec: MetricSpec, against: str) -> Callable[[dict[str, Any]], str]:
@@ -67,9 +67,9 @@ def columns(specs: list[MetricSpec]) -> list[Column]:
     """cell, status, a value column per metric with `column`, then `Δ <delta_label> vs baseline`
     and `vs twin` per metric with `delta_label`; metrics in the summary's order (`specs_of`)."""
     out = [Column("cell", "cell", lambda cell: cell["id"]), Column("status", "status", _status)]
-    out += [Column(spec.short, spec.column, _value(spec)) for spec in specs if spec.column]
+    out += [Column(spec.short, spec.display.column, _value(spec)) for spec in specs if spec.display.column]
     for spec in specs:
-        if spec.delta_label:
+        if spec.display.delta_label:
             out += [Column(f"{spec.short}_{against}", delta_header(spec, word), _delta(spec, against))
                     for against, word in AGAINST]
     return out
@@ -154,7 +154,7 @@ def pivot(summary: dict[str, Any], spec: MetricSpec) -> Pivot | None:
             mark.append(_mark(off, spec.name, ("max_drop_ab", "max_rise_ab")) if off else "")
         rows_out.append([" · ".join(key), *line])
         marks.append(["", *mark])
-    return Pivot(spec.pivot or spec.label, " · ".join(row_axes), headers, rows_out, marks)
+    return Pivot(spec.display.pivot or spec.display.label, " · ".join(row_axes), headers, rows_out, marks)
 
 
 def _mark(cell: dict[str, Any], metric: str, checks: tuple[str, ...]) -> str:
@@ -168,6 +168,6 @@ def pivots(summary: dict[str, Any]) -> list[Pivot]:
     out = []
     for spec in specs_of(summary):
         measured = any(cell["metrics"].get(spec.name) is not None for cell in summary["cells"])
-        if spec.pivot and measured and (p := pivot(summary, spec)) is not None:
+        if spec.display.pivot and measured and (p := pivot(summary, spec)) is not None:
             out.append(p)
     return out

@@ -4,7 +4,7 @@ The history (`evalkit.store.history`) stores every numeric flat metric of every 
 decides what a reader sees, from each metric's `MetricSpec`, so a new eval needs no edit here:
 
 * value columns: every metric with a report `column`, in eval order, headed by its short key
-  (`spec.key`: ``strict``, ``flexible``, ``collapse``), three decimals;
+  (`spec.display.key`: ``strict``, ``flexible``, ``collapse``), three decimals;
 * the headline: the first of those with a `delta_label` (GSM8K flexible). It alone gets a change
   column right after its value, ``Δ <delta_label>``: the change since the cell's previous run that
   measured it, in points for a share (PAIRED, COUNT), else the plain difference. One Δ column keeps
@@ -53,7 +53,7 @@ class Layout:
         for spec in self.values:
             out.append(spec.short)
             if spec is self.headline:
-                out.append(f"Δ {spec.delta_label}")
+                out.append(f"Δ {spec.display.delta_label}")
         return out + (["n"] if self.n_metric else [])
 
     def texts(self, point: Point, change: str) -> list[str]:
@@ -71,8 +71,8 @@ def layout(points: list[Point] | None = None, specs: list[MetricSpec] | None = N
     history command passes those its runs' stored cells report); given the points, only the
     headline and the metrics some point measured (as pivots: engine figures of a history that
     never scraped an engine would be columns of dashes)."""
-    values = tuple(spec for spec in (registry.metrics() if specs is None else specs) if spec.column)
-    headline = next((spec for spec in values if spec.delta_label), None)
+    values = tuple(spec for spec in (registry.metrics() if specs is None else specs) if spec.display.column)
+    headline = next((spec for spec in values if spec.display.delta_label), None)
     if points is not None:
         values = tuple(s for s in values if s is headline or any(s.name in p.metrics for p in points))
     ev = registry.eval_of(headline.name) if headline else None
@@ -81,13 +81,13 @@ def layout(points: list[Point] | None = None, specs: list[MetricSpec] | None = N
 
 def panels(points: list[Point], specs: list[MetricSpec] | None = None) -> list[MetricSpec]:
     """The plot's panels for these points (rule in the module docstring; `specs` as `layout`'s)."""
-    pivots = [spec for spec in (registry.metrics() if specs is None else specs) if spec.pivot]
+    pivots = [spec for spec in (registry.metrics() if specs is None else specs) if spec.display.pivot]
     shown = [spec for spec in pivots if any(spec.name in p.metrics for p in points)]
     return shown or pivots[:1]
 
 
 def panel_label(spec: MetricSpec) -> str:
-    return spec.label + (" accuracy" if spec.comparison is Comparison.PAIRED else "")
+    return spec.display.label + (" accuracy" if spec.comparison is Comparison.PAIRED else "")
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from evalkit.cells import Cell, baseline_cell, expand, select
 from evalkit.config import MatrixConfig, resolve_config
 from evalkit.errors import EXIT_INTERRUPTED, ConfigError, Interrupted
+from evalkit.evals import registry
 from evalkit.run import gpus
 from evalkit.run.cell import CellJob, run_cell
 from evalkit.run.external import choose_served_name, normalise_base_url, served_models
@@ -92,11 +93,16 @@ def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> Matr
     Raises ConfigError, SourceError, LockHeld (GpusBusy: other processes use the GPUs) or EvalError
     for bad input, before anything is created. `progress` hears every cell's states (default: nothing is shown); the caller closes it.
     """
+    config, config_path, request = _resolve(request)
+    with registry.using(config.evals):  # an eval the config names (evals.plugins) is known until the report is written
+        return _run(config, config_path, request, progress or Silent())
+
+
+def _run(config: MatrixConfig, config_path: Path, request: MatrixRequest, progress: Progress) -> MatrixOutcome:
     from evalkit.store import history
     from evalkit.verdicts import flat_metrics
 
-    config, config_path, request = _resolve(request)
-    config, request = _external_server(config, request, progress or Silent())
+    config, request = _external_server(config, request, progress)
     config, cells = _plan(config, request)
     options = RunOptions(
         results_dir=request.results_dir, cache_dir=request.cache_dir,
@@ -105,7 +111,7 @@ def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> Matr
         max_parallel=request.max_parallel or (config.devices.count if config.devices else 1),
         resume=request.resume is not None, only=list(request.only), executor=request.executor or config.executor.kind,
     )
-    prepared = prepare(config, config_path, cells, options, progress or Silent())
+    prepared = prepare(config, config_path, cells, options, progress)
     history_path = request.history_db or history.default_db_path(options.results_dir)
     on_cell_done = (history.cell_recorder(history_path, options.results_dir, options.run_id, flat_metrics)
                     if request.history else None)
@@ -179,9 +185,10 @@ def _write_verdict(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
     """summary.json and table.md from what the run stored; the summary."""
     from evalkit.verdicts import summarize
 
-    summary = summarize(run_path, config)
-    write_json(run_path / "summary.json", summary)
-    atomic_write_text(run_path / "table.md", _markdown(run_path, summary))
+    with registry.using(config.evals):
+        summary = summarize(run_path, config)
+        write_json(run_path / "summary.json", summary)
+        atomic_write_text(run_path / "table.md", _markdown(run_path, summary))
     return summary
 
 

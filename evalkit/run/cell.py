@@ -29,7 +29,7 @@ from evalkit.engine.setup import ensure_built, setup_plan
 from evalkit.engine.sources import ResolvedSource
 from evalkit.errors import EngineError, EvalError, PortInUse, SetupFailed, TreeNotProven
 from evalkit.evals import registry
-from evalkit.evals.base import EvalContext, EvalResult
+from evalkit.evals.base import Eval, EvalContext, EvalProgress, EvalResult, Server
 from evalkit.evals.engine_figures import scraping_enabled
 from evalkit.profiles import get_profile
 from evalkit.redact import scrub, scrub_file, secret_values
@@ -49,7 +49,6 @@ from evalkit.run.records import (
     now,
 )
 from evalkit.store import RunStore, write_jsonl
-from evalkit.wire import Wire
 
 PORT_ATTEMPTS = 3
 """Ports tried per cell when another process takes the chosen one first (`PortInUse`)."""
@@ -84,6 +83,13 @@ class CellJob:
 
     def update(self, state: str, detail: str = "") -> None:
         self.progress.update(self.cell.id, state, detail)
+
+    def eval_context(self, server: Server, ev: Eval, only: tuple[str, ...] | None = None,
+                     earlier: dict[str, EvalResult] | None = None) -> EvalContext:
+        """What `ev` runs with on this cell's `server`: the one place its progress is bound to
+        the cell's line of the live view, and `--limit` handed over."""
+        return EvalContext(server, self.cell_dir, self.store.path, limit=self.limit,
+                           progress=EvalProgress(self.update, ev.name), earlier=earlier or {}, only=only)
 
 
 @dataclass
@@ -120,8 +126,8 @@ class CellControl:
             self._timer.cancel()
 
 
-EvalsBody = Callable[["CellJob", str, CellRecord, Wire], None]
-"""What runs against the ready server: (job, base_url, record, the engine's wire dialect); it fills
+EvalsBody = Callable[["CellJob", Server, CellRecord], None]
+"""What runs against the ready server: (job, the server, record); it fills
 the record's metrics and timings and writes the samples. `_run_evals` for a matrix cell; a bisect step runs its
 batches (evalkit/bisect/step.py) through the same lifecycle."""
 
@@ -146,7 +152,8 @@ def run_cell(job: CellJob, control: CellControl, body: EvalsBody | None = None) 
             record.launch = {"base_url": job.base_url, "note": EXTERNAL_NOTE}
             check_version(job.base_url, get_profile(job.config.engine.profile), job.source, record, job.cell.id,
                           job.progress)
-            body(job, job.base_url, record, get_profile(job.config.engine.profile).wire(token_ids=False))
+            wire = get_profile(job.config.engine.profile).wire(token_ids=False)
+            body(job, Server(job.base_url, job.config.served, wire), record)
         else:
             _build_source(job, record, control)
             _run_with_engine(job, record, control, body)
@@ -224,7 +231,7 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
                 job.update("ready", f"in {ready.warmup_s:.1f} s")
                 try:
                     with gpus.sampling():
-                        body(job, launch.base_url, record, launch.profile.wire())
+                        body(job, Server(launch.base_url, job.config.served, launch.profile.wire()), record)
                 except EvalError as e:
                     engine.check_alive()  # an engine that died or hung mid-eval is the real reason
                     e.log_tail = engine.log_tail()
@@ -292,21 +299,19 @@ def _read_engine_log(job: CellJob, launch: CellLaunch, log: str, engine: EngineP
         raise_if_broken(record.log_checks, engine.log_tail())
 
 
-def _run_evals(job: CellJob, base_url: str, record: CellRecord, wire: Wire) -> None:
+def _run_evals(job: CellJob, server: Server, record: CellRecord) -> None:
     """Every enabled eval against one running server, in registry order; each writes its samples
     beside cell.json and its raw metrics under its name, and sees the results of those before it.
     The engine's /metrics are scraped around each eval (unless `evals.engine` is off)."""
     earlier: dict[str, EvalResult] = {}
     scrapes = None
     if scraping_enabled(job.config.evals):
-        scrapes = EngineScrapes(base_url, get_profile(job.config.engine.profile), external=job.base_url is not None,
+        scrapes = EngineScrapes(server.base_url, get_profile(job.config.engine.profile), external=job.base_url is not None,
                                 metrics_path=job.config.engine.metrics_path)
     with scrapes or contextlib.nullcontext():
         for ev, settings in registry.enabled(job.config.evals):
             job.update(ev.name)
-            ctx = EvalContext(base_url=base_url, served_name=job.config.served, cell_dir=job.cell_dir,
-                              run_dir=job.store.path, limit=job.limit, wire=wire, status=job.update,
-                              earlier=dict(earlier))
+            ctx = job.eval_context(server, ev, earlier=dict(earlier))
             t = time.monotonic()
             result = ev.run(ctx, settings)
             record.timings[f"{ev.name}_s"] = wall_s = round(time.monotonic() - t, 3)

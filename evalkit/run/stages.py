@@ -76,8 +76,7 @@ def prepare(config: MatrixConfig, config_path: Path, cells: list[Cell], options:
             build_launch(config, cell, PORT_PLACEHOLDER)  # a profile or setting error is bad input, now
     sources = {} if options.base_url else prepare_sources(cells, options.cache_dir)
     evals = registry.enabled(config.evals)
-    for ev, settings in evals:
-        ev.check(settings)
+    registry.check(evals)
     store = RunStore(options.results_dir, options.run_id)
     todo = [c for c in cells if _unfinished(store, c)] if options.resume else cells
     executor = _executor(config, store, options, progress, sources)
@@ -97,8 +96,7 @@ def execute(run: PreparedRun, on_cell_done: OnCellDone | None = None) -> RunStor
         info = run_info(run)
     info.status = "running"
     store.write_run(info.dump())
-    for ev, settings in run.evals:
-        ev.prepare(store.path, settings)
+    registry.prepare(run.evals, store.path)
     for cell in run.todo:
         run.progress.update(cell.id, "waiting")
     try:

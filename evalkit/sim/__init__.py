@@ -5,8 +5,9 @@ for ATOM (``python -m atom.entrypoints.openai_server``): it takes ATOM's flags, 
 lines evalkit parses, serves ``/health``, ``/v1/models``, ``/v1/completions`` and
 ``/v1/chat/completions``, and reproduces the signature of ATOM PR #1596. With DP attention
 (``--enable-dp-attention``), no expert parallelism, effective ``--cudagraph-mode PIECEWISE``
-and the fix off, GSM8K drops from ~0.94 to ~0.87 and ~30% of long generations collapse
-into repeated tokens; TP, FULL, eager, DP + EP and everything with the fix on stay clean.
+and the fix off, GSM8K drops from ~0.94 to ~0.87, ~30% of long generations collapse
+into repeated tokens and identical short requests sent together disagree (a race between
+ranks); TP, FULL, eager, DP + EP and everything with the fix on stay clean.
 It is evalkit's equivalent of a mock transport, but a real process on a real port, so
 the whole matrix (and lm-eval itself) can be tested offline. It also injects faults
 (crashes, hangs, bad responses, an orphan child) to test engine supervision.
@@ -19,6 +20,7 @@ Modules, one concern each:
 - ``server``: the Starlette app: routes, streaming, pacing, stats, fault hooks.
 - ``openai``: request validation and response bodies in the OpenAI wire format.
 - ``model``: what the simulated model answers in a cell (GSM8K correctness, collapse).
+- ``batching``: requests that arrive together share a step; what that does to short greedy text.
 - ``gsm8k``: the shipped test set: find a question in a prompt, right and wrong solutions.
 - ``prose``: healthy long text for other prompts.
 - ``logprobs``: next-token distributions behind every logprob, perturbed per cell's numerics.

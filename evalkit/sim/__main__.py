@@ -140,6 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "logprob, like kernels that reduce in another order (default 0.015)")
     sim.add_argument("--sim-logprob-bug-noise", type=_non_negative, default=0.4, metavar="SIGMA",
                      help="the same in the buggy cell, which also moves the argmax at 3%% of positions (default 0.4)")
+    sim.add_argument("--sim-batch-variance", type=_share, default=Behaviour.batch_variance, metavar="P",
+                     help="share of prompts whose short greedy output changes with the size of the batch it runs in, "
+                          "in every cell, as engines that are not batch-invariant (default %(default)s)")
+    sim.add_argument("--sim-race-rate", type=_share, default=Behaviour.race_rate, metavar="P",
+                     help="the buggy cell: chance that a short generation sharing its batch takes another text, "
+                          "one per in-flight state, like a race between ranks (default %(default)s)")
     sim.add_argument("--sim-fault", action="append", choices=FAULT_KINDS, default=[], metavar="KIND",
                      help="inject a fault (repeatable; kinds below)")
     sim.add_argument("--sim-fault-after", type=int, default=0, metavar="N",
@@ -210,6 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_noise=args.sim_run_noise,
             logprob_noise=args.sim_logprob_noise,
             logprob_bug_noise=args.sim_logprob_bug_noise,
+            batch_variance=args.sim_batch_variance,
+            race_rate=args.sim_race_rate,
         ),
         timing=Timing(
             startup_seconds=args.sim_startup_seconds,

@@ -85,6 +85,10 @@ class Behaviour:
     """Sigma of a healthy cell's noise on the logits, in nats (``evalkit.sim.logprobs``)."""
     logprob_bug_noise: float = 0.4
     """The same in the buggy cell."""
+    batch_variance: float = 0.03
+    """Share of prompts whose short greedy output depends on the size of its batch (every cell)."""
+    race_rate: float = 0.4
+    """The buggy cell: chance that a short generation sharing its step is hit by the race."""
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 
 Every decision the simulated model makes (is this question answered correctly, does this
 generation collapse, where does it start to loop) is a pure function of the seed and of the
-decision's key. Concurrency, request order and restarts therefore never change an answer,
-which is what a real greedy-decoding engine promises and what evalkit's paired statistics
-need.
+decision's key. Request order and restarts therefore never change an answer, which is what a
+real greedy-decoding engine promises and what evalkit's paired statistics need; concurrency
+changes one only where the key holds the batch a request ran in, on purpose
+(``evalkit.sim.batching``: short prose, which the consistency eval probes).
 """
 
 from __future__ import annotations

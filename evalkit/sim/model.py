@@ -1,7 +1,8 @@
 """The simulated model: what it answers, in which cell, and how the bug shows.
 
 Every decision is a hash of (seed, what is decided, prompt identity, and the cell where the
-cell matters), so answers never depend on concurrency, request order or restarts.
+cell matters), so answers never depend on request order or restarts, nor on concurrency except
+for short prose, whose text may depend on the batch it ran in (``evalkit.sim.batching``).
 
 GSM8K. Questions are ranked by a difficulty u(seed, question) shared by all cells, so healthy
 cells agree on which questions are hard, like one model served several ways: the easiest
@@ -23,7 +24,9 @@ Other prompts get healthy prose (``evalkit.sim.prose``) that ends with EOS after
 prompts) with a late onset and a period of 4-24 tokens; in the buggy cell additionally a
 share ``collapse_rate`` (decided per prompt and cell) collapses after 150-600 healthy tokens
 into one repeated token or a 2-8 token phrase. A loop runs to ``max_tokens``
-(finish_reason ``length``), the collapse signature.
+(finish_reason ``length``), the collapse signature. Short prose (below LONG_GENERATION) may
+take another continuation part-way, depending on its batch: rarely in every cell, often in the
+buggy cell's race (``evalkit.sim.batching``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from evalkit.sim import prose
+from evalkit.sim.batching import Slot, variant
 from evalkit.sim.config import Behaviour, Cell
 from evalkit.sim.gsm8k import Problem, TestSet, in_style, question_marker, wrong_solution
 from evalkit.sim.hashing import between, unit
@@ -89,8 +93,9 @@ class SimulatedModel:
         """Times each question was asked on this server: the k-th ask may flip (run noise)."""
         self._lock = threading.Lock()
 
-    def generate(self, prompt: Prompt, max_tokens: int, stop: tuple[str, ...]) -> Generation:
-        """Generate up to ``max_tokens`` tokens, cut before the first stop string."""
+    def generate(self, prompt: Prompt, max_tokens: int, stop: tuple[str, ...], slot: Slot | None = None) -> Generation:
+        """Generate up to ``max_tokens`` tokens, cut before the first stop string; `slot`: where
+        in its step's batch it ran (None: alone)."""
         problem = self.testset.find(prompt.text)
         if problem is None and prompt.chat:
             problem = self.testset.find(prompt.context)
@@ -98,7 +103,7 @@ class SimulatedModel:
             tokens = tokenize(self._answer(problem, prompt))
             finish: FinishReason = "stop"
         else:
-            tokens, finish = self._prose(prompt, max_tokens)
+            tokens, finish = self._prose(prompt, max_tokens, slot)
         if len(tokens) > max_tokens:
             tokens, finish = tokens[:max_tokens], "length"
         return _apply_stop(tokens, finish, stop)
@@ -125,17 +130,16 @@ class SimulatedModel:
         opening = _NEXT_QUESTION[between(0, len(_NEXT_QUESTION) - 1, seed, "next", problem.index)]
         return f" {solution}\n\n{question_marker(prompt.text)} {opening}"
 
-    def _prose(self, prompt: Prompt, max_tokens: int) -> tuple[list[str], FinishReason]:
+    def _prose(self, prompt: Prompt, max_tokens: int, slot: Slot | None) -> tuple[list[str], FinishReason]:
         seed, identity = self.behaviour.seed, prompt.context
         length = max(1, int(max_tokens * (0.6 + 0.4 * unit(seed, "length", identity))))
         loop = self._loop(identity, max_tokens)
         needed = loop.onset if loop else length
-        tokens: list[str] = []
-        for piece in prose.pieces(seed, identity):
-            tokens.extend(tokenize(piece))
-            if len(tokens) >= needed:
-                break
-        del tokens[needed:]
+        tokens = _prose_tokens(seed, identity, needed)
+        parted = variant(self.behaviour, self.cell, identity, slot) if max_tokens < LONG_GENERATION else None
+        if parted is not None and parted[0] < needed:
+            onset, key = parted
+            tokens = tokens[:onset] + _prose_tokens(seed, f"{identity}\x1f{key}", needed - onset)
         if prompt.chat and tokens:
             tokens[0] = tokens[0].lstrip()
         if loop is None:
@@ -161,6 +165,17 @@ class SimulatedModel:
             period = 1 if single else between(2, 8, seed, "collapse-period", identity, cell)
             loops.append(_Loop(onset, period))
         return min(loops, key=lambda loop: loop.onset) if loops else None
+
+
+def _prose_tokens(seed: int, identity: str, count: int) -> list[str]:
+    """The first `count` tokens of the prose for `identity` (whole pieces, each starting with
+    whitespace, so a continuation appended at any token boundary tokenizes the same)."""
+    tokens: list[str] = []
+    for piece in prose.pieces(seed, identity):
+        tokens.extend(tokenize(piece))
+        if len(tokens) >= count:
+            break
+    return tokens[:count]
 
 
 def _flips(behaviour: Behaviour, rate: float, correct: bool, *what: object) -> bool:

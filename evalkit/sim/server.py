@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from evalkit.sim import atom_wire, openai
+from evalkit.sim.batching import Steps
 from evalkit.sim.config import ServerConfig
 from evalkit.sim.faults import FaultState
 from evalkit.sim.logprobs import Scorer
@@ -75,6 +76,7 @@ class Simulator:
         self.faults = faults
         self.stats = Stats()
         self.scorer = Scorer(config.behaviour, config.cell)
+        self.steps = Steps()
         self.metrics = EngineMetrics(config.served_model_name, config.reports)
         self._model_names = (config.served_model_name, config.model)
         self._ready_at = float("inf")
@@ -166,8 +168,10 @@ class Simulator:
                 return JSONResponse(error.body, status_code=error.status)
             return _error(error.message, error.status, error.param)
         options = parsed.options
+        slots = await self.steps.join(len(parsed.prompts))
         generations = [
-            self.model.generate(prompt, options.max_tokens, options.stop) for prompt in parsed.prompts
+            self.model.generate(prompt, options.max_tokens, options.stop, slot)
+            for prompt, slot in zip(parsed.prompts, slots)
         ]
         scores = [self._scores(parsed, i, g) for i, g in enumerate(generations)]
         if options.stream:

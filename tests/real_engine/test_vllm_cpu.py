@@ -32,6 +32,8 @@ from evalkit.engine import EngineProcess, free_port
 from evalkit.engine.launch import build_launch
 from evalkit.errors import EngineError
 from evalkit.evals import gsm8k
+from evalkit.evals.base import EvalContext, Server
+from evalkit.evals.lm_eval_adapter import model_args
 from tests.conftest import CONFIGS
 from tests.real_engine.helpers import (
     REPORT,
@@ -111,11 +113,14 @@ def test_matrix_every_cell_runs_and_stops_clean() -> None:
         assert scraped["gsm8k"]["generation_tokens"] >= g["n"] and scraped["repetition"]["generation_tokens"] > 0
         d = cell["metrics"]["divergence"]
         assert d["n"] == 16 and d["tokens"] > 16 * 100 and d["setup"]["fields"]["request"] == "prompt_logprobs"
+        c = cell["metrics"]["consistency"]
+        assert c["n"] == 16 and c["copies"] == 4 and 0 <= c["disagree"] <= 16
         rows.append({
             "id": cid, "status": cell["status"], "ready_s": timings["engine_ready_s"],
             "effective_mode": cell["effective_mode"], "flexible": round(g["flexible"], 3),
             "collapse_rate": r["collapse_rate"], "collapsed": r["collapsed"], "n": r["n"],
             "token_source": r["token_source"],
+            "consistency": {"disagree": c["disagree"], "n": c["n"], "diverge_at_median": c["diverge_at_median"]},
             "samples": [{"id": s["id"], "verdict": s["verdict"], "period": s["evidence"]["period"],
                          "loop_tokens": s["evidence"]["loop_tokens"], "finish_reason": s["metrics"]["finish_reason"]}
                         for s in samples],
@@ -248,7 +253,7 @@ def test_worker_killed_mid_eval_is_an_engine_error_and_nothing_is_left(tmp_path:
 
 
 def lm_eval_cli(settings: Any, base_url: str, served: str, task_dir: Path, out: Path, limit: int) -> list[dict]:
-    args = gsm8k.model_args(settings, base_url, served)
+    args = model_args(settings, Server(base_url, served))
     cmd = [sys.executable, "-m", "lm_eval", "run", "--model", "local-completions",
            "--model_args", ",".join(f"{k}={v}" for k, v in args.items()),
            "--tasks", gsm8k.TASK_NAME, "--include_path", str(task_dir), "--limit", str(limit),
@@ -281,7 +286,8 @@ def test_gsm8k_marks_identical_to_the_lm_eval_cli(tmp_path: Path) -> None:
                        base_url=launch.base_url, served_name=config.served, health_path=launch.health_path,
                        fatal_patterns=launch.fatal_patterns) as engine:
         engine.wait_ready(600)
-        ours = gsm8k.run_gsm8k(settings, launch.base_url, config.served, task_dir, limit)
+        ours = gsm8k.run_gsm8k(settings, EvalContext(Server(launch.base_url, config.served), tmp_path, tmp_path / "run",
+                                                   limit=limit))
         theirs = lm_eval_cli(settings, launch.base_url, config.served, task_dir, tmp_path / "lm_eval_out", limit)
         engine.check_alive()
     by_doc: dict[int, dict[str, Any]] = {}

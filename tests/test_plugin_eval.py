@@ -1,0 +1,114 @@
+"""An eval outside evalkit is named in a config, like a user profile (`module.path:ATTR`), and runs
+through a real matrix with no edit to evalkit and no registration (tests/plugin_evals.py).
+
+Validating such a config loads the eval and registers it nowhere, so which evals and metrics
+exist for any other config stays the same; while a command acts on the config (the run and its
+report) the eval is known everywhere, and after it, it is not.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from evalkit.cli import main
+from evalkit.config import parse_config
+from evalkit.errors import ConfigError
+from evalkit.evals import registry
+from evalkit.store import read_json, read_jsonl
+from tests.plugin_evals import EchoSettings
+
+PLUGIN = "tests.plugin_evals:EVAL"
+CONFIG = f"""\
+model: sim/plugin
+engine:
+  profile: sim
+  args: ["--sim-startup-seconds", "0.1", "--sim-seed", "0"]
+axes:
+  fix:
+    fixon: {{args: ["--sim-fix", "on"]}}
+    fixoff: {{args: ["--sim-fix", "off"]}}
+baseline: {{fix: fixon}}
+ab: {{axis: fix, on: fixon, off: fixoff}}
+evals:
+  plugins: ["{PLUGIN}"]
+  gsm8k: {{enabled: false}}
+  repetition: {{enabled: false}}
+  echo: {{prompts: 3}}
+thresholds:
+  - {{metric: echo.chars, min: 1000}}
+timeouts: {{startup: 60, stop_grace: 5}}
+"""
+BASE: dict[str, Any] = {"model": "m", "engine": {"profile": "sim"}}
+
+
+def with_evals(evals: dict[str, Any], **more: Any) -> dict[str, Any]:
+    return {**copy.deepcopy(BASE), "evals": evals, **more}
+
+
+@pytest.fixture(scope="module")
+def plugin_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """One two-cell matrix running only the plugin (2 engine starts, 3 questions each)."""
+    tmp_path = tmp_path_factory.mktemp("plugin")
+    config = tmp_path / "plugin.yaml"
+    config.write_text(CONFIG, encoding="utf-8")
+    result = CliRunner().invoke(main, ["matrix", "--config", str(config), "--run-id", "plugin",
+                                       "--results-dir", str(tmp_path / "results"), "--no-history", "--quiet"])
+    return tmp_path / "results" / "plugin", result
+
+
+def test_an_eval_named_in_a_config_runs_in_every_cell_and_is_compared(plugin_run: tuple[Path, Any]) -> None:
+    run_path, result = plugin_run
+    summary = read_json(run_path / "summary.json")
+    assert [c["status"] for c in summary["cells"]] == ["ok", "ok"], result.output
+    for cell in summary["cells"]:
+        assert cell["metrics"]["echo.chars"] > 0 and cell["metrics"]["echo.n"] == 3
+        assert [s["id"] for s in read_jsonl(run_path / cell["id"] / "echo.samples.jsonl")] == ["q-0", "q-1", "q-2"]
+    off = summary["cells"][1]
+    assert off["vs_ab"]["echo.answered"]["n"] == 3  # paired on its three questions, from its samples file
+    assert "echo.chars" in [m["name"] for m in summary["metrics"]]
+    assert [(f["metric"], f["check"]) for c in summary["cells"] for f in c["flags"]] == [("echo.chars", "min")] * 2
+    assert result.exit_code == 1  # the threshold on its metric failed, like any other
+
+
+def test_its_report_shows_it_and_the_process_forgets_it_after(plugin_run: tuple[Path, Any]) -> None:
+    run_path, _ = plugin_run
+    assert "| chars/answer |" in (run_path / "table.md").read_text(encoding="utf-8")
+    csv = CliRunner().invoke(main, ["report", "plugin", "--format", "csv", "--results-dir", str(run_path.parent)])
+    assert "echo.chars" in csv.output.splitlines()[0].split(",")
+    assert registry.get("echo") is None and "echo.chars" not in [s.name for s in registry.metrics()]
+
+
+def test_validating_a_config_that_names_it_registers_nothing() -> None:
+    before = registry.metrics()
+    config = parse_config(with_evals({"plugins": [PLUGIN], "echo": {"prompts": 4}},
+                                     thresholds=[{"metric": "echo.chars", "min": 1}]), "cfg.yaml")
+    assert isinstance(config.evals.echo, EchoSettings) and config.evals.echo.prompts == 4
+    assert config.thresholds[0].spec is not None and config.thresholds[0].spec.display.label == "characters per answer"
+    assert "echo" in [ev.name for ev, _ in registry.enabled(config.evals)]
+    assert registry.metrics() == before and registry.get("echo") is None
+    named_only = parse_config(with_evals({"plugins": [PLUGIN]}), "cfg.yaml")
+    assert named_only.evals.echo == EchoSettings()  # naming it runs it, with its defaults
+    with pytest.raises(ConfigError, match=r"cfg.yaml: evals.echo: unknown key"):
+        parse_config(with_evals({"echo": {}}), "cfg.yaml")  # a config that does not name it
+
+
+@pytest.mark.parametrize(("ref", "why"), [
+    ("nomodule:EVAL", "cannot import 'nomodule': ModuleNotFoundError: No module named 'nomodule'"),
+    ("tests.plugin_evals:missing", "module 'tests.plugin_evals' has no attribute 'missing'"),
+    ("tests.plugin_evals:NOT_AN_EVAL", "NOT_AN_EVAL is a dict, not an Eval or a zero-argument callable returning one"),
+    ("tests.plugin_evals:CLASHES", "its name 'gsm8k' is taken by evalkit.evals.gsm8k"),
+    ("tests.plugin_evals:UNPREFIXED", "metric 'echo.chars' must start with 'echo2.'"),
+    ("tests.plugin_evals:AGAIN", "its name 'echo' is an earlier plugin's"),
+    ("tests.plugin_evals", "expected module.path:ATTR"),
+])
+def test_a_bad_plugin_is_one_line_naming_the_field(ref: str, why: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_config(with_evals({"plugins": [PLUGIN, ref]}), "cfg.yaml")
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"cfg.yaml: evals.plugins[1]: {ref!r}: "), message
+    assert why in message
