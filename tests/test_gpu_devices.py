@@ -43,6 +43,19 @@ def test_without_a_gpu_tool_on_path_there_is_no_backend(monkeypatch: pytest.Monk
     require_free(None, None, 0)  # nothing to check, nothing raised
 
 
+@pytest.mark.parametrize("first", ["nvidia-smi", "amd-smi"])
+def test_the_tool_first_on_path_is_read_when_both_vendors_tools_are_there(first: str, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fake first on PATH wins over a real tool later on it: on an NVIDIA box, NVIDIA-first made
+    the AMD tests read the real nvidia-smi instead of the fake amd-smi they put first."""
+    other = "amd-smi" if first == "nvidia-smi" else "nvidia-smi"
+    later = install(tmp_path / "later", tmp_path / "later.json", box(), other)["PATH"]
+    monkeypatch.setenv("PATH", later)
+    monkeypatch.setenv("PATH", install(tmp_path / "first", tmp_path / "first.json", box(), first)["PATH"])
+    backend = find_backend()
+    assert backend is not None and backend.name == first
+
+
 def test_the_vendor_tool_on_path_is_read_for_memory_processes_and_provenance(tool: Any) -> None:
     tool(box(foreign=[{"pid": 4242, "name": "python3", "gpu": 1, "mib": 70000, "util": 87}], wrapped=True))
     backend = find_backend()
