@@ -51,18 +51,18 @@ step torch 120 python3 -c 'import torch; p = torch.cuda.get_device_properties(0)
 print("torch", torch.__version__, "cuda", torch.version.cuda, "|", p.name, "| uuid", p.uuid, "|", p.total_memory >> 20, "MiB")'
 
 say "2. the fakes' tests"
-step pytest 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_devices.py tests/test_gpu_matrix.py tests/test_sim_gpu.py
+step pytest 150 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_devices.py tests/test_gpu_matrix.py tests/test_sim_gpu.py
 
 say "3. two cells: a worker that lingers 8 s after its engine stopped, one that stops with it"
 nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv,noheader,nounits -lms 500 >"$OUTDIR/smi.csv" 2>&1 &
 SMI=$!
-step matrix 300 "${EK[@]}" --limit 20 --run-id linger
+step matrix 150 "${EK[@]}" --limit 20 --run-id linger
 wait_idle 30
 kill "$SMI"
 
 say "4. the lingering cell with gpu_release 3 s: GpuMemoryHeld"
 sed 's/gpu_release: 60/gpu_release: 3/' configs/gpu-linger.yaml >"$OUTDIR/gpu-linger-3s.yaml"
-step held 200 python3 -m evalkit.cli matrix --config "$OUTDIR/gpu-linger-3s.yaml" --results-dir "$RESULTS" --no-history \
+step held 90 python3 -m evalkit.cli matrix --config "$OUTDIR/gpu-linger-3s.yaml" --results-dir "$RESULTS" --no-history \
     --limit 5 --run-id held --only worker=lingers
 wait_idle 30
 
@@ -74,11 +74,11 @@ end=$(( $(date +%s) + 60 ))
 while [ "$(gpu_used)" -lt 8000 ] && [ "$(date +%s)" -lt "$end" ]; do sleep 0.5; done
 say "GPU 0 used: $(gpu_used) MiB (foreign pid $FOREIGN)"
 say "refused: ${EK[*]} --limit 5 --run-id refused"
-timeout 120 "${EK[@]}" --limit 5 --run-id refused >>"$LOG" 2>"$OUTDIR/refused.stderr"
+timeout 60 "${EK[@]}" --limit 5 --run-id refused >>"$LOG" 2>"$OUTDIR/refused.stderr"
 say "refused: exit $?"
 say "refused stderr ($(wc -l <"$OUTDIR/refused.stderr") lines): $(cat "$OUTDIR/refused.stderr")"
 say "refused run folder exists: $(test -e "$RESULTS/refused" && echo yes || echo no)"
-step waited 200 "${EK[@]}" --limit 5 --run-id waited --only worker=exits --wait-for-gpus 90
+step waited 150 "${EK[@]}" --limit 5 --run-id waited --only worker=exits --wait-for-gpus 90
 wait "$FOREIGN"; say "foreign exited: $?"
 
 say "6. summary"
