@@ -50,6 +50,12 @@ step query-apps 30 nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,use
 step torch 120 python3 -c 'import torch; p = torch.cuda.get_device_properties(0)
 print("torch", torch.__version__, "cuda", torch.version.cuda, "|", p.name, "| uuid", p.uuid, "|", p.total_memory >> 20, "MiB")'
 
+step versions 120 python3 -c 'import importlib.metadata as m
+print(*(f"{d} {m.version(d)}" for d in ("torch", "transformers", "huggingface-hub", "datasets", "lm_eval", "pydantic")), sep=" | ")
+import transformers, datasets, lm_eval  # noqa: F401 - lm-eval imports transformers on a box that has it'
+step collect-env 120 python3 -c 'import time; t = time.monotonic(); from torch.utils.collect_env import get_pretty_env_info
+get_pretty_env_info(); print(f"torch collect_env (lm-eval runs it per evaluation when torch is installed): {time.monotonic() - t:.2f} s")'
+
 say "2. the fakes' tests"
 step pytest 150 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_devices.py tests/test_gpu_matrix.py tests/test_sim_gpu.py
 

@@ -3,7 +3,7 @@
     python3 scripts/gpu_run_summary.py RESULTS_DIR [LOG]
 
 Per run folder under RESULTS_DIR: run.json's `gpus` (provenance), the report header's GPU line,
-and per cell its status, error, `gpu` record (UUIDs, memory before, the release wait, telemetry)
+and per cell its status, error, timings, `gpu` record (UUIDs, memory before, the release wait, telemetry)
 and the UUIDs its GPU workers printed (evalkit/sim/gpu.py). With LOG (gpu-run.sh's log.txt): the
 `###` step lines, which hold each step's exit code and duration.
 """
@@ -23,7 +23,7 @@ def cell(folder: Path) -> dict[str, Any]:
     record = json.loads((folder / "cell.json").read_text())
     log = folder / "engine.log"
     return {"status": record.get("status"), "error": record.get("error"), "gpu": record.get("gpu"),
-            "gpu_release_s": record.get("timings", {}).get("gpu_release_s"),
+            "timings": record.get("timings"),
             "worker_lines": WORKER.findall(log.read_text(errors="replace")) if log.is_file() else []}
 
 
