@@ -89,8 +89,12 @@ def test_busy_gpus_refuse_in_one_line_naming_the_process_unless_they_free_up_wit
     require_free(find_backend(), [0], 0)  # a run on GPU 0 only does not care about GPU 1
     tool(box(foreign=[{"pid": 4242, "name": "python3", "gpu": 1, "mib": 70000, "until": time.time() + 1.0}]))
     t0 = time.monotonic()
-    require_free(find_backend(), None, 30)  # waits until the process is gone
+    heard: list[tuple[str, str]] = []
+    require_free(find_backend(), None, 30, report=lambda *said: heard.append(said))  # waits until it is gone
     assert 0.5 < time.monotonic() - t0 < 10
+    assert heard[0] == ("waiting", "up to 30 s for GPUs in use: GPU 1 (70001 MiB used; pid 4242 python3 "
+                                   "(70000 MiB on GPU 1))")
+    assert len(heard) == 2 and heard[1][0] == "ok" and heard[1][1].startswith("GPUs free after ")
 
 
 def test_memory_not_given_back_is_waited_for_and_on_timeout_its_holders_are_named(tool: Any) -> None:

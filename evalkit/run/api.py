@@ -133,7 +133,7 @@ def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> Matr
     try:
         with _device_lock(request, prepared):
             if prepared.options.executor == "local":
-                gpus.preflight(config, prepared.options.base_url, request.wait_for_gpus)
+                gpus.preflight(config, prepared.options.base_url, request.wait_for_gpus, progress)
             store = execute(prepared, on_cell_done)
     except Interrupted:
         interrupted = True
