@@ -43,6 +43,19 @@ def test_without_a_gpu_tool_on_path_there_is_no_backend(monkeypatch: pytest.Monk
     require_free(None, None, 0)  # nothing to check, nothing raised
 
 
+@pytest.mark.parametrize("first", ["nvidia-smi", "amd-smi"])
+def test_the_tool_first_on_path_is_read_when_both_vendors_tools_are_there(first: str, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fake first on PATH wins over a real tool later on it: on an NVIDIA box, NVIDIA-first made
+    the AMD tests read the real nvidia-smi instead of the fake amd-smi they put first."""
+    other = "amd-smi" if first == "nvidia-smi" else "nvidia-smi"
+    later = install(tmp_path / "later", tmp_path / "later.json", box(), other)["PATH"]
+    monkeypatch.setenv("PATH", later)
+    monkeypatch.setenv("PATH", install(tmp_path / "first", tmp_path / "first.json", box(), first)["PATH"])
+    backend = find_backend()
+    assert backend is not None and backend.name == first
+
+
 def test_the_vendor_tool_on_path_is_read_for_memory_processes_and_provenance(tool: Any) -> None:
     tool(box(foreign=[{"pid": 4242, "name": "python3", "gpu": 1, "mib": 70000, "util": 87}], wrapped=True))
     backend = find_backend()
@@ -76,8 +89,12 @@ def test_busy_gpus_refuse_in_one_line_naming_the_process_unless_they_free_up_wit
     require_free(find_backend(), [0], 0)  # a run on GPU 0 only does not care about GPU 1
     tool(box(foreign=[{"pid": 4242, "name": "python3", "gpu": 1, "mib": 70000, "until": time.time() + 1.0}]))
     t0 = time.monotonic()
-    require_free(find_backend(), None, 30)  # waits until the process is gone
+    heard: list[tuple[str, str]] = []
+    require_free(find_backend(), None, 30, report=lambda *said: heard.append(said))  # waits until it is gone
     assert 0.5 < time.monotonic() - t0 < 10
+    assert heard[0] == ("waiting", "up to 30 s for GPUs in use: GPU 1 (70001 MiB used; pid 4242 python3 "
+                                   "(70000 MiB on GPU 1))")
+    assert len(heard) == 2 and heard[1][0] == "ok" and heard[1][1].startswith("GPUs free after ")
 
 
 def test_memory_not_given_back_is_waited_for_and_on_timeout_its_holders_are_named(tool: Any) -> None:

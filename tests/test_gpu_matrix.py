@@ -5,6 +5,7 @@ stops, provenance in run.json and the report, each cell's UUIDs and telemetry (i
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +42,14 @@ ENGINE = {"engine_match": f"--served-model-name {SERVED}", "engine_mib": 70000, 
 
 
 def matrix(root: Path, monkeypatch: pytest.MonkeyPatch, state: dict[str, Any], release: float,
-           **fields: Any) -> tuple[Path, Any]:
+           progress: Any = None, **fields: Any) -> tuple[Path, Any]:
     for name, value in install(root / "bin", root / "gpu.json", state, "nvidia-smi").items():
         monkeypatch.setenv(name, value)
     config = root / "gpu.yaml"
     config.write_text(CONFIG.format(release=release, served=SERVED))
     request = MatrixRequest(config_path=config, limit=3, run_id="r", results_dir=root / "results",
                             cache_dir=root / "cache", lock_file=root / "lock", history=False, **fields)
-    return root / "results" / "r", run_matrix(request)
+    return root / "results" / "r", run_matrix(request, progress)
 
 
 @pytest.fixture(scope="module")
@@ -108,3 +109,22 @@ def test_a_gpu_used_by_another_process_stops_the_run_before_anything_is_created(
     assert not (tmp_path / "results" / "r").exists()
     with pytest.raises(GpusBusy, match="after waiting 0.5 s"):
         matrix(tmp_path, monkeypatch, foreign, release=30, wait_for_gpus=0.5)
+
+
+def test_a_wait_for_busy_gpus_is_shown_then_the_run_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--wait-for-gpus was silent: on the H100 box a run waited 27 s for a foreign process with no line."""
+    heard: list[tuple[str, str, str]] = []
+
+    class Heard:
+        def update(self, cell_id: str, state: str, detail: str = "") -> None:
+            heard.append((cell_id, state, detail))
+
+    foreign = box(foreign=[{"pid": 4242, "name": "python3", "gpu": 0, "mib": 70000, "until": time.time() + 1.5}])
+    run, outcome = matrix(tmp_path, monkeypatch, foreign, release=30, progress=Heard(), wait_for_gpus=60,
+                          only=("fix=fixon",))
+    assert outcome.exit_code == 0
+    waits = [(state, detail) for cell, state, detail in heard if cell == "gpus"]
+    assert waits[0] == ("waiting", "up to 60 s for GPUs in use: GPU 0 (70001 MiB used; pid 4242 python3 "
+                                   "(70000 MiB on GPU 0))")
+    assert [state for state, _ in waits] == ["waiting", "ok"]
+    assert heard.index(("gpus", "ok", waits[1][1])) < min(i for i, h in enumerate(heard) if h[0] == "fixon")

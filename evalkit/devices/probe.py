@@ -1,12 +1,14 @@
 """Which vendor tool reads this box's GPUs, if any: none on a laptop or CI, so nothing changes there.
 
-NVIDIA first (`nvidia-smi`), then AMD (`amd-smi`); a tool is found on PATH, so tests put small
-fakes there that print the real formats. A tool that fails is reported once as absent: GPU
+The tool found first on PATH, in PATH's order (NVIDIA's `nvidia-smi` before AMD's `amd-smi` in one
+folder), so tests put small fakes first on PATH that print the real formats: a fake `amd-smi` is
+read on a box whose real `nvidia-smi` sits in /usr/bin. A tool that fails is reported once as absent: GPU
 checks are evalkit's care for the matrix, never a reason for a run without them to fail.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 
 from evalkit.devices.amd import AmdSmi
@@ -16,10 +18,11 @@ from evalkit.devices.nvidia import NvidiaSmi
 
 def find_backend() -> Backend | None:
     """The backend of the first vendor tool on PATH; None on a box without one."""
-    if shutil.which("nvidia-smi"):
-        return NvidiaSmi()
-    if shutil.which("amd-smi"):
-        return AmdSmi()
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        if shutil.which("nvidia-smi", path=folder or os.curdir):
+            return NvidiaSmi()
+        if shutil.which("amd-smi", path=folder or os.curdir):
+            return AmdSmi()
     return None
 
 

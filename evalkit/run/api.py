@@ -120,7 +120,7 @@ def _run(config: MatrixConfig, config_path: Path, request: MatrixRequest, progre
     try:
         with device_lock(request, prepared.options.run_id, config, engines_here=local_engines):
             if prepared.options.executor == "local":
-                gpus.preflight(config, prepared.options.base_url, request.wait_for_gpus)
+                gpus.preflight(config, prepared.options.base_url, request.wait_for_gpus, progress)
             store = execute(prepared, on_cell_done)
     except Interrupted:
         interrupted = True

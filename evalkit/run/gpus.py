@@ -22,7 +22,11 @@ from evalkit.devices.release import used_levels, wait_released
 from evalkit.devices.telemetry import Sampler
 from evalkit.errors import GpuMemoryHeld
 from evalkit.profiles import get_profile
+from evalkit.run.options import Progress
 from evalkit.run.records import CellRecord, GpuRecord
+
+GPUS_ROW = "gpus"
+"""The progress row of the wait for busy GPUs before the first cell."""
 
 
 def run_backend(config: MatrixConfig, base_url: str | None) -> Backend | None:
@@ -37,10 +41,14 @@ def run_indices(config: MatrixConfig) -> list[int] | None:
     return list(range(config.devices.count)) if config.devices else None
 
 
-def preflight(config: MatrixConfig, base_url: str | None, wait_s: float | None) -> None:
-    """Refuse (or wait up to `wait_s`, default `timeouts.gpus_busy`) while other processes use the run's GPUs."""
+def preflight(config: MatrixConfig, base_url: str | None, wait_s: float | None,
+              progress: Progress | None = None) -> None:
+    """Refuse (or wait up to `wait_s`, default `timeouts.gpus_busy`) while other processes use the
+    run's GPUs; a wait shows in `progress` as the row `gpus` (which devices, then how long)."""
     backend = run_backend(config, base_url)
-    require_free(backend, run_indices(config), config.timeouts.gpus_busy if wait_s is None else wait_s)
+    report = None if progress is None else (lambda state, detail: progress.update(GPUS_ROW, state, detail))
+    require_free(backend, run_indices(config), config.timeouts.gpus_busy if wait_s is None else wait_s,
+                 report=report)
 
 
 def provenance(config: MatrixConfig, base_url: str | None) -> dict[str, Any] | None:

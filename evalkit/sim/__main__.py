@@ -18,9 +18,11 @@ from evalkit.sim.config import (
     FAULT_HELP,
     FAULT_KINDS,
     GRAPH_MODES,
+    HOLDERS,
     Behaviour,
     Cell,
     Faults,
+    GpuHold,
     Reports,
     ServerConfig,
     SimConfigError,
@@ -159,6 +161,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="report speculative decoding with K draft tokens per step in /metrics (default 0: none)")
     sim.add_argument("--sim-spec-acceptance", type=_share, default=Reports.spec_acceptance, metavar="P",
                      help="share of draft tokens accepted (default %(default)s)")
+    gpu = parser.add_argument_group("simulator flags: real GPU memory (evalkit/sim/gpu.py)")
+    gpu.add_argument("--sim-gpu-gib", type=_non_negative, default=0.0, metavar="GIB",
+                     help="start one worker process per visible device (CUDA_VISIBLE_DEVICES) that holds GIB GiB "
+                          "of its GPU memory with torch and prints the device's UUID; serve once all hold it "
+                          "(default 0: no worker, no torch)")
+    gpu.add_argument("--sim-gpu-linger", type=_non_negative, default=0.0, metavar="SECONDS",
+                     help="fault: the workers leave the engine's process group and keep their memory SECONDS "
+                          "after the server is gone, like workers stuck in the driver after their leader exited")
+    gpu.add_argument("--sim-gpu-util", type=_non_negative, default=0.0, metavar="PCT",
+                     help="share of time (%%) each worker keeps its GPU computing while the server runs")
+    gpu.add_argument("--sim-gpu-on", choices=HOLDERS, default="cuda",
+                     help="cuda (default), or host: hold host memory without torch (tests without a GPU)")
     return parser
 
 
@@ -230,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         reports=Reports(version=args.sim_version, spec_tokens=args.sim_spec_decode,
                         spec_acceptance=args.sim_spec_acceptance),
         dialect=args.sim_dialect,
+        gpu=GpuHold(gib=args.sim_gpu_gib, linger_s=args.sim_gpu_linger, util_pct=args.sim_gpu_util,
+                    on=args.sim_gpu_on),
     )
     request = AtomRequest(
         tensor_parallel=args.tensor_parallel_size, data_parallel=args.data_parallel_size,

@@ -170,6 +170,25 @@ class Reports:
     spec_acceptance: float = 0.7
 
 
+Holder = Literal["cuda", "host"]
+HOLDERS: tuple[Holder, ...] = ("cuda", "host")
+
+
+@dataclass(frozen=True)
+class GpuHold:
+    """Memory the server's workers hold on its devices (``--sim-gpu-*``, evalkit/sim/gpu.py);
+    ``gib`` 0, the default, starts no worker."""
+
+    gib: float = 0.0
+    """Per visible device."""
+    linger_s: float = 0.0
+    """Fault: seconds the workers keep their memory after the server is gone, outside its process group."""
+    util_pct: float = 0.0
+    """Share of time each worker keeps its GPU computing while the server runs."""
+    on: Holder = "cuda"
+    """``host``: a bytearray in host memory, no torch (tests on machines without a GPU)."""
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     """Everything one simulator process needs."""
@@ -188,6 +207,8 @@ class ServerConfig:
     """What /version and /metrics say (evalkit/sim/reports.py)."""
     dialect: Dialect = "vllm"
     """The wire format: vLLM's (default) or ATOM's."""
+    gpu: GpuHold = field(default_factory=GpuHold)
+    """GPU memory held by worker processes (none by default)."""
 
 
 class SimConfigError(Exception):

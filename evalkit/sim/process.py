@@ -7,7 +7,8 @@ binds the HTTP port and only then prints the ready line, as ATOM captures before
 line is flushed at once, because evalkit reads them from engine.log while the process runs.
 
 Exit codes: 0 after a clean stop, 1 when the port cannot be bound (or crash-after), 2 for a
-bad command line, 3 for the crash-startup fault; SIGTERM ends it like a real server (the
+bad command line, 3 for the crash-startup fault, 4 when the ``--sim-gpu-gib`` workers cannot hold
+their memory (evalkit/sim/gpu.py); SIGTERM ends it like a real server (the
 process dies of the signal after a graceful shutdown of at most a second).
 """
 
@@ -23,6 +24,7 @@ import uvicorn
 
 from evalkit.sim.config import ServerConfig
 from evalkit.sim.faults import FaultState, spawn_orphan
+from evalkit.sim.gpu import GpuWorkersFailed, Workers
 from evalkit.sim.gsm8k import TestSet
 from evalkit.sim.model import SimulatedModel
 from evalkit.sim.server import Simulator
@@ -30,6 +32,7 @@ from evalkit.sim.startup import AtomRequest, log_capture, log_request
 
 EXIT_BIND = 1
 EXIT_CRASH_STARTUP = 3
+EXIT_GPU_WORKERS = 4
 GRACEFUL_SHUTDOWN_SECONDS = 1
 
 
@@ -103,6 +106,14 @@ def run(config: ServerConfig, fix_path: str | None, request: AtomRequest) -> int
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if faults.has("spawn-orphan"):
         _log(f"sim: spawned child pid {spawn_orphan()}")
+    workers = Workers(config.gpu)  # kept until the process ends: its pipe tells the workers we are gone
+    if config.gpu.gib > 0:
+        try:
+            count = workers.start()
+        except GpuWorkersFailed as error:
+            _log(f"sim: fatal: {error}", error=True)
+            return EXIT_GPU_WORKERS
+        _log(f"sim: {count} GPU worker(s) hold {config.gpu.gib:g} GiB each")
     model = SimulatedModel(config.behaviour, config.cell, TestSet.load())
     if config.timing.startup_seconds > 0:
         _log(f"sim: loading weights and capturing graphs (simulated, {config.timing.startup_seconds:g} s)")
