@@ -22,8 +22,9 @@ Other prompts get healthy prose (``evalkit.sim.prose``) that ends with EOS after
 ``natural_loop_rate`` (decided per prompt, as greedy decoding of one model loops on the same
 prompts) with a late onset and a period of 4-24 tokens; in the buggy cell additionally a
 share ``collapse_rate`` (decided per prompt and cell) collapses after 150-600 healthy tokens
-into one repeated token or a 2-8 token phrase. A loop runs to ``max_tokens``
-(finish_reason ``length``), the collapse signature.
+into one repeated token or a 2-8 token phrase, or, with ``collapse_kind`` (``--sim-collapse-kind``),
+into stutter or token soup instead (``evalkit.sim.garble``). A loop or a garbled tail runs to
+``max_tokens`` (finish_reason ``length``), the collapse signature.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ import threading
 from dataclasses import dataclass
 from typing import Literal
 
-from evalkit.sim import prose
-from evalkit.sim.config import Behaviour, Cell
+from evalkit.sim import garble, prose
+from evalkit.sim.config import Behaviour, Cell, CollapseKind
 from evalkit.sim.gsm8k import Problem, TestSet, in_style, question_marker, wrong_solution
 from evalkit.sim.hashing import between, unit
 from evalkit.sim.tokens import tokenize
@@ -75,6 +76,7 @@ class Generation:
 class _Loop:
     onset: int
     period: int
+    kind: CollapseKind = "loop"
 
 
 class SimulatedModel:
@@ -131,7 +133,8 @@ class SimulatedModel:
         loop = self._loop(identity, max_tokens)
         needed = loop.onset if loop else length
         tokens: list[str] = []
-        for piece in prose.pieces(seed, identity):
+        pieces = prose.pieces(seed, identity)
+        for piece in pieces:
             tokens.extend(tokenize(piece))
             if len(tokens) >= needed:
                 break
@@ -140,6 +143,15 @@ class SimulatedModel:
             tokens[0] = tokens[0].lstrip()
         if loop is None:
             return tokens, "stop" if length < max_tokens else "length"
+        if loop.kind == "stutter":  # the text goes on, every word twice
+            for token in garble.stutter(t for piece in pieces for t in tokenize(piece)):
+                tokens.append(token)
+                if len(tokens) >= max_tokens:
+                    break
+            return tokens, "length"
+        if loop.kind != "loop":
+            more = garble.soup(max_tokens - len(tokens), loop.kind == "latin-soup", seed, "soup", identity, self.cell.key)
+            return tokens + more, "length"
         phrase = _loop_phrase(tokens, loop.period)
         while len(tokens) < max_tokens:
             tokens.extend(phrase)
@@ -159,7 +171,7 @@ class SimulatedModel:
             onset = between(150, min(600, max_tokens // 2), seed, "collapse-onset", identity, cell)
             single = unit(seed, "collapse-single", identity, cell) < 0.4
             period = 1 if single else between(2, 8, seed, "collapse-period", identity, cell)
-            loops.append(_Loop(onset, period))
+            loops.append(_Loop(onset, period, behaviour.collapse_kind))
         return min(loops, key=lambda loop: loop.onset) if loops else None
 
 
