@@ -232,6 +232,11 @@ class Eval:
     def check(self, settings: Any) -> None:
         """Before a run starts: raise ConfigError or EvalError for what would fail every cell."""
 
+    def runs_baseline_last(self, settings: Any) -> bool:
+        """Whether the plan runs the baseline cell after the others: the eval reads, in a cell,
+        what the cells before it generated (divergence with `generations`). Default: False."""
+        return False
+
     def prepare(self, run_dir: Path, settings: Any) -> None:
         """Once per run, after its folder exists and before any cell: shared files (task YAML)."""
 
