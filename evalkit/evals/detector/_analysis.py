@@ -22,7 +22,7 @@ from ._garble import (
 from ._results import NATURAL_FINISH_REASONS, NO_EVIDENCE, Analysis, Evidence, Metrics
 from ._settings import DEFAULT_SETTINGS, DetectorSettings
 from ._symbols import factorize
-from ._text import piece_ids, split_pieces
+from ._text import SplitText, piece_ids, split_pieces
 
 EXCERPT_CHARS = 200
 _EXCERPT_BEFORE = 50  # characters of context kept before the onset
@@ -208,7 +208,7 @@ def analyze(
     finish_reason: str | None = None,
     settings: DetectorSettings = DEFAULT_SETTINGS,
     pieces: Sequence[str] | None = None,
-    text: str | None = None,
+    text: str | SplitText | None = None,
 ) -> Analysis:
     """Measure one generated sample and decide whether it collapsed into repetition.
 
@@ -217,8 +217,8 @@ def analyze(
     ``text``, instead of ``pieces``: the text the ids decode to, from a server that streams ids
     and text whose pieces are not known: stutter and soup are then read from the text split as
     :func:`analyze_text` splits it, so they are judged as for a text-only server, and their
-    evidence (onset, stretch, excerpt, examples) counts that text's pieces; the loop rules still
-    read the ids. ``finish_reason`` as the server reported it; ``"aborted"`` after an early abort.
+    evidence (onset, stretch, excerpt, examples) counts that text's pieces (a :class:`SplitText`:
+    the same, split already); the loop rules still read the ids. ``finish_reason`` as the server reported it; ``"aborted"`` after an early abort.
     """
     t = np.asarray(tokens, dtype=np.int64)
     if t.ndim != 1:
@@ -234,11 +234,13 @@ def analyze(
     natural_end = finish_reason in NATURAL_FINISH_REASONS
     loop_signals = fired_rules(m, s, natural_end=natural_end, scale=1.0)
     joined = "".join(pieces) if pieces is not None else None
-    g_tokens, g_pieces = t, pieces  # what stutter and soup read: the tokens, or the text's pieces
+    g_tokens, g_pieces, g_text = t, pieces, joined  # what stutter and soup read: the tokens, or the text's pieces
+    if isinstance(text, str):
+        text_pieces = split_pieces(text)
+        text = SplitText(text_pieces, piece_ids(text_pieces))
     if text is not None:
-        g_pieces = split_pieces(text)
-        g_tokens = piece_ids(g_pieces)
-    g = measure_garble(g_tokens, g_pieces, s, natural_end=natural_end, text=joined if text is None else text)
+        g_tokens, g_pieces, g_text = text.ids, text.pieces, "".join(text.pieces)
+    g = measure_garble(g_tokens, g_pieces, s, natural_end=natural_end, text=g_text)
     garble_signals = garble_rules(g, s, scale=1.0)
     signals = loop_signals + garble_signals
     near_loop_tokens = s.min_near_loop_tokens * (s.natural_end_factor if natural_end else 1.0)

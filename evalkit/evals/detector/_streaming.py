@@ -12,7 +12,7 @@ from ._bounds import RuleBounds
 from ._garble import GarbleStream
 from ._settings import DEFAULT_SETTINGS, DetectorSettings
 from ._symbols import factorize, run_hash
-from ._text import HELD_PIECES, piece_ids, split_pieces
+from ._text import HELD_PIECES, SplitText, piece_ids, split_pieces
 
 
 class StreamingDetector:
@@ -209,8 +209,8 @@ class StreamingDetector:
         reason = "aborted" if self._aborted_at is not None else finish_reason
         if self._text is not None:  # all the text that came with the ids, as analyze reads it
             self._text.add(self._splitter.rest())
-            return analyze(self._tokens[: self._n], finish_reason=reason, settings=self._settings,
-                           text="".join(self._text.pieces))
+            text = SplitText(self._text.pieces, self._text.ids[: self._text.n])
+            return analyze(self._tokens[: self._n], finish_reason=reason, settings=self._settings, text=text)
         if self._aborted_at is None and (rest := self._splitter.rest()):
             self._append(piece_ids(rest), rest)
         return analyze(self._tokens[: self._n], finish_reason=reason, settings=self._settings, pieces=self._pieces)
