@@ -6,8 +6,10 @@ stuttering (every word of the text written twice from token 2,000 on):
 
 * ``analyze`` on the ids (what a caller with server token ids pays: the loop rules only), and
   with the pieces (the stutter and soup rules read the text, and it is compressed too);
-* ``StreamingDetector`` fed in 16-token chunks, ids only and ids with their pieces (a text-only
-  engine's path: every check also updates the stutter and soup figures), then ``finish``: all
+* ``StreamingDetector`` fed in 16-token chunks, ids only, ids with their pieces (a text-only
+  engine's path: every check also updates the stutter and soup figures) and ids with their text
+  (an id-streaming engine's path in the repetition eval: the text is split as it comes and the
+  stutter and soup figures read its pieces), then ``finish``: all
   16k tokens for the healthy stream; for the others, up to the early abort (its position is
   printed); and how much of that time ``finish`` takes (one whole-text ``analyze``);
 * ``split_text``, for servers that give text only.
@@ -55,16 +57,19 @@ def _best(repeats: int, run: Callable[[], object]) -> float:
     return min(times)
 
 
-def _fed(tokens: np.ndarray, pieces: list[str] | None = None) -> StreamingDetector:
+def _fed(tokens: np.ndarray, pieces: list[str] | None = None, text: bool = False) -> StreamingDetector:
+    """A detector fed 16 tokens at a time: ids, and their pieces, or the pieces' text with ``text``."""
     detector = StreamingDetector()
     for i in range(0, len(tokens), 16):
-        if detector.feed(tokens[i : i + 16], None if pieces is None else pieces[i : i + 16]):
+        chunk = None if pieces is None else pieces[i : i + 16]
+        fed = detector.feed(tokens[i : i + 16], text="".join(chunk)) if text and chunk else detector.feed(tokens[i : i + 16], chunk)
+        if fed:
             break
     return detector
 
 
-def _stream(tokens: np.ndarray, pieces: list[str] | None = None) -> int:
-    detector = _fed(tokens, pieces)
+def _stream(tokens: np.ndarray, pieces: list[str] | None = None, text: bool = False) -> int:
+    detector = _fed(tokens, pieces, text)
     detector.finish("length")
     return detector.n_tokens
 
@@ -93,10 +98,10 @@ def main() -> None:
         print(f"  analyze(ids)            {name:9s} {N / t / 1e6:6.2f} M tokens/s  ({t * 1e3:.1f} ms)")
         t = _best(args.repeats, partial(analyze, tokens, finish_reason="length", pieces=toks))
         print(f"  analyze(ids, pieces)    {name:9s} {N / t / 1e6:6.2f} M tokens/s  ({t * 1e3:.1f} ms)")
-        for label, given in (("ids", None), ("ids+pieces", toks)):
-            fed = _stream(tokens, given)
-            t = _best(args.repeats, partial(_stream, tokens, given))
-            finish = _best(args.repeats, partial(_fed(tokens, given).finish, "length"))
+        for label, given, text in (("ids", None, False), ("ids+pieces", toks, False), ("ids+text", toks, True)):
+            fed = _stream(tokens, given, text)
+            t = _best(args.repeats, partial(_stream, tokens, given, text))
+            finish = _best(args.repeats, partial(_fed(tokens, given, text).finish, "length"))
             where = "all tokens" if fed == N else f"aborted at token {fed}, from {ONSET}"
             print(f"  streaming {label:10s}     {name:9s} {fed / t / 1e6:6.2f} M tokens/s  ({t * 1e3:.1f} ms, {where}; "
                   f"finish {finish * 1e3:.1f} ms of it)")

@@ -23,6 +23,7 @@ from evalkit.evals.detector._text import piece_ids, split_pieces
 from evalkit.evals.repetition import RepetitionSettings, scan_texts
 from evalkit.render.details import event_facts
 from evalkit.render.html_details import marked_excerpt
+from evalkit.sim.tokens import token_id, tokenize
 from tests.detector_reference import reference_abort
 
 PARAGRAPH = (
@@ -199,6 +200,45 @@ def test_a_text_only_stream_aborts_on_stutter_and_soup() -> None:
                 break
         assert d.aborted_at is not None and d.aborted_at < len(split_pieces(text))
         assert d.finish("length").collapsed
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_an_id_stream_with_its_text_judges_stutter_and_soup_on_the_text(seed: int) -> None:
+    """vLLM and SGLang stream ids and the text they decode to, in chunks whose text need not
+    split where the ids do: the loop rules read the ids, stutter and soup the text's pieces, so
+    the verdict is the text-only one, the abort implies the verdict on what had arrived, and the
+    evidence is the text's."""
+    rng = np.random.default_rng(seed)
+    garbled = doubled(prose(3, 40)) if seed % 2 else prose(2, 40).replace("e", "\ufffd", 2)
+    text = prose(int(rng.integers(1, 6)), 7 * seed) + garbled + prose(20, 60)
+    tokens = tokenize(text)  # another tokenizer's tokens: not the detector's pieces
+    ids = [token_id(t) for t in tokens]
+    d, n, fed = StreamingDetector(), 0, ""
+    while n < len(tokens):
+        size = int(rng.integers(1, 40))
+        chunk = "".join(tokens[n : n + size])
+        fed += chunk
+        n += size
+        if d.feed(ids[n - size : n], text=chunk):
+            break
+    kind = "stutter" if seed % 2 else "soup"
+    assert d.aborted_at is not None and d.aborted_at < len(ids)
+    assert analyze(ids[:n], text=fed, finish_reason="aborted").evidence.categories == (kind,)
+    whole = d.finish("length")
+    assert whole.evidence == analyze(ids[:n], text=fed, finish_reason="aborted").evidence
+    text_only = analyze_text(fed, finish_reason="aborted").evidence
+    assert (whole.evidence.categories, whole.evidence.onset, whole.evidence.excerpt, whole.evidence.examples) == (
+        text_only.categories, text_only.onset, text_only.excerpt, text_only.examples)
+    assert whole.metrics.n_tokens == n and whole.metrics.doubled_rate == analyze_text(fed).metrics.doubled_rate
+
+
+def test_a_stream_gives_text_with_every_chunk_or_with_none() -> None:
+    d = StreamingDetector()
+    d.feed([1, 2], text="a b")
+    with pytest.raises(ValueError, match="text with every chunk"):
+        d.feed([3])
+    with pytest.raises(ValueError, match="pieces or text"):
+        StreamingDetector().feed([1], ["a"], text="a")
 
 
 def test_a_replacement_character_at_the_end_of_what_arrived_waits_for_the_next_piece() -> None:

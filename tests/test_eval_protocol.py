@@ -38,6 +38,7 @@ from evalkit.evals.capabilities import (
     LifecycleRecorded,
     Pairwise,
     Prepares,
+    ReadsEarlierCells,
     Subsets,
     Unmeasured,
 )
@@ -181,7 +182,8 @@ def test_an_unregistered_eval_or_metric_is_bad_input() -> None:
                       "thresholds": [{"metric": "nosuch.metric", "min": 1}]}, "cfg.yaml")
 
 
-CAPABILITIES = (Pairwise, ExtraDelta, Subsets, Checks, Prepares, LifecycleRecorded, Unmeasured, CellFlags)
+CAPABILITIES = (Pairwise, ExtraDelta, Subsets, Checks, Prepares, ReadsEarlierCells, LifecycleRecorded, Unmeasured,
+                CellFlags)
 
 
 def test_what_an_eval_can_do_beyond_its_core_is_asked_one_way() -> None:
@@ -195,7 +197,7 @@ def test_what_an_eval_can_do_beyond_its_core_is_asked_one_way() -> None:
     assert can("gsm8k") == ["Subsets", "Checks", "Prepares"]
     assert can("repetition") == ["ExtraDelta", "Subsets"]
     assert can("lm_eval") == ["Checks", "Prepares"]
-    assert can("divergence") == ["Pairwise", "Checks"]
+    assert can("divergence") == ["Pairwise", "Checks", "ReadsEarlierCells"]
     assert can("consistency") == ["Checks"]
     assert can("engine") == ["LifecycleRecorded", "Unmeasured", "CellFlags"]
     config = parse_config({"model": "m", "engine": {"profile": "sim"}}, "cfg.yaml")

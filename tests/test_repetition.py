@@ -13,6 +13,8 @@ import pytest
 from evalkit.evals import repetition
 from evalkit.evals.base import Server
 from evalkit.evals.repetition import RepetitionSettings
+from evalkit.profiles import get_profile
+from evalkit.render.markdown_details import _excerpt_label
 from evalkit.wire import Wire
 from tests.sim_helpers import SimServer
 
@@ -94,3 +96,27 @@ def test_return_token_ids_gives_the_detector_the_same_ids_as_vllm_s_extension() 
     assert sglang.metrics == vllm.metrics and sglang.metrics["collapsed"] > 0
     assert [s["metrics"] for s in sglang.samples] == [s["metrics"] for s in vllm.samples]
     assert [s["evidence"] for s in sglang.samples] == [s["evidence"] for s in vllm.samples]
+
+
+@pytest.mark.parametrize("kind", ["stutter", "soup"])
+def test_stutter_and_soup_are_judged_alike_by_id_streaming_and_text_only_engines(kind: str) -> None:
+    """The loop rules read ids where the engine streams them, but stutter and soup read the text:
+    the simulated buggy cell garbling its long generations is judged the same through vLLM's and
+    SGLang's id requests as through ATOM's text-only stream, sample for sample."""
+    settings = RepetitionSettings(count=8, max_tokens=1024, concurrency=4)
+    args = ("--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off",
+            "--sim-collapse-rate", "0.5", "--sim-collapse-kind", kind)
+    with SimServer(*args) as server:
+        runs = [repetition.run_repetition(settings, server.url, "sim-model", Wire(token_ids=via))
+                for via in ("return_tokens_as_token_ids", "return_token_ids")]
+    with SimServer("--sim-dialect", "atom", *args) as server:
+        runs.append(repetition.run_repetition(settings, server.url, "sim-model", get_profile("sim-atom").wire()))
+    assert [run.metrics["token_source"] for run in runs] == ["token_ids", "token_ids", "text_split"]
+    verdicts = [[(s["id"], s["collapsed"], s["evidence"]["categories"]) for s in run.samples] for run in runs]
+    assert verdicts[0] == verdicts[1] == verdicts[2]
+    garbled = [categories for _, collapsed, categories in verdicts[0] if collapsed]
+    assert garbled and all(categories == (kind,) for categories in garbled)
+    # the evidence of an id stream's stutter or soup is its text, as it is for the text-only engine
+    ids_ev, text_ev = ([s["evidence"] for s in run.samples if s["collapsed"]] for run in (runs[0], runs[2]))
+    assert [(e["examples"], e["excerpt"], e["onset"]) for e in ids_ev] == [(e["examples"], e["excerpt"], e["onset"]) for e in text_ev]
+    assert {_excerpt_label(s) for s in runs[0].samples if s["collapsed"]} == {"Around the onset:"}

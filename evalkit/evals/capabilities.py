@@ -75,6 +75,16 @@ class Prepares(Protocol):
 
 
 @runtime_checkable
+class ReadsEarlierCells(Protocol):
+    """Reads, in a cell, what the run's other cells left in their folders (divergence with
+    `generations` scores their long generations), so the plan runs the baseline cell last."""
+
+    def runs_baseline_last(self, settings: Any) -> bool:
+        """Whether these settings need the baseline cell run after the others."""
+        ...
+
+
+@runtime_checkable
 class LifecycleRecorded(Protocol):
     """A pseudo-eval: never run against a server (`registry.enabled` leaves it out); its figures
     are what the cell lifecycle recorded (the engine's own report, evals/engine_figures.py)."""

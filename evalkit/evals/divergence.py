@@ -23,6 +23,10 @@ mean, p99 and max and the worst positions with the text around them. With `repea
 is scored again on the same server: how far a server moves from itself is the noise floor a
 threshold ignores. Texts tokenized differently by the two cells are refused with the text id and
 the first differing token.
+
+With `generations: N` a cell also scores long generations of the repetition eval, other cells'
+and its own, for `divergence.generation_nll_rise`: how much less likely a cell's outputs are under
+the reference's model than the reference's own (evals/divergence_generations.py).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import httpx
 from pydantic import Field
 
 from evalkit.errors import ConfigError, EvalError
-from evalkit.evals import divergence_stats, prompts, registry
+from evalkit.evals import divergence_generations, divergence_stats, prompts, registry
 from evalkit.evals.base import (
     SETUP_KEY,
     Comparison,
@@ -54,7 +58,7 @@ from evalkit.evals.base import (
 )
 from evalkit.evals.http_client import MAX_ATTEMPTS, Bounded, back_off, is_transient, pooled_client
 from evalkit.evals.prompts import Prompt, load_prompt_set
-from evalkit.store.files import once_per_file_state, read_jsonl
+from evalkit.store.files import once_per_file_state, read_jsonl, write_jsonl
 
 
 class DivergenceSettings(EvalSettings):
@@ -70,6 +74,10 @@ class DivergenceSettings(EvalSettings):
         "auto", description="prompt_logprobs: vLLM's token-id form; auto: it where the engine's profile speaks "
                             "vLLM's token-id extensions, else echo.")
     timeout: float = Field(600.0, gt=0, description="Per-request seconds.")
+    generations: int = Field(
+        0, ge=0, le=64, description="Long generations (the repetition eval's) per other cell to score under this "
+                                    "cell's engine, collapsed ones first, with this cell's own for the same prompts: "
+                                    "divergence.generation_nll_rise. 0: off. The plan then runs the baseline last.")
 
 
 def _body(settings: DivergenceSettings, served_name: str, text: str) -> dict[str, Any]:
@@ -147,15 +155,17 @@ async def _score(client: httpx.AsyncClient, settings: DivergenceSettings, served
 
 
 async def _score_all(settings: DivergenceSettings, server: Server, items: list[Prompt],
-                     progress: Callable[[int, int], None]) -> list[list[dict[str, Any]]]:
-    """Every text, `repeats` times (each repeat one prefill per text): rows per repeat, in set order."""
+                     progress: Callable[[int, int], None], repeats: int | None = None) -> list[list[dict[str, Any]]]:
+    """Every text, `repeats` times (default: the settings'; each repeat one prefill per text): rows
+    per repeat, in set order."""
+    repeats = settings.repeats if repeats is None else repeats
     async with pooled_client(server.base_url, settings.concurrency, settings.timeout) as client:
 
         async def one(item: Prompt) -> dict[str, Any]:
             return await _score(client, settings, server.served_name, item)
 
-        bounded = Bounded(one, settings.concurrency, len(items) * settings.repeats, progress)
-        return [await bounded.map(items) for _ in range(settings.repeats)]
+        bounded = Bounded(one, settings.concurrency, len(items) * repeats, progress)
+        return [await bounded.map(items) for _ in range(repeats)]
 
 
 def setup_fields(settings: DivergenceSettings, version: str) -> dict[str, Any]:
@@ -204,6 +214,11 @@ SPECS = (
                higher_is_better=False, noise_floor=floor_of_repeats("logprob_abs_mean")),
 )
 """The eval's metrics, all measured between two cells (`Divergence.metrics_for` a config naming it)."""
+GENERATIONS_SPEC = MetricSpec(
+    "divergence.generation_nll_rise", Comparison.PAIRWISE,
+    MetricDisplay("generation NLL rise", key="gen_nll", delta_label="gen NLL rise"), higher_is_better=False)
+"""With `generations`: nats per token by which a cell's long generations are less likely under the
+reference's model than the reference's own (evals/divergence_generations.py)."""
 
 
 def csv_columns(specs: tuple[MetricSpec, ...]) -> tuple[str, ...]:
@@ -227,10 +242,15 @@ class Divergence(Eval):
     `evals.divergence`)."""
 
     def metrics_for(self, settings: DivergenceSettings | None) -> tuple[MetricSpec, ...]:
-        return SPECS if settings is not None else ()
+        if settings is None:
+            return ()
+        return (*SPECS, GENERATIONS_SPEC) if settings.generations else SPECS
 
     def metrics_in(self, raw: Mapping[str, Any]) -> tuple[MetricSpec, ...]:
-        return SPECS
+        return (*SPECS, GENERATIONS_SPEC) if raw.get("generations") is not None else SPECS
+
+    def runs_baseline_last(self, settings: DivergenceSettings) -> bool:
+        return settings.generations > 0
 
     def check(self, settings: DivergenceSettings) -> None:
         path = resources.files(prompts) / f"{settings.texts}.jsonl"
@@ -254,6 +274,14 @@ class Divergence(Eval):
             again = [{row["id"]: row for row in rows} for rows in scored[1:]]
             floors = divergence_stats.noise_floor({row["id"]: row for row in first}, again)
             metrics["repeats"] = {"n": settings.repeats, "noise_floor": floors}
+        if settings.generations:
+            def score(texts: list[Prompt]) -> list[dict[str, Any]]:
+                return asyncio.run(_score_all(settings, ctx.server, texts,
+                                              ctx.progress.labelled("divergence generations"), 1))[0]
+
+            rows = divergence_generations.score_generations(ctx, settings.generations, score)
+            write_jsonl(ctx.cell_dir / divergence_generations.FILE, rows)
+            metrics["generations"] = {"texts": len(rows), "cells": sorted({row["cell"] for row in rows})}
         metrics[SETUP_KEY] = setup_fingerprint(setup_fields(settings, text_set.version))
         return EvalResult(metrics, first)
 
@@ -267,6 +295,8 @@ class Divergence(Eval):
                 **{f"divergence.noise_{k}": v for k, v in (repeats.get("noise_floor") or {}).items()}}
 
     def pairwise(self, metric: MetricSpec, this_dir: Path, ref_dir: Path) -> dict[str, Any] | None:
+        if metric.name == GENERATIONS_SPEC.name:
+            return divergence_generations.rise(this_dir, ref_dir)
         this, ref = this_dir / self.samples_file, ref_dir / self.samples_file
         result = _between(this, ref)
         if result is None:

@@ -7,7 +7,9 @@ once a sample is clearly collapsed the request is closed, which stops the engine
 
 Token ids come from the server when its profile says it returns them (vLLM's
 `return_tokens_as_token_ids`, or `return_token_ids`: evalkit/wire.py); otherwise the text is split
-without a tokenizer. The results say which. Finish reasons are judged in evalkit's canonical terms,
+without a tokenizer. The results say which. The loop rules read the ids; stutter and soup always
+read the streamed text, split the same way on both kinds of engine (a chunk's ids come with its
+`text`), so an id-streaming engine and a text-only one judge the same output alike. Finish reasons are judged in evalkit's canonical terms,
 through the engine's map (`EvalContext.wire`).
 """
 
@@ -203,6 +205,7 @@ async def _generate(client: httpx.AsyncClient, asking: _Asking, item: Prompt) ->
     for attempt in range(1, MAX_ATTEMPTS + 1):
         detector = StreamingDetector(settings.detector)
         pending: list[int] = []  # ids are fed in batches: one detector call per FEED_BATCH tokens
+        pending_text: list[str] = []  # with the text of those ids, for stutter and soup
         text_parts: list[str] = []
         raw_reason: str | None = None
         aborted = False
@@ -215,9 +218,11 @@ async def _generate(client: httpx.AsyncClient, asking: _Asking, item: Prompt) ->
                                     "although its profile says it returns them")
                 if ids is not None:
                     pending += ids
+                    pending_text.append(text)
                     collapsed = False
                     if len(pending) >= FEED_BATCH:
-                        collapsed, pending = detector.feed(pending), []
+                        collapsed = detector.feed(pending, text="".join(pending_text))
+                        pending, pending_text = [], []
                 else:
                     collapsed = detector.feed_text(text) if text else False
                 raw_reason = raw_reason or reason
@@ -226,7 +231,7 @@ async def _generate(client: httpx.AsyncClient, asking: _Asking, item: Prompt) ->
                     break
             else:
                 if ids_via:
-                    detector.feed(pending)
+                    detector.feed(pending, text="".join(pending_text))
             finish_reason = "aborted" if aborted else wire.finish(raw_reason)
             analysis = detector.finish(finish_reason)
             text = "".join(text_parts)

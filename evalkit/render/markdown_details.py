@@ -86,7 +86,8 @@ def _flips(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, b
 
 
 def _excerpt_label(sample: dict[str, Any]) -> str:
-    ids = sample.get("token_source") == "token_ids" and not (sample.get("evidence") or {}).get("unit_text")
+    ev = sample.get("evidence") or {}  # a stutter or soup of an id stream is shown as text (excerpt_onset)
+    ids = sample.get("token_source") == "token_ids" and not ev.get("unit_text") and ev.get("excerpt_onset") is None
     return "Token ids around the onset (`|` marks it):" if ids else "Around the onset:"
 
 

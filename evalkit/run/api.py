@@ -20,6 +20,7 @@ from evalkit.cells import Cell, baseline_cell, expand, select
 from evalkit.config import MatrixConfig, resolve_config
 from evalkit.errors import EXIT_INTERRUPTED, ConfigError, Interrupted
 from evalkit.evals import registry
+from evalkit.evals.capabilities import ReadsEarlierCells
 from evalkit.run import gpus
 from evalkit.run.cell import CellJob, run_cell
 from evalkit.run.external import choose_served_name, normalise_base_url, served_models
@@ -152,8 +153,12 @@ def _plan(config: MatrixConfig, request: MatrixRequest) -> tuple[MatrixConfig, l
     (whose config then has no axes, baseline or A/B)."""
     if request.base_url is None:
         every_cell = expand(config)
-        baseline_cell(every_cell, config)  # a baseline that is not a cell is bad input, caught now
-        return config, select(every_cell, request.only, config)
+        baseline = baseline_cell(every_cell, config)  # a baseline that is not a cell is bad input, caught now
+        cells = select(every_cell, request.only, config)
+        if baseline is not None and any(isinstance(ev, ReadsEarlierCells) and ev.runs_baseline_last(s)
+                                    for ev, s in registry.enabled(config.evals)):
+            cells = [c for c in cells if c.id != baseline.id] + [c for c in cells if c.id == baseline.id]
+        return config, cells
     external = Cell(EXTERNAL_CELL, {}, config.engine.settings, (), {}, None)
     return config.model_copy(update={"axes": {}, "baseline": None, "ab": None, "exclude": []}), [external]
 

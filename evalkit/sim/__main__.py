@@ -14,6 +14,7 @@ import textwrap
 from collections.abc import Sequence
 
 from evalkit.sim.config import (
+    COLLAPSE_KINDS,
     DIALECTS,
     FAULT_HELP,
     FAULT_KINDS,
@@ -129,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--sim-bug-accuracy", type=_share, default=0.87, help="GSM8K accuracy of the buggy cell")
     sim.add_argument("--sim-collapse-rate", type=_share, default=0.30,
                      help="share of long generations (max_tokens >= 512) that collapse in the buggy cell")
+    sim.add_argument("--sim-collapse-kind", choices=COLLAPSE_KINDS, default="loop",
+                     help="what those generations collapse into: a loop (default), stutter (every word twice), "
+                          "soup (subwords of several scripts run together) or latin-soup (Latin subwords only, "
+                          "which only a healthy model's likelihood tells from text)")
     sim.add_argument("--sim-natural-loop-rate", type=_share, default=0.01,
                      help="share of long generations that loop in every cell, as real models do")
     sim.add_argument("--sim-noise", type=_share, default=0.008,
@@ -225,6 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             accuracy=args.sim_accuracy,
             bug_accuracy=args.sim_bug_accuracy,
             collapse_rate=args.sim_collapse_rate,
+            collapse_kind=args.sim_collapse_kind,
             natural_loop_rate=args.sim_natural_loop_rate,
             noise=args.sim_noise,
             run_noise=args.sim_run_noise,

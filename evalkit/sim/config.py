@@ -70,6 +70,13 @@ class Cell:
         )
 
 
+CollapseKind = Literal["loop", "stutter", "soup", "latin-soup"]
+"""What the buggy cell's long generations collapse into (``--sim-collapse-kind``): a loop (the
+default), every word written twice in place, or token soup of several scripts or of Latin only
+(the shapes of issue 30's reports; evalkit.sim.model says how each is made)."""
+COLLAPSE_KINDS: tuple[CollapseKind, ...] = ("loop", "stutter", "soup", "latin-soup")
+
+
 @dataclass(frozen=True)
 class Behaviour:
     """Knobs of the simulated model (see ``--help`` of the ``--sim-*`` flags)."""
@@ -78,6 +85,7 @@ class Behaviour:
     accuracy: float = 0.94
     bug_accuracy: float = 0.87
     collapse_rate: float = 0.30
+    collapse_kind: CollapseKind = "loop"
     natural_loop_rate: float = 0.01
     noise: float = 0.008
     run_noise: float = 0.003

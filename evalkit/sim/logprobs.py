@@ -15,7 +15,10 @@ the top-k mass is always below 1. A share ``EASY_SHARE`` of positions is confide
 gap 3-9 nats), the others are open (gap 0-2 nats, 5-40% of the mass in the tail). The text
 token is the argmax at about 70% of positions (92% of easy ones, 45% of open ones), else a
 runner-up (never below 20th: it is always a candidate), as real models are on natural
-text; a generated token is the argmax always (greedy decoding chose it).
+text; a generated token is the argmax always (greedy decoding chose it). A soup word of the
+buggy cell (``evalkit.sim.garble.is_soup``) read teacher-forced is the 20th candidate: random
+vocabulary pieces are as unlikely under any healthy model (about -9 to -20 nats a token, against
+about -1 for prose), which the divergence eval's ``generations`` measures.
 
 Numerics. Each cell adds Gaussian noise to every candidate logit, keyed by (seed,
 ``Cell.numerics``, position key): sigma ``Behaviour.logprob_noise`` (default 0.015 nats, like
@@ -39,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evalkit.sim.config import Behaviour, Cell
+from evalkit.sim.garble import is_soup
 from evalkit.sim.hashing import hash64
 from evalkit.sim.tokens import token_id
 
@@ -105,8 +109,9 @@ class Scorer:
             dtype=np.uint64,
         )
         greedy = np.array([i >= greedy_from for i in positions])
+        soup = np.array([is_soup(tokens[i]) for i in positions])
         draws = _uniforms(keys, _BASE_DRAWS)
-        logits, tail = _base_logits(draws, greedy)
+        logits, tail = _base_logits(draws, greedy, soup)
         noisy = logits + self._noise(keys)
         if self.flip_rate:
             _flip(noisy, logits, _uniforms(keys ^ np.uint64(self.numerics_key ^ 1), 3), self.flip_rate)
@@ -167,8 +172,9 @@ def _uniforms(keys: np.ndarray, count: int) -> np.ndarray:
     return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
-def _base_logits(draws: np.ndarray, greedy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The cell-independent logits, slot 0 the text token, and the tail's lumped logit."""
+def _base_logits(draws: np.ndarray, greedy: np.ndarray, soup: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cell-independent logits, slot 0 the text token (the last candidate where it is a soup
+    word read teacher-forced), and the tail's lumped logit."""
     easy = draws[:, 0] < EASY_SHARE
     gap = draws[:, _GAPS : _TAIL]
     first = np.where(easy, 3.0 + 6.0 * gap[:, 0], 2.0 * gap[:, 0])
@@ -176,7 +182,7 @@ def _base_logits(draws: np.ndarray, greedy: np.ndarray) -> tuple[np.ndarray, np.
     by_rank = -np.cumsum(np.concatenate([np.zeros((len(draws), 1)), first[:, None], rest], axis=1), axis=1)
     tail_draw = draws[:, _TAIL]
     tail = np.where(easy, -first - 1.0 - 2.0 * tail_draw, -3.5 + 3.0 * tail_draw)
-    rank = np.where(greedy, 0, _rank(draws[:, _RANK], draws[:, _RANK + 1], easy))
+    rank = np.where(greedy, 0, np.where(soup, CANDIDATES - 1, _rank(draws[:, _RANK], draws[:, _RANK + 1], easy)))
     slots = np.arange(CANDIDATES)[None, :]
     # the text token (slot 0) takes rank r; alternatives fill the other ranks in order
     source = np.where(slots <= rank[:, None], slots - 1, slots)

@@ -23,21 +23,23 @@ Other prompts get healthy prose (``evalkit.sim.prose``) that ends with EOS after
 ``natural_loop_rate`` (decided per prompt, as greedy decoding of one model loops on the same
 prompts) with a late onset and a period of 4-24 tokens; in the buggy cell additionally a
 share ``collapse_rate`` (decided per prompt and cell) collapses after 150-600 healthy tokens
-into one repeated token or a 2-8 token phrase. A loop runs to ``max_tokens``
-(finish_reason ``length``), the collapse signature. Short prose (below LONG_GENERATION) may
-take another continuation part-way, depending on its batch: rarely in every cell, often in the
-buggy cell's race (``evalkit.sim.batching``).
+into one repeated token or a 2-8 token phrase, or, with ``collapse_kind`` (``--sim-collapse-kind``),
+into stutter or token soup instead (``evalkit.sim.garble``). A loop or a garbled tail runs to
+``max_tokens`` (finish_reason ``length``), the collapse signature. Short prose (below
+LONG_GENERATION) may take another continuation part-way, depending on its batch: rarely in every
+cell, often in the buggy cell's race (``evalkit.sim.batching``).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from evalkit.sim import prose
+from evalkit.sim import garble, prose
 from evalkit.sim.batching import Slot, variant
-from evalkit.sim.config import Behaviour, Cell
+from evalkit.sim.config import Behaviour, Cell, CollapseKind
 from evalkit.sim.gsm8k import Problem, TestSet, in_style, question_marker, wrong_solution
 from evalkit.sim.hashing import between, unit
 from evalkit.sim.tokens import tokenize
@@ -79,6 +81,7 @@ class Generation:
 class _Loop:
     onset: int
     period: int
+    kind: CollapseKind = "loop"
 
 
 class SimulatedModel:
@@ -144,6 +147,15 @@ class SimulatedModel:
             tokens[0] = tokens[0].lstrip()
         if loop is None:
             return tokens, "stop" if length < max_tokens else "length"
+        if loop.kind == "stutter":  # the text goes on, every word twice
+            for token in garble.stutter(t for piece in _pieces_after(seed, identity, needed) for t in tokenize(piece)):
+                tokens.append(token)
+                if len(tokens) >= max_tokens:
+                    break
+            return tokens, "length"
+        if loop.kind != "loop":
+            more = garble.soup(max_tokens - len(tokens), loop.kind == "latin-soup", seed, "soup", identity, self.cell.key)
+            return tokens + more, "length"
         phrase = _loop_phrase(tokens, loop.period)
         while len(tokens) < max_tokens:
             tokens.extend(phrase)
@@ -163,7 +175,7 @@ class SimulatedModel:
             onset = between(150, min(600, max_tokens // 2), seed, "collapse-onset", identity, cell)
             single = unit(seed, "collapse-single", identity, cell) < 0.4
             period = 1 if single else between(2, 8, seed, "collapse-period", identity, cell)
-            loops.append(_Loop(onset, period))
+            loops.append(_Loop(onset, period, behaviour.collapse_kind))
         return min(loops, key=lambda loop: loop.onset) if loops else None
 
 
@@ -176,6 +188,18 @@ def _prose_tokens(seed: int, identity: str, count: int) -> list[str]:
         if len(tokens) >= count:
             break
     return tokens[:count]
+
+
+def _pieces_after(seed: int, identity: str, count: int) -> Iterator[str]:
+    """The prose pieces for `identity` that follow those `_prose_tokens(seed, identity, count)`
+    drew from (a stutter goes on with the text where its healthy start stopped)."""
+    pieces = prose.pieces(seed, identity)
+    drawn = 0
+    for piece in pieces:
+        drawn += len(tokenize(piece))
+        if drawn >= count:
+            break
+    return pieces
 
 
 def _flips(behaviour: Behaviour, rate: float, correct: bool, *what: object) -> bool:

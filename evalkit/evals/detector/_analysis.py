@@ -22,7 +22,7 @@ from ._garble import (
 from ._results import NATURAL_FINISH_REASONS, NO_EVIDENCE, Analysis, Evidence, Metrics
 from ._settings import DEFAULT_SETTINGS, DetectorSettings
 from ._symbols import factorize
-from ._text import piece_ids, split_pieces
+from ._text import SplitText, piece_ids, split_pieces
 
 EXCERPT_CHARS = 200
 _EXCERPT_BEFORE = 50  # characters of context kept before the onset
@@ -208,26 +208,39 @@ def analyze(
     finish_reason: str | None = None,
     settings: DetectorSettings = DEFAULT_SETTINGS,
     pieces: Sequence[str] | None = None,
+    text: str | SplitText | None = None,
 ) -> Analysis:
     """Measure one generated sample and decide whether it collapsed into repetition.
 
     ``tokens`` are the generated token ids (or :func:`split_text` ids); ``pieces`` their
-    strings when known, used only to show the evidence as text and to compress the text.
-    ``finish_reason`` as the server reported it; ``"aborted"`` after an early abort.
+    strings when known, which show the evidence as text and which stutter and soup read.
+    ``text``, instead of ``pieces``: the text the ids decode to, from a server that streams ids
+    and text whose pieces are not known: stutter and soup are then read from the text split as
+    :func:`analyze_text` splits it, so they are judged as for a text-only server, and their
+    evidence (onset, stretch, excerpt, examples) counts that text's pieces (a :class:`SplitText`:
+    the same, split already); the loop rules still read the ids. ``finish_reason`` as the server reported it; ``"aborted"`` after an early abort.
     """
     t = np.asarray(tokens, dtype=np.int64)
     if t.ndim != 1:
         raise ValueError(f"tokens must be one-dimensional, got shape {t.shape}")
     if pieces is not None and len(pieces) != len(t):
         raise ValueError(f"{len(pieces)} pieces for {len(t)} tokens")
+    if pieces is not None and text is not None:
+        raise ValueError("give pieces or text, not both")
     s = settings
     x = K.mix(t)
     sym = factorize(x, s.run_unit, s.run_copies)
     m = measure(sym.values, s, sym.longest_run)
     natural_end = finish_reason in NATURAL_FINISH_REASONS
     loop_signals = fired_rules(m, s, natural_end=natural_end, scale=1.0)
-    text = "".join(pieces) if pieces is not None else None
-    g = measure_garble(t, pieces, s, natural_end=natural_end, text=text)
+    joined = "".join(pieces) if pieces is not None else None
+    g_tokens, g_pieces, g_text = t, pieces, joined  # what stutter and soup read: the tokens, or the text's pieces
+    if isinstance(text, str):
+        text_pieces = split_pieces(text)
+        text = SplitText(text_pieces, piece_ids(text_pieces))
+    if text is not None:
+        g_tokens, g_pieces, g_text = text.ids, text.pieces, "".join(text.pieces)
+    g = measure_garble(g_tokens, g_pieces, s, natural_end=natural_end, text=g_text)
     garble_signals = garble_rules(g, s, scale=1.0)
     signals = loop_signals + garble_signals
     near_loop_tokens = s.min_near_loop_tokens * (s.natural_end_factor if natural_end else 1.0)
@@ -248,7 +261,7 @@ def analyze(
     tail_len = m.n - m.tail_start
     span_len = m.span_end + 1 - m.span_start if m.span_score > 0 else 0
     ngrams = max(0, m.n - s.recurrence_ngram + 1)
-    ratio, basis = _compression(t, text)
+    ratio, basis = _compression(t, joined)
     metrics = Metrics(
         n_tokens=n,
         finish_reason=finish_reason,
@@ -273,8 +286,10 @@ def analyze(
     if not signals:
         return Analysis(verdict="healthy", metrics=metrics, evidence=NO_EVIDENCE)
     extent = _loop_extent(m, loop_signals, s, near_loop_tokens) if loop_signals else None
+    shown_tokens, shown_pieces = t, pieces  # what the evidence counts and shows
     if not loop_signals:
-        period, onset, end = garble_extent(g, garble_signals, t, s)
+        shown_tokens, shown_pieces = g_tokens, g_pieces
+        period, onset, end = garble_extent(g, garble_signals, g_tokens, s)
     elif extent is None:  # only the run rule: the longest run, the open one if it is longest
         runs = np.flatnonzero(sym.units)
         k = int(runs[np.argmax(sym.lengths[runs])]) if runs.size else m.n
@@ -285,18 +300,18 @@ def analyze(
     else:
         unit, first, last = extent
         period, onset, end = width(first, unit), int(edge[first]), n if last == m.n else int(edge[last])
-    unit_ids = t[onset : onset + min(period, _UNIT_IDS)]
+    unit_ids = shown_tokens[onset : onset + min(period, _UNIT_IDS)]
     evidence = Evidence(
         signals=signals,
         period=period,
         onset=onset,
         loop_tokens=end - onset,
         unit_ids=tuple(int(u) for u in unit_ids),
-        unit_text="".join(pieces[onset : onset + period])[:EXCERPT_CHARS] if pieces is not None and period else None,
-        excerpt=_excerpt(t, pieces, onset),
-        excerpt_onset=len("".join(pieces[max(0, onset - _EXCERPT_BEFORE) : onset])[-_EXCERPT_BEFORE:]) if pieces is not None else None,
+        unit_text="".join(shown_pieces[onset : onset + period])[:EXCERPT_CHARS] if shown_pieces is not None and period else None,
+        excerpt=_excerpt(shown_tokens, shown_pieces, onset),
+        excerpt_onset=len("".join(shown_pieces[max(0, onset - _EXCERPT_BEFORE) : onset])[-_EXCERPT_BEFORE:]) if shown_pieces is not None else None,
         categories=tuple(dict.fromkeys(category_of(name) for name in signals)),
-        examples=garble_examples(g, garble_signals, t, pieces, s),
+        examples=garble_examples(g, garble_signals, g_tokens, g_pieces, s),
     )
     return Analysis(verdict="collapsed", metrics=metrics, evidence=evidence)
 

@@ -33,7 +33,12 @@ A broken serving path does not only loop. Two other shapes are reported against 
 These signals read the text (the pieces: :func:`split_text`'s, or the server's token strings),
 so they work on engines that stream text only: ATOM's completion chunks carry ``text`` and
 ``"logprobs": None``, no token ids (``atom/entrypoints/openai/serving_completion.py`` at
-0e9804c21, the chunk built at lines 35-46). Without pieces (ids only) they are not
+0e9804c21, the chunk built at lines 35-46). Engines that stream ids stream the text with them
+(an OpenAI completion chunk's choice always has ``text``: a required ``str`` of vLLM's
+``CompletionResponseStreamChoice``, vllm/entrypoints/openai/protocol.py): the repetition eval
+passes that text along, and these signals read it split as a text-only stream
+is split, so they judge the same text the same way on either kind of engine, while the loop
+rules read the ids (``analyze(text=...)``). Without pieces or text (ids only) they are not
 measured: a doubled unit counts only when it holds a word, which ids alone cannot tell.
 
 What is not caught, honestly: soup written in one script only (random Latin subwords,

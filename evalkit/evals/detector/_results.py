@@ -58,7 +58,8 @@ class Metrics:
     doubled_rate: float | None
     """Share of tokens in a unit of at most ``stutter_unit`` tokens, holding a word, written
     exactly twice in a row (stutter; see ``_garble``). This and the fields below are None when
-    only ids were given (no text to read)."""
+    only ids were given (no text to read); for ids given with their text, they count the text's
+    pieces (``analyze(text=...)``)."""
     stutter_span_tokens: int | None
     """Tokens of the highest excursion of the stutter CUSUM (0: none)."""
     stutter_span_rate: float | None
@@ -83,7 +84,9 @@ class Evidence:
     common distance between recurring n-grams; for stutter: the first doubled unit's; 0 for
     soup)."""
     onset: int | None
-    """Token index where the degenerate stretch starts (of the first category that fired)."""
+    """Token index where the degenerate stretch starts (of the first category that fired; for
+    a stutter or soup read from the text of ids, ``analyze(text=...)``, an index of that text's
+    pieces, and the excerpt is that text)."""
     loop_tokens: int
     """Tokens from the onset to the end of that stretch."""
     unit_ids: tuple[int, ...]

@@ -12,7 +12,7 @@ from ._bounds import RuleBounds
 from ._garble import GarbleStream
 from ._settings import DEFAULT_SETTINGS, DetectorSettings
 from ._symbols import factorize, run_hash
-from ._text import HELD_PIECES, piece_ids, split_pieces
+from ._text import HELD_PIECES, SplitText, piece_ids, split_pieces
 
 
 class StreamingDetector:
@@ -46,10 +46,13 @@ class StreamingDetector:
        periodic or recurrent tail or the run only gets longer and every rule is monotone in
        that length, so the full run is collapsed too. ``recurrent_span`` and ``token_run`` hold
        whatever follows. The suites test this on every sample (tests/test_detector_suites.py).
-    4. Stutter and soup (when pieces are fed) are judged on everything received, by
+    4. Stutter and soup (when pieces or text are fed) are judged on everything received, by
        :class:`~._garble.GarbleStream` every ``UPDATE_EVERY`` tokens: its figures count only
        flags and events that no later token changes, and its rules are thresholds on a
-       maximum or a count, so they hold on any continuation of the text too.
+       maximum or a count, so they hold on any continuation of the text too. A stream of ids
+       with their text (``feed(ids, text=...)``) has them judged on the text's pieces, split as
+       :meth:`feed_text` splits it: the same figures as for the same text from a text-only
+       server, and :meth:`finish` is ``analyze(ids, text=...)``, which reads them the same way.
 
     Most checks are skipped without changing when a stream is aborted: :class:`RuleBounds`
     keeps upper bounds of the rule inputs up to date in O(new tokens) and runs the full check
@@ -63,7 +66,8 @@ class StreamingDetector:
         self._tokens = np.empty(1024, dtype=np.int64)
         self._n = 0
         self._pieces: list[str] | None = None
-        self._pending_text = ""
+        self._splitter = _Splitter()  # the text of feed_text, split as the whole text splits
+        self._text: _TextPieces | None = None  # the text of an id stream (feed(ids, text=...))
         self._next_check = settings.check_every
         self._aborted_at: int | None = None
         self._window = settings.tail_window + settings.recurrence_lookback + settings.recurrence_ngram - 1
@@ -89,14 +93,27 @@ class StreamingDetector:
         """Tokens received when ``feed`` first returned True (None: not aborted)."""
         return self._aborted_at
 
-    def feed(self, token_ids: Sequence[int] | np.ndarray, pieces: Sequence[str] | None = None) -> bool:
-        """Append the next tokens (and their strings, if known, for every chunk or for none).
+    def feed(self, token_ids: Sequence[int] | np.ndarray, pieces: Sequence[str] | None = None, *,
+             text: str | None = None) -> bool:
+        """Append the next tokens and, for every chunk or for none, their strings (``pieces``)
+        or the text they decode to (``text``, as a server that streams ids sends it along: its
+        pieces need not line up with the ids, a chunk may hold a cut multi-byte character).
 
         Returns True once the sample is collapsed by the early-abort rule; from then on the
         sample is decided and further tokens are ignored.
         """
         if self._aborted_at is not None:
             return True
+        if pieces is not None and text is not None:
+            raise ValueError("give pieces or text, not both")
+        if text is not None and self._text is None:
+            if self._n or self._pieces is not None:
+                raise ValueError("give text with every chunk or with none")
+            self._text = _TextPieces()
+        elif text is None and self._text is not None and len(token_ids):
+            raise ValueError("give text with every chunk or with none")
+        if text is not None and self._text is not None:
+            self._text.add(self._splitter.add(text))
         self._append(np.asarray(token_ids, dtype=np.int64).ravel(), pieces)
         if self._n >= self._next_check:
             self._next_check = self._n + self._settings.check_every
@@ -108,7 +125,10 @@ class StreamingDetector:
         """Whether the abort rules hold on the window of the text received so far (the loop
         rules) or on everything received (stutter and soup, kept up to date incrementally)."""
         s, n = self._settings, self._n
-        if self._garble.fires(self._tokens, n, self._pieces):
+        side = self._text
+        if side is not None and self._garble.fires(side.ids, side.n, side.pieces):
+            return True
+        if side is None and self._garble.fires(self._tokens, n, self._pieces):
             return True
         if n < self._quiet_until:
             return False
@@ -175,25 +195,24 @@ class StreamingDetector:
         """
         if self._aborted_at is not None:
             return True
+        if self._text is not None:
+            raise ValueError("feed_text after feed(ids, text=...): one stream is ids with text or text alone")
         if self._n == 0 and self._pieces is None:
             self._pieces = []  # text from the start: the evidence is text even if it stays empty
-        self._pending_text += text
-        pieces = split_pieces(self._pending_text)
-        if len(pieces) <= HELD_PIECES:
-            return False
-        self._pending_text = "".join(pieces[-HELD_PIECES:])
-        ready = pieces[:-HELD_PIECES]
-        return self.feed(piece_ids(ready), ready)
+        ready = self._splitter.add(text)
+        return self.feed(piece_ids(ready), ready) if ready else False
 
     def finish(self, finish_reason: str | None) -> Analysis:
         """The final verdict on everything received. After an abort the finish reason is
         recorded as "aborted" whatever is passed: the server's reason then describes the
         cancellation, not the sample."""
-        if self._pending_text and self._aborted_at is None:
-            pieces = split_pieces(self._pending_text)
-            self._append(piece_ids(pieces), pieces)
-            self._pending_text = ""
         reason = "aborted" if self._aborted_at is not None else finish_reason
+        if self._text is not None:  # all the text that came with the ids, as analyze reads it
+            self._text.add(self._splitter.rest())
+            text = SplitText(self._text.pieces, self._text.ids[: self._text.n])
+            return analyze(self._tokens[: self._n], finish_reason=reason, settings=self._settings, text=text)
+        if self._aborted_at is None and (rest := self._splitter.rest()):
+            self._append(piece_ids(rest), rest)
         return analyze(self._tokens[: self._n], finish_reason=reason, settings=self._settings, pieces=self._pieces)
 
     def _append(self, ids: np.ndarray, pieces: Sequence[str] | None) -> None:
@@ -216,3 +235,47 @@ class StreamingDetector:
         if pieces is not None and self._pieces is not None:
             self._pieces.extend(pieces)
         self._n = end
+
+
+class _Splitter:
+    """A text arriving in chunks, split as :func:`split_text` splits the whole text: the last
+    ``HELD_PIECES`` pieces, which the next chunk could still change, wait for it."""
+
+    def __init__(self) -> None:
+        self._pending = ""
+
+    def add(self, text: str) -> list[str]:
+        """The pieces of the text so far that no later chunk changes and were not returned yet."""
+        self._pending += text
+        pieces = split_pieces(self._pending)
+        if len(pieces) <= HELD_PIECES:
+            return []
+        self._pending = "".join(pieces[-HELD_PIECES:])
+        return pieces[:-HELD_PIECES]
+
+    def rest(self) -> list[str]:
+        """The pieces held back, once the text has ended."""
+        pieces, self._pending = split_pieces(self._pending), ""
+        return pieces
+
+
+class _TextPieces:
+    """The pieces of an id stream's text and their ids, in a buffer that doubles as it fills
+    (:class:`~._garble.GarbleStream` reads a prefix of it)."""
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.ids = np.empty(1024, dtype=np.int64)
+        self.n = 0
+
+    def add(self, pieces: list[str]) -> None:
+        if not pieces:
+            return
+        end = self.n + len(pieces)
+        if end > len(self.ids):
+            grown = np.empty(max(end, 2 * len(self.ids)), dtype=np.int64)
+            grown[: self.n] = self.ids[: self.n]
+            self.ids = grown
+        self.ids[self.n : end] = piece_ids(pieces)
+        self.pieces.extend(pieces)
+        self.n = end

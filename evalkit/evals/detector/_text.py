@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -67,3 +69,12 @@ def piece_ids(pieces: list[str]) -> np.ndarray:
 def split_text(text: str) -> np.ndarray:
     """Token-like int64 ids of ``text`` without a tokenizer (see the module docstring)."""
     return piece_ids(split_pieces(text))
+
+
+@dataclass(frozen=True)
+class SplitText:
+    """A text already split into :func:`split_pieces` pieces and their :func:`piece_ids` (a
+    stream splits its text as it comes; its final analysis need not split it again)."""
+
+    pieces: Sequence[str]
+    ids: np.ndarray
