@@ -14,7 +14,12 @@ from pathlib import Path
 
 REDACTED = "***"
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
-SECRET_FLAG = re.compile(r"^--?[\w-]*(token|key|secret|password)[\w-]*$", re.IGNORECASE)
+SECRET_FLAG = re.compile(r"^--?(?:[\w]+[-_])*(?:token|key|secret|password|passwd|credentials?)(?:[-_][\w-]*)?$",
+                         re.IGNORECASE)
+"""A flag whose name has a secret's word as one of its words (``--api-key``, ``--hf-token``,
+``--admin-api-key``), not inside a longer word: ``--max-num-batched-tokens 8192`` (vLLM),
+``--max-prefill-tokens`` (SGLang) and ``--sim-tokens-per-second`` are serving settings a reader of
+run.json needs, and a boolean flag wrongly taken for one would hide the flag after it."""
 
 
 def is_secret(name: str, extra: Iterable[str] = ()) -> bool:

@@ -20,6 +20,11 @@ def test_redaction_rules() -> None:
     assert redact_env({"MY_VAR": "z"}, ["MY_VAR"]) == {"MY_VAR": REDACTED}
     assert redact_argv(["serve", "--api-key", "k", "--hf-token=t", "--port", "1"]) == [
         "serve", "--api-key", REDACTED, f"--hf-token={REDACTED}", "--port", "1"]
+    settings = ["--max-num-batched-tokens", "8192", "--max-prefill-tokens=4096", "--sim-tokens-per-second", "50",
+                "--tokenizer", "t", "--ssl-keyfile", "k.pem", "--key-value-dtype", "fp8"]
+    assert redact_argv(settings) == settings[:-1] + [REDACTED]  # a word of its name is "key": hidden
+    assert redact_argv(["--admin-api-key", "a", "--secret=s", "--db_password", "p"]) == [
+        "--admin-api-key", REDACTED, f"--secret={REDACTED}", "--db_password", REDACTED]
 
 
 def test_no_file_of_a_run_and_no_plan_contains_a_secret(tmp_path: Path) -> None:
