@@ -109,6 +109,25 @@ def test_each_cell_gets_its_own_copy_of_the_cached_task(tmp_path: Path) -> None:
     assert prompts(lm_eval_adapter.task_for_cell(task_dir, gsm8k.TASK_NAME), 2) == two
 
 
+def test_lm_eval_s_environment_report_runs_and_imports_nothing() -> None:
+    """Every `simple_evaluate` calls lm-eval's `add_env_info`: torch's collect_env (6.4 s per
+    process on a GPU box) and an import of transformers. evalkit's evaluations get its fields
+    from package metadata instead, the same keys, so lm-eval's results stay whole."""
+    import importlib.util
+    from importlib.metadata import version
+
+    import lm_eval.evaluator
+
+    lm_eval_adapter._setup_process()
+    imported_before = "transformers" in sys.modules
+    storage: dict[str, object] = {}
+    lm_eval.evaluator.add_env_info(storage)
+    transformers = version("transformers") if importlib.util.find_spec("transformers") else "N/A"
+    assert storage == {"pretty_env_info": "not collected (evalkit)", "transformers_version": transformers,
+                       "lm_eval_version": version("lm_eval"), "upper_git_hash": None}
+    assert ("transformers" in sys.modules) == imported_before
+
+
 def test_samples_record_what_silently_changes_scores(tmp_path: Path) -> None:
     settings = GSM8KSettings(num_fewshot=3, max_gen_toks=24)
     gsm8k.write_task_yaml(tmp_path / lm_eval_adapter.TASK_DIR, settings)

@@ -249,6 +249,11 @@ def _setup_process() -> None:
       runs unpatched, checks it), ~5 s per cell faster.
     * lm-eval's `get_git_commit_hash` -> None: it shells out to `git describe` in the cwd
       ("fatal: not a git repository" outside one); evalkit records the SHAs that matter itself.
+    * lm-eval's `add_env_info` (lm_eval 0.4.13 loggers/utils.py, called by evaluator.py:421 in
+      every `simple_evaluate`) -> `_env_info`: where torch is installed it runs torch's
+      `collect_env` (6.4 s measured on an H100 box, the first cell of every process) and it
+      imports transformers, so a transformers that cannot import fails every GSM8K eval.
+      evalkit's results keep none of those fields; the versions are read from package metadata.
     * lm-eval's LMEVAL_HASHMM off: API backends count as multimodal, so lm-eval deep-copies
       every logged sample looking for images to hash (~0.2 s per cell); evalkit's tasks are text.
     """
@@ -269,10 +274,25 @@ def _setup_process() -> None:
 
         lm_utils.apply_template = apply_template
         lm_eval.evaluator.get_git_commit_hash = lambda: None
+        lm_eval.evaluator.add_env_info = _env_info
         lm_eval.evaluator.LMEVAL_HASHMM = False
         logging.getLogger("lm_eval").setLevel(logging.WARNING)
         _register_backends()
         _set_up = True
+
+
+def _env_info(storage: dict[str, Any]) -> None:
+    """lm-eval's `add_env_info` fields, from installed packages' metadata: nothing imported or run."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "N/A"
+
+    storage.update({"pretty_env_info": "not collected (evalkit)", "transformers_version": installed("transformers"),
+                    "lm_eval_version": installed("lm_eval"), "upper_git_hash": None})
 
 
 _TASKS: dict[tuple[str, str, str], Any] = {}
