@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Issue 31 part 5: evalkit's GPU care on a real NVIDIA box with one free GPU (README "On a real
-# GPU"), with configs/gpu-linger.yaml (the simulator holding GPU memory with torch).
+# Issue 31 part 5: evalkit's GPU care on a real NVIDIA box with one free GPU (docs/gpus.md "On a
+# real GPU"), with configs/gpu-linger.yaml (the simulator holding GPU memory with torch).
 #
 #   scripts/gpu-run.sh OUTDIR        run everything from the repository root, logs under OUTDIR
 #
 # Needs nvidia-smi, torch with CUDA and evalkit's dependencies importable by python3 (on the
-# device machine: the wheels installed under /tmp/site and PYTHONPATH set, see the README).
+# device machine: the wheels installed under /tmp/site and PYTHONPATH set, see docs/gpus.md).
 # Steps, each logged to OUTDIR/log.txt with its exit code and seconds:
 #   1. the GPU as nvidia-smi and torch see it;
 #   2. the fakes' tests (tests/test_gpu_devices.py, test_gpu_matrix.py, test_sim_gpu.py);
