@@ -35,6 +35,8 @@ GSM8K_DROPS = ("gsm8k.flexible max_drop_vs_baseline 0.02 alpha 0.01", "gsm8k.fle
 COLLAPSE_RISES = ("repetition.collapse_rate max_rise_vs_baseline 0.05 alpha 0.01",
                   "repetition.collapse_rate max_rise_ab 0.05 alpha 0.01")
 KL_RISES = ("divergence.kl_p99 max_rise_vs_baseline 0.05", "divergence.kl_p99 max_rise_ab 0.05")
+DISAGREE_RISES = ("consistency.disagree_rate max_rise_vs_baseline 0.2 alpha 0.01",
+                  "consistency.disagree_rate max_rise_ab 0.2 alpha 0.01")
 
 
 def outcomes(summary: dict, healthy: bool = True) -> dict[str, set[str]]:
@@ -55,9 +57,12 @@ def test_the_readme_demo_flags_only_the_buggy_cell(tmp_path: Path) -> None:
     # At the demo's n, 1319 questions and 64 long generations: every GSM8K comparison of a healthy
     # cell could have seen a 2-point drop (MDE at most 2 x margin) and PASSes; the collapse checks
     # cannot see a 5-point rise on 64 generations (MDE about 14 points) and are INCONCLUSIVE; the
-    # KL rises have no test (no alpha) and PASS on the observed value. The buggy cell FAILs all.
+    # KL rises have no test (no alpha) and PASS on the observed value; 32 prompts sent 4 times each
+    # can see a rise of the disagreeing share well inside 2 x its 20-point margin, and PASS. The
+    # buggy cell FAILs all.
     assert outcomes(summary) == {"gsm8k.flexible min 0.9": {"PASS"}, **dict.fromkeys(GSM8K_DROPS, {"PASS"}),
-                                 **dict.fromkeys(COLLAPSE_RISES, {"INCONCLUSIVE"}), **dict.fromkeys(KL_RISES, {"PASS"})}
+                                 **dict.fromkeys(COLLAPSE_RISES, {"INCONCLUSIVE"}), **dict.fromkeys(KL_RISES, {"PASS"}),
+                                 **dict.fromkeys(DISAGREE_RISES, {"PASS"})}
     assert set().union(*outcomes(summary, healthy=False).values()) == {"FAIL"}
     collapse = [c for cell in summary["cells"] if cell["id"] != BUGGY for c in cell["checks"] if c["rule"] in COLLAPSE_RISES]
     assert all(c["mde"] > 2 * 0.05 and c["n_needed"] > 64 for c in collapse)
@@ -69,14 +74,20 @@ def test_the_readme_demo_flags_only_the_buggy_cell(tmp_path: Path) -> None:
 def test_with_limit_50_no_healthy_comparison_passes(tmp_path: Path) -> None:
     """`--limit 50`: no test of a healthy cell's GSM8K drop (MDE about 20 points) or collapse rise
     could have seen its margin, so none PASSes: each is INCONCLUSIVE. The buggy cell's collapses
-    are still caught. KL p99 (16 prompts whatever the limit) has no
-    test: its checks judge the observed value and PASS, which the report shows without a p."""
+    are still caught. The evals that use fewer than 50 prompts anyway keep their evidence, so
+    their checks are what they are in the full demo: KL p99 (16 texts) has no test and judges the
+    observed value without a p; the disagreeing share (32 prompts) PASSes with its MDE inside
+    2 x its margin."""
     summary = run_demo(tmp_path, 0, "--limit", "50")
     found, compared = outcomes(summary), (*GSM8K_DROPS, *COLLAPSE_RISES)
     assert {rule: found[rule] for rule in compared} == dict.fromkeys(compared, {"INCONCLUSIVE"})
-    assert {rule: found[rule] for rule in KL_RISES} == dict.fromkeys(KL_RISES, {"PASS"})
-    tested = [c for cell in summary["cells"] if cell["id"] != BUGGY for c in cell["checks"] if c.get("p") is not None]
+    assert {rule: found[rule] for rule in (*KL_RISES, *DISAGREE_RISES)} == dict.fromkeys((*KL_RISES, *DISAGREE_RISES),
+                                                                                          {"PASS"})
+    tested = [c for cell in summary["cells"] if cell["id"] != BUGGY for c in cell["checks"]
+              if c.get("p") is not None and c["rule"] not in DISAGREE_RISES]
     assert tested and {c["outcome"] for c in tested} == {"INCONCLUSIVE"}
+    disagree = [c for cell in summary["cells"] if cell["id"] != BUGGY for c in cell["checks"] if c["rule"] in DISAGREE_RISES]
+    assert disagree and all(c["n"] == 32 and c["mde"] <= 2 * 0.2 for c in disagree)
     assert {c["p"] for cell in summary["cells"] for c in cell["checks"] if c["rule"] in KL_RISES} == {None}
     flagged = {cell["id"] for cell in summary["cells"] if any(f["action"] == "fail" for f in cell["flags"])}
     assert flagged == {BUGGY} and {f["metric"] for c in summary["cells"] for f in c["flags"]} >= {"repetition.collapse_rate"}

@@ -107,10 +107,10 @@ def test_stutter_and_soup_are_judged_alike_by_id_streaming_and_text_only_engines
     args = ("--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off",
             "--sim-collapse-rate", "0.5", "--sim-collapse-kind", kind)
     with SimServer(*args) as server:
-        runs = [repetition.run_repetition(settings, server.url, "sim-model", Wire(token_ids=via))
+        runs = [repetition.run_repetition(settings, Server(server.url, "sim-model", Wire(token_ids=via)))
                 for via in ("return_tokens_as_token_ids", "return_token_ids")]
     with SimServer("--sim-dialect", "atom", *args) as server:
-        runs.append(repetition.run_repetition(settings, server.url, "sim-model", get_profile("sim-atom").wire()))
+        runs.append(repetition.run_repetition(settings, Server(server.url, "sim-model", get_profile("sim-atom").wire())))
     assert [run.metrics["token_source"] for run in runs] == ["token_ids", "token_ids", "text_split"]
     verdicts = [[(s["id"], s["collapsed"], s["evidence"]["categories"]) for s in run.samples] for run in runs]
     assert verdicts[0] == verdicts[1] == verdicts[2]

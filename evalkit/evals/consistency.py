@@ -167,7 +167,8 @@ SPECS = (
                higher_is_better=False, count_metric="consistency.disagree", n_metric="consistency.n",
                event_field="disagree"),
     MetricSpec("consistency.diverge_at_median", Comparison.CONTINUOUS,
-               MetricDisplay("median first divergence (token)", key="diverge_at", column="diverge at (median token)")),
+               MetricDisplay("median first divergence (token)", key="diverge_at", column="diverge at (median token)",
+                             delta_label="diverge at")),
 )
 """The eval's metrics (`Consistency.metrics_for` a config naming it). An earlier divergence is
 the worse one: a race parts copies within a few tokens."""

@@ -146,10 +146,12 @@ def comparison(result: dict[str, Any]) -> list[RenderableType]:
     """The compare table, each run in a line, the legend, and B's verdict against A."""
     table = Table(title=term_text(compare_title(result)))
     specs = specs_of(result)
-    cols = compare_columns(specs)
+    cols, rows = compare_columns(specs), compare_rows(result)
+    widest = max((len(texts["cell"]) for texts in rows), default=4) + 2  # a cell's label is never folded
     for column in cols:
-        table.add_column(term_text(column.header), overflow="fold")
-    for texts in compare_rows(result):
+        cell = column.key == "cell"
+        table.add_column(term_text(column.header), overflow="fold", no_wrap=cell, min_width=widest if cell else None)
+    for texts in rows:
         table.add_row(*(term_text(texts[c.key]) for c in cols))
     return [table, f"A: {term_text(run_facts(result['a']))}", f"B: {term_text(run_facts(result['b']))}",
             f"[dim]{term_text(compare_legend(result))}[/dim]", *_verdict(result, [], "B against A: ")]

@@ -144,7 +144,7 @@ def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST
     table = Table(title=term_text(title), caption=term_text(caption) if caption else None)
     for header in ("cell", "run started (UTC)", "run", "source", "status", *columns.headers(),
                    *(["checks"] if numbers else [])):
-        table.add_column(header)
+        table.add_column(header, overflow="fold")  # a narrow column wraps its text, never cuts it
     for cell_id, series in by_cell(points).items():
         rows = _rows(series, columns.headline)
         shown = rows[-last:] if last else rows
