@@ -68,6 +68,7 @@ class StreamingDetector:
         self._pieces: list[str] | None = None
         self._splitter = _Splitter()  # the text of feed_text, split as the whole text splits
         self._text: _TextPieces | None = None  # the text of an id stream (feed(ids, text=...))
+        self._unsplit: list[str] = []  # that text's chunks since the last check, split at the next
         self._next_check = settings.check_every
         self._aborted_at: int | None = None
         self._window = settings.tail_window + settings.recurrence_lookback + settings.recurrence_ngram - 1
@@ -112,8 +113,8 @@ class StreamingDetector:
             self._text = _TextPieces()
         elif text is None and self._text is not None and len(token_ids):
             raise ValueError("give text with every chunk or with none")
-        if text is not None and self._text is not None:
-            self._text.add(self._splitter.add(text))
+        if text is not None:
+            self._unsplit.append(text)
         self._append(np.asarray(token_ids, dtype=np.int64).ravel(), pieces)
         if self._n >= self._next_check:
             self._next_check = self._n + self._settings.check_every
@@ -126,6 +127,8 @@ class StreamingDetector:
         rules) or on everything received (stutter and soup, kept up to date incrementally)."""
         s, n = self._settings, self._n
         side = self._text
+        if side is not None:
+            self._split_text()
         if side is not None and self._garble.fires(side.ids, side.n, side.pieces):
             return True
         if side is None and self._garble.fires(self._tokens, n, self._pieces):
@@ -208,12 +211,21 @@ class StreamingDetector:
         cancellation, not the sample."""
         reason = "aborted" if self._aborted_at is not None else finish_reason
         if self._text is not None:  # all the text that came with the ids, as analyze reads it
+            self._split_text()
             self._text.add(self._splitter.rest())
             text = SplitText(self._text.pieces, self._text.ids[: self._text.n])
             return analyze(self._tokens[: self._n], finish_reason=reason, settings=self._settings, text=text)
         if self._aborted_at is None and (rest := self._splitter.rest()):
             self._append(piece_ids(rest), rest)
         return analyze(self._tokens[: self._n], finish_reason=reason, settings=self._settings, pieces=self._pieces)
+
+    def _split_text(self) -> None:
+        """Split the id stream's text received since the last check: once per check rather than
+        per chunk (a chunk is often one token), the same pieces, as the splitter's are whatever
+        the chunks."""
+        if self._unsplit and self._text is not None:
+            self._text.add(self._splitter.add("".join(self._unsplit)))
+            self._unsplit.clear()
 
     def _append(self, ids: np.ndarray, pieces: Sequence[str] | None) -> None:
         if pieces is not None and len(pieces) != len(ids):
