@@ -106,6 +106,15 @@ def render_report(report: dict[str, Any]) -> str:
         for c in matrix["cells"]:
             lines.append(f"| {c['id']} | {c['status']} | {c['ready_s']} | {c['effective_mode']} | {c['flexible']} | "
                          f"{c['collapse_rate']} ({c['collapsed']}/{c['n']}) | {c['token_source']} |")
+        lines += ["", "Consistency (4 identical greedy requests per prompt, interleaved; the config's threshold "
+                  "compares each seqs16 cell with its seqs1 twin):", "",
+                  "| cell | disagree (k/K) | diverge at (median token) | threshold | consistency s | cell s |",
+                  "|---|---|---|---|---|---|"]
+        for c in matrix["cells"]:
+            k = c["consistency"]
+            lines.append(f"| {c['id']} | {k['disagree']}/{k['n']} | "
+                         f"{'-' if k['diverge_at_median'] is None else k['diverge_at_median']} | "
+                         f"{'; '.join(k['checks']) or '-'} | {k['eval_s']} | {k['cell_s']} |")
         lines += ["", "Per-sample verdicts (prompt id: verdict, period, loop tokens, finish reason):", ""]
         for c in matrix["cells"]:
             lines.append(f"- {c['id']}: " + "; ".join(

@@ -69,6 +69,13 @@ def assert_no_process_left(cell: dict[str, Any], log: Path) -> set[int]:
 # -- the matrix -------------------------------------------------------------------------------
 
 
+def consistency_checks(summary: dict[str, Any], cid: str) -> list[str]:
+    """The cell's outcomes on the config's consistency thresholds, e.g. `PASS vs eager-seqs1 (p_adj 1)`."""
+    row = next(r for r in summary["cells"] if r["id"] == cid)
+    return [f"{c['outcome']} {c['check']} vs {c['reference']} (p_adj {c['p_adj']:.3g})"
+            for c in row.get("checks", []) if c["metric"] == "consistency.disagree_rate"]
+
+
 def decode(sequences: list[list[int]]) -> list[str]:
     return venv_tool(["decode", str(TINY_MODEL / "tokenizer.json")], sequences)
 
@@ -115,12 +122,16 @@ def test_matrix_every_cell_runs_and_stops_clean() -> None:
         assert d["n"] == 16 and d["tokens"] > 16 * 100 and d["setup"]["fields"]["request"] == "prompt_logprobs"
         c = cell["metrics"]["consistency"]
         assert c["n"] == 16 and c["copies"] == 4 and 0 <= c["disagree"] <= 16
+        # The A/B threshold on the disagree share is judged in every seqs16 cell (vs its seqs1 twin).
+        assert len(consistency_checks(summary, cid)) == (cell["axes"]["batch"] == "seqs16"), cid
         rows.append({
             "id": cid, "status": cell["status"], "ready_s": timings["engine_ready_s"],
             "effective_mode": cell["effective_mode"], "flexible": round(g["flexible"], 3),
             "collapse_rate": r["collapse_rate"], "collapsed": r["collapsed"], "n": r["n"],
             "token_source": r["token_source"],
-            "consistency": {"disagree": c["disagree"], "n": c["n"], "diverge_at_median": c["diverge_at_median"]},
+            "consistency": {"disagree": c["disagree"], "n": c["n"], "diverge_at_median": c["diverge_at_median"],
+                            "eval_s": timings["consistency_s"], "cell_s": timings["total_s"],
+                            "checks": consistency_checks(summary, cid)},
             "samples": [{"id": s["id"], "verdict": s["verdict"], "period": s["evidence"]["period"],
                          "loop_tokens": s["evidence"]["loop_tokens"], "finish_reason": s["metrics"]["finish_reason"]}
                         for s in samples],
