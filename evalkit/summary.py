@@ -238,6 +238,11 @@ class CheckRecord(_Open):
         return self._extra("why")
 
     @property
+    def message(self) -> str | None:
+        """A check recovered from a flag (render/checks.py `checks_of`): the flag's words."""
+        return self._extra("message")
+
+    @property
     def untestable(self) -> bool:
         """A threshold with alpha on a delta that has no test: never significant."""
         return bool(self._extra("untestable"))
@@ -279,6 +284,79 @@ class CellRow(_Record):
         return deltas.of(metric) if deltas is not None else None
 
 
+class Regression(_Open):
+    """What `--bisect-on-regression` found for one cell (bisect/on_regression.py, regressions.json):
+    the cell, then the previous run, the good and bad ends, and the bisect's outcome or why none ran."""
+
+    cell: str
+
+    @property
+    def previous_run(self) -> str | None:
+        return self._extra("previous_run")
+
+    @property
+    def first_bad(self) -> str | None:
+        """The first bad commit the bisect found."""
+        return self._extra("first_bad")
+
+    @property
+    def subject(self) -> str | None:
+        return self._extra("subject")
+
+    @property
+    def bisect_id(self) -> str | None:
+        return self._extra("bisect_id")
+
+    @property
+    def good(self) -> str | None:
+        return self._extra("good")
+
+    @property
+    def bad(self) -> str | None:
+        return self._extra("bad")
+
+    @property
+    def status(self) -> str | None:
+        return self._extra("status")
+
+    @property
+    def message(self) -> str | None:
+        return self._extra("message")
+
+
+def _specs(metrics: list[MetricRecord] | None) -> list[MetricSpec]:
+    """Recorded metrics as specs (`recorded.specs_from`: none recorded, the evals' fixed specs)."""
+    return recorded.specs_from(None if metrics is None else [m.dump() for m in metrics])
+
+
+class JudgedCell(_Record):
+    """A compared cell as the verdict sees it (`Verdict`): its id, checks and flags; the rest of
+    the compare row (comparison.compare_runs) is kept as read."""
+
+    id: str
+    checks: list[CheckRecord] | None = None
+    flags: list[Flag] = []
+
+
+class Verdict(_Record):
+    """What a comparison of two runs (comparison.compare_runs) shares with a `RunSummary`: the
+    judged cells and the tallies, so the reports word a run's and a comparison's checks, flags
+    and verdict line by one function. A view for reading, never dumped."""
+
+    metrics: list[MetricRecord] | None = None
+    cells: list[JudgedCell]
+    status: str | None = None
+    failed_cells: int
+    broken_thresholds: int
+    warnings: int
+    exit_code: int
+    inconclusive_checks: int | None = None
+
+    def specs(self) -> list[MetricSpec]:
+        """The metrics the comparison measured, in report order."""
+        return _specs(self.metrics)
+
+
 class RunSummary(_Record):
     """The whole run's verdict: summary.json."""
 
@@ -306,7 +384,7 @@ class RunSummary(_Record):
     multiplicity: str | None = None
     check_outcomes: dict[str, int] | None = None
     inconclusive_checks: int | None = None
-    regressions: list[dict[str, Any]] | None = None
+    regressions: list[Regression] | None = None
     """What --bisect-on-regression found (only written when it ran)."""
 
     def model_post_init(self, context: Any) -> None:
@@ -316,4 +394,4 @@ class RunSummary(_Record):
     def specs(self) -> list[MetricSpec]:
         """The metrics the run measured, in report order (`recorded.specs_of`: a summary from
         before they were recorded falls back to the evals' fixed specs)."""
-        return recorded.specs_from(None if self.metrics is None else [m.dump() for m in self.metrics])
+        return _specs(self.metrics)
