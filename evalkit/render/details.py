@@ -30,6 +30,19 @@ from evalkit.store import read_json, read_jsonl
 from evalkit.summary import CellRow, RunSummary
 
 
+@dataclass(frozen=True)
+class EngineFacts:
+    """How one cell's engine ran, for its drill-down (cell.json, engine.log); empty without them."""
+
+    launch: dict[str, Any] | None = None
+    """argv and env as cell.json stores them (secrets redacted), or an external server's URL."""
+    effective_mode: str | None = None
+    log_tail: str = ""
+    """The error's log tail, else the end of engine.log (secret values scrubbed when the cell ended)."""
+    gpu: dict[str, Any] | None = None
+    """cell.json's GPU record (render/gpus.py words it)."""
+
+
 @dataclass
 class Details:
     """Extra material for the report, read from the run folder (empty without one)."""
@@ -40,10 +53,8 @@ class Details:
     """eval name -> cell id -> sample id -> that cell's row, for flipped questions only."""
     events: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
     """metric name -> cell id -> the samples where its event happened (details "events" and "parted")."""
-    engines: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """cell id -> how its engine ran: `launch` (argv and env as cell.json stores them, secrets
-    redacted), `effective_mode`, and `log_tail` (the error's, else the end of engine.log, whose
-    secret values were scrubbed when the cell ended)."""
+    engines: dict[str, EngineFacts] = field(default_factory=dict)
+    """cell id -> how its engine ran (cell.json and engine.log)."""
 
 
 @dataclass(frozen=True)
@@ -158,12 +169,11 @@ def load_details(run_path: Path, summary: RunSummary) -> Details:
 LOG_TAIL_LINES = 20
 
 
-def _engine(cell_dir: Path) -> dict[str, Any]:
+def _engine(cell_dir: Path) -> EngineFacts:
     record = read_json(cell_dir / "cell.json") if (cell_dir / "cell.json").is_file() else {}
     tail = (record.get("error") or {}).get("log_tail") or ""
     log = cell_dir / "engine.log"
     if not tail and log.is_file():
         with log.open(encoding="utf-8", errors="replace") as f:
             tail = "".join(deque(f, maxlen=LOG_TAIL_LINES))
-    return {"launch": record.get("launch"), "effective_mode": record.get("effective_mode"), "log_tail": tail,
-            "gpu": record.get("gpu")}
+    return EngineFacts(record.get("launch"), record.get("effective_mode"), tail, record.get("gpu"))

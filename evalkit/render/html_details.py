@@ -26,7 +26,15 @@ from evalkit.clean import clean, clean_block
 from evalkit.evals.base import Eval, MetricSpec
 from evalkit.evals.recorded import with_evals
 from evalkit.redact import strip_userinfo
-from evalkit.render.details import Details, cell_flips, cell_worst, event_facts, parted_copies, parted_facts
+from evalkit.render.details import (
+    Details,
+    EngineFacts,
+    cell_flips,
+    cell_worst,
+    event_facts,
+    parted_copies,
+    parted_facts,
+)
 from evalkit.render.engine_log import checks_text, ran_text
 from evalkit.render.gpus import cell_rows
 from evalkit.render.text import truncate
@@ -184,13 +192,13 @@ def _worst(spec: MetricSpec, cell: CellRow) -> str:
     return "".join(parts)
 
 
-def _facts(cell: CellRow, engine: dict[str, Any]) -> str:
+def _facts(cell: CellRow, engine: EngineFacts) -> str:
     rows = [("status", cell.status)]
     if cell.error:
         rows.append(("error", cell.error))
     if src := cell.source:
         rows.append(("engine source", f"{strip_userinfo(src.repo or '')} @ {src.ref or '?'} → {src.sha or '?'}"))
-    launch = engine.get("launch") or {}
+    launch = engine.launch or {}
     if launch.get("argv"):
         rows.append(("engine argv", shlex.join(str(a) for a in launch["argv"])))
     if launch.get("env"):
@@ -203,17 +211,17 @@ def _facts(cell: CellRow, engine: dict[str, Any]) -> str:
         rows.append(("engine imports", f"{found.package} from {found.origin or 'nowhere'} ({said})"))
     if ran := ran_text(cell.ran_as):
         rows.append(("engine ran (its log)", ran))
-    elif engine.get("effective_mode"):
-        rows.append(("effective mode", engine["effective_mode"]))
+    elif engine.effective_mode:
+        rows.append(("effective mode", engine.effective_mode))
     if checks := checks_text(cell.log_checks):
         rows.append(("log checks", checks))
     if cell.engine_version:
         rows.append(("engine version", cell.engine_version))
-    rows += cell_rows(engine.get("gpu"))
+    rows += cell_rows(engine.gpu)
     if timings := cell.timings:
         rows.append(("timings", ", ".join(f"{k} {v}" for k, v in timings.items())))
-    if engine.get("log_tail"):
-        rows.append(("engine log (end)", engine["log_tail"]))
+    if engine.log_tail:
+        rows.append(("engine log (end)", engine.log_tail))
     blocks = ("error", "engine argv", "engine log (end)")
     body = "".join(f"<tr><th>{esc(k)}</th><td>{esc_block(v, 4_000) if k in blocks else esc(v)}</td></tr>"
                    for k, v in rows)
@@ -237,5 +245,5 @@ def cell_sections(summary: RunSummary, details: Details, attrs: dict[str, str]) 
         flagged = ' <span class="mark">✗</span>' if failed else ""
         out.append(f'<details class="cell" id="cell-{esc(cell.id)}" {attrs[cell.id]}{" open" if failed else ""}>'
                    f"<summary><b>{esc(cell.id)}</b> · {esc(cell.status)}{flagged}</summary>"
-                   f"{_facts(cell, details.engines.get(cell.id, {}))}{''.join(blocks)}</details>")
+                   f"{_facts(cell, details.engines.get(cell.id, EngineFacts()))}{''.join(blocks)}</details>")
     return "\n".join(out)
