@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from evalkit.run.records import _Record
+from evalkit.evals import recorded
+from evalkit.evals.base import MetricSpec
+from evalkit.run.records import ImportInfo, LogCheck, RanAsRecord, SourceInfo, _Record
 
 SUMMARY_SCHEMA_VERSION = 1
 """summary.json's version: a field is renamed or removed only with a new version and a migration
@@ -24,6 +26,15 @@ note in docs/results.md (scripts and cron jobs read these files)."""
 
 Number = int | float
 """A figure as computed: an int stays an int in the JSON (pydantic keeps the exact type)."""
+
+
+class _Open(_Record):
+    """A record whose later keys depend on its kind, so they stay undeclared (declaring one would
+    move it ahead of the others in the dump): renderers read them through the typed properties
+    below, the one place each key is named, rather than by string."""
+
+    def _extra(self, key: str) -> Any:
+        return (self.model_extra or {}).get(key)
 
 
 class MetricRecord(_Record):
@@ -40,7 +51,7 @@ class MetricRecord(_Record):
     details: str | None = None
 
 
-class Delta(_Record):
+class Delta(_Open):
     """One metric of a cell against a reference (verdicts.delta): a difference and a p-value, then
     what its kind adds (paired: n, ci95, flipped ids; count: p first, n, n_reference; pairwise:
     value; a comparison not made: setup_differs or refused). Its keys' order depends on the kind,
@@ -48,11 +59,54 @@ class Delta(_Record):
 
     @property
     def diff(self) -> Number | None:
-        return (self.model_extra or {}).get("diff")
+        return self._extra("diff")
 
     @property
     def p_value(self) -> Number | None:
-        return (self.model_extra or {}).get("p_value")
+        return self._extra("p_value")
+
+    @property
+    def value(self) -> Number | None:
+        """A PAIRWISE metric: the value measured between the two cells (else None)."""
+        return self._extra("value")
+
+    @property
+    def n(self) -> int | None:
+        return self._extra("n")
+
+    @property
+    def ci95(self) -> list[float] | None:
+        """A paired difference's 95% interval, [low, high]."""
+        return self._extra("ci95")
+
+    @property
+    def setup_differs(self) -> list[str]:
+        """The eval setup fields that differ between the two cells (the comparison was refused)."""
+        return self._extra("setup_differs") or []
+
+    @property
+    def refused(self) -> str | None:
+        """Why the owning eval refused to compare the two cells."""
+        return self._extra("refused")
+
+    @property
+    def flipped_to_wrong(self) -> list[str]:
+        """A paired metric: the question ids right in the reference and wrong in the cell."""
+        return self._extra("flipped_to_wrong") or []
+
+    @property
+    def flipped_to_right(self) -> list[str]:
+        return self._extra("flipped_to_right") or []
+
+    @property
+    def flips_listed(self) -> bool:
+        """Whether this is a paired comparison that lists its flipped questions."""
+        return "flipped_to_wrong" in (self.model_extra or {})
+
+    @property
+    def worst(self) -> list[dict[str, Any]]:
+        """A PAIRWISE metric: the places its eval found worst (`Pairwise.pairwise`; eval-defined)."""
+        return self._extra("worst") or []
 
 
 class Deltas(_Record):
@@ -61,8 +115,12 @@ class Deltas(_Record):
     reference: str
     __pydantic_extra__: dict[str, Delta]
 
+    def of(self, metric: str) -> Delta | None:
+        """The delta of `metric` (None: not compared)."""
+        return self.__pydantic_extra__.get(metric)
 
-class Flag(_Record):
+
+class Flag(_Open):
     """A broken threshold or a warning on a cell: then `limit`, `action` ("fail" or "warn"), the
     figures, and `message`, the report's words."""
 
@@ -74,8 +132,29 @@ class Flag(_Record):
         """"fail" or "warn"."""
         return str((self.model_extra or {})["action"])
 
+    @property
+    def message(self) -> str:
+        return str((self.model_extra or {})["message"])
 
-class CheckRecord(_Record):
+    @property
+    def limit(self) -> Number | None:
+        return self._extra("limit")
+
+    @property
+    def value(self) -> Number | None:
+        return self._extra("value")
+
+    @property
+    def reference(self) -> str | None:
+        return self._extra("reference")
+
+    @property
+    def not_checked(self) -> str | None:
+        """Why the threshold could not be checked (a flag of a NOT_CHECKED check)."""
+        return self._extra("not_checked")
+
+
+class CheckRecord(_Open):
     """One threshold checked on one cell (checks.py): its outcome and the figures behind it."""
 
     threshold: int
@@ -84,6 +163,89 @@ class CheckRecord(_Record):
     metric: str
     check: str
     """Then `margin`, `action`, ..., `outcome` (PASS, FAIL, INCONCLUSIVE, NOT_CHECKED): checks.py."""
+
+    @property
+    def outcome(self) -> str:
+        return str((self.model_extra or {})["outcome"])
+
+    @property
+    def action(self) -> str | None:
+        return self._extra("action")
+
+    @property
+    def margin(self) -> Number | None:
+        return self._extra("margin")
+
+    @property
+    def factor(self) -> Number | None:
+        """The MDE above `factor` x `margin` makes a pass INCONCLUSIVE."""
+        return self._extra("factor")
+
+    @property
+    def reference(self) -> str | None:
+        return self._extra("reference")
+
+    @property
+    def value(self) -> Number | None:
+        return self._extra("value")
+
+    @property
+    def diff(self) -> Number | None:
+        return self._extra("diff")
+
+    @property
+    def p(self) -> Number | None:
+        """The test's p-value before the family adjustment (None: not tested)."""
+        return self._extra("p")
+
+    @property
+    def p_adj(self) -> Number | None:
+        return self._extra("p_adj")
+
+    @property
+    def p_equivalent_adj(self) -> Number | None:
+        return self._extra("p_equivalent_adj")
+
+    @property
+    def mde(self) -> Number | None:
+        """The minimum detectable effect at this n (None: none could be computed)."""
+        return self._extra("mde")
+
+    @property
+    def n_needed(self) -> int | None:
+        return self._extra("n_needed")
+
+    @property
+    def ci(self) -> list[float] | None:
+        return self._extra("ci")
+
+    @property
+    def ci_level(self) -> float:
+        return self._extra("ci_level") or 0.9
+
+    @property
+    def family(self) -> int:
+        """How many cells' p-values were adjusted together (0: none was tested)."""
+        return self._extra("family") or 0
+
+    @property
+    def multiplicity(self) -> str:
+        return str(self._extra("multiplicity"))
+
+    @property
+    def why(self) -> str | None:
+        """Why a NOT_CHECKED check was not checked."""
+        return self._extra("why")
+
+    @property
+    def message(self) -> str | None:
+        """A check recovered from a flag (render/checks.py `checks_of`): the flag's words."""
+        return self._extra("message")
+
+    @property
+    def untestable(self) -> bool:
+        """A threshold with alpha on a delta that has no test: never significant."""
+        return bool(self._extra("untestable"))
 
 
 class CellRow(_Record):
@@ -102,14 +264,97 @@ class CellRow(_Record):
     setup: dict[str, str]
     """Eval name -> the hash of its setup (the run's `setups` hold the fields)."""
     effective_mode: str | None
-    ran_as: dict[str, Any] | None
-    log_checks: list[dict[str, Any]] | None
-    source: dict[str, Any] | None
-    imports: dict[str, Any] | None
+    ran_as: RanAsRecord | None
+    log_checks: list[LogCheck] | None
+    source: SourceInfo | None
+    imports: ImportInfo | None
     engine_version: str | None
-    timings: dict[str, Any]
-    checks: list[CheckRecord] = []
+    timings: dict[str, Number | None]
+    checks: list[CheckRecord] | None = None
+    """The thresholds checked on the cell (None: a summary written before checks were recorded)."""
     flags: list[Flag] = []
+
+    def against(self, key: str) -> Deltas | None:
+        """`vs_baseline` or `vs_ab` by name (render/table.py `AGAINST`)."""
+        return self.vs_baseline if key == "vs_baseline" else self.vs_ab if key == "vs_ab" else None
+
+    def delta(self, key: str, metric: str) -> Delta | None:
+        """The delta of `metric` against the reference `key` names (None: not compared)."""
+        deltas = self.against(key)
+        return deltas.of(metric) if deltas is not None else None
+
+
+class Regression(_Open):
+    """What `--bisect-on-regression` found for one cell (bisect/on_regression.py, regressions.json):
+    the cell, then the previous run, the good and bad ends, and the bisect's outcome or why none ran."""
+
+    cell: str
+
+    @property
+    def previous_run(self) -> str | None:
+        return self._extra("previous_run")
+
+    @property
+    def first_bad(self) -> str | None:
+        """The first bad commit the bisect found."""
+        return self._extra("first_bad")
+
+    @property
+    def subject(self) -> str | None:
+        return self._extra("subject")
+
+    @property
+    def bisect_id(self) -> str | None:
+        return self._extra("bisect_id")
+
+    @property
+    def good(self) -> str | None:
+        return self._extra("good")
+
+    @property
+    def bad(self) -> str | None:
+        return self._extra("bad")
+
+    @property
+    def status(self) -> str | None:
+        return self._extra("status")
+
+    @property
+    def message(self) -> str | None:
+        return self._extra("message")
+
+
+def _specs(metrics: list[MetricRecord] | None) -> list[MetricSpec]:
+    """Recorded metrics as specs (`recorded.specs_from`: none recorded, the evals' fixed specs)."""
+    return recorded.specs_from(None if metrics is None else [m.dump() for m in metrics])
+
+
+class JudgedCell(_Record):
+    """A compared cell as the verdict sees it (`Verdict`): its id, checks and flags; the rest of
+    the compare row (comparison.compare_runs) is kept as read."""
+
+    id: str
+    checks: list[CheckRecord] | None = None
+    flags: list[Flag] = []
+
+
+class Verdict(_Record):
+    """What a comparison of two runs (comparison.compare_runs) shares with a `RunSummary`: the
+    judged cells and the tallies, so the reports word a run's and a comparison's checks, flags
+    and verdict line by one function. A view for reading, never dumped."""
+
+    metrics: list[MetricRecord] | None = None
+    cells: list[JudgedCell]
+    status: str | None = None
+    failed_cells: int
+    broken_thresholds: int
+    warnings: int
+    exit_code: int
+    inconclusive_checks: int | None = None
+
+    def specs(self) -> list[MetricSpec]:
+        """The metrics the comparison measured, in report order."""
+        return _specs(self.metrics)
 
 
 class RunSummary(_Record):
@@ -139,9 +384,14 @@ class RunSummary(_Record):
     multiplicity: str | None = None
     check_outcomes: dict[str, int] | None = None
     inconclusive_checks: int | None = None
-    regressions: list[dict[str, Any]] | None = None
+    regressions: list[Regression] | None = None
     """What --bisect-on-regression found (only written when it ran)."""
 
     def model_post_init(self, context: Any) -> None:
         # the version is written whether or not the reader's file had it (files before it: 1)
         self.model_fields_set.add("schema_version")
+
+    def specs(self) -> list[MetricSpec]:
+        """The metrics the run measured, in report order (`recorded.specs_of`: a summary from
+        before they were recorded falls back to the evals' fixed specs)."""
+        return _specs(self.metrics)

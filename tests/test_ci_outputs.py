@@ -9,7 +9,6 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
-from typing import Any
 from xml.etree import ElementTree
 
 import pytest
@@ -21,8 +20,10 @@ from evalkit.cli import main
 from evalkit.errors import EXIT_THRESHOLD
 from evalkit.render.github import STEP_SUMMARY_LIMIT, command, step_summary, workflow_commands
 from evalkit.store import read_json
+from evalkit.summary import RunSummary
 from tests.test_history_cli import three_runs  # noqa: F401 - three stored nightly runs
 from tests.test_report_cli import demo_runs  # noqa: F401 - the session's real demo runs
+from tests.test_report_helpers import hand_made
 
 COMMAND = re.compile(r"^::(error|warning) title=([^:]*)::(.*)$")
 
@@ -57,9 +58,10 @@ def test_an_annotation_is_one_line_whatever_the_message_holds() -> None:
 
 def test_failed_cells_are_errors_even_without_flags() -> None:
     summary = {"run_id": "r", "cells": [{"id": "a", "status": "error", "error": "engine exited with code 1", "flags": []},
-                                        {"id": "b", "status": "ok", "flags": [{"action": "warn", "message": "slow"}]}]}
-    assert [line.split("::")[1].split(" ")[0] for line in workflow_commands(summary)] == ["error", "warning"]
-    assert "engine exited with code 1" in workflow_commands(summary)[0]
+                                        {"id": "b", "status": "ok", "flags": [{"metric": "engine.tokens_per_s", "check": "min",
+                                                                             "action": "warn", "message": "slow"}]}]}
+    assert [line.split("::")[1].split(" ")[0] for line in workflow_commands(hand_made(summary))] == ["error", "warning"]
+    assert "engine exited with code 1" in workflow_commands(hand_made(summary))[0]
 
 
 def test_a_report_too_long_for_the_step_summary_is_cut_at_a_line_and_says_where_the_rest_is() -> None:
@@ -191,7 +193,7 @@ def test_junit_errors_for_a_cell_that_did_not_run_and_drops_what_xml_cannot_hold
         {"id": "later", "status": "skipped", "error": "over the run budget", "flags": []},
         {"id": "old", "status": "ok", "flags": [{"metric": "gsm8k.flexible", "check": "min", "limit": 0.9,
                                                  "action": "fail", "message": "old: GSM8K flexible 0.8 < min 0.9"}]}]}
-    text = report(summary, "# report")
+    text = report(hand_made(summary), "# report")
     junit_schema.validate(io.StringIO(text))
     suite = next(iter(JUnitXml.fromstring(text.encode())))
     assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (4, 1, 1, 1)
@@ -199,7 +201,7 @@ def test_junit_errors_for_a_cell_that_did_not_run_and_drops_what_xml_cannot_hold
     assert dead.result[0].message == "engine exited with code 1 [31m"
 
 
-def synthetic(cells: int, seed: int = 0) -> dict[str, Any]:
+def synthetic(cells: int, seed: int = 0) -> RunSummary:
     """A summary of `cells` cells compared with a baseline and a twin on GSM8K and collapses, one
     in six failing a drop gate and one in six inconclusive: what the plot reads of a summary."""
     import random
@@ -214,12 +216,14 @@ def synthetic(cells: int, seed: int = 0) -> dict[str, Any]:
         rows.append({"id": f"cell{i:02d}-tp8-piecewise-fixoff", "status": "ok", "flags": [],
                      "metrics": {"repetition.collapsed": 1, "repetition.n": 64},
                      "vs_baseline": {"reference": "base", **delta}, "vs_ab": {"reference": "base", **delta},
-                     "checks": [{"metric": "gsm8k.flexible", "check": "max_drop_vs_baseline", "margin": 0.02,
+                     "checks": [{"threshold": 0, "rule": "gsm8k.flexible max_drop_vs_baseline 0.02",
+                                 "metric": "gsm8k.flexible", "check": "max_drop_vs_baseline", "margin": 0.02,
                                  "outcome": outcome},
-                                {"metric": "repetition.collapse_rate", "check": "max_rise_ab", "margin": 0.05,
+                                {"threshold": 1, "rule": "repetition.collapse_rate max_rise_ab 0.05",
+                                 "metric": "repetition.collapse_rate", "check": "max_rise_ab", "margin": 0.05,
                                  "outcome": "PASS"}]})
     rows.append({"id": "base", "status": "ok", "flags": [], "metrics": {"repetition.collapsed": 1, "repetition.n": 64}})
-    return {"run_id": f"synthetic-{cells}", "cells": rows}
+    return hand_made({"run_id": f"synthetic-{cells}", "cells": rows})
 
 
 def test_the_deltas_plot_marks_failing_and_undecided_rows_and_draws_the_margins() -> None:
@@ -251,7 +255,7 @@ def test_the_deltas_plot_is_a_png_and_inline_svg_for_12_and_48_cells(tmp_path: P
         assert drawn is not None and drawn.startswith("<svg") and "cell47" in drawn if cells == 48 else True
     # every row gets its own height: 96 labelled rows stay as far apart as 24
     assert heights[48] > 3 * heights[12] * 0.8
-    assert not png({"run_id": "r", "cells": [{"id": "a", "status": "ok", "flags": []}]}, tmp_path / "none.png")
+    assert not png(hand_made({"run_id": "r", "cells": [{"id": "a", "status": "ok", "flags": []}]}), tmp_path / "none.png")
 
 
 def test_report_plot_writes_the_png_of_a_real_run_and_the_html_holds_it(demo_runs: dict[str, Path],  # noqa: F811
@@ -273,7 +277,7 @@ def test_compare_as_junit_has_a_testcase_per_check_and_per_cell_run(junit_schema
     from evalkit.render.junit import comparison
 
     def check(outcome: str, **more: object) -> dict:
-        return {"rule": "gsm8k.flexible max_drop 0.02 alpha 0.01", "reference": "main-1", "metric": "gsm8k.flexible",
+        return {"threshold": 0, "rule": "gsm8k.flexible max_drop 0.02 alpha 0.01", "reference": "main-1", "metric": "gsm8k.flexible",
                 "check": "max_drop_vs_baseline", "margin": 0.02, "action": "fail", "outcome": outcome, **more}
 
     result = {

@@ -21,6 +21,7 @@ from evalkit.render.compare_table import compare_columns
 from evalkit.render.header import legend
 from evalkit.render.table import columns
 from evalkit.store import read_json, write_json, write_jsonl
+from evalkit.summary import Flag, RunSummary
 from tests.test_report_helpers import CellSpec, config_dict, gfm, summary_of, tables, write_run
 
 
@@ -91,7 +92,7 @@ def test_a_broken_threshold_is_marked_in_its_metric_s_column(toy_eval: Toy) -> N
     cols = columns(specs)
 
     def flag_column(flag: dict) -> str:
-        return table.flag_column(flag, specs, cols)
+        return table.flag_column(Flag.model_validate(flag), specs, cols)
 
     assert flag_column({"metric": "toy.crash_rate", "check": "max"}) == "crash"
     assert flag_column({"metric": "toy.crash_rate", "check": "max_rise_ab"}) == "crash_vs_ab"
@@ -113,7 +114,7 @@ def test_the_markdown_shows_the_toy_eval_in_the_matrix_pivot_legend_and_details(
     assert "#### Toy score by configuration" in md
     assert found.bodies[1] == [["tp8", "10.000", "9.000", "-1.000"],  # continuous: the difference, no test
                                ["dp8", "10.000", "4.000", "-6.000"]]
-    assert "one-sided Fisher exact (collapse rise), one-sided Fisher exact (crash rise)." in legend(summary)
+    assert "one-sided Fisher exact (collapse rise), one-sided Fisher exact (crash rise)." in legend(RunSummary.model_validate(summary))
     assert "#### Crash evidence" in md and "dp8-fixoff: 3 of 4 samples crashed" in md
     assert "`toy-run/dp8-fixoff/toy.samples.jsonl`" in md
     assert "**s-0**" in md and "**s-2**" in md and "**s-3**" not in md  # the crashed samples, from its samples file

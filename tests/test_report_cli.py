@@ -29,6 +29,7 @@ from evalkit.evals.recorded import specs_of
 from evalkit.render.compare_table import compare_columns
 from evalkit.render.table import columns, flag_column
 from evalkit.store import read_json, read_jsonl
+from evalkit.summary import Flag
 from tests.conftest import CONFIGS
 from tests.test_report_helpers import gfm, tables
 
@@ -116,7 +117,7 @@ def test_markers_sit_exactly_where_summary_json_has_broken_thresholds(demo_runs:
     assert summary["broken_thresholds"] >= 1  # the bug's cell at 40 questions, by design of demo_config
     for cell, row in zip(summary["cells"], body):
         marked = {c.key for c, text in zip(cols, row) if text.endswith("❌")}
-        expected = {flag_column(f, specs, cols) for f in cell["flags"] if f["action"] == "fail"}
+        expected = {flag_column(Flag.model_validate(f), specs, cols) for f in cell["flags"] if f["action"] == "fail"}
         assert marked == (expected | {"cell"} if expected else set()), cell["id"]
 
 

@@ -22,10 +22,11 @@ def publish(markdown: str, whole_report: str, summary: Mapping[str, Any] | None 
     """Annotations for `summary` (on stdout, where the runner reads workflow commands; on stderr
     when stdout carries a document such as `--json`), then `markdown` into the step summary."""
     from evalkit.render.github import step_summary, workflow_commands
+    from evalkit.summary import RunSummary
 
     if not in_github_actions():
         return
-    for line in workflow_commands(summary or {}):
+    for line in workflow_commands(RunSummary.model_validate(summary)) if summary else []:
         click.echo(line, err=stdout_is_data)
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:

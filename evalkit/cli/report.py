@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from evalkit.cli._common import FORMATS, _Command, console, echo_output, results_dir_option
+
+if TYPE_CHECKING:  # the CLI imports the library where a command runs (`--help` stays fast)
+    from evalkit.summary import RunSummary
 
 
 def output_option(f: Any) -> Any:
@@ -67,14 +71,14 @@ def report(run: str, fmt: str, output: Path | None, plot_path: Path | None, resu
     from evalkit.config import parse_config
     from evalkit.evals import registry
     from evalkit.store import read_json, resolve_run
-    from evalkit.verdicts import summarize
+    from evalkit.verdicts import summarize_run
 
     check_output(fmt, output)
     run_path = resolve_run(results_dir, run)
     info = read_json(run_path / "run.json")
     config = parse_config(info["config"], run_path / "run.json")
     with registry.using(config.evals):  # the run's evals outside evalkit (evals.plugins), while its report is made
-        summary = summarize(run_path, config)
+        summary = summarize_run(run_path, config)
         show_run(summary=summary, run_path=run_path, fmt=fmt, output=output)
     if plot_path is not None:
         from evalkit.render.forest import png
@@ -84,7 +88,7 @@ def report(run: str, fmt: str, output: Path | None, plot_path: Path | None, resu
                    "drawn", err=True)
 
 
-def write_report(summary: dict[str, Any], run_path: Path, fmt: str, output: Path) -> None:
+def write_report(summary: RunSummary | Mapping[str, Any], run_path: Path, fmt: str, output: Path) -> None:
     """A run's report in a document format, written whole to `output` (its path on stderr)."""
     from evalkit.render import render
 
@@ -94,7 +98,7 @@ def write_report(summary: dict[str, Any], run_path: Path, fmt: str, output: Path
     click.echo(f"{fmt}: {output}", err=True)
 
 
-def show_run(summary: dict[str, Any], run_path: Path, fmt: str, output: Path | None = None) -> None:
+def show_run(summary: RunSummary | Mapping[str, Any], run_path: Path, fmt: str, output: Path | None = None) -> None:
     """Print a run's summary on stdout in one of FORMATS, or write it to `output` (also `evalkit
     matrix`'s report)."""
     from evalkit.render import render

@@ -58,10 +58,13 @@ def with_evals(specs: Iterable[MetricSpec]) -> list[tuple[Eval, MetricSpec]]:
 
 
 def specs_of(summary: Mapping[str, Any]) -> list[MetricSpec]:
-    """The metrics a summary's run measured, in report order (its recorded ``metrics``; a summary
-    from before they were recorded: the evals' fixed specs, GSM8K's, the collapse check's and the
-    engine's)."""
-    recorded = summary.get("metrics")
+    """The metrics a summary's run (or a comparison) measured, in report order (`specs_from`)."""
+    return specs_from(summary.get("metrics"))
+
+
+def specs_from(recorded: Iterable[Mapping[str, Any]] | None) -> list[MetricSpec]:
+    """Recorded ``metrics`` as specs; None (a summary from before they were recorded): the evals'
+    fixed specs, GSM8K's, the collapse check's and the engine's."""
     if recorded is None:
         return registry.metrics()
     return [spec(r) for r in recorded]

@@ -5,8 +5,9 @@
     render(summary, "terminal", run_path, console=console)  # prints; returns None
     text = render_compare(compare_runs(a, b), "csv")
 
-Every format reads the same summary dict (verdicts.summarize) or run comparison
-(comparison.compare_runs), so the terminal, the PR comment and the CSV show the same numbers.
+Every format reads the same summary, a `RunSummary` (verdicts.summarize_run; summary.json is its
+dump, which render() validates once), or run comparison (comparison.compare_runs), so the
+terminal, the PR comment and the CSV show the same numbers.
 The layers, each in its module:
 
 * text.py: escaping for markdown, HTML, the terminal and CSV (model text is hostile input);
@@ -24,7 +25,7 @@ in FORMATS.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from rich.console import Console, RenderableType
 
 from evalkit.render import csv, html, junit, markdown, terminal
 from evalkit.render.details import Details, load_details
+from evalkit.summary import RunSummary
 
 Output = str | Sequence[RenderableType]
 """A document (text), or for a console format the renderables to print in order."""
@@ -42,7 +44,7 @@ Output = str | Sequence[RenderableType]
 class Format:
     """One output format: how it renders a run's report and a run comparison."""
 
-    report: Callable[[dict[str, Any], Details], Output]
+    report: Callable[[RunSummary, Details], Output]
     comparison: Callable[[dict[str, Any]], Output]
     reads_run: bool = False
     """The report shows material from the run folder (run.json, samples): load_details first."""
@@ -56,7 +58,7 @@ FORMATS: dict[str, Format] = {
     "terminal": Format(terminal.report, terminal.comparison, reads_run=True),
     "markdown": Format(markdown.report, markdown.comparison, reads_run=True),
     "csv": Format(lambda summary, details: csv.report(summary), csv.comparison),
-    "json": Format(lambda summary, details: _json(summary), _json),
+    "json": Format(lambda summary, details: _json(summary.dump()), _json),
     "html": Format(html.report, html.comparison, reads_run=True),
     "junit": Format(lambda summary, details: junit.report(summary, markdown.report(summary, details)),
                     lambda result: junit.comparison(result, markdown.comparison(result)), reads_run=True),
@@ -73,16 +75,20 @@ def _emit(out: Output, console: Console | None) -> str | None:
     return None
 
 
-def render(summary: dict[str, Any], fmt: str, run_path: Path | None = None, console: Console | None = None) -> str | None:
+def render(summary: RunSummary | Mapping[str, Any], fmt: str, run_path: Path | None = None,
+           console: Console | None = None) -> str | None:
     """A run's report in format `fmt` (a key of FORMATS; KeyError otherwise).
 
-    Text formats return the text, ending in a newline (print it as is). "terminal" prints on
-    `console` (default: a new rich Console on stdout) and returns None. `run_path` is the run's
-    folder, for run facts and folded examples; without it those are left out.
+    `summary` is the model, or summary.json as read (validated here, once, so a renderer reads
+    typed fields; a file written by an older evalkit validates too). Text formats return the
+    text, ending in a newline (print it as is). "terminal" prints on `console` (default: a new
+    rich Console on stdout) and returns None. `run_path` is the run's folder, for run facts and
+    folded examples; without it those are left out.
     """
     form = FORMATS[fmt]
-    details = load_details(run_path, summary) if form.reads_run and run_path is not None else Details()
-    return _emit(form.report(summary, details), console)
+    model = summary if isinstance(summary, RunSummary) else RunSummary.model_validate(summary)
+    details = load_details(run_path, model) if form.reads_run and run_path is not None else Details()
+    return _emit(form.report(model, details), console)
 
 
 def render_compare(result: dict[str, Any], fmt: str, console: Console | None = None) -> str | None:

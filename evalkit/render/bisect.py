@@ -23,7 +23,7 @@ from evalkit.clean import clean
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.evals.recorded import specs_of
-from evalkit.render.checks import check_sentence
+from evalkit.render.checks import check_sentence, stored
 from evalkit.render.markdown import md_table
 from evalkit.render.numbers import p_text
 from evalkit.render.text import MAX_EXCERPT_CHARS, md_cell, md_code, md_fence, term_text, truncate
@@ -98,7 +98,7 @@ def end_checks(record: dict[str, Any]) -> tuple[str, list[str]]:
     found = ends.get("checks") or []
     bad, good = ((record.get(end) or {}).get("sha", "?")[:12] for end in ("bad", "good"))
     return (f"Thresholds: the bad end {bad} against the good end {good}",
-            [check_sentence(c, specs_of(ends)) for c in found])
+            [check_sentence(c, specs_of(ends)) for c in stored(found)])
 
 
 def excerpt(record: dict[str, Any]) -> str | None:

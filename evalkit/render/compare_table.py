@@ -17,6 +17,7 @@ from evalkit.evals.recorded import specs_of
 from evalkit.render.header import tests_used
 from evalkit.render.numbers import date_text, num
 from evalkit.render.table import Column, spec_delta
+from evalkit.summary import Delta
 
 
 def delta_specs(specs: list[MetricSpec]) -> list[MetricSpec]:
@@ -40,14 +41,18 @@ def flips_suffix(spec: MetricSpec, specs: list[MetricSpec]) -> str:
     return f" ({spec.display.label})" if len(flip_specs(specs)) > 1 else ""
 
 
-def _cell(row: dict[str, Any]) -> str:
+CompareRow = dict[str, Any]
+"""One cell of a comparison (comparison.compare_runs), not yet a typed model: its deltas are read as `Delta`s."""
+
+
+def _cell(row: CompareRow) -> str:
     note = {"a": " (only in A)", "b": " (only in B)"}.get(row["in"], "")
     if row["in"] == "both" and not row["status_a"] == row["status_b"] == "ok":
         note += f" (A {row['status_a']}, B {row['status_b']})"
     return str(row["id"]) + note
 
 
-def _side(spec: MetricSpec, side: str) -> Callable[[dict[str, Any]], str]:
+def _side(spec: MetricSpec, side: str) -> Callable[[CompareRow], str]:
     """A count shows k/n (the evidence behind its Fisher test); other metrics the bare value, since
     one run's interval says nothing about a paired B − A."""
     if spec.comparison is Comparison.COUNT:
@@ -55,30 +60,36 @@ def _side(spec: MetricSpec, side: str) -> Callable[[dict[str, Any]], str]:
     return lambda row: num(row[side].get(spec.name))
 
 
-def _delta(spec: MetricSpec) -> Callable[[dict[str, Any]], str]:
-    return lambda row: spec_delta(spec, row.get(spec.name))
+def compared(row: CompareRow, spec: MetricSpec) -> Delta | None:
+    """B − A of `spec` in a compare row (None: not compared)."""
+    found = row.get(spec.name)
+    return None if found is None else Delta.model_validate(found)
 
 
-def flips(row: dict[str, Any], spec: MetricSpec) -> dict[str, Any] | None:
+def _delta(spec: MetricSpec) -> Callable[[CompareRow], str]:
+    return lambda row: spec_delta(spec, compared(row, spec))
+
+
+def flips(row: CompareRow, spec: MetricSpec) -> Delta | None:
     """The paired comparison of `spec` in a compare row: n and the flipped ids (None when the
     metric was not compared, or refused for differing setups)."""
-    delta = row.get(spec.name)
-    return delta if delta and "flipped_to_wrong" in delta else None
+    delta = compared(row, spec)
+    return delta if delta is not None and delta.flips_listed else None
 
 
-def _paired(spec: MetricSpec) -> Callable[[dict[str, Any]], str]:
-    return lambda row: str(f["n"]) if (f := flips(row, spec)) else "-"
+def _paired(spec: MetricSpec) -> Callable[[CompareRow], str]:
+    return lambda row: str(f.n) if (f := flips(row, spec)) else "-"
 
 
-def _flips(spec: MetricSpec) -> Callable[[dict[str, Any]], str]:
-    def text(row: dict[str, Any]) -> str:
+def _flips(spec: MetricSpec) -> Callable[[CompareRow], str]:
+    def text(row: CompareRow) -> str:
         f = flips(row, spec)
-        return f"{len(f['flipped_to_wrong'])} / {len(f['flipped_to_right'])}" if f else "-"
+        return f"{len(f.flipped_to_wrong)} / {len(f.flipped_to_right)}" if f else "-"
 
     return text
 
 
-def compare_columns(specs: list[MetricSpec]) -> list[Column]:
+def compare_columns(specs: list[MetricSpec]) -> list[Column[CompareRow]]:
     """cell; A, B and Δ of each delta-labelled metric, Δ of the other shown ones (named by their
     key); paired n and flips of each flips metric."""
     out = [Column("cell", "cell", _cell)]

@@ -10,6 +10,7 @@ defused (text.csv_safe).
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from typing import Any
 
 from evalkit.evals import registry
@@ -20,9 +21,10 @@ from evalkit.render.compare_table import flip_specs, flips
 from evalkit.render.engine_log import checks_text
 from evalkit.render.table import AGAINST
 from evalkit.render.text import csv_safe
+from evalkit.summary import CheckRecord, JudgedCell, RunSummary
 
 Share = tuple[Eval, tuple[MetricSpec, ...]]
-"""One eval and its metrics among those a summary records (`specs_of`)."""
+"""One eval and its metrics among those a summary or a comparison records."""
 
 
 def _shares(specs: list[MetricSpec]) -> list[Share]:
@@ -65,50 +67,47 @@ def _to_csv(records: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def records(summary: dict[str, Any]) -> list[dict[str, Any]]:
+def records(summary: RunSummary) -> list[dict[str, Any]]:
     """One record per cell: axes, status, source, flat metrics, deltas and p-values, flags."""
-    axes = list(dict.fromkeys(a for c in summary["cells"] for a in c.get("axes", {})))
-    shares = _shares(specs_of(summary))
+    axes = list(dict.fromkeys(a for c in summary.cells for a in c.axes))
+    shares = _shares(summary.specs())
     compared = [name for share in shares for name in _compared(share)]
     fields = _flat_fields(shares)
     out = []
-    for cell in summary["cells"]:
-        src = cell.get("source") or {}
-        rec: dict[str, Any] = {"run_id": summary["run_id"], "model": summary["model"], "engine": summary["engine"],
-                               "started_at": summary.get("started_at"), "cell": cell["id"]}
-        rec |= {f"axis.{a}": cell.get("axes", {}).get(a) for a in axes}
-        rec |= {"status": cell["status"], "error": cell.get("error"),
-                "source_repo": strip_userinfo(src.get("repo") or "") or None, "source_ref": src.get("ref"),
-                "source_sha": src.get("sha"), "engine_version": cell.get("engine_version"),
-                "import_origin": (cell.get("imports") or {}).get("origin"),
-                "effective_mode": cell.get("effective_mode"),
-                "ran_as_asked": (cell.get("ran_as") or {}).get("agrees"),
-                "log_checks": checks_text(cell.get("log_checks"))}
-        rec |= _flat_columns(cell["metrics"], fields)
+    for cell in summary.cells:
+        src = cell.source
+        rec: dict[str, Any] = {"run_id": summary.run_id, "model": summary.model, "engine": summary.engine,
+                               "started_at": summary.started_at, "cell": cell.id}
+        rec |= {f"axis.{a}": cell.axes.get(a) for a in axes}
+        rec |= {"status": cell.status, "error": cell.error,
+                "source_repo": strip_userinfo(src.repo or "") or None if src else None,
+                "source_ref": src.ref if src else None, "source_sha": src.sha if src else None,
+                "engine_version": cell.engine_version, "import_origin": cell.imports.origin if cell.imports else None,
+                "effective_mode": cell.effective_mode, "ran_as_asked": cell.ran_as.agrees if cell.ran_as else None,
+                "log_checks": checks_text(cell.log_checks)}
+        rec |= _flat_columns(cell.metrics, fields)
         for against, _ in AGAINST:
-            comparison = cell.get(against) or {}
-            rec[f"{against}.reference"] = comparison.get("reference")
+            deltas = cell.against(against)
+            rec[f"{against}.reference"] = deltas.reference if deltas else None
             for metric in compared:
-                delta = comparison.get(metric) or {}
-                rec[f"{against}.{metric}.diff"] = delta.get("diff")
-                rec[f"{against}.{metric}.p_value"] = delta.get("p_value")
-        rec |= check_columns(cell)
-        flags = cell.get("flags", [])
-        rec |= {"broken": sum(f["action"] == "fail" for f in flags), "warnings": sum(f["action"] == "warn" for f in flags),
-                "flags": "; ".join(f["message"] for f in flags) or None,
-                "total_s": (cell.get("timings") or {}).get("total_s")}
+                delta = deltas.of(metric) if deltas else None
+                rec[f"{against}.{metric}.diff"] = delta.diff if delta else None
+                rec[f"{against}.{metric}.p_value"] = delta.p_value if delta else None
+        rec |= check_columns(cell.checks)
+        flags = cell.flags
+        rec |= {"broken": sum(f.action == "fail" for f in flags), "warnings": sum(f.action == "warn" for f in flags),
+                "flags": "; ".join(f.message for f in flags) or None, "total_s": cell.timings.get("total_s")}
         out.append(rec)
     return out
 
 
-def check_columns(row: dict[str, Any]) -> dict[str, Any]:
+def check_columns(checks: Sequence[CheckRecord] | None) -> dict[str, Any]:
     """`check.<N>.outcome` (PASS, FAIL, INCONCLUSIVE, NOT_CHECKED), `.p`, `.p_adj`, `.mde` of each
     threshold checked on a run's cell or a compared cell; N counts the thresholds from 1."""
     out: dict[str, Any] = {}
-    for check in row.get("checks") or []:
-        key = f"check.{check['threshold'] + 1}"
-        out |= {f"{key}.outcome": check["outcome"], f"{key}.p": check.get("p"), f"{key}.p_adj": check.get("p_adj"),
-                f"{key}.mde": check.get("mde")}
+    for check in checks or []:
+        key = f"check.{check.threshold + 1}"
+        out |= {f"{key}.outcome": check.outcome, f"{key}.p": check.p, f"{key}.p_adj": check.p_adj, f"{key}.mde": check.mde}
     return out
 
 
@@ -137,14 +136,14 @@ def comparison_records(result: dict[str, Any]) -> list[dict[str, Any]]:
             rec[f"delta.{metric}"], rec[f"p.{metric}"] = delta.get("diff"), delta.get("p_value")
         for spec in flip_specs(specs):
             paired, suffix = flips(row, spec), f".{spec.name}" if several else ""
-            rec |= {f"paired_n{suffix}": paired["n"] if paired else None,
-                    f"flipped_to_wrong{suffix}": len(paired["flipped_to_wrong"]) if paired else None,
-                    f"flipped_to_right{suffix}": len(paired["flipped_to_right"]) if paired else None}
-        out.append(rec | check_columns(row))
+            rec |= {f"paired_n{suffix}": paired.n if paired else None,
+                    f"flipped_to_wrong{suffix}": len(paired.flipped_to_wrong) if paired else None,
+                    f"flipped_to_right{suffix}": len(paired.flipped_to_right) if paired else None}
+        out.append(rec | check_columns(JudgedCell.model_validate(row).checks))
     return out
 
 
-def report(summary: dict[str, Any]) -> str:
+def report(summary: RunSummary) -> str:
     return _to_csv(records(summary))
 
 

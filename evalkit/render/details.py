@@ -24,9 +24,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.evals.recorded import specs_of, with_evals
+from evalkit.evals.recorded import with_evals
 from evalkit.render.table import AGAINST
 from evalkit.store import read_json, read_jsonl
+from evalkit.summary import CellRow, RunSummary
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """How one cell's engine ran, for its drill-down (cell.json, engine.log); empty without them."""
+
+    launch: dict[str, Any] | None = None
+    """argv and env as cell.json stores them (secrets redacted), or an external server's URL."""
+    effective_mode: str | None = None
+    log_tail: str = ""
+    """The error's log tail, else the end of engine.log (secret values scrubbed when the cell ended)."""
+    gpu: dict[str, Any] | None = None
+    """cell.json's GPU record (render/gpus.py words it)."""
 
 
 @dataclass
@@ -39,10 +53,8 @@ class Details:
     """eval name -> cell id -> sample id -> that cell's row, for flipped questions only."""
     events: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
     """metric name -> cell id -> the samples where its event happened (details "events" and "parted")."""
-    engines: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """cell id -> how its engine ran: `launch` (argv and env as cell.json stores them, secrets
-    redacted), `effective_mode`, and `log_tail` (the error's, else the end of engine.log, whose
-    secret values were scrubbed when the cell ended)."""
+    engines: dict[str, EngineFacts] = field(default_factory=dict)
+    """cell id -> how its engine ran (cell.json and engine.log)."""
 
 
 @dataclass(frozen=True)
@@ -59,14 +71,14 @@ class Flips:
     """Wrong there, right here."""
 
 
-def cell_flips(cell: dict[str, Any], metric: str) -> list[Flips]:
+def cell_flips(cell: CellRow, metric: str) -> list[Flips]:
     """Against the baseline, then the twin: where any question of `metric` flipped."""
     out = []
     for against, word in AGAINST:
-        delta = (cell.get(against) or {}).get(metric) or {}
-        wrong, right = delta.get("flipped_to_wrong") or [], delta.get("flipped_to_right") or []
-        if wrong or right:
-            out.append(Flips(word, cell[against]["reference"], wrong, right))
+        deltas = cell.against(against)
+        delta = deltas.of(metric) if deltas is not None else None
+        if deltas is not None and delta is not None and (delta.flipped_to_wrong or delta.flipped_to_right):
+            out.append(Flips(word, deltas.reference, delta.flipped_to_wrong, delta.flipped_to_right))
     return out
 
 
@@ -84,18 +96,18 @@ class Worst:
     refused: str | None = None
 
 
-def cell_worst(cell: dict[str, Any], metric: str) -> list[Worst]:
+def cell_worst(cell: CellRow, metric: str) -> list[Worst]:
     """Against the baseline, then the twin: where `metric` was measured (or refused)."""
     out = []
     for against, word in AGAINST:
-        delta = (cell.get(against) or {}).get(metric) or {}
-        if delta.get("worst") or delta.get("refused"):
-            out.append(Worst(word, cell[against]["reference"], delta.get("diff"), delta.get("worst") or [],
-                             delta.get("refused")))
+        deltas = cell.against(against)
+        delta = deltas.of(metric) if deltas is not None else None
+        if deltas is not None and delta is not None and (delta.worst or delta.refused):
+            out.append(Worst(word, deltas.reference, delta.diff, delta.worst, delta.refused))
     return out
 
 
-def flipped_to_wrong(cell: dict[str, Any], metric: str) -> set[str]:
+def flipped_to_wrong(cell: CellRow, metric: str) -> set[str]:
     """Question ids right in either reference of `cell` and wrong in it (the examples shown)."""
     return {qid for flips in cell_flips(cell, metric) for qid in flips.wrong}
 
@@ -129,25 +141,25 @@ def _read(path: Path, keep: Callable[[dict[str, Any]], bool]) -> list[dict[str, 
     return [row for row in read_jsonl(path) if keep(row)] if path.is_file() else []
 
 
-def load_details(run_path: Path, summary: dict[str, Any]) -> Details:
+def load_details(run_path: Path, summary: RunSummary) -> Details:
     """Read what the report folds into <details>, for every metric that asks for details."""
     details = Details()
     if (run_path / "run.json").is_file():
         details.run = {k: v for k, v in read_json(run_path / "run.json").items() if k != "config"}
     wanted: dict[tuple[str, str, str], set[str]] = {}  # (eval, samples file, cell) -> ids: one read per file
-    for ev, spec in with_evals(specs_of(summary)):
-        for cell in summary["cells"]:
+    for ev, spec in with_evals(summary.specs()):
+        for cell in summary.cells:
             if spec.display.details == "flips" and (ids := flipped_to_wrong(cell, spec.name)):
-                refs = {(cell.get(against) or {}).get("reference") for against, _ in AGAINST}
-                for cell_id in {cell["id"], *refs} - {None}:
+                refs = {deltas.reference for against, _ in AGAINST if (deltas := cell.against(against)) is not None}
+                for cell_id in {cell.id, *refs}:
                     wanted.setdefault((ev.name, ev.samples_file, cell_id), set()).update(ids)
             elif (spec.display.details in ("events", "parted") and spec.event_field and spec.count_metric
-                  and cell["metrics"].get(spec.count_metric)):
+                  and cell.metrics.get(spec.count_metric)):
                 event = spec.event_field
-                details.events.setdefault(spec.name, {})[cell["id"]] = _read(
-                    run_path / cell["id"] / ev.samples_file, lambda row: bool(row.get(event)))  # noqa: B023 - called here
-    for cell in summary["cells"]:
-        details.engines[cell["id"]] = _engine(run_path / cell["id"])
+                details.events.setdefault(spec.name, {})[cell.id] = _read(
+                    run_path / cell.id / ev.samples_file, lambda row: bool(row.get(event)))  # noqa: B023 - called here
+    for cell in summary.cells:
+        details.engines[cell.id] = _engine(run_path / cell.id)
     for (eval_name, samples_file, cell_id), ids in wanted.items():
         rows = _read(run_path / cell_id / samples_file, lambda row: row.get("id") in ids)  # noqa: B023 - called here
         details.samples.setdefault(eval_name, {})[cell_id] = {row["id"]: row for row in rows}
@@ -157,12 +169,11 @@ def load_details(run_path: Path, summary: dict[str, Any]) -> Details:
 LOG_TAIL_LINES = 20
 
 
-def _engine(cell_dir: Path) -> dict[str, Any]:
+def _engine(cell_dir: Path) -> EngineFacts:
     record = read_json(cell_dir / "cell.json") if (cell_dir / "cell.json").is_file() else {}
     tail = (record.get("error") or {}).get("log_tail") or ""
     log = cell_dir / "engine.log"
     if not tail and log.is_file():
         with log.open(encoding="utf-8", errors="replace") as f:
             tail = "".join(deque(f, maxlen=LOG_TAIL_LINES))
-    return {"launch": record.get("launch"), "effective_mode": record.get("effective_mode"), "log_tail": tail,
-            "gpu": record.get("gpu")}
+    return EngineFacts(record.get("launch"), record.get("effective_mode"), tail, record.get("gpu"))

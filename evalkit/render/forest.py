@@ -18,18 +18,17 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalkit.errors import ConfigError
 from evalkit.evals.base import Comparison, MetricSpec
-from evalkit.evals.recorded import specs_of
 from evalkit.render.checks import checks_of
+from evalkit.render.table import AGAINST
 from evalkit.stats import newcombe_unpaired
+from evalkit.summary import CellRow, CheckRecord, Delta, RunSummary
 
-REFERENCES = (("vs_baseline", "baseline"), ("vs_ab", "twin"))
 _RANK = {"FAIL": 3, "INCONCLUSIVE": 2, "PASS": 1}
 _COLOURS = {"FAIL": "#c62828", "INCONCLUSIVE": "#e69500", "PASS": "#455a64", None: "#90a4ae"}
 _INLINE_ONLY = re.compile(r'<metadata>.*?</metadata>|<!--.*?-->|\s+xmlns(?::xlink)?="[^"]*"', re.S)
@@ -59,58 +58,56 @@ class Panel:
     """Signed margins to draw (a max_drop margin m at -m, a max_rise at +m, an equivalence at both)."""
 
 
-def _interval(spec: MetricSpec, delta: Mapping[str, Any], cell: Mapping[str, Any],
-              ref: Mapping[str, Any] | None) -> tuple[float, float] | None:
-    if delta.get("ci95"):
-        low, high = delta["ci95"]
+def _interval(spec: MetricSpec, delta: Delta, cell: CellRow, ref: CellRow | None) -> tuple[float, float] | None:
+    if delta.ci95:
+        low, high = delta.ci95
         return float(low), float(high)
     if spec.comparison is Comparison.COUNT and ref is not None and spec.count_metric and spec.n_metric:
-        k1, n1 = cell["metrics"].get(spec.count_metric), cell["metrics"].get(spec.n_metric)
-        k2, n2 = ref["metrics"].get(spec.count_metric), ref["metrics"].get(spec.n_metric)
-        if None not in (k1, n1, k2, n2):
+        k1, n1 = cell.metrics.get(spec.count_metric), cell.metrics.get(spec.n_metric)
+        k2, n2 = ref.metrics.get(spec.count_metric), ref.metrics.get(spec.n_metric)
+        if k1 is not None and n1 is not None and k2 is not None and n2 is not None:
             return newcombe_unpaired(int(k1), int(n1), int(k2), int(n2))
     return None
 
 
-def _checks_on(row: Mapping[str, Any], metric: str, against: str) -> list[Mapping[str, Any]]:
+def _checks_on(row: CellRow, metric: str, against: str) -> list[CheckRecord]:
     """The checks of `metric` against this reference (render/checks.py `checks_of`)."""
     suffix = "_vs_baseline" if against == "vs_baseline" else "_ab"
-    return [c for c in checks_of(row) if c.get("metric") == metric and str(c.get("check")).endswith(suffix)]
+    return [c for c in checks_of(row) if c.metric == metric and c.check.endswith(suffix)]
 
 
-def _signed(check: Mapping[str, Any]) -> list[float]:
-    margin, kind = float(check["margin"]), str(check["check"])
+def _signed(check: CheckRecord) -> list[float]:
+    margin, kind = float(check.margin or 0), check.check
     return [-margin] if kind.startswith("max_drop") else [margin] if kind.startswith("max_rise") else [-margin, margin]
 
 
-def panels(summary: Mapping[str, Any]) -> list[Panel]:
+def panels(summary: RunSummary) -> list[Panel]:
     """The panels to draw: each PAIRED or COUNT metric some cell was compared on, in the summary's order."""
-    cells = {row["id"]: row for row in summary.get("cells", [])}
+    cells = {row.id: row for row in summary.cells}
     out = []
-    for spec in specs_of(summary):
+    for spec in summary.specs():
         if spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
             continue
         rows, margins = [], set[float]()
-        for row in summary.get("cells", []):
-            for against, word in REFERENCES:
-                delta = (row.get(against) or {}).get(spec.name)
-                if not delta or delta.get("diff") is None:
+        for row in summary.cells:
+            for against, word in AGAINST:
+                deltas = row.against(against)
+                delta = deltas.of(spec.name) if deltas is not None else None
+                if deltas is None or delta is None or delta.diff is None:
                     continue
-                ref = cells.get((row.get(against) or {}).get("reference", ""))
-                found = _interval(spec, delta, row, ref)
+                found = _interval(spec, delta, row, cells.get(deltas.reference))
                 if found is None:
                     continue
                 checks = _checks_on(row, spec.name, against)
                 margins.update(m for c in checks for m in _signed(c))
-                outcome = max((c.get("outcome") for c in checks if c.get("outcome") in _RANK),
-                              key=lambda o: _RANK[str(o)], default=None)
-                rows.append(ForestRow(row["id"], word, float(delta["diff"]), found[0], found[1], outcome))
+                outcome = max((c.outcome for c in checks if c.outcome in _RANK), key=lambda o: _RANK[o], default=None)
+                rows.append(ForestRow(row.id, word, float(delta.diff), found[0], found[1], outcome))
         if rows:
             out.append(Panel(spec, rows, sorted(margins)))
     return out
 
 
-def _figure(summary: Mapping[str, Any]) -> Any:
+def _figure(summary: RunSummary) -> Any:
     """The matplotlib figure (None when nothing was compared)."""
     try:
         import matplotlib
@@ -142,12 +139,12 @@ def _figure(summary: Mapping[str, Any]) -> Any:
         ax.set_ylim(-0.7, len(panel.rows) - 0.3)
         ax.set_xlabel(f"Δ {panel.spec.display.label}, points (95% interval)", fontsize=9)
         ax.grid(True, axis="x", alpha=0.3)
-    fig.suptitle(f"evalkit {summary.get('run_id', '')}: differences from the baseline (o) and the twin (■); "
+    fig.suptitle(f"evalkit {summary.run_id}: differences from the baseline (o) and the twin (■); "
                  "dashed: threshold margins", fontsize=10)
     return fig
 
 
-def svg(summary: Mapping[str, Any]) -> str | None:
+def svg(summary: RunSummary) -> str | None:
     """The plot as an inline `<svg>` element with real text (None when nothing was compared)."""
     import matplotlib
 
@@ -165,7 +162,7 @@ def svg(summary: Mapping[str, Any]) -> str | None:
     return _INLINE_ONLY.sub("", text[text.index("<svg"):])
 
 
-def png(summary: Mapping[str, Any], out_path: Path) -> bool:
+def png(summary: RunSummary, out_path: Path) -> bool:
     """Write the plot as a PNG; False (nothing written) when no cell was compared with anything."""
     fig = _figure(summary)
     if fig is None:

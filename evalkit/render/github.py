@@ -14,8 +14,7 @@ Two outputs, both pure functions of the summary (the CLI writes them):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from evalkit.summary import RunSummary
 
 STEP_SUMMARY_LIMIT = 1024 * 1024
 """Bytes GitHub accepts in one step's summary file."""
@@ -35,19 +34,17 @@ def command(level: str, message: str, title: str) -> str:
     return f"::{level} title={_escape_property(title)}::{_escape_data(message)}"
 
 
-def workflow_commands(summary: Mapping[str, Any]) -> list[str]:
+def workflow_commands(summary: RunSummary) -> list[str]:
     """The run's annotations, cells in matrix order: failed cells, then each cell's flags."""
     lines = []
-    run = summary.get("run_id", "")
-    for row in summary.get("cells", []):
-        title = f"{_TITLE} {run}: {row['id']}"
-        if row.get("status") == "error":
-            lines.append(command("error", f"{row['id']}: cell failed to run: {row.get('error') or 'no reason recorded'}",
-                                 title))
-        elif row.get("status") not in ("ok", None):
-            lines.append(command("error", f"{row['id']}: cell {row['status']}: {row.get('error') or 'not run'}", title))
-        for flag in row.get("flags", []):
-            lines.append(command("error" if flag.get("action") == "fail" else "warning", flag["message"], title))
+    for row in summary.cells:
+        title = f"{_TITLE} {summary.run_id}: {row.id}"
+        if row.status == "error":
+            lines.append(command("error", f"{row.id}: cell failed to run: {row.error or 'no reason recorded'}", title))
+        elif row.status != "ok":
+            lines.append(command("error", f"{row.id}: cell {row.status}: {row.error or 'not run'}", title))
+        for flag in row.flags:
+            lines.append(command("error" if flag.action == "fail" else "warning", flag.message, title))
     return lines
 
 

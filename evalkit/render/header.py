@@ -7,69 +7,87 @@ behind each p-value from the metrics' comparison kinds, so a new eval's deltas a
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, MetricSpec
-from evalkit.evals.recorded import specs_of
 from evalkit.redact import strip_userinfo
 from evalkit.render.gpus import box_text
 from evalkit.render.numbers import date_text
+from evalkit.summary import RunSummary, Verdict
 
 SIM_NOTE = "Engine: evalkit's SIMULATED engine (not a real model): figures show the pipeline, not a model."
 
 
-def sources(summary: dict[str, Any]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class EngineSource:
+    """One engine source tree of the run (user info stripped from the repo) and its cells."""
+
+    repo: str
+    ref: str
+    sha: str
+    cells: list[str]
+
+
+@dataclass(frozen=True)
+class ImportGroup:
+    """Cells whose engine package imported from one place, with the verdict in words."""
+
+    package: str
+    origin: str
+    said: str
+    cells: list[str]
+
+
+def sources(summary: RunSummary) -> list[EngineSource]:
     """Distinct engine sources (repo, ref, sha) with the cells built from each, in run order."""
     groups: dict[tuple[str, str, str], list[str]] = {}
-    for cell in summary["cells"]:
-        src = cell.get("source")
-        if src:
-            key = (strip_userinfo(src.get("repo") or ""), src.get("ref") or "", src.get("sha") or "")
-            groups.setdefault(key, []).append(cell["id"])
-    return [{"repo": r, "ref": ref, "sha": sha, "cells": ids} for (r, ref, sha), ids in groups.items()]
+    for cell in summary.cells:
+        if src := cell.source:
+            groups.setdefault((strip_userinfo(src.repo or ""), src.ref or "", src.sha or ""), []).append(cell.id)
+    return [EngineSource(r, ref, sha, ids) for (r, ref, sha), ids in groups.items()]
 
 
-def imports(summary: dict[str, Any]) -> list[dict[str, Any]]:
+def imports(summary: RunSummary) -> list[ImportGroup]:
     """Where each cell's engine package imported from (asked before it started), grouped: one
     entry per (package, origin, verdict) with its cells, in run order; `said` is the verdict in
     words: inside the cell's source tree, OUTSIDE it (the cell did not start), or no tree to prove."""
     groups: dict[tuple[str, str, str], list[str]] = {}
-    for cell in summary["cells"]:
-        found = cell.get("imports")
-        if found:
-            said = {True: "inside its source tree", False: f"OUTSIDE its source tree {found.get('tree')}",
-                    None: "no source tree"}[found.get("inside")]
-            groups.setdefault((found["package"], found.get("origin") or "nowhere", said), []).append(cell["id"])
-    return [{"package": p, "origin": o, "said": s, "cells": ids} for (p, o, s), ids in groups.items()]
+    for cell in summary.cells:
+        if found := cell.imports:
+            said = {True: "inside its source tree", False: f"OUTSIDE its source tree {found.tree}",
+                    None: "no source tree"}[found.inside]
+            groups.setdefault((found.package, found.origin or "nowhere", said), []).append(cell.id)
+    return [ImportGroup(p, o, s, ids) for (p, o, s), ids in groups.items()]
 
 
-def _source_label(source: dict[str, Any], summary: dict[str, Any]) -> str:
+def _source_label(source: EngineSource, summary: RunSummary) -> str:
     """`ccc861dc5ab1 (fix=fixon)` when one axis value names the source's cells."""
-    sha = (source["sha"] or "?")[:12]
-    cells = {c["id"]: c.get("axes", {}) for c in summary["cells"]}
-    members = [cells[i] for i in source["cells"] if i in cells]
-    others = [axes for cid, axes in cells.items() if cid not in source["cells"]]
+    sha = (source.sha or "?")[:12]
+    cells = {c.id: c.axes for c in summary.cells}
+    members = [cells[i] for i in source.cells if i in cells]
+    others = [axes for cid, axes in cells.items() if cid not in source.cells]
     for axis, value in (members[0].items() if members else []):
         if all(m.get(axis) == value for m in members) and all(o.get(axis) != value for o in others):
             return f"{sha} ({axis}={value})"
     return f"{sha} ({len(members)} cells)"
 
 
-def title(summary: dict[str, Any]) -> str:
+def title(summary: RunSummary) -> str:
     """`evalkit · MODEL on ENGINE · SHAs · DATE`."""
-    parts = ["evalkit", f"{summary['model']} on {summary['engine']}"]
+    parts = ["evalkit", f"{summary.model} on {summary.engine}"]
     srcs = sources(summary)
     if srcs:
         labels = [_source_label(s, summary) for s in srcs]
         parts.append(", ".join(labels) if len(labels) <= 3 else f"{len(labels)} engine sources")
-    parts.append(date_text(summary.get("started_at")))
+    parts.append(date_text(summary.started_at))
     return " · ".join(parts)
 
 
-def facts(summary: dict[str, Any], run: dict[str, Any]) -> list[str]:
+def facts(summary: RunSummary, run: dict[str, Any]) -> list[str]:
     """Facts for the line under the title, from the summary and run.json (`run`, may be empty)."""
-    out = [f"run {summary['run_id']}", f"status {summary.get('status') or '?'}", f"{len(summary['cells'])} cells"]
+    out = [f"run {summary.run_id}", f"status {summary.status or '?'}", f"{len(summary.cells)} cells"]
     if run.get("limit"):
         out.append(f"limit {run['limit']}")
     if run.get("evalkit_version"):
@@ -82,19 +100,17 @@ def facts(summary: dict[str, Any], run: dict[str, Any]) -> list[str]:
     return out
 
 
-def verdict_line(summary: dict[str, Any]) -> tuple[bool, str]:
-    """(ok, sentence): the run's verdict in words."""
-    n, failed, broken, warned = (len(summary["cells"]), summary["failed_cells"], summary["broken_thresholds"],
-                                 summary["warnings"])
-    ok = not failed and not broken and summary.get("status") != "interrupted"
+def verdict_line(summary: RunSummary | Verdict) -> tuple[bool, str]:
+    """(ok, sentence): the run's (or a comparison's) verdict in words."""
+    n, failed, broken, warned = len(summary.cells), summary.failed_cells, summary.broken_thresholds, summary.warnings
+    ok = not failed and not broken and summary.status != "interrupted"
     words = [f"{broken} threshold{'s' if broken != 1 else ''} broken", f"{failed} of {n} cells failed to run",
              f"{warned} warning{'s' if warned != 1 else ''}"]
-    if summary.get("inconclusive_checks"):  # too little evidence to pass: --strict exits 5 on it
-        words.insert(1, f"{summary['inconclusive_checks']} check{'s' if summary['inconclusive_checks'] != 1 else ''} "
-                        "INCONCLUSIVE")
-    if summary.get("status") == "interrupted":
+    if unsure := summary.inconclusive_checks:  # too little evidence to pass: --strict exits 5 on it
+        words.insert(1, f"{unsure} check{'s' if unsure != 1 else ''} INCONCLUSIVE")
+    if summary.status == "interrupted":
         words.insert(0, "run interrupted")
-    return ok, ", ".join(words) + f"; exit {summary['exit_code']}"
+    return ok, ", ".join(words) + f"; exit {summary.exit_code}"
 
 
 def eval_title(ev: Eval) -> str:
@@ -120,16 +136,15 @@ def tests_used(specs: Iterable[MetricSpec], fisher: str) -> str:
     return ", ".join(parts)
 
 
-def legend(summary: dict[str, Any]) -> str:
+def legend(summary: RunSummary) -> str:
     """What the delta columns compare, in one sentence."""
     parts = []
-    if summary.get("baseline"):
-        parts.append(f"baseline = {summary['baseline']}")
-    ab = summary.get("ab")
-    if ab:
+    if summary.baseline:
+        parts.append(f"baseline = {summary.baseline}")
+    if ab := summary.ab:
         parts.append(f"twin = the same cell with {ab['axis']}={ab['on']}")
     parts.append("Δ = this cell − its reference, in points")
-    specs = specs_of(summary)
+    specs = summary.specs()
     between = [s.display.delta_label for s in specs if s.display.delta_label and s.comparison is Comparison.PAIRWISE]
     if between:
         parts.append(f"{', '.join(between)}: measured between the cell's and its reference's outputs")

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
-from evalkit.render.checks import with_mde
+from evalkit.render.checks import stored, with_mde
 from evalkit.render.text import csv_safe
 from evalkit.store.history import Point
 
@@ -68,6 +68,6 @@ def history_csv(points: Sequence[Point]) -> str:
     writer.writerow(["run_id", "started_at", "cell", "status", "source_sha", *names, "checks"])
     for p in points:
         head = [csv_safe(v) for v in (p.run_id, p.started_at or "", p.cell_id, p.status, p.source_sha or "")]
-        checks = "; ".join(f"{c['outcome']} {with_mde(c, c['rule'], specs)}" for c in p.checks or [])
+        checks = "; ".join(f"{c.outcome} {with_mde(c, c.rule, specs)}" for c in stored(p.checks))
         writer.writerow([*head, *("" if p.metrics.get(n) is None else repr(p.metrics[n]) for n in names), csv_safe(checks)])
     return out.getvalue()

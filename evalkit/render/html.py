@@ -42,6 +42,7 @@ from evalkit.render.details import Details
 from evalkit.render.header import SIM_NOTE, facts, legend, sources, title, verdict_line
 from evalkit.render.html_details import cell_sections, esc
 from evalkit.render.table import Pivot, columns, pivots, table_rows
+from evalkit.summary import CellRow, RunSummary, Verdict
 
 MARKS = {"fail": "✗", "warn": "⚠"}
 """Marks of a broken threshold (plain symbols: an emoji font may be missing offline)."""
@@ -124,23 +125,23 @@ def _pivot(p: Pivot) -> str:
     return f'<h2>{esc(p.title)}</h2>\n<table class="pivot"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def filter_attrs(cell: dict[str, Any]) -> str:
+def filter_attrs(cell: CellRow) -> str:
     """The attributes the filters read: data-cell, data-status, data-flagged, data-search."""
-    search = " ".join([cell["id"], *map(str, (cell.get("axes") or {}).values())]).lower()
-    flagged = "1" if cell.get("flags") else "0"
-    return (f'data-cell="{esc(cell["id"])}" data-status="{esc(cell["status"])}" data-flagged="{flagged}" '
+    search = " ".join([cell.id, *map(str, cell.axes.values())]).lower()
+    flagged = "1" if cell.flags else "0"
+    return (f'data-cell="{esc(cell.id)}" data-status="{esc(cell.status)}" data-flagged="{flagged}" '
             f'data-search="{esc(search)}"')
 
 
-def _matrix(summary: dict[str, Any], attrs: dict[str, str]) -> str:
-    cols = columns(specs_of(summary))
+def _matrix(summary: RunSummary, attrs: dict[str, str]) -> str:
+    cols = columns(summary.specs())
     head = "".join(f"<th>{esc(c.header)}</th>" for c in cols)
     body = "".join(f"<tr {attrs[row.cell_id]}>" + "".join(_td(row.texts[c.key], row.mark(c.key)) for c in cols) + "</tr>"
                    for row in table_rows(summary))
     return f'<table class="matrix"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _checks(summary: dict[str, Any]) -> list[str]:
+def _checks(summary: RunSummary | Verdict) -> list[str]:
     """Checks: a line per threshold, and the table of cells x thresholds (INCONCLUSIVE marked ⚠)."""
     lines = check_lines(summary)
     if not lines:
@@ -152,17 +153,17 @@ def _checks(summary: dict[str, Any]) -> list[str]:
             + "</ul>", f'<table class="checks"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>']
 
 
-def _flags(summary: dict[str, Any]) -> list[str]:
+def _flags(summary: RunSummary | Verdict) -> list[str]:
     """Thresholds: each broken (FAIL) or warned threshold's message, a run's or a comparison's."""
-    flags = [f for c in summary["cells"] for f in c.get("flags") or []]
+    flags = [f for c in summary.cells for f in c.flags]
     if not flags:
         return []
     return ["<h2>Thresholds</h2><ul class=\"thresholds\">" + "".join(
-        f'<li class="{esc(f["action"])}">{MARKS.get(f["action"], "")} <b>{esc(f["action"].upper())}</b> '
-        f"{esc(f['message'])}</li>" for f in flags) + "</ul>"]
+        f'<li class="{esc(f.action)}">{MARKS.get(f.action, "")} <b>{esc(f.action.upper())}</b> '
+        f"{esc(f.message)}</li>" for f in flags) + "</ul>"]
 
 
-def _verdict(summary: dict[str, Any], whose: str = "") -> str:
+def _verdict(summary: RunSummary | Verdict, whose: str = "") -> str:
     ok, words = verdict_line(summary)
     return f'<p class="verdict {"ok" if ok else "bad"}">{"✔" if ok else "✗"} {esc(whose + words)}</p>'
 
@@ -173,17 +174,17 @@ FILTERS = ('<div class="filters"><label>Cell or axis value <input id="filter-cel
            '<label>Question id <input id="filter-qid" type="search"></label></div>')
 
 
-def report(summary: dict[str, Any], details: Details) -> str:
+def report(summary: RunSummary, details: Details) -> str:
     """The run as one HTML page: facts, verdict, pivots, all cells, thresholds, drill-downs."""
-    attrs = {cell["id"]: filter_attrs(cell) for cell in summary["cells"]}
+    attrs = {cell.id: filter_attrs(cell) for cell in summary.cells}
     heading = title(summary)
     parts = [f"<h1>{esc(heading)}</h1>", f'<p class="facts">{esc(" · ".join(facts(summary, details.run)))}</p>']
     srcs = sources(summary)
     if srcs:
         parts.append("<ul class=\"sources\">" + "".join(
-            f"<li>engine source <code>{esc(s['repo'])}</code> @ <code>{esc(s['ref'])}</code> → "
-            f"<code>{esc(s['sha'] or '?')}</code>: {esc(', '.join(s['cells']))}</li>" for s in srcs) + "</ul>")
-    if summary.get("simulated"):
+            f"<li>engine source <code>{esc(s.repo)}</code> @ <code>{esc(s.ref)}</code> → "
+            f"<code>{esc(s.sha or '?')}</code>: {esc(', '.join(s.cells))}</li>" for s in srcs) + "</ul>")
+    if summary.simulated:
         parts.append(f'<p class="note">{esc(SIM_NOTE)}</p>')
     parts.append(_verdict(summary))
     parts += [_pivot(p) for p in pivots(summary)]
@@ -192,8 +193,8 @@ def report(summary: dict[str, Any], details: Details) -> str:
     parts += ["<h2>All cells</h2>", FILTERS, _matrix(summary, attrs), f'<p class="legend">{esc(legend(summary))}</p>']
     parts += _checks(summary) + _flags(summary)
     parts += ["<h2>Cells</h2>", cell_sections(summary, details, attrs)]
-    if summary.get("command"):
-        command = shlex.join(redact_argv(str(a) for a in summary["command"]))
+    if summary.command:
+        command = shlex.join(redact_argv(str(a) for a in summary.command))
         parts.append(f"<h2>Reproduce</h2><pre>{esc(command, 4_000)}</pre>")
     return page(heading, "\n".join(parts))
 
@@ -218,14 +219,15 @@ def comparison(result: dict[str, Any]) -> str:
                    f'data-search="{esc(row["id"].lower())}">' + "".join(_td(texts[c.key]) for c in cols) + "</tr>"
                    for row, texts in zip(result["cells"], compare_rows(result)))
     parts += [FILTERS, f'<table class="compare"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>',
-              f'<p class="legend">{esc(compare_legend(result))}</p>', _verdict(result, "B against A: ")]
-    parts += _checks(result) + _flags(result)
+              f'<p class="legend">{esc(compare_legend(result))}</p>']
+    verdict = Verdict.model_validate(result)
+    parts += [_verdict(verdict, "B against A: "), *_checks(verdict), *_flags(verdict)]
     for row in result["cells"]:
         for spec in flip_specs(specs):
             paired = flips(row, spec)
-            if not paired or not (paired["flipped_to_wrong"] or paired["flipped_to_right"]):
+            if not paired or not (paired.flipped_to_wrong or paired.flipped_to_right):
                 continue
-            wrong, right = paired["flipped_to_wrong"], paired["flipped_to_right"]
+            wrong, right = paired.flipped_to_wrong, paired.flipped_to_right
             parts.append(f'<details class="cell"><summary>{esc(row["id"])}: {len(wrong)} to wrong, {len(right)} '
                          f"to right{esc(flips_suffix(spec, specs))}</summary><p>Right in A, wrong in B:</p>"
                          f'<ul class="ids">{_id_items(wrong)}</ul><p>Wrong in A, right in B:</p>'

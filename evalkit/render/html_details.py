@@ -1,7 +1,7 @@
 """The HTML report's per-cell drill-down: one `<details>` per cell (html.py lays out the page).
 
 Each holds the cell's status and error, engine source and SHA, timings, then per metric that asks
-for details (MetricSpec.details), in the summary's order (`specs_of`):
+for details (MetricSpec.details), in the summary's order (`RunSummary.specs`):
 
 * "flips": the questions that flipped against the baseline and the twin (ids, searchable), and
   for those that went wrong the eval's account of both sides (`EvalDisplay.describe_sample`): the
@@ -24,12 +24,21 @@ from typing import Any
 
 from evalkit.clean import clean, clean_block
 from evalkit.evals.base import Eval, MetricSpec
-from evalkit.evals.recorded import specs_of, with_evals
+from evalkit.evals.recorded import with_evals
 from evalkit.redact import strip_userinfo
-from evalkit.render.details import Details, cell_flips, cell_worst, event_facts, parted_copies, parted_facts
+from evalkit.render.details import (
+    Details,
+    EngineFacts,
+    cell_flips,
+    cell_worst,
+    event_facts,
+    parted_copies,
+    parted_facts,
+)
 from evalkit.render.engine_log import checks_text, ran_text
 from evalkit.render.gpus import cell_rows
 from evalkit.render.text import truncate
+from evalkit.summary import CellRow, RunSummary
 
 MAX_SAMPLE_CHARS = 4_000
 """Longest model text embedded per sample (a response, an excerpt, the end of a generation)."""
@@ -114,11 +123,11 @@ def _flip_example(ev: Eval, qid: str, cell_id: str, ref_id: str, answers: dict[s
             f"(finish {esc(here['finish'] or '?')})</p><pre>{esc_block(here['text'] or '')}</pre></div>")
 
 
-def _flips(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details) -> str:
+def _flips(spec: MetricSpec, ev: Eval, cell: CellRow, details: Details) -> str:
     answers = details.samples.get(ev.name, {})
     parts = []
     for f in cell_flips(cell, spec.name):
-        examples = "".join(_flip_example(ev, q, cell["id"], f.reference, answers) for q in f.wrong[:MAX_FLIP_EXAMPLES])
+        examples = "".join(_flip_example(ev, q, cell.id, f.reference, answers) for q in f.wrong[:MAX_FLIP_EXAMPLES])
         parts.append(f'<div class="flips" data-against="{esc(f.word)}"><h4>{esc(spec.display.label)} vs {esc(f.word)} '
                      f"{esc(f.reference)}</h4><p>Right there, wrong here ({len(f.wrong)}):</p>{_id_items(f.wrong)}"
                      f"<p>Wrong there, right here ({len(f.right)}):</p>{_id_items(f.right)}{examples}</div>")
@@ -148,14 +157,14 @@ def _parted(sample: dict[str, Any]) -> str:
             f"{esc(parted_facts(sample))}</p>{variants}</div>")
 
 
-def _events(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, run_id: str) -> str:
-    samples = details.events.get(spec.name, {}).get(cell["id"]) or []
-    m = cell["metrics"]
+def _events(spec: MetricSpec, ev: Eval, cell: CellRow, details: Details, run_id: str) -> str:
+    samples = details.events.get(spec.name, {}).get(cell.id) or []
+    m = cell.metrics
     if not samples and not m.get(spec.count_metric or ""):
         return ""
     words = spec.display.event_words or f"samples {spec.event_field}"
     rest = len(samples) - MAX_EVENT_SAMPLES
-    where = f"{run_id}/{cell['id']}/{ev.samples_file}"
+    where = f"{run_id}/{cell.id}/{ev.samples_file}"
     show = _parted if spec.display.details == "parted" else _evidence
     return (f'<div class="events"><h4>{esc(m.get(spec.count_metric or ""))} of {esc(m.get(spec.n_metric or ""))} '
             f"{esc(words)}</h4>{''.join(show(s) for s in samples[:MAX_EVENT_SAMPLES])}"
@@ -171,7 +180,7 @@ def _place(place: dict[str, Any]) -> str:
             f"<mark class=\"onset\">{esc_block(place.get('here', ''))}</mark>{esc_block(place.get('after', ''))}</pre>")
 
 
-def _worst(spec: MetricSpec, cell: dict[str, Any]) -> str:
+def _worst(spec: MetricSpec, cell: CellRow) -> str:
     parts = []
     for w in cell_worst(cell, spec.name):
         head = f"{esc(spec.display.label)} vs {esc(w.word)} {esc(w.reference)}"
@@ -183,62 +192,58 @@ def _worst(spec: MetricSpec, cell: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def _facts(cell: dict[str, Any], engine: dict[str, Any]) -> str:
-    rows = [("status", cell["status"])]
-    if cell.get("error"):
-        rows.append(("error", cell["error"]))
-    src = cell.get("source") or {}
-    if src:
-        rows.append(("engine source", f"{strip_userinfo(src.get('repo') or '')} @ {src.get('ref') or '?'} → "
-                                      f"{src.get('sha') or '?'}"))
-    launch = engine.get("launch") or {}
+def _facts(cell: CellRow, engine: EngineFacts) -> str:
+    rows = [("status", cell.status)]
+    if cell.error:
+        rows.append(("error", cell.error))
+    if src := cell.source:
+        rows.append(("engine source", f"{strip_userinfo(src.repo or '')} @ {src.ref or '?'} → {src.sha or '?'}"))
+    launch = engine.launch or {}
     if launch.get("argv"):
         rows.append(("engine argv", shlex.join(str(a) for a in launch["argv"])))
     if launch.get("env"):
         rows.append(("engine env", " ".join(f"{k}={shlex.quote(str(v))}" for k, v in launch["env"].items())))
     if launch.get("base_url"):
         rows.append(("server", f"{launch['base_url']} ({launch.get('note') or 'external'})"))
-    found = cell.get("imports") or {}
-    if found:
-        said = {True: "inside the source tree", False: f"OUTSIDE the source tree {found.get('tree')}",
-                None: "no source tree"}[found.get("inside")]
-        rows.append(("engine imports", f"{found['package']} from {found.get('origin') or 'nowhere'} ({said})"))
-    if ran := ran_text(cell.get("ran_as")):
+    if found := cell.imports:
+        said = {True: "inside the source tree", False: f"OUTSIDE the source tree {found.tree}",
+                None: "no source tree"}[found.inside]
+        rows.append(("engine imports", f"{found.package} from {found.origin or 'nowhere'} ({said})"))
+    if ran := ran_text(cell.ran_as):
         rows.append(("engine ran (its log)", ran))
-    elif engine.get("effective_mode"):
-        rows.append(("effective mode", engine["effective_mode"]))
-    if checks := checks_text(cell.get("log_checks")):
+    elif engine.effective_mode:
+        rows.append(("effective mode", engine.effective_mode))
+    if checks := checks_text(cell.log_checks):
         rows.append(("log checks", checks))
-    if cell.get("engine_version"):
-        rows.append(("engine version", cell["engine_version"]))
-    rows += cell_rows(engine.get("gpu"))
-    timings = cell.get("timings") or {}
-    if timings:
+    if cell.engine_version:
+        rows.append(("engine version", cell.engine_version))
+    rows += cell_rows(engine.gpu)
+    if timings := cell.timings:
         rows.append(("timings", ", ".join(f"{k} {v}" for k, v in timings.items())))
-    if engine.get("log_tail"):
-        rows.append(("engine log (end)", engine["log_tail"]))
+    if engine.log_tail:
+        rows.append(("engine log (end)", engine.log_tail))
     blocks = ("error", "engine argv", "engine log (end)")
     body = "".join(f"<tr><th>{esc(k)}</th><td>{esc_block(v, 4_000) if k in blocks else esc(v)}</td></tr>"
                    for k, v in rows)
     return f'<table class="facts">{body}</table>'
 
 
-def cell_sections(summary: dict[str, Any], details: Details, attrs: dict[str, str]) -> str:
+def cell_sections(summary: RunSummary, details: Details, attrs: dict[str, str]) -> str:
     """One `<details>` per cell, in run order, open where a failing threshold broke; `attrs[cell
     id]` are its filter attributes."""
     out = []
-    for cell in summary["cells"]:
+    for cell in summary.cells:
         blocks = []
-        for ev, spec in with_evals(specs_of(summary)):
+        for ev, spec in with_evals(summary.specs()):
             if spec.display.details == "flips":
                 blocks.append(_flips(spec, ev, cell, details))
             elif spec.display.details in ("events", "parted"):
-                blocks.append(_events(spec, ev, cell, details, summary["run_id"]))
+                blocks.append(_events(spec, ev, cell, details, summary.run_id))
             elif spec.display.details == "worst":
                 blocks.append(_worst(spec, cell))
-        failed = any(f["action"] == "fail" for f in cell.get("flags", []))
+        failed = any(f.action == "fail" for f in cell.flags)
         flagged = ' <span class="mark">✗</span>' if failed else ""
-        out.append(f'<details class="cell" id="cell-{esc(cell["id"])}" {attrs[cell["id"]]}{" open" if failed else ""}>'
-                   f"<summary><b>{esc(cell['id'])}</b> · {esc(cell['status'])}{flagged}</summary>"
-                   f"{_facts(cell, details.engines.get(cell['id'], {}))}{''.join(blocks)}</details>")
+        out.append(f'<details class="cell" id="cell-{esc(cell.id)}" {attrs[cell.id]}{" open" if failed else ""}>'
+                   f"<summary><b>{esc(cell.id)}</b> · {esc(cell.status)}{flagged}</summary>"
+                   f"{_facts(cell, details.engines.get(cell.id, EngineFacts()))}{''.join(blocks)}</details>")
     return "\n".join(out)

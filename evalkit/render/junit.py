@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalkit.render.checks import checks_of
+from evalkit.summary import CellRow, CheckRecord, JudgedCell, RunSummary
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _SKIPPED = ("INCONCLUSIVE", "NOT_CHECKED")
@@ -43,26 +44,25 @@ def _x(text: Any) -> str:
     return _NOT_XML.sub("", str(text))
 
 
-def _check_name(check: Mapping[str, Any]) -> str:
-    rule = check.get("rule") or f"{check.get('metric')} {check.get('check')} {check.get('margin', check.get('limit'))}"
-    return f"{rule} vs {check['reference']}" if check.get("reference") else rule
+def _check_name(check: CheckRecord) -> str:
+    return f"{check.rule} vs {check.reference}" if check.reference else check.rule
 
 
-def _flag_message(row: Mapping[str, Any], check: Mapping[str, Any]) -> str | None:
+def _flag_message(row: CellRow | JudgedCell, check: CheckRecord) -> str | None:
     """The broken-threshold message of this check (the flag the summary made for it)."""
-    for flag in row.get("flags", []):
-        if flag.get("metric") == check.get("metric") and flag.get("check") == check.get("check") and (
-                flag.get("reference") == check.get("reference") or check.get("reference") is None):
-            return str(flag["message"])
-    return check.get("message")
+    for flag in row.flags:
+        if flag.metric == check.metric and flag.check == check.check and (
+                flag.reference == check.reference or check.reference is None):
+            return flag.message
+    return check.message
 
 
-def _skip_reason(check: Mapping[str, Any]) -> str:
-    if check.get("outcome") == "NOT_CHECKED":
-        return f"not checked: {check.get('why') or check.get('message') or 'no value'}"
-    mde, margin = check.get("mde"), check.get("margin")
+def _skip_reason(check: CheckRecord) -> str:
+    if check.outcome == "NOT_CHECKED":
+        return f"not checked: {check.why or check.message or 'no value'}"
+    mde, margin = check.mde, check.margin
     power = f"MDE {mde:.3g} at this n against a margin of {margin:g}" if mde is not None and margin is not None else ""
-    need = f"; about {check['n_needed']} samples would decide it" if check.get("n_needed") else ""
+    need = f"; about {check.n_needed} samples would decide it" if check.n_needed else ""
     return f"inconclusive: not significant and underpowered ({power}{need})" if power else "inconclusive"
 
 
@@ -70,31 +70,31 @@ def _testcase(suite: ET.Element, classname: str, name: str, time_s: float = 0.0)
     return ET.SubElement(suite, "testcase", name=_x(name), classname=_x(classname), time=f"{max(time_s, 0.0):.3f}")
 
 
-def _add_cell(suite: ET.Element, run_id: str, row: Mapping[str, Any], counts: dict[str, int]) -> None:
-    classname = f"evalkit.{run_id}.{row['id']}"
-    total = float((row.get("timings") or {}).get("total_s") or 0.0)
+def _add_cell(suite: ET.Element, run_id: str, row: CellRow, counts: dict[str, int]) -> None:
+    classname = f"evalkit.{run_id}.{row.id}"
+    total = float(row.timings.get("total_s") or 0.0)
     runs = _testcase(suite, classname, "runs", total)
     counts["tests"] += 1
-    status = row.get("status")
+    status = row.status
     if status == "error":
         counts["errors"] += 1
-        ET.SubElement(runs, "error", message=_x(row.get("error") or "the cell failed"), type="CellError").text = _x(
-            row.get("error") or "")
+        ET.SubElement(runs, "error", message=_x(row.error or "the cell failed"), type="CellError").text = _x(
+            row.error or "")
         return
     if status != "ok":
         counts["skipped"] += 1
-        ET.SubElement(runs, "skipped", message=_x(f"cell {status}: {row.get('error') or 'not run'}"))
+        ET.SubElement(runs, "skipped", message=_x(f"cell {status}: {row.error or 'not run'}"))
         return
     _add_checks(suite, classname, row, counts)
 
 
-def _add_checks(suite: ET.Element, classname: str, row: Mapping[str, Any], counts: dict[str, int]) -> None:
+def _add_checks(suite: ET.Element, classname: str, row: CellRow | JudgedCell, counts: dict[str, int]) -> None:
     """One testcase per threshold checked on a run's cell or a compared cell (rule in the module docstring)."""
     for check in checks_of(row):
         case = _testcase(suite, classname, _check_name(check))
         counts["tests"] += 1
-        outcome = check.get("outcome")
-        if outcome == "FAIL" and check.get("action") == "fail":
+        outcome = check.outcome
+        if outcome == "FAIL" and check.action == "fail":
             counts["failures"] += 1
             message = _flag_message(row, check) or _check_name(check)
             ET.SubElement(case, "failure", message=_x(message), type="ThresholdBroken").text = _x(message)
@@ -105,40 +105,42 @@ def _add_checks(suite: ET.Element, classname: str, row: Mapping[str, Any], count
             ET.SubElement(case, "system-out").text = _x(f"WARNING: {_flag_message(row, check) or _check_name(check)}")
 
 
-def _properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
-    props = [(key, str(summary.get(key))) for key in ("run_id", "model", "engine", "simulated", "exit_code", "baseline")]
-    for row in summary.get("cells", []):
-        props += [(f"cell.{row['id']}.axis.{axis}", str(value)) for axis, value in (row.get("axes") or {}).items()]
-        if (row.get("source") or {}).get("sha"):
-            props.append((f"cell.{row['id']}.source_sha", str(row["source"]["sha"])))
-    for found in summary.get("regressions") or []:
-        if found.get("first_bad"):
-            props.append((f"cell.{found['cell']}.first_bad_commit", str(found["first_bad"])))
+def _properties(summary: RunSummary) -> list[tuple[str, str]]:
+    props = [(key, str(value)) for key, value in (("run_id", summary.run_id), ("model", summary.model),
+             ("engine", summary.engine), ("simulated", summary.simulated), ("exit_code", summary.exit_code),
+             ("baseline", summary.baseline))]
+    for row in summary.cells:
+        props += [(f"cell.{row.id}.axis.{axis}", str(value)) for axis, value in row.axes.items()]
+        if row.source is not None and row.source.sha:
+            props.append((f"cell.{row.id}.source_sha", row.source.sha))
+    for found in summary.regressions or []:
+        if found.first_bad:
+            props.append((f"cell.{found.cell}.first_bad_commit", found.first_bad))
     return props
 
 
-def report(summary: Mapping[str, Any], markdown: str) -> str:
+def report(summary: RunSummary, markdown: str) -> str:
     """The run as a JUnit XML document; `markdown` is the report put in the suite's system-out."""
-    run_id = str(summary.get("run_id", "run"))
+    run_id = summary.run_id
     root = ET.Element("testsuites", name="evalkit")
-    suite = ET.SubElement(root, "testsuite", name=_x(f"evalkit {run_id}: {summary.get('model')} on {summary.get('engine')}"))
+    suite = ET.SubElement(root, "testsuite", name=_x(f"evalkit {run_id}: {summary.model} on {summary.engine}"))
     properties = ET.SubElement(suite, "properties")
     for name, value in _properties(summary):
         ET.SubElement(properties, "property", name=_x(name), value=_x(value))
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for row in summary.get("cells", []):
+    for row in summary.cells:
         _add_cell(suite, run_id, row, counts)
     ET.SubElement(suite, "system-out").text = _x(markdown)
-    total = sum(float((r.get("timings") or {}).get("total_s") or 0.0) for r in summary.get("cells", []))
+    total = sum(float(r.timings.get("total_s") or 0.0) for r in summary.cells)
     suite.attrib.update({k: str(v) for k, v in counts.items()} | {"time": f"{total:.3f}"})
-    if summary.get("started_at"):
-        suite.set("timestamp", str(summary["started_at"]))
+    if summary.started_at:
+        suite.set("timestamp", summary.started_at)
     root.attrib.update({k: str(counts[k]) for k in ("tests", "failures", "errors")} | {"time": f"{total:.3f}"})
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def _compare_cell(suite: ET.Element, row: Mapping[str, Any], counts: dict[str, int]) -> None:
+def _compare_cell(suite: ET.Element, row: Mapping[str, Any], judged: JudgedCell, counts: dict[str, int]) -> None:
     classname = f"evalkit.compare.{row['id']}"
     runs = _testcase(suite, classname, "runs")
     counts["tests"] += 1
@@ -154,7 +156,7 @@ def _compare_cell(suite: ET.Element, row: Mapping[str, Any], counts: dict[str, i
             ET.SubElement(runs, "skipped", message=_x(f"not compared: in {row.get('in')}, status A "
                                                       f"{row.get('status_a')}, B {row.get('status_b')}"))
         return
-    _add_checks(suite, classname, row, counts)
+    _add_checks(suite, classname, judged, counts)
 
 
 def comparison(result: Mapping[str, Any], markdown: str) -> str:
@@ -169,7 +171,7 @@ def comparison(result: Mapping[str, Any], markdown: str) -> str:
         ET.SubElement(properties, "property", name=f"{side}.source_shas", value=_x(",".join(meta.get("source_shas") or [])))
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for row in result.get("cells", []):
-        _compare_cell(suite, row, counts)
+        _compare_cell(suite, row, JudgedCell.model_validate(row), counts)
     ET.SubElement(suite, "system-out").text = _x(markdown)
     suite.attrib.update({k: str(v) for k, v in counts.items()} | {"time": "0.000"})
     root.attrib.update({k: str(counts[k]) for k in ("tests", "failures", "errors")})

@@ -16,6 +16,7 @@ from evalkit.evals.recorded import specs_of
 from evalkit.redact import redact_argv
 from evalkit.render.checks import check_lines, check_table
 from evalkit.render.compare_table import (
+    CompareRow,
     compare_columns,
     compare_legend,
     compare_rows,
@@ -32,6 +33,7 @@ from evalkit.render.markdown_details import details_sections, id_list
 from evalkit.render.regressions import regression_lines
 from evalkit.render.table import Pivot, columns, pivots, table_rows
 from evalkit.render.text import html_text, md_cell, md_code, md_fence
+from evalkit.summary import RunSummary, Verdict
 
 FAIL_MARK, WARN_MARK = "❌", "⚠️"
 
@@ -51,8 +53,8 @@ def _marked(text: str, mark: str) -> str:
     return f"{escaped} {WARN_MARK}" if mark == "warn" else escaped
 
 
-def _matrix(summary: dict[str, Any]) -> list[str]:
-    cols = columns(specs_of(summary))
+def _matrix(summary: RunSummary) -> list[str]:
+    cols = columns(summary.specs())
     body = [[_marked(row.texts[c.key], row.mark(c.key)) for c in cols] for row in table_rows(summary)]
     return md_table((md_cell(c.header) for c in cols), body)
 
@@ -62,7 +64,7 @@ def _pivot(p: Pivot) -> list[str]:
     return md_table((md_cell(h) for h in [p.corner, *p.columns]), body)
 
 
-def _checks(summary: dict[str, Any]) -> list[str]:
+def _checks(summary: RunSummary | Verdict) -> list[str]:
     """`#### Checks`: a line per threshold, then cells x thresholds folded (outcome, adjusted p, MDE)."""
     lines = check_lines(summary)
     if not lines:
@@ -74,35 +76,35 @@ def _checks(summary: dict[str, Any]) -> list[str]:
             *md_table((md_cell(h) for h in headers), body), "", "</details>", ""]
 
 
-def _flags(summary: dict[str, Any]) -> list[str]:
+def _flags(summary: RunSummary | Verdict) -> list[str]:
     """`#### Thresholds`: each broken (FAIL) or warned threshold's message, a run's or a comparison's."""
-    flags = [f for c in summary["cells"] for f in c.get("flags") or []]
+    flags = [f for c in summary.cells for f in c.flags]
     if not flags:
         return []
-    return ["#### Thresholds", "", *(f"- {FAIL_MARK} **FAIL** {md_cell(f['message'])}" if f["action"] == "fail"
-                                     else f"- {WARN_MARK} warn {md_cell(f['message'])}" for f in flags), ""]
+    return ["#### Thresholds", "", *(f"- {FAIL_MARK} **FAIL** {md_cell(f.message)}" if f.action == "fail"
+                                     else f"- {WARN_MARK} warn {md_cell(f.message)}" for f in flags), ""]
 
 
-def _reproduce(summary: dict[str, Any]) -> list[str]:
-    if not summary.get("command"):
+def _reproduce(summary: RunSummary) -> list[str]:
+    if not summary.command:
         return []
-    command = redact_argv(str(a) for a in summary["command"])  # `--api-key X` must not reach a PR
+    command = redact_argv(str(a) for a in summary.command)  # `--api-key X` must not reach a PR
     return ["---", "", "Reproduce:", "", md_fence(shlex.join(command), "sh"), ""]
 
 
-def report(summary: dict[str, Any], details: Details) -> str:
+def report(summary: RunSummary, details: Details) -> str:
     """GitHub markdown for a PR: title, verdict, pivots, the matrix, flags, details, command."""
     ok, words = verdict_line(summary)
     lines = [f"### {md_cell(title(summary), limit=1000)}", "", md_cell(" · ".join(facts(summary, details.run))), ""]
     for src in sources(summary):
-        lines.append(f"- engine source {md_code(src['repo'])} @ {md_code(src['ref'])} → "
-                     f"{md_code(src['sha'] or '?')}: {md_cell(', '.join(src['cells']))}")
+        lines.append(f"- engine source {md_code(src.repo)} @ {md_code(src.ref)} → "
+                     f"{md_code(src.sha or '?')}: {md_cell(', '.join(src.cells))}")
     for found in imports(summary):
-        lines.append(f"- engine package {md_code(found['package'])} imported from {md_code(found['origin'])} "
-                     f"({md_cell(found['said'])}): {md_cell(', '.join(found['cells']))}")
+        lines.append(f"- engine package {md_code(found.package)} imported from {md_code(found.origin)} "
+                     f"({md_cell(found.said)}): {md_cell(', '.join(found.cells))}")
     if sources(summary) or imports(summary):
         lines.append("")
-    if summary.get("simulated"):
+    if summary.simulated:
         lines += [f"> {md_cell(SIM_NOTE)}", ""]
     lines += [f"{'✅' if ok else FAIL_MARK} **{md_cell(words)}**", ""]
     for p in pivots(summary):
@@ -131,20 +133,21 @@ def comparison(result: dict[str, Any]) -> str:
     body = [[md_cell(texts[c.key]) for c in cols] for texts in compare_rows(result)]
     lines += md_table((md_cell(c.header) for c in cols), body)
     lines += ["", md_cell(compare_legend(result), limit=1000), ""]
-    ok, words = verdict_line(result)
+    verdict = Verdict.model_validate(result)
+    ok, words = verdict_line(verdict)
     lines += [f"{'✅' if ok else FAIL_MARK} **B against A: {md_cell(words)}**", ""]
-    lines += _checks(result) + _flags(result)
+    lines += _checks(verdict) + _flags(verdict)
     lines += [line for row in result["cells"] for spec in flip_specs(specs)
               for line in _compare_flips(row, spec, specs)]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _compare_flips(row: dict[str, Any], spec: MetricSpec, specs: list[MetricSpec]) -> list[str]:
+def _compare_flips(row: CompareRow, spec: MetricSpec, specs: list[MetricSpec]) -> list[str]:
     """A cell's questions of `spec` that flipped between the runs, folded (ids only)."""
     paired = flips(row, spec)
-    if not paired or not (paired["flipped_to_wrong"] or paired["flipped_to_right"]):
+    if not paired or not (paired.flipped_to_wrong or paired.flipped_to_right):
         return []
-    wrong, right = paired["flipped_to_wrong"], paired["flipped_to_right"]
+    wrong, right = paired.flipped_to_wrong, paired.flipped_to_right
     line = f"{row['id']}: {len(wrong)} to wrong, {len(right)} to right{flips_suffix(spec, specs)}"
     return [f"<details><summary>{html_text(line)}</summary>", "", f"Right in A, wrong in B: {id_list(wrong) or '-'}", "",
             f"Wrong in A, right in B: {id_list(right) or '-'}", "", "</details>", ""]

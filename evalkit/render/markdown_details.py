@@ -1,6 +1,6 @@
 """The markdown report's folded `<details>`: flipped questions and event evidence, per cell.
 
-One section per metric that asks for details (MetricSpec.details), in the summary's order (`specs_of`):
+One section per metric that asks for details (MetricSpec.details), in the summary's order (`RunSummary.specs`):
 
 * "flips": per cell, the questions that flipped against the baseline and the twin, and a few
   that went wrong with the eval's own account of them (`EvalDisplay.describe_sample`);
@@ -22,9 +22,10 @@ from typing import Any
 
 from evalkit.clean import clean
 from evalkit.evals.base import Eval, MetricSpec
-from evalkit.evals.recorded import specs_of, with_evals
+from evalkit.evals.recorded import with_evals
 from evalkit.render.details import Details, cell_flips, cell_worst, event_facts, parted_copies, parted_facts
 from evalkit.render.text import html_pre, html_text, md_cell, md_code, truncate
+from evalkit.summary import CellRow, RunSummary
 
 MAX_IDS_LISTED = 40
 MAX_EXAMPLES = 3
@@ -65,7 +66,7 @@ def _flip_example(ev: Eval, qid: str, cell_id: str, ref_id: str, answers: dict[s
     return [facts, "", html_pre(here["text"] or ""), ""]
 
 
-def _flips(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, budget: _Budget) -> list[str]:
+def _flips(spec: MetricSpec, ev: Eval, cell: CellRow, details: Details, budget: _Budget) -> list[str]:
     """One <details> block for a cell with questions of `spec` flipped against a reference."""
     answers = details.samples.get(ev.name, {})
     parts, counts, shown = [], [], set()
@@ -75,13 +76,13 @@ def _flips(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, b
         parts += [(f"**vs {word} {md_cell(ref)}**: right there, wrong here ({len(wrong)}): {id_list(wrong) or '-'}; "
                    f"wrong there, right here ({len(right)}): {id_list(right) or '-'}"), ""]
         for qid in [q for q in wrong if q not in shown][:MAX_EXAMPLES]:
-            example = _flip_example(ev, qid, cell["id"], ref, answers)
+            example = _flip_example(ev, qid, cell.id, ref, answers)
             if example and budget.take("\n".join(example)):
                 parts += example
                 shown.add(qid)
     if not counts:
         return []
-    line = f"{cell['id']}: flipped questions ({'; '.join(counts)})"
+    line = f"{cell.id}: flipped questions ({'; '.join(counts)})"
     return [f"<details><summary>{html_text(line)}</summary>", "", *parts, "</details>", ""]
 
 
@@ -116,37 +117,37 @@ def _parted(sample: dict[str, Any]) -> list[str]:
     return block
 
 
-def _events(spec: MetricSpec, ev: Eval, cell: dict[str, Any], details: Details, budget: _Budget,
+def _events(spec: MetricSpec, ev: Eval, cell: CellRow, details: Details, budget: _Budget,
             run_id: str) -> list[str]:
     """One <details> block for a cell where `spec`'s event happened: a few samples' evidence
     (the detector's, or for "parted" where identical requests part)."""
-    samples = details.events.get(spec.name, {}).get(cell["id"]) or []
-    m = cell["metrics"]
+    samples = details.events.get(spec.name, {}).get(cell.id) or []
+    m = cell.metrics
     if not samples and not m.get(spec.count_metric or ""):
         return []
     words = spec.display.event_words or f"samples {spec.event_field}"
-    line = f"{cell['id']}: {m.get(spec.count_metric or '')} of {m.get(spec.n_metric or '')} {words}"
+    line = f"{cell.id}: {m.get(spec.count_metric or '')} of {m.get(spec.n_metric or '')} {words}"
     parts = [f"<details><summary>{html_text(line)}</summary>", ""]
     for sample in samples[:MAX_EXAMPLES]:
         block = _parted(sample) if spec.display.details == "parted" else _evidence(sample)
         if budget.take("\n".join(block)):
             parts += block
     rest = len(samples) - MAX_EXAMPLES
-    where = md_code(f"{run_id}/{cell['id']}/{ev.samples_file}")
+    where = md_code(f"{run_id}/{cell.id}/{ev.samples_file}")
     parts += [f"{'And ' + str(rest) + ' more; all' if rest > 0 else 'All'} samples: {where} in the results folder.",
               "", "</details>", ""]
     return parts
 
 
-def _worst(spec: MetricSpec, cell: dict[str, Any], budget: _Budget) -> list[str]:
+def _worst(spec: MetricSpec, cell: CellRow, budget: _Budget) -> list[str]:
     """One <details> block per reference of a cell: the worst places of `spec`, text around each."""
     out = []
     for w in cell_worst(cell, spec.name):
         if w.refused:
-            out += [f"- {md_cell(cell['id'])}: {md_cell(spec.display.label)} vs {w.word} {md_cell(w.reference)} not compared: "
+            out += [f"- {md_cell(cell.id)}: {md_cell(spec.display.label)} vs {w.word} {md_cell(w.reference)} not compared: "
                     f"{md_cell(w.refused)}", ""]
             continue
-        line = f"{cell['id']}: {spec.display.label} vs {w.word} {w.reference} {w.value:.3g}, worst places"
+        line = f"{cell.id}: {spec.display.label} vs {w.word} {w.reference} {w.value:.3g}, worst places"
         parts = [f"<details><summary>{html_text(line)}</summary>", ""]
         for place in w.places[:MAX_EXAMPLES]:
             block = [f"{md_cell(place.get('id', '?'))} token {place.get('at')}: {place.get('value', 0):.3g}", "",
@@ -161,18 +162,18 @@ def _capitalized(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def details_sections(summary: dict[str, Any], details: Details) -> list[str]:
+def details_sections(summary: RunSummary, details: Details) -> list[str]:
     """`#### Flipped questions (<label>)`, `#### <Delta label> evidence` (events, parted) and
     `#### <Label>: worst places` sections, with their blocks."""
     budget = _Budget(MAX_DETAILS_CHARS)
-    cells, out = summary["cells"], []
-    for ev, spec in with_evals(specs_of(summary)):
+    cells, out = summary.cells, []
+    for ev, spec in with_evals(summary.specs()):
         if spec.display.details == "flips":
             heading = f"Flipped questions ({spec.display.label})"
             blocks = [line for cell in cells for line in _flips(spec, ev, cell, details, budget)]
         elif spec.display.details in ("events", "parted"):
             heading = f"{_capitalized(spec.display.delta_label or spec.display.label)} evidence"
-            blocks = [line for cell in cells for line in _events(spec, ev, cell, details, budget, summary["run_id"])]
+            blocks = [line for cell in cells for line in _events(spec, ev, cell, details, budget, summary.run_id)]
         elif spec.display.details == "worst":
             heading = f"{_capitalized(spec.display.label)}: worst places"
             blocks = [line for cell in cells for line in _worst(spec, cell, budget)]

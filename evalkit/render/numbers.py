@@ -9,7 +9,8 @@ not measured or not compared.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+
+from evalkit.summary import Delta
 
 
 def num(value: float | None, digits: int = 3) -> str:
@@ -20,23 +21,23 @@ def p_text(p: float | None) -> str:
     return "-" if p is None else f"{p:.2g}"
 
 
-def delta_text(delta: dict[str, Any] | None, tested: bool = True, between: bool = False) -> str:
+def delta_text(delta: Delta | None, tested: bool = True, between: bool = False) -> str:
     """`-3.3 (p=0.0012)`: a tested difference of rates in points and its p-value; untested
     (a continuous value), the plain difference `-1.250`; `between` (a value measured between the
     two cells, no sign: it is not a difference), its `value` `0.0123`. `-` when not compared, `setup differs`
     when the comparison was refused (the two scores come from different eval setups), `not
     compared` when the eval refused it (its reason is in the thresholds and summary.json)."""
-    if delta and delta.get("setup_differs"):
+    if delta is not None and delta.setup_differs:
         return "setup differs"
-    if delta and delta.get("refused"):
+    if delta is not None and delta.refused:
         return "not compared"
-    if not delta or delta.get("diff") is None:
+    if delta is None or delta.diff is None:
         return "-"
     if between:
-        return f"{delta.get('value', delta['diff']):.3g}"
+        return f"{delta.diff if delta.value is None else delta.value:.3g}"
     if not tested:
-        return f"{delta['diff']:+.3f}"
-    return f"{delta['diff'] * 100:+.1f} (p={p_text(delta.get('p_value'))})"
+        return f"{delta.diff:+.3f}"
+    return f"{delta.diff * 100:+.1f} (p={p_text(delta.p_value)})"
 
 
 def date_text(stamp: str | None) -> str:

@@ -16,38 +16,41 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Generic, TypeVar
 
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
-from evalkit.evals.recorded import specs_of
 from evalkit.render.numbers import delta_text
+from evalkit.summary import CellRow, Delta, Flag, RunSummary
 
 AGAINST = (("vs_baseline", "baseline"), ("vs_ab", "twin"))
 """A cell's two references: the summary key of each comparison and the word the report uses."""
 
+Source = TypeVar("Source")
+"""What a table's rows are read from: a summary's `CellRow`, or a compare row."""
+
 
 @dataclass(frozen=True)
-class Column:
+class Column(Generic[Source]):
     """One column of a table: its key (what flags and marks refer to), header and cell text."""
 
     key: str
     header: str
-    text: Callable[[dict[str, Any]], str]
+    text: Callable[[Source], str]
     """The display text (unescaped) of one row of the table's source (a summary cell, a compare row)."""
 
 
-def _status(cell: dict[str, Any]) -> str:
-    if cell["status"] == "ok":
+def _status(cell: CellRow) -> str:
+    if cell.status == "ok":
         return "ok"
-    return f"{cell['status']}: {cell['error']}" if cell.get("error") else cell["status"]
+    return f"{cell.status}: {cell.error}" if cell.error else cell.status
 
 
-def _value(spec: MetricSpec) -> Callable[[dict[str, Any]], str]:
-    return lambda cell: spec.show(cell["metrics"])
+def _value(spec: MetricSpec) -> Callable[[CellRow], str]:
+    return lambda cell: spec.show(cell.metrics)
 
 
-def spec_delta(spec: MetricSpec, delta: dict[str, Any] | None) -> str:
+def spec_delta(spec: MetricSpec, delta: Delta | None) -> str:
     """A delta of `spec` as text: in points with p, the plain difference of a continuous value, or
     the value measured between the two cells (PAIRWISE)."""
     return delta_text(delta, tested=spec.comparison is not Comparison.CONTINUOUS,
@@ -59,14 +62,18 @@ def delta_header(spec: MetricSpec, word: str) -> str:
     return f"{'' if spec.comparison is Comparison.PAIRWISE else 'Δ '}{spec.display.delta_label} vs {word}"
 
 
-def _delta(spec: MetricSpec, against: str) -> Callable[[dict[str, Any]], str]:
-    return lambda cell: spec_delta(spec, (cell.get(against) or {}).get(spec.name))
+def _delta(spec: MetricSpec, against: str) -> Callable[[CellRow], str]:
+    return lambda cell: spec_delta(spec, cell.delta(against, spec.name))
 
 
-def columns(specs: list[MetricSpec]) -> list[Column]:
+def _id(cell: CellRow) -> str:
+    return cell.id
+
+
+def columns(specs: list[MetricSpec]) -> list[Column[CellRow]]:
     """cell, status, a value column per metric with `column`, then `Δ <delta_label> vs baseline`
-    and `vs twin` per metric with `delta_label`; metrics in the summary's order (`specs_of`)."""
-    out = [Column("cell", "cell", lambda cell: cell["id"]), Column("status", "status", _status)]
+    and `vs twin` per metric with `delta_label`; metrics in the summary's order (`RunSummary.specs`)."""
+    out = [Column("cell", "cell", _id), Column("status", "status", _status)]
     out += [Column(spec.short, spec.display.column, _value(spec)) for spec in specs if spec.display.column]
     for spec in specs:
         if spec.display.delta_label:
@@ -75,13 +82,13 @@ def columns(specs: list[MetricSpec]) -> list[Column]:
     return out
 
 
-def flag_column(flag: dict[str, Any], specs: list[MetricSpec], cols: list[Column]) -> str:
+def flag_column(flag: Flag, specs: list[MetricSpec], cols: list[Column[CellRow]]) -> str:
     """The column a broken threshold is marked in: its metric's value column for `min`/`max`, its
     delta column for a change against a reference; the cell id when the table has no such column."""
-    spec = registry.metric(flag["metric"], specs)
+    spec = registry.metric(flag.metric, specs)
     if spec is None:
         return "cell"
-    check = flag["check"]
+    check = flag.check
     if check in ("min", "max"):
         key = spec.short
     else:
@@ -103,15 +110,15 @@ class Row:
         return "fail" if key in self.failed else "warn" if key in self.warned else ""
 
 
-def table_rows(summary: dict[str, Any]) -> list[Row]:
+def table_rows(summary: RunSummary) -> list[Row]:
     """One row per cell, in run order, with the texts of every column of `columns`."""
-    specs = specs_of(summary)
+    specs = summary.specs()
     cols = columns(specs)
     out = []
-    for cell in summary["cells"]:
-        row = Row(cell["id"], {c.key: c.text(cell) for c in cols})
-        for flag in cell.get("flags", []):
-            (row.failed if flag["action"] == "fail" else row.warned).update({flag_column(flag, specs, cols), "cell"})
+    for cell in summary.cells:
+        row = Row(cell.id, {c.key: c.text(cell) for c in cols})
+        for flag in cell.flags:
+            (row.failed if flag.action == "fail" else row.warned).update({flag_column(flag, specs, cols), "cell"})
         out.append(row)
     return out
 
@@ -128,17 +135,17 @@ class Pivot:
     """Per data cell: "fail", "warn" or "" (parallel to rows)."""
 
 
-def pivot(summary: dict[str, Any], spec: MetricSpec) -> Pivot | None:
+def pivot(summary: RunSummary, spec: MetricSpec) -> Pivot | None:
     """`spec`'s metric by configuration; None when the matrix has fewer than two axes."""
-    cells = [c for c in summary["cells"] if c.get("axes")]
-    axes = list(cells[0]["axes"]) if cells else []
+    cells = [c for c in summary.cells if c.axes]
+    axes = list(cells[0].axes) if cells else []
     if len(axes) < 2:
         return None
-    ab = summary.get("ab") or {}
-    col_axis = ab.get("axis") if ab.get("axis") in axes else axes[-1]
+    ab = summary.ab or {}
+    col_axis = ab["axis"] if ab.get("axis") in axes else axes[-1]
     row_axes = [a for a in axes if a != col_axis]
-    col_values = list(dict.fromkeys(c["axes"][col_axis] for c in cells))
-    grid = {(tuple(c["axes"][a] for a in row_axes), c["axes"][col_axis]): c for c in cells}
+    col_values = list(dict.fromkeys(c.axes[col_axis] for c in cells))
+    grid = {(tuple(c.axes[a] for a in row_axes), c.axes[col_axis]): c for c in cells}
     with_delta = bool(ab) and col_axis == ab.get("axis")
     headers = [*col_values] + ([f"Δ {ab['off']} − {ab['on']}"] if with_delta else [])
     rows_out, marks = [], []
@@ -146,28 +153,28 @@ def pivot(summary: dict[str, Any], spec: MetricSpec) -> Pivot | None:
         line, mark = [], []
         for col in col_values:
             cell = grid.get((key, col))
-            line.append("" if cell is None else spec.show(cell["metrics"]) if cell["status"] == "ok" else cell["status"])
+            line.append("" if cell is None else spec.show(cell.metrics) if cell.status == "ok" else cell.status)
             mark.append(_mark(cell, spec.name, ("min", "max")) if cell else "")
         if with_delta:
             off = grid.get((key, ab["off"]))
-            line.append(spec_delta(spec, ((off or {}).get("vs_ab") or {}).get(spec.name)))
+            line.append(spec_delta(spec, off.delta("vs_ab", spec.name) if off else None))
             mark.append(_mark(off, spec.name, ("max_drop_ab", "max_rise_ab")) if off else "")
         rows_out.append([" · ".join(key), *line])
         marks.append(["", *mark])
     return Pivot(spec.display.pivot or spec.display.label, " · ".join(row_axes), headers, rows_out, marks)
 
 
-def _mark(cell: dict[str, Any], metric: str, checks: tuple[str, ...]) -> str:
-    actions = {f["action"] for f in cell.get("flags", []) if f["metric"] == metric and f["check"] in checks}
+def _mark(cell: CellRow, metric: str, checks: tuple[str, ...]) -> str:
+    actions = {f.action for f in cell.flags if f.metric == metric and f.check in checks}
     return "fail" if "fail" in actions else "warn" if "warn" in actions else ""
 
 
-def pivots(summary: dict[str, Any]) -> list[Pivot]:
+def pivots(summary: RunSummary) -> list[Pivot]:
     """One pivot per metric with `pivot`, in the summary's order, when some cell measured it (an
     eval a config left off would be a grid of dashes)."""
     out = []
-    for spec in specs_of(summary):
-        measured = any(cell["metrics"].get(spec.name) is not None for cell in summary["cells"])
+    for spec in summary.specs():
+        measured = any(cell.metrics.get(spec.name) is not None for cell in summary.cells)
         if spec.display.pivot and measured and (p := pivot(summary, spec)) is not None:
             out.append(p)
     return out

@@ -27,6 +27,7 @@ from evalkit.render.header import SIM_NOTE, facts, imports, legend, title, verdi
 from evalkit.render.regressions import regression_lines
 from evalkit.render.table import Column, Pivot, Row, columns, pivots, table_rows
 from evalkit.render.text import MAX_CELL_CHARS, term_text, truncate
+from evalkit.summary import CellRow, RunSummary, Verdict
 
 
 def _marked(text: str, mark: str) -> str:
@@ -53,11 +54,11 @@ class _Matrix:
     fits, and a line says which (markdown, CSV and HTML always hold them all). Never left out:
     the cell, its status, and any column a broken threshold marks in some row."""
 
-    def __init__(self, summary: dict[str, Any], details: Details) -> None:
+    def __init__(self, summary: RunSummary, details: Details) -> None:
         self.summary, self.details = summary, details
-        self.cols, self.rows = columns(specs_of(summary)), table_rows(summary)
+        self.cols, self.rows = columns(summary.specs()), table_rows(summary)
 
-    def _rank(self, index: int, column: Column) -> tuple[int, int] | None:
+    def _rank(self, index: int, column: Column[CellRow]) -> tuple[int, int] | None:
         """When `column` goes (lower first; None: never): empty columns, then comparisons with
         the twin, then values without a comparison column, then comparisons with the baseline;
         the rightmost (the later evals) first within each."""
@@ -72,17 +73,17 @@ class _Matrix:
             return (4 if compared else 2, -index)
         return (3, -index)
 
-    def _width(self, cols: list[Column]) -> int:
+    def _width(self, cols: list[Column[CellRow]]) -> int:
         """The table's width with no value folded (headers may wrap at spaces): each column as
         wide as its widest value with its mark (up to WRAPS_PAST: a longer text, an error, wraps
         anyway), or its header's longest word, plus its padding and border."""
-        def need(column: Column) -> int:
+        def need(column: Column[CellRow]) -> int:
             values = (len(truncate(row.texts[column.key], MAX_CELL_CHARS)) + (2 if row.mark(column.key) else 0)
                       for row in self.rows)
             return max(min(max(values, default=1), WRAPS_PAST), *(len(word) for word in column.header.split()))
         return 1 + sum(need(c) + 3 for c in cols)
 
-    def _table(self, cols: list[Column]) -> Table:
+    def _table(self, cols: list[Column[CellRow]]) -> Table:
         table = Table(title=term_text(title(self.summary)),
                       caption=term_text(" · ".join(facts(self.summary, self.details.run))))
         widest = max((len(row.cell_id) for row in self.rows), default=4) + 2  # a cell id is never folded
@@ -98,7 +99,7 @@ class _Matrix:
         keep = list(self.cols)
         order = sorted((rank, column.key) for i, column in enumerate(self.cols)
                        if (rank := self._rank(i, column)) is not None)
-        hidden: list[Column] = []
+        hidden: list[Column[CellRow]] = []
         for _, key in order:
             if self._width(keep) <= options.max_width:
                 break
@@ -110,18 +111,18 @@ class _Matrix:
             yield f"[dim]{term_text(f'left out at {options.max_width} columns: {names}; a wider terminal or --format markdown, csv or html shows them')}[/dim]"
 
 
-def _cell(row: Row, column: Column) -> str:
+def _cell(row: Row, column: Column[CellRow]) -> str:
     return _marked(truncate(row.texts[column.key], MAX_CELL_CHARS), row.mark(column.key))
 
 
-def report(summary: dict[str, Any], details: Details) -> list[RenderableType]:
+def report(summary: RunSummary, details: Details) -> list[RenderableType]:
     """The matrix, its legend, the pivots, the broken thresholds and the verdict."""
     out: list[RenderableType] = [_Matrix(summary, details), f"[dim]{term_text(legend(summary))}[/dim]"]
     out += [_pivot(p) for p in pivots(summary)]
-    if summary.get("simulated"):
+    if summary.simulated:
         out.append(f"[dim]{term_text(SIM_NOTE)}[/dim]")
     for found in imports(summary):
-        said = f"{found['package']} imported from {found['origin']} ({found['said']}): {', '.join(found['cells'])}"
+        said = f"{found.package} imported from {found.origin} ({found.said}): {', '.join(found.cells)}"
         out.append(f"[dim]{term_text(said)}[/dim]")
     if lines := engine_log_lines(summary):
         out.append(term_text(engine_log_title(summary)))
@@ -130,14 +131,14 @@ def report(summary: dict[str, Any], details: Details) -> list[RenderableType]:
     return out
 
 
-def _verdict(summary: dict[str, Any], between: list[RenderableType], whose: str = "") -> list[RenderableType]:
+def _verdict(summary: RunSummary | Verdict, between: list[RenderableType], whose: str = "") -> list[RenderableType]:
     """A run's or a comparison's checks (a line per threshold), its broken thresholds, `between`,
     and the verdict line (`whose` before its words: "B against A: ")."""
     out: list[RenderableType] = [f"[dim]{term_text(line)}[/dim]" for line in check_lines(summary)]
-    for cell in summary["cells"]:
-        for flag in cell.get("flags") or []:
-            marker = "[bold red]FAIL[/bold red]" if flag["action"] == "fail" else "[yellow]warn[/yellow]"
-            out.append(f"{marker} {term_text(flag['message'])}")
+    for cell in summary.cells:
+        for flag in cell.flags:
+            marker = "[bold red]FAIL[/bold red]" if flag.action == "fail" else "[yellow]warn[/yellow]"
+            out.append(f"{marker} {term_text(flag.message)}")
     ok, words = verdict_line(summary)
     return [*out, *between, ("[green]OK[/green] " if ok else "[bold red]NOT OK[/bold red] ") + term_text(whose + words)]
 
@@ -154,4 +155,5 @@ def comparison(result: dict[str, Any]) -> list[RenderableType]:
     for texts in rows:
         table.add_row(*(term_text(texts[c.key]) for c in cols))
     return [table, f"A: {term_text(run_facts(result['a']))}", f"B: {term_text(run_facts(result['b']))}",
-            f"[dim]{term_text(compare_legend(result))}[/dim]", *_verdict(result, [], "B against A: ")]
+            f"[dim]{term_text(compare_legend(result))}[/dim]",
+            *_verdict(Verdict.model_validate(result), [], "B against A: ")]

@@ -29,7 +29,7 @@ from typing import Any
 from evalkit.errors import ConfigError
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec, setup_differences
-from evalkit.render.checks import numbered_rules, outcomes_text
+from evalkit.render.checks import numbered_rules, outcomes_text, stored
 from evalkit.render.text import term_text
 from evalkit.store.history import Point, by_cell
 
@@ -139,7 +139,7 @@ def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST
     from rich.table import Table
 
     columns = layout(points, specs)
-    numbers = numbered_rules(p.checks for p in points if p.checks)
+    numbers = numbered_rules(stored(p.checks) for p in points)
     caption = "checks: " + "; ".join(f"#{n} {rule}" for rule, n in numbers.items()) if numbers else None
     table = Table(title=term_text(title), caption=term_text(caption) if caption else None)
     for header in ("cell", "run started (UTC)", "run", "source", "status", *columns.headers(),
@@ -152,7 +152,7 @@ def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST
             label = cell_id if i == 0 else ""
             if i == 0 and len(shown) < len(rows):
                 label += f" (last {len(shown)} of {len(rows)})"
-            checked = [outcomes_text(p.checks or [], numbers, specs or registry.metrics())] if numbers else []
+            checked = [outcomes_text(stored(p.checks), numbers, specs or registry.metrics())] if numbers else []
             table.add_row(*(term_text(text) for text in (
                 label, _utc_minute(p), p.run_id, (p.source_sha or "-")[:12], p.status, *columns.texts(p, change),
                 *checked)))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.cells import Cell, baseline_cell, expand, select
 from evalkit.config import MatrixConfig, resolve_config
@@ -38,6 +38,9 @@ from evalkit.store import (
     resolve_run,
     write_json,
 )
+
+if TYPE_CHECKING:
+    from evalkit.summary import RunSummary
 
 EXTERNAL_CELL = "external"
 """The one cell of a `base_url` run."""
@@ -188,16 +191,17 @@ def refresh_verdict(run_path: Path) -> dict[str, Any]:
 
 def _write_verdict(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
     """summary.json and table.md from what the run stored; the summary."""
-    from evalkit.verdicts import summarize
+    from evalkit.verdicts import summarize_run
 
     with registry.using(config.evals):
-        summary = summarize(run_path, config)
+        model = summarize_run(run_path, config)
+        summary = model.dump()
         write_json(run_path / "summary.json", summary)
-        atomic_write_text(run_path / "table.md", _markdown(run_path, summary))
+        atomic_write_text(run_path / "table.md", _markdown(run_path, model))
     return summary
 
 
-def _markdown(run_path: Path, summary: dict[str, Any]) -> str:
+def _markdown(run_path: Path, summary: RunSummary) -> str:
     """table.md: the one call of the markdown renderer."""
     from evalkit.render import render
 
