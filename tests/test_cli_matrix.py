@@ -12,6 +12,10 @@ from click.testing import CliRunner
 from evalkit.cli import main
 from evalkit.run import api
 from evalkit.run.api import MatrixOutcome, MatrixRequest
+from tests.test_report_helpers import hand_made
+
+SUMMARY = hand_made({"exit_code": 0}).model_dump(mode="json")
+"""An interrupted run with no cell finished, as summary.json holds it."""
 
 
 @pytest.fixture
@@ -21,7 +25,7 @@ def requests(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[MatrixRequ
 
     def fake(request: MatrixRequest, progress: Any = None) -> MatrixOutcome:
         seen.append(request)
-        return MatrixOutcome(tmp_path / "r7", {"exit_code": 0, "cells": []}, interrupted=True)
+        return MatrixOutcome(tmp_path / "r7", SUMMARY, interrupted=True)
 
     monkeypatch.setattr(api, "run_matrix", fake)
     return seen
@@ -41,7 +45,7 @@ def test_an_interrupted_run_says_how_to_resume_and_exits_130(requests: list[Matr
     result = CliRunner().invoke(main, ["matrix", "--resume", "r7", "--json"])
     assert result.exit_code == 130 and requests[0].resume == "r7"
     assert result.stderr == "interrupted: finished cells kept; continue with: evalkit matrix --resume r7\n"
-    assert json.loads(result.stdout) == {"exit_code": 0, "cells": []}
+    assert json.loads(result.stdout) == SUMMARY
 
 
 def test_dry_run_prints_the_plan_and_runs_nothing(requests: list[MatrixRequest]) -> None:
