@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
 
 from evalkit.evals.engine_figures import TIMING_DEPENDENT
-from tests.conftest import CONFIGS
+from tests.conftest import demo_without_consistency
 
-DEMO = (CONFIGS / "demo.yaml").read_text()
-# The consistency eval measures how outputs depend on which requests share a step: timing, which
-# cells side by side change by design (and the buggy cell's race changes run to run). Not compared.
-PARALLEL = "".join(line for line in re.sub(r"\n  consistency:\n(    .*\n)+", "\n", DEMO).splitlines(keepends=True)
-                   if "consistency." not in line).replace("tensor_parallel: 8", "tensor_parallel: 2").replace(
+PARALLEL = demo_without_consistency().replace("tensor_parallel: 8", "tensor_parallel: 2").replace(
     "count: 64", "count: 12") + "devices: {count: 4}\n"
 
 

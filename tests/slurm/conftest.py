@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CONFIGS, ROOT
+from tests.conftest import ROOT, demo_without_consistency
 
 SUBSET = ("--only", "graph=full", "--only", "parallel=dp8,graph=piecewise", "--limit", "30")
 """Six demo cells: the baseline, the buggy cell (dp8-piecewise-fixoff) and its twin, 30 questions."""
@@ -29,11 +29,11 @@ EXTRA_THRESHOLD = "  - {metric: repetition.collapse_rate, max: 0.1}\n"
 
 
 def demo_config(tmp_path: Path, *, sim_args: tuple[str, ...] = (), **slurm: str) -> Path:
-    """configs/demo.yaml as a Slurm run: 4 repetition prompts, no GPUs, 1 CPU per job, 1 s polls.
+    """configs/demo.yaml (without the consistency eval) as a Slurm run: 4 repetition prompts, no GPUs, 1 CPU per job, 1 s polls.
 
     `slurm` overrides executor.slurm settings, each value written as YAML (`time_limit='"1"'`).
     """
-    text = (CONFIGS / "demo.yaml").read_text(encoding="utf-8")
+    text = demo_without_consistency()  # two executors' runs must agree exactly
     text = _replace_once(text, "    count: 64\n", "    count: 4\n")
     text = _replace_once(text, "thresholds:\n", "thresholds:\n" + EXTRA_THRESHOLD)
     if sim_args:
