@@ -86,10 +86,7 @@ class _Matrix:
     def _table(self, cols: list[Column[CellRow]]) -> Table:
         table = Table(title=term_text(title(self.summary)),
                       caption=term_text(" · ".join(facts(self.summary, self.details.run))))
-        widest = max((len(row.cell_id) for row in self.rows), default=4) + 2  # a cell id is never folded
-        for column in cols:
-            cell = column.key == "cell"
-            table.add_column(term_text(column.header), overflow="fold", no_wrap=cell, min_width=widest if cell else None)
+        _add_columns(table, [c.header for c in cols], [row.cell_id for row in self.rows])
         for row in self.rows:
             style = None if row.texts["status"] == "ok" else "yellow"
             table.add_row(*(_cell(row, c) for c in cols), style=style)
@@ -109,6 +106,14 @@ class _Matrix:
         if hidden:
             names = ", ".join(c.header for c in hidden)
             yield f"[dim]{term_text(f'left out at {options.max_width} columns: {names}; a wider terminal or --format markdown, csv or html shows them')}[/dim]"
+
+
+def _add_columns(table: Table, headers: list[str], cell_labels: list[str]) -> None:
+    """The columns of a table whose first is the cell: values fold rather than run off the edge,
+    but a cell's label (``dp8-piecewise-fixoff (only in A)``) is never folded mid-word."""
+    widest = max((len(label) for label in cell_labels), default=4) + 2
+    for i, header in enumerate(headers):
+        table.add_column(term_text(header), overflow="fold", no_wrap=i == 0, min_width=widest if i == 0 else None)
 
 
 def _cell(row: Row, column: Column[CellRow]) -> str:
@@ -148,10 +153,7 @@ def comparison(result: dict[str, Any]) -> list[RenderableType]:
     table = Table(title=term_text(compare_title(result)))
     specs = specs_of(result)
     cols, rows = compare_columns(specs), compare_rows(result)
-    widest = max((len(texts["cell"]) for texts in rows), default=4) + 2  # a cell's label is never folded
-    for column in cols:
-        cell = column.key == "cell"
-        table.add_column(term_text(column.header), overflow="fold", no_wrap=cell, min_width=widest if cell else None)
+    _add_columns(table, [c.header for c in cols], [texts["cell"] for texts in rows])
     for texts in rows:
         table.add_row(*(term_text(texts[c.key]) for c in cols))
     return [table, f"A: {term_text(run_facts(result['a']))}", f"B: {term_text(run_facts(result['b']))}",

@@ -138,17 +138,17 @@ class SimulatedModel:
         length = max(1, int(max_tokens * (0.6 + 0.4 * unit(seed, "length", identity))))
         loop = self._loop(identity, max_tokens)
         needed = loop.onset if loop else length
-        tokens = _prose_tokens(seed, identity, needed)
+        tokens, rest = _prose_tokens(seed, identity, needed)
         parted = variant(self.behaviour, self.cell, identity, slot) if max_tokens < LONG_GENERATION else None
         if parted is not None and parted[0] < needed:
             onset, key = parted
-            tokens = tokens[:onset] + _prose_tokens(seed, f"{identity}\x1f{key}", needed - onset)
+            tokens = tokens[:onset] + _prose_tokens(seed, f"{identity}\x1f{key}", needed - onset)[0]
         if prompt.chat and tokens:
             tokens[0] = tokens[0].lstrip()
         if loop is None:
             return tokens, "stop" if length < max_tokens else "length"
         if loop.kind == "stutter":  # the text goes on, every word twice
-            for token in garble.stutter(t for piece in _pieces_after(seed, identity, needed) for t in tokenize(piece)):
+            for token in garble.stutter(t for piece in rest for t in tokenize(piece)):
                 tokens.append(token)
                 if len(tokens) >= max_tokens:
                     break
@@ -179,27 +179,17 @@ class SimulatedModel:
         return min(loops, key=lambda loop: loop.onset) if loops else None
 
 
-def _prose_tokens(seed: int, identity: str, count: int) -> list[str]:
+def _prose_tokens(seed: int, identity: str, count: int) -> tuple[list[str], Iterator[str]]:
     """The first `count` tokens of the prose for `identity` (whole pieces, each starting with
-    whitespace, so a continuation appended at any token boundary tokenizes the same)."""
+    whitespace, so a continuation appended at any token boundary tokenizes the same), and the
+    pieces after those it drew from (a stutter goes on with the text where its healthy start stopped)."""
     tokens: list[str] = []
-    for piece in prose.pieces(seed, identity):
+    pieces = prose.pieces(seed, identity)
+    for piece in pieces:
         tokens.extend(tokenize(piece))
         if len(tokens) >= count:
             break
-    return tokens[:count]
-
-
-def _pieces_after(seed: int, identity: str, count: int) -> Iterator[str]:
-    """The prose pieces for `identity` that follow those `_prose_tokens(seed, identity, count)`
-    drew from (a stutter goes on with the text where its healthy start stopped)."""
-    pieces = prose.pieces(seed, identity)
-    drawn = 0
-    for piece in pieces:
-        drawn += len(tokenize(piece))
-        if drawn >= count:
-            break
-    return pieces
+    return tokens[:count], pieces
 
 
 def _flips(behaviour: Behaviour, rate: float, correct: bool, *what: object) -> bool:
