@@ -29,9 +29,9 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("TQDM_DISABLE", "1")  # lm-eval's bars, as the CLI does
 
+from evalkit.api.matrix import MatrixRequest, run_matrix  # noqa: E402
 from evalkit.bisect.driver import BisectRequest, run_bisect  # noqa: E402
 from evalkit.bisect.step import sample_tokens  # noqa: E402
-from evalkit.run.api import MatrixRequest, run_matrix  # noqa: E402
 from evalkit.store import read_jsonl  # noqa: E402
 from tests.bisect_repo import add_branch, make_repo  # noqa: E402
 

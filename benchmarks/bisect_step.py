@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evalkit.bisect.ends import judge_ends  # noqa: E402
 from evalkit.bisect.step import run_step, sample_tokens  # noqa: E402
-from evalkit.cells import expand  # noqa: E402
 from evalkit.config import Source, load_config  # noqa: E402
+from evalkit.config.cells import expand  # noqa: E402
 from evalkit.engine.sources import checkout  # noqa: E402
 from evalkit.evals import registry  # noqa: E402
 from evalkit.run.cell import CellControl, CellJob, run_cell  # noqa: E402

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from evalkit.config import parse_config  # noqa: E402
 from evalkit.render import render  # noqa: E402
 from evalkit.store import write_json, write_jsonl  # noqa: E402
-from evalkit.verdicts import summarize  # noqa: E402
+from evalkit.verdict.deltas import summarize  # noqa: E402
 
 QUESTIONS, LONG = 1319, 64
 CHROMIUM = Path("/usr/bin/chromium")

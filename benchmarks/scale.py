@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evalkit.cells import expand  # noqa: E402
 from evalkit.config import parse_config  # noqa: E402
+from evalkit.config.cells import expand  # noqa: E402
 from evalkit.engine.launch import PORT_PLACEHOLDER, build_launch  # noqa: E402
 from evalkit.store import write_json, write_jsonl  # noqa: E402
 
@@ -35,7 +35,7 @@ def main() -> None:
     cells = timed("expand to cells", lambda: expand(config))
     timed(f"build the launch (argv, env) of all {len(cells)} cells", lambda: [build_launch(config, c, PORT_PLACEHOLDER) for c in cells])
 
-    from evalkit.store.history import History
+    from evalkit.history.db import History
 
     tmp = Path(tempfile.mkdtemp(prefix="evalkit-scale-"))
     demo = parse_config({"model": "m", "engine": {"profile": "sim"},
@@ -59,7 +59,7 @@ def main() -> None:
                                 "repetition": {"collapse_rate": 0.01, "collapsed": 1, "n": 64}}})
 
     timed("write 1,000 runs x 2 cells x 1,319 samples (set-up)", make_runs)
-    from evalkit.verdicts import summarize
+    from evalkit.verdict.deltas import summarize
 
     timed("summary of one stored run (paired stats on 1,319 questions)", lambda: summarize(tmp / "results" / "run0999", demo))
     db = tmp / "history.db"

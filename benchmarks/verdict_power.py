@@ -5,16 +5,16 @@ tp8-full-fixon) is drawn many times. Each trial draws the baseline's GSM8K marks
 on n questions) and, for every other cell, the marks of a healthy engine: a share of the
 questions between 2% and 6% (drawn per cell) flips against the baseline, half right -> wrong and
 half wrong -> right, as batch-variant numerics do. Long generations collapse at a base rate
-(2%) in every cell. Then each delta threshold is checked as verdicts.py checks it: McNemar exact
+(2%) in every cell. Then each delta threshold is checked as verdict/deltas.py checks it: McNemar exact
 (two-sided) per cell against its reference, one-sided Fisher exact on the collapse counts, the
-p-values of one threshold adjusted across its cells (evalkit.multiplicity), FAIL when the change
+p-values of one threshold adjusted across its cells (evalkit.stats.multiplicity), FAIL when the change
 is beyond the margin and the adjusted p is below alpha.
 
 It reports, per threshold family and for the whole matrix, the share of healthy trials with ANY
 FAIL: with the demo's margins (2 points, 5 points) and with no margin (a significant change
 alone: the worst case, what the correction has to hold by itself), under Holm, BH and no
 correction; then the power to catch a 3- and a 7-point drop in one cell (dp8-piecewise-fixoff,
-checked against the baseline and its twin) next to power.py's exact figure.
+checked against the baseline and its twin) next to stats/power.py's exact figure.
 
     python benchmarks/verdict_power.py [--trials 4000] [--n 1319] [--alpha 0.01] [--seed 0]
 """
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import binom, hypergeom
 
-from evalkit.multiplicity import METHODS, Method, adjust
-from evalkit.power import mcnemar_power
+from evalkit.stats.multiplicity import METHODS, Method, adjust
+from evalkit.stats.power import mcnemar_power
 
 CELLS = [f"{p}-{g}-{f}" for p in ("tp8", "dp8") for g in ("full", "piecewise", "eager") for f in ("fixon", "fixoff")]
 BASELINE = "tp8-full-fixon"
@@ -151,7 +151,7 @@ def main() -> None:
             print(f"| {family:<22} | {kind:<9} | "
                   + " | ".join(f"{fig.false_alarms[(family, kind, m)]:>6.4f}" for m in METHODS) + " |")
     print("power to catch a drop in dp8-piecewise-fixoff (margin 2 points), simulated per correction; next to it "
-          "power.py's exact figure for one test at alpha and the family's mean discordance ("
+          "stats/power.py's exact figure for one test at alpha and the family's mean discordance ("
           + ", ".join(f"{f}: {d:.1%}" for f, d in sorted(fig.discordance.items())) + ")")
     for (family, drop, method), share in sorted(fig.power.items()):
         exact = mcnemar_power(args.n, fig.discordance[family], drop, args.alpha)

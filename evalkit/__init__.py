@@ -6,7 +6,7 @@ The public API, for scripts and notebooks (what `evalkit matrix` calls)::
     outcome = evalkit.run_matrix(evalkit.MatrixRequest(model="demo", limit=50))
     outcome.summary["exit_code"], outcome.run_path
 
-`import evalkit` stays cheap: the API's names are loaded on first use (run/api.py), so nothing
+`import evalkit` stays cheap: the API's names are loaded on first use (api/matrix.py), so nothing
 heavy (lm-eval, scipy, pandas) is imported until a run needs it.
 """
 
@@ -19,12 +19,12 @@ __version__ = "0.1.0"
 __all__ = ["MatrixOutcome", "MatrixRequest", "__version__", "run_matrix", "run_one_cell"]
 
 _API = frozenset({"MatrixOutcome", "MatrixRequest", "run_matrix", "run_one_cell"})
-"""Names re-exported from evalkit.run.api on first access (PEP 562)."""
+"""Names re-exported from evalkit.api.matrix on first access (PEP 562)."""
 
 
 def __getattr__(name: str) -> Any:
     if name in _API:
-        from evalkit.run import api
+        from evalkit.api import matrix as api
 
         return getattr(api, name)
     raise AttributeError(f"module 'evalkit' has no attribute {name!r}")

@@ -8,7 +8,7 @@ ever judge the canonical one (the detector's cut vs natural-end rules, `hit_max_
 the engine said. The map reaches the evals as a `Wire` in their `EvalContext`: no eval knows a
 profile by name.
 
-This module sits below everything that uses it (profiles, evals, the run), like stats.py.
+This module sits below everything that uses it (profiles, evals, the run), like stats/tests.py.
 """
 
 from __future__ import annotations

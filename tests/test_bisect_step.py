@@ -21,8 +21,8 @@ import pytest
 
 from evalkit.bisect.ends import Ends, judge_ends
 from evalkit.bisect.step import StepOutcome, run_step, seeded_order
-from evalkit.cells import expand
 from evalkit.config import MatrixConfig, Source, load_config
+from evalkit.config.cells import expand
 from evalkit.engine.sources import checkout
 from evalkit.errors import Interrupted
 from evalkit.evals import registry
@@ -99,7 +99,7 @@ def test_the_ends_are_judged_like_a_cell_against_its_baseline(world: World) -> N
 
 
 def test_the_report_says_pass_fail_or_inconclusive_of_each_threshold_on_the_bad_end(world: World) -> None:
-    """The ends' checks are checks.py's records, worded as every report words them, the reference
+    """The ends' checks are verdict/checks.py's records, worded as every report words them, the reference
     the good end (the `_ab` and `_vs_baseline` forms of a rule checked once)."""
     ends = world.ends.to_dict()
     outcome = {c["rule"]: c["outcome"] for c in ends["checks"]}

@@ -9,18 +9,18 @@ import numpy as np
 import pytest
 import yaml
 
-from evalkit.calibrate import (
+from evalkit.config import parse_config
+from evalkit.evals import registry
+from evalkit.stats.power import POWER
+from evalkit.stats.power import mcnemar_mde as detectable_drop
+from evalkit.stats.tests import paired_comparison
+from evalkit.verdict.calibrate import (
     MetricNoise,
     paired_noise,
     suggested,
     suggested_min,
     yaml_snippet,
 )
-from evalkit.config import parse_config
-from evalkit.evals import registry
-from evalkit.power import POWER
-from evalkit.power import mcnemar_mde as detectable_drop
-from evalkit.stats import paired_comparison
 
 
 def rejection_rate(n: int, flip_rate: float, drop: float, alpha: float, trials: int, seed: int) -> float:

@@ -9,7 +9,7 @@ from typing import Any
 from evalkit.config import parse_config
 from evalkit.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_THRESHOLD
 from evalkit.store import write_json, write_jsonl
-from evalkit.verdicts import strict_exit_code, summarize
+from evalkit.verdict.deltas import strict_exit_code, summarize
 
 
 def make_run(tmp_path: Path, n: int, cells: dict[str, tuple[int, int]]) -> Path:

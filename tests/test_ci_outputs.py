@@ -20,7 +20,7 @@ from evalkit.cli import main
 from evalkit.errors import EXIT_THRESHOLD
 from evalkit.render.github import STEP_SUMMARY_LIMIT, command, step_summary, workflow_commands
 from evalkit.store import read_json
-from evalkit.summary import RunSummary
+from evalkit.verdict.summary import RunSummary
 from tests.test_history_cli import three_runs  # noqa: F401 - three stored nightly runs
 from tests.test_report_cli import demo_runs  # noqa: F401 - the session's real demo runs
 from tests.test_report_helpers import hand_made
@@ -228,7 +228,7 @@ def synthetic(cells: int, seed: int = 0) -> RunSummary:
 
 def test_the_deltas_plot_marks_failing_and_undecided_rows_and_draws_the_margins() -> None:
     from evalkit.render.forest import panels
-    from evalkit.stats import newcombe_unpaired
+    from evalkit.stats.tests import newcombe_unpaired
 
     found = {panel.spec.name: panel for panel in panels(synthetic(12))}
     gsm8k, collapse = found["gsm8k.flexible"], found["repetition.collapse_rate"]

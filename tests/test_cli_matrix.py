@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from evalkit.api import matrix as api
+from evalkit.api.matrix import MatrixOutcome, MatrixRequest
 from evalkit.cli import main
-from evalkit.run import api
-from evalkit.run.api import MatrixOutcome, MatrixRequest
 from tests.test_report_helpers import hand_made
 
 SUMMARY = hand_made({"exit_code": 0}).model_dump(mode="json")

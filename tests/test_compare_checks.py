@@ -20,8 +20,8 @@ from click.testing import CliRunner
 from junitparser import JUnitXml
 
 from evalkit.cli import main
-from evalkit.comparison import compare_runs
 from evalkit.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_THRESHOLD
+from evalkit.verdict.compare import compare_runs
 from tests.test_comparison import set_marks
 from tests.test_report_helpers import CellSpec, config_dict, write_run
 

@@ -1,4 +1,4 @@
-"""comparison.py: two runs of one matrix, per cell B - A, with exact tests on known marks.
+"""verdict/compare.py: two runs of one matrix, per cell B - A, with exact tests on known marks.
 
 The runs are hand-made folders (tests/test_report_helpers.write_run) whose GSM8K marks and
 collapse counts are set per question here, so every expected number is worked out from them
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from scipy.stats import binomtest, fisher_exact
 
-from evalkit.comparison import compare_runs
 from evalkit.store import read_json, write_json, write_jsonl
+from evalkit.verdict.compare import compare_runs
 from tests.test_report_helpers import QUESTIONS, CellSpec, write_run
 
 

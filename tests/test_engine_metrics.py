@@ -35,7 +35,7 @@ from evalkit.render import render
 from evalkit.sim.config import Reports
 from evalkit.sim.reports import EngineMetrics
 from evalkit.store import read_json, read_jsonl
-from evalkit.verdicts import summarize
+from evalkit.verdict.deltas import summarize
 from tests.bisect_repo import add_branch, make_repo
 from tests.conftest import running_sim
 

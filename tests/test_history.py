@@ -17,8 +17,7 @@ from rich.console import Console
 from evalkit.errors import ConfigError
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, EvalSettings, MetricDisplay, MetricSpec
-from evalkit.render.trend import layout, panel_label, panels, trend_table
-from evalkit.store.history import (
+from evalkit.history.db import (
     MIGRATIONS,
     History,
     Point,
@@ -29,7 +28,8 @@ from evalkit.store.history import (
     parse_since,
     record_finished_run,
 )
-from evalkit.verdicts import flat_metrics
+from evalkit.render.trend import layout, panel_label, panels, trend_table
+from evalkit.verdict.deltas import flat_metrics
 from tests.test_report_helpers import CellSpec, cell_record, loop_text, write_run
 
 RUN_COLUMNS = ["run_id", "model", "config_name", "engine", "simulated", "status", "started_at", "finished_at",

@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from evalkit.cli import main
+from evalkit.history.db import History
 from evalkit.store import write_json
-from evalkit.store.history import History
-from evalkit.verdicts import summarize
+from evalkit.verdict.deltas import summarize
 from tests.test_report_cli import demo_runs  # noqa: F401 - the session's real demo runs
 from tests.test_report_helpers import CellSpec, loop_text, write_run
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.cells import expand
 from evalkit.config import load_config
+from evalkit.config.cells import expand
 from evalkit.engine import PortBook, build_launch
 from evalkit.engine.isolation import isolate, release, shared_resources
 from evalkit.run.scheduler import DevicePool

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from evalkit.cells import expand
 from evalkit.config import parse_config
+from evalkit.config.cells import expand
 from evalkit.engine import PORT_PLACEHOLDER, CellLaunch, build_launch
 from evalkit.errors import ConfigError
 from evalkit.redact import REDACTED

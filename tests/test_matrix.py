@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.cells import ab_twin, baseline_cell, expand, select
 from evalkit.config import load_config
+from evalkit.config.cells import ab_twin, baseline_cell, expand, select
 from evalkit.errors import ConfigError
 from tests.conftest import CONFIGS, write_config
 

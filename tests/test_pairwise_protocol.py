@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from evalkit.comparison import compare_runs
 from evalkit.config import parse_config
 from evalkit.errors import EXIT_OK, EXIT_THRESHOLD, ConfigError
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, EvalSettings, MetricDisplay, MetricSpec, fingerprint
 from evalkit.render import render, render_compare
 from evalkit.store import read_jsonl, write_json, write_jsonl
-from evalkit.verdicts import summarize
+from evalkit.verdict.compare import compare_runs
+from evalkit.verdict.deltas import summarize
 
 
 class Letters(Eval):

@@ -1,5 +1,5 @@
 """The statistics behind PASS / FAIL / INCONCLUSIVE, each checked against a seeded simulation or a
-published figure: MDEs (power.py), the family adjustment (multiplicity.py), equivalence (TOST)."""
+published figure: MDEs (stats/power.py), the family adjustment (stats/multiplicity.py), equivalence (TOST)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.stats import false_discovery_control, fisher_exact
 
-from evalkit.multiplicity import adjust, benjamini_hochberg, holm
-from evalkit.power import (
+from evalkit.stats.multiplicity import adjust, benjamini_hochberg, holm
+from evalkit.stats.power import (
     equivalence_margin,
     equivalence_n,
     fisher_mde,
@@ -21,7 +21,7 @@ from evalkit.power import (
     mcnemar_mde,
     mcnemar_n,
 )
-from evalkit.stats import paired_comparison, paired_equivalence
+from evalkit.stats.tests import paired_comparison, paired_equivalence
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.cells import expand
 from evalkit.config import load_config, parse_config
+from evalkit.config.cells import expand
 from evalkit.engine.launch import build_launch
 from evalkit.errors import ConfigError
 from evalkit.profiles import PROFILES, get_profile

@@ -15,8 +15,8 @@ import re
 
 import pytest
 
-from evalkit.cells import expand
 from evalkit.config import EngineSettings, load_config, parse_config
+from evalkit.config.cells import expand
 from evalkit.engine.launch import build_launch
 from evalkit.errors import ConfigError
 from evalkit.profiles import Launch, get_profile

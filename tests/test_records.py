@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from evalkit.cells import Cell
 from evalkit.config import EngineSettings
+from evalkit.config.cells import Cell
 from evalkit.errors import ConfigError
-from evalkit.run.records import SCHEMA_VERSION, CellError, CellRecord, RunRecord, failed_cell
+from evalkit.store.records import SCHEMA_VERSION, CellError, CellRecord, RunRecord, failed_cell
 
 AXES = {"parallel": "tp8", "graph": "full", "fix": "fixon"}
 LAUNCH = {"argv": ["python3", "-m", "evalkit.sim", "--server-port", "41927"], "env": {"HF_TOKEN": "***"},

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from evalkit.comparison import compare_runs
 from evalkit.render import FORMATS, render, render_compare
+from evalkit.verdict.compare import compare_runs
 from tests.test_report_helpers import CellSpec, loop_text, summary_of, write_run
 
 

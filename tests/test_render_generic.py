@@ -12,7 +12,6 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from evalkit.comparison import compare_runs
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, EvalDisplay, EvalSettings, MetricDisplay, MetricSpec
 from evalkit.evals.recorded import specs_of
@@ -21,7 +20,8 @@ from evalkit.render.compare_table import compare_columns
 from evalkit.render.header import legend
 from evalkit.render.table import columns
 from evalkit.store import read_json, write_json, write_jsonl
-from evalkit.summary import Flag, RunSummary
+from evalkit.verdict.compare import compare_runs
+from evalkit.verdict.summary import Flag, RunSummary
 from tests.test_report_helpers import CellSpec, config_dict, gfm, summary_of, tables, write_run
 
 

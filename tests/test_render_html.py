@@ -17,11 +17,11 @@ import pytest
 from click.testing import CliRunner
 
 from evalkit.cli import main
-from evalkit.comparison import compare_runs
 from evalkit.errors import EXIT_CELL_FAILED
 from evalkit.render import render, render_compare
 from evalkit.render.html import SCRIPT
 from evalkit.render.html_details import MAX_SAMPLE_CHARS, marked_excerpt, onset_split
+from evalkit.verdict.compare import compare_runs
 from tests.test_report_helpers import HOSTILE, CellSpec, loop_text, summary_of, tables, write_run
 
 BIG_LOOP = "loop " * 200_000

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from evalkit.evals import divergence
 from evalkit.evals.gsm8k import GSM8K
-from evalkit.stats import noise_floor
+from evalkit.stats.tests import noise_floor
 
 
 def test_gsm8k_reads_the_largest_accuracy_change_between_its_repeats() -> None:

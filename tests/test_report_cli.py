@@ -29,7 +29,7 @@ from evalkit.evals.recorded import specs_of
 from evalkit.render.compare_table import compare_columns
 from evalkit.render.table import columns, flag_column
 from evalkit.store import read_json, read_jsonl
-from evalkit.summary import Flag
+from evalkit.verdict.summary import Flag
 from tests.conftest import CONFIGS
 from tests.test_report_helpers import gfm, tables
 

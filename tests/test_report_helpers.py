@@ -17,8 +17,8 @@ from markdown_it import MarkdownIt
 from evalkit.config import MatrixConfig, parse_config
 from evalkit.evals.detector import analyze_text
 from evalkit.store import write_json, write_jsonl
-from evalkit.summary import RunSummary
-from evalkit.verdicts import summarize
+from evalkit.verdict.deltas import summarize
+from evalkit.verdict.summary import RunSummary
 
 QUESTIONS = 20
 

@@ -19,16 +19,16 @@ import httpx
 import pytest
 
 from evalkit import MatrixRequest, run_matrix
-from evalkit.cells import expand
 from evalkit.config import load_config
+from evalkit.config.cells import expand
 from evalkit.errors import ConfigError, EvalError
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricDisplay, MetricSpec
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.local import RUN_BUDGET_USED, LocalExecutor
 from evalkit.run.options import RunOptions
-from evalkit.run.records import SCHEMA_VERSION, CellRecord
 from evalkit.store import RunStore, read_json
+from evalkit.store.records import SCHEMA_VERSION, CellRecord
 from tests.slurm.conftest import demo_config
 
 

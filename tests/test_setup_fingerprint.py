@@ -18,7 +18,6 @@ from click.testing import CliRunner
 
 from evalkit import __version__
 from evalkit.cli import main
-from evalkit.comparison import compare_runs
 from evalkit.config import parse_config
 from evalkit.errors import EXIT_THRESHOLD
 from evalkit.evals.base import fingerprint, setup_differences
@@ -27,7 +26,8 @@ from evalkit.evals.gsm8k import setup_fields as gsm8k_setup
 from evalkit.evals.repetition import RepetitionSettings
 from evalkit.evals.repetition import setup_fields as repetition_setup
 from evalkit.store import read_json, write_json
-from evalkit.verdicts import summarize
+from evalkit.verdict.compare import compare_runs
+from evalkit.verdict.deltas import summarize
 
 CONFIG = """\
 model: sim/fp

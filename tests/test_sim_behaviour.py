@@ -85,7 +85,7 @@ def test_gsm8k_accuracy_per_cell(cells: dict[str, Measured]) -> None:
 def test_healthy_cells_differ_by_a_few_balanced_flips(cells: dict[str, Measured]) -> None:
     """Not batch-invariant, like real engines: another layout or graph mode flips 2-4.5% of the
     answers, both ways, and no paired test tells two healthy cells apart."""
-    from evalkit.stats import paired_comparison
+    from evalkit.stats.tests import paired_comparison
 
     base = cells["tp_full"].right
     for name in HEALTHY[1:]:

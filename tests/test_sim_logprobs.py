@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from evalkit.cells import expand
+from evalkit.config.cells import expand
 from evalkit.config.loader import load_config
 from evalkit.engine.launch import build_launch
 from evalkit.evals.divergence import parse_echo, parse_prompt_logprobs

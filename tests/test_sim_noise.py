@@ -16,7 +16,7 @@ import pytest
 from evalkit.sim.config import Behaviour, Cell
 from evalkit.sim.gsm8k import TestSet as GSM8KTestSet
 from evalkit.sim.model import SimulatedModel
-from evalkit.stats import paired_comparison
+from evalkit.stats.tests import paired_comparison
 
 TESTSET = GSM8KTestSet.load()
 SEEDS = range(20)

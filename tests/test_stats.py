@@ -1,4 +1,4 @@
-"""Specifications for evalkit.stats. Every expected number names its source."""
+"""Specifications for evalkit.stats.tests. Every expected number names its source."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from evalkit.stats import (
+from evalkit.stats.tests import (
     FisherResult,
     NoiseFloor,
     Paired,
@@ -229,7 +229,7 @@ def test_is_regression_needs_significance_and_magnitude():
 
 def test_newcombe_unpaired_reproduces_the_papers_example() -> None:
     """Newcombe (1998), Stat. Med. 17:873, table II, example (a): 56/70 - 48/80, method 10."""
-    from evalkit.stats import newcombe_unpaired
+    from evalkit.stats.tests import newcombe_unpaired
 
     low, high = newcombe_unpaired(56, 70, 48, 80)
     assert (round(low, 4), round(high, 4)) == (0.0524, 0.3339)

@@ -1,4 +1,4 @@
-"""summary.json is the dump of typed models (evalkit/summary.py), and older files still read
+"""summary.json is the dump of typed models (evalkit/verdict/summary.py), and older files still read
 (issue 27 item 2).
 
 tests/data/summary/before-metrics.json was written by evalkit at 8f46e4c, before summaries
@@ -15,8 +15,8 @@ import pytest
 
 from evalkit.evals import recorded, registry
 from evalkit.render import FORMATS, render
-from evalkit.summary import RunSummary
-from evalkit.verdicts import summarize, summarize_run
+from evalkit.verdict.deltas import summarize, summarize_run
+from evalkit.verdict.summary import RunSummary
 from tests.test_report_helpers import CellSpec, loop_text, write_run
 
 BEFORE = Path(__file__).parent / "data" / "summary" / "before-metrics.json"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.cells import expand
 from evalkit.config import parse_config
+from evalkit.config.cells import expand
 from evalkit.engine import build_launch
 from evalkit.errors import ConfigError
 from evalkit.profiles import get_profile

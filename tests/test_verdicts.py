@@ -7,7 +7,7 @@ from pathlib import Path
 from evalkit.config import parse_config
 from evalkit.errors import EXIT_OK, EXIT_THRESHOLD
 from evalkit.store import write_json, write_jsonl
-from evalkit.verdicts import summarize
+from evalkit.verdict.deltas import summarize
 
 N = 400
 

@@ -1,6 +1,6 @@
 """`run_bisect(BisectRequest(...))`: which commit of the engine's source broke one cell.
 
-The flow, each part in its own module: the config and the cell (config/, cells.py), the commits
+The flow, each part in its own module: the config and the cell (config/, config/cells.py), the commits
 of good..bad from the cell's source repo (commits.py), the good end then the bad end as full
 cells (`run_cell`, the matrix's own lifecycle), the bad end judged against the good end
 (`judge_ends`: the config's thresholds, McNemar and Fisher); if it is not bad the bisect stops
@@ -36,8 +36,8 @@ from evalkit.bisect.state import (
     load,
 )
 from evalkit.bisect.step import run_step
-from evalkit.cells import Cell, expand
 from evalkit.config import MatrixConfig, find_config, resolve_config
+from evalkit.config.cells import Cell, expand
 from evalkit.engine.sources import checkout
 from evalkit.errors import (
     EXIT_BAD_INPUT,
@@ -52,7 +52,6 @@ from evalkit.evals import registry
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.options import Progress, Silent
 from evalkit.run.orchestration import CommandRequest, device_lock, load_unchanged, stopping_on_interrupt
-from evalkit.run.records import CellRecord, now
 from evalkit.run.scheduler import device_need
 from evalkit.run.signals import interrupts_raise, signals_held
 from evalkit.run.stages import redacted_snapshot
@@ -63,6 +62,7 @@ from evalkit.store import (
     read_jsonl,
     resolve_run,
 )
+from evalkit.store.records import CellRecord, now
 
 DEFAULT_ALPHA = 0.01
 """Each step's false-alarm rate when no threshold of the config sets `alpha`."""

@@ -1,14 +1,14 @@
 """The two ends of a bisect, judged the way the matrix judges a cell against its baseline.
 
 Both ends are full cells (run/cell.py) of the same matrix cell at two commits. The bad end is
-compared with the good end by verdicts.py itself (`deltas_between`: McNemar on the questions both
-answered, Fisher on collapses) and the config's thresholds are checked by checks.py with the good
+compared with the good end by verdict/deltas.py itself (`deltas_between`: McNemar on the questions both
+answered, Fisher on collapses) and the config's thresholds are checked by verdict/checks.py with the good
 end as the reference (PASS, FAIL or INCONCLUSIVE with the MDE, the words of every report):
 `max_drop_*` / `max_rise_*` / `equivalent_*` (the `_vs_baseline` and the `_ab` forms alike: in a
 bisect the one reference is the good end), and `min` / `max` on each end's own value. The ends are as
 claimed when the bad end breaks a failing threshold, the good end breaks no `min`/`max` itself,
 both ran the same eval setup, and the bad end's effect is one a step can be tested against: it
-becomes the alternative hypothesis of every step's sequential test (evalkit/sequential.py).
+becomes the alternative hypothesis of every step's sequential test (evalkit/bisect/sequential.py).
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit import checks
+from evalkit.bisect.sequential import Count, PairedCounts, StepTest
 from evalkit.config import MatrixConfig
 from evalkit.config.schema import ThresholdKind
 from evalkit.evals import recorded, registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.evals.capabilities import Subsets
-from evalkit.sequential import Count, PairedCounts, StepTest
 from evalkit.store import read_json
-from evalkit.verdicts import check_threshold, deltas_between, flat_metrics, unmeasured
+from evalkit.verdict import checks
+from evalkit.verdict.deltas import check_threshold, deltas_between, flat_metrics, unmeasured
 
 REFERENCE_WORD = "good end"
 """How threshold messages name the reference ("... vs good end <sha> 0.940, -7.0 points")."""
@@ -57,7 +57,7 @@ class Ends:
     labels: dict[str, str] = field(default_factory=dict)
     """`good` / `bad`: how messages name the two ends ("good end 1a2b3c4d5e")."""
     checks: list[dict[str, Any]] = field(default_factory=list)
-    """Every threshold on the bad end (checks.py records: PASS, FAIL or INCONCLUSIVE with the MDE),
+    """Every threshold on the bad end (verdict/checks.py records: PASS, FAIL or INCONCLUSIVE with the MDE),
     the delta ones against the good end: what the report says of each."""
     metrics: list[dict[str, Any]] = field(default_factory=list)
     """The metrics the ends report, as summary.json records them (`evals.recorded`): the report

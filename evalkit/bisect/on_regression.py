@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.bisect.driver import BisectRequest, run_bisect
-from evalkit.cells import expand
 from evalkit.config import MatrixConfig, load_config
+from evalkit.config.cells import expand
 from evalkit.errors import EvalkitError
 from evalkit.run.options import Progress
 from evalkit.store import REGRESSIONS_FILE, read_json, write_json

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from evalkit.bisect.commits import Commit
 from evalkit.errors import ConfigError
-from evalkit.run.records import _File, _Record
 from evalkit.store import check_run_id, write_json
+from evalkit.store.records import _File, _Record
 
 FILE_NAME = "bisect.json"
 FOLDER_PREFIX = "bisect-"

@@ -31,15 +31,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evalkit.bisect.ends import Ends, label
+from evalkit.bisect.sequential import Count, Judgement, PairedCounts, batch_schedule
 from evalkit.errors import ConfigError, Interrupted
 from evalkit.evals import registry
 from evalkit.evals.base import Eval, EvalResult, MetricSpec, Server
 from evalkit.evals.capabilities import Subsets
 from evalkit.run.cell import CellControl, CellJob, run_cell
-from evalkit.run.records import CellRecord
-from evalkit.sequential import Count, Judgement, PairedCounts, batch_schedule
 from evalkit.store import read_json, read_jsonl, write_jsonl
-from evalkit.verdicts import deltas_between, flat_metrics, marks, question_order
+from evalkit.store.records import CellRecord
+from evalkit.verdict.deltas import deltas_between, flat_metrics, marks, question_order
 
 StepVerdict = Literal["good", "bad", "untestable"]
 

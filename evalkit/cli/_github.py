@@ -22,7 +22,7 @@ def publish(markdown: str, whole_report: str, summary: Mapping[str, Any] | None 
     """Annotations for `summary` (on stdout, where the runner reads workflow commands; on stderr
     when stdout carries a document such as `--json`), then `markdown` into the step summary."""
     from evalkit.render.github import step_summary, workflow_commands
-    from evalkit.summary import RunSummary
+    from evalkit.verdict.summary import RunSummary
 
     if not in_github_actions():
         return

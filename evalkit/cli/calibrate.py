@@ -36,8 +36,8 @@ def calibrate(model: str | None, config_path: Path | None, cell_id: str, repeats
     Example:
       evalkit calibrate --model demo --cell tp8-full-fixon --repeats 5 >> thresholds.yaml
     """
-    from evalkit.calibrate import run_calibration
-    from evalkit.run.api import MatrixRequest
+    from evalkit.api.calibrate import run_calibration
+    from evalkit.api.matrix import MatrixRequest
     from evalkit.run.progress import make_progress
 
     request = MatrixRequest(model=model, config_path=config_path, limit=limit, results_dir=results_dir,

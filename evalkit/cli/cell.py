@@ -23,8 +23,8 @@ def cell(run_id: str, cell_id: str, results_dir: Path, cache_dir: Path) -> None:
     Example:
       evalkit cell --run 20261203-120000-demo --cell dp8-piecewise-fixoff
     """
+    from evalkit.api.matrix import run_one_cell
     from evalkit.errors import Interrupted
-    from evalkit.run.api import run_one_cell
     from evalkit.run.progress import PlainProgress
 
     try:

@@ -52,9 +52,9 @@ def compare(run_a: str, run_b: str, fmt: str, output: Path | None, strict: bool,
       evalkit compare 20261201-020000-demo latest --format html -o compare.html
       evalkit compare 20261201-020000-demo latest --format junit -o compare-junit.xml --strict
     """
-    from evalkit.comparison import compare_runs
     from evalkit.store import resolve_run
-    from evalkit.verdicts import strict_exit_code
+    from evalkit.verdict.compare import compare_runs
+    from evalkit.verdict.deltas import strict_exit_code
 
     check_output(fmt, output)
     result = compare_runs(resolve_run(results_dir, run_a), resolve_run(results_dir, run_b))

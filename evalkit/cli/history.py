@@ -12,7 +12,7 @@ from evalkit.errors import ConfigError
 
 if TYPE_CHECKING:
     from evalkit.evals.base import MetricSpec
-    from evalkit.store.history import Point
+    from evalkit.history.db import Point
 
 
 @click.command(cls=_Command)
@@ -46,9 +46,9 @@ def history(model: str | None, cells: tuple[str, ...], since: str | None, last: 
       evalkit history --model demo --plot trend.png
       evalkit history --model demo --format benchmark-json --better smaller > collapse.json
     """
-    from evalkit.store import history as hist
+    from evalkit import history as hist
     from evalkit.store import resolve_run
-    from evalkit.verdicts import flat_metrics
+    from evalkit.verdict.deltas import flat_metrics
 
     with hist.History(db_path or hist.default_db_path(results_dir)) as store:
         for ref in imports:

@@ -26,7 +26,7 @@ from evalkit.cli.plan import plan
 from evalkit.cli.report import show_run, write_report
 
 if TYPE_CHECKING:
-    from evalkit.run.api import MatrixOutcome, MatrixRequest
+    from evalkit.api.matrix import MatrixOutcome, MatrixRequest
     from evalkit.run.options import Progress
 
 
@@ -83,9 +83,9 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
       evalkit matrix --resume latest                      # after Ctrl-C or a crash
       evalkit matrix --config my.yaml --base-url http://127.0.0.1:8000/v1   # a running server
     """
-    from evalkit.run.api import MatrixRequest, run_matrix
+    from evalkit.api.matrix import MatrixRequest, run_matrix
     from evalkit.run.progress import make_progress
-    from evalkit.verdicts import strict_exit_code
+    from evalkit.verdict.deltas import strict_exit_code
 
     if dry_run:
         ctx.invoke(plan, model=model, config_path=config_path, only=only, results_dir=results_dir, cache_dir=cache_dir,
@@ -124,8 +124,8 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
 
 def _bisect_regressions(outcome: MatrixOutcome, request: MatrixRequest, progress: Progress) -> MatrixOutcome:
     """Bisect the run's new regressions, then its summary and table.md again with what they found."""
+    from evalkit.api.matrix import refresh_verdict
     from evalkit.bisect.on_regression import bisect_regressions
-    from evalkit.run.api import refresh_verdict
 
     bisect_regressions(outcome.run_path, outcome.summary, request.results_dir, request.cache_dir, request.lock_file,
                        request.lock, progress)

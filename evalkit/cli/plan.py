@@ -33,11 +33,11 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
     """
     import sys
 
-    from evalkit.cells import expand, select
+    from evalkit.config.cells import expand, select
     from evalkit.engine.isolation import describe_isolation, isolate, shared_resources
     from evalkit.engine.launch import PORT_PLACEHOLDER, build_launch, describe_source
     from evalkit.engine.setup import describe_setup
-    from evalkit.power_plan import noise_from, plan_lines
+    from evalkit.verdict.plan import noise_from, plan_lines
 
     config, path = load(model, config_path)
     cells = select(expand(config), only, config)

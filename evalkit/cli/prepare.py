@@ -24,7 +24,7 @@ def prepare(model: str | None, config_path: Path | None, only: tuple[str, ...], 
     Example:
       evalkit prepare --model vllm-deepseek
     """
-    from evalkit.cells import expand, select
+    from evalkit.config.cells import expand, select
     from evalkit.run.build import build_trees
     from evalkit.run.progress import PlainProgress
 

@@ -11,7 +11,7 @@ import click
 from evalkit.cli._common import FORMATS, _Command, console, echo_output, results_dir_option
 
 if TYPE_CHECKING:  # the CLI imports the library where a command runs (`--help` stays fast)
-    from evalkit.summary import RunSummary
+    from evalkit.verdict.summary import RunSummary
 
 
 def output_option(f: Any) -> Any:
@@ -71,7 +71,7 @@ def report(run: str, fmt: str, output: Path | None, plot_path: Path | None, resu
     from evalkit.config import parse_config
     from evalkit.evals import registry
     from evalkit.store import read_json, resolve_run
-    from evalkit.verdicts import summarize_run
+    from evalkit.verdict.deltas import summarize_run
 
     check_output(fmt, output)
     run_path = resolve_run(results_dir, run)

@@ -194,7 +194,7 @@ class Threshold(StrictModel):
     baseline cell or against its fix-on twin (`ab`), in absolute units (0.02 = 2 points);
     `equivalent_*` passes only when the paired difference is shown to lie inside +-margin (two
     one-sided tests at `alpha`: the contract "must not move"). Every check is PASS, FAIL or
-    INCONCLUSIVE (checks.py): a tested delta that is not significant is INCONCLUSIVE when the
+    INCONCLUSIVE (verdict/checks.py): a tested delta that is not significant is INCONCLUSIVE when the
     smallest drop its test could see with probability `power` (its MDE) exceeds the margin
     times `inconclusive_factor`.
     """
@@ -349,7 +349,7 @@ class MatrixConfig(StrictModel):
     thresholds: list[Threshold] = Field(default_factory=list)
     multiplicity: Literal["holm", "bh", "none"] = Field(
         "holm", description="How each threshold's p-values are adjusted across the cells it is checked on "
-                            "(evalkit/multiplicity.py): holm (any false alarm <= alpha), bh (false discovery rate), none.")
+                            "(evalkit/stats/multiplicity.py): holm (any false alarm <= alpha), bh (false discovery rate), none.")
     timeouts: Timeouts = Field(default_factory=Timeouts)
     secret_env: list[str] = Field(default_factory=list, description="Extra env names to redact.")
     devices: Devices | None = Field(None, description="Declare the box's devices to run cells in parallel.")

@@ -29,8 +29,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from evalkit.cells import Cell
 from evalkit.config import MatrixConfig
+from evalkit.config.cells import Cell
 from evalkit.engine.launch import CellLaunch
 from evalkit.engine.ports import PortBook
 from evalkit.profiles import get_profile

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalkit.cells import Cell
 from evalkit.config import MatrixConfig, Source
+from evalkit.config.cells import Cell
 from evalkit.engine.sources import peek_sha
 from evalkit.errors import SourceError
 from evalkit.profiles import Launch, Profile, get_profile

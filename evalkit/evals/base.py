@@ -47,7 +47,7 @@ from evalkit.wire import Wire
 
 
 class Comparison(str, Enum):
-    """How a metric of two cells is compared (verdicts.py holds the tests)."""
+    """How a metric of two cells is compared (verdict/deltas.py holds the tests)."""
 
     PAIRED = "paired"
     """Per-question 0/1 marks, paired on the questions both cells answered: McNemar's exact test."""

@@ -218,7 +218,7 @@ class Consistency(Eval):
         return EvalResult(metrics, samples)
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        from evalkit.stats import proportion
+        from evalkit.stats.tests import proportion
 
         out: dict[str, Any] = {f"consistency.{key}": raw[key]
                                for key in ("disagree_rate", "disagree", "n", "diverge_at_median")}

@@ -281,7 +281,7 @@ def _repeat(settings: GSM8KSettings, ctx: EvalContext, first: EvalResult) -> dic
     Several real configuration bugs were nondeterministic, and so are some healthy engines: a
     delta no larger than re-running the same cell is not a regression.
     """
-    from evalkit.stats import noise_floor
+    from evalkit.stats.tests import noise_floor
 
     runs = [first]
     for i in range(2, settings.repeats + 1):
@@ -349,7 +349,7 @@ class GSM8K(Eval):
         return combine(parts)
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        from evalkit.stats import proportion
+        from evalkit.stats.tests import proportion
 
         out = {"gsm8k.strict": raw["strict"], "gsm8k.flexible": raw["flexible"], "gsm8k.n": raw["n"],
                "gsm8k.strict_stderr": raw.get("strict_stderr"), "gsm8k.flexible_stderr": raw.get("flexible_stderr"),

@@ -413,7 +413,7 @@ class Repetition(Eval):
         return combine(parts)
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        from evalkit.stats import proportion
+        from evalkit.stats.tests import proportion
 
         out: dict[str, Any] = {"repetition.collapse_rate": raw["collapse_rate"], "repetition.n": raw["n"],
                                "repetition.collapsed": raw["collapsed"]}

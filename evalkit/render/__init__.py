@@ -34,7 +34,7 @@ from rich.console import Console, RenderableType
 
 from evalkit.render import csv, html, junit, markdown, terminal
 from evalkit.render.details import Details, load_details
-from evalkit.summary import RunSummary
+from evalkit.verdict.summary import RunSummary
 
 Output = str | Sequence[RenderableType]
 """A document (text), or for a console format the renderables to print in order."""

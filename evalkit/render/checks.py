@@ -1,6 +1,6 @@
 """Every check's outcome as the reports word it: PASS, FAIL or INCONCLUSIVE (pure data).
 
-Each renderer shows the same texts (checks.py decides; summary.json's `checks` per cell holds
+Each renderer shows the same texts (verdict/checks.py decides; summary.json's `checks` per cell holds
 them): one line per threshold saying how its cells came out and why the inconclusive ones are,
 and a table of cells x thresholds with the outcome, the family-adjusted p and the MDE. A summary
 written before checks existed has none, and shows none.
@@ -13,9 +13,9 @@ from typing import Any
 
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
-from evalkit.multiplicity import METHOD_WORDS
 from evalkit.render.numbers import p_text
-from evalkit.summary import CellRow, CheckRecord, JudgedCell, RunSummary, Verdict
+from evalkit.stats.multiplicity import METHOD_WORDS
+from evalkit.verdict.summary import CellRow, CheckRecord, JudgedCell, RunSummary, Verdict
 
 OUTCOME_ORDER = ("FAIL", "INCONCLUSIVE", "NOT_CHECKED", "PASS")
 """How a line of outcomes lists them: what needs a reader first."""

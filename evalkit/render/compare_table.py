@@ -17,7 +17,7 @@ from evalkit.evals.recorded import specs_of
 from evalkit.render.header import tests_used
 from evalkit.render.numbers import date_text, num
 from evalkit.render.table import Column, spec_delta
-from evalkit.summary import Delta
+from evalkit.verdict.summary import Delta
 
 
 def delta_specs(specs: list[MetricSpec]) -> list[MetricSpec]:

@@ -21,7 +21,7 @@ from evalkit.render.compare_table import flip_specs, flips
 from evalkit.render.engine_log import checks_text
 from evalkit.render.table import AGAINST
 from evalkit.render.text import csv_safe
-from evalkit.summary import CheckRecord, JudgedCell, RunSummary
+from evalkit.verdict.summary import CheckRecord, JudgedCell, RunSummary
 
 Share = tuple[Eval, tuple[MetricSpec, ...]]
 """One eval and its metrics among those a summary or a comparison records."""

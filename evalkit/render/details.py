@@ -27,7 +27,7 @@ from typing import Any
 from evalkit.evals.recorded import with_evals
 from evalkit.render.table import AGAINST
 from evalkit.store import read_json, read_jsonl
-from evalkit.summary import CellRow, RunSummary
+from evalkit.verdict.summary import CellRow, RunSummary
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """What each cell's engine log proved, as plain text lines every report format shows: the graph
 mode and layout the engine says it ran (and whether that is what the cell asked) and the config's
 log assertions (run/engine_log.py). A cell that ran another mode or layout is also a warning flag
-(verdicts.py `ran_as_flags`); these lines are the evidence behind it."""
+(verdict/deltas.py `ran_as_flags`); these lines are the evidence behind it."""
 
 from __future__ import annotations
 
-from evalkit.run.records import LogCheck, RanAsRecord
-from evalkit.summary import RunSummary
+from evalkit.store.records import LogCheck, RanAsRecord
+from evalkit.verdict.summary import RunSummary
 
 
 def ran_text(ran: RanAsRecord | None) -> str | None:

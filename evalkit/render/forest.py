@@ -26,8 +26,8 @@ from evalkit.errors import ConfigError
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.render.checks import checks_of
 from evalkit.render.table import AGAINST
-from evalkit.stats import newcombe_unpaired
-from evalkit.summary import CellRow, CheckRecord, Delta, RunSummary
+from evalkit.stats.tests import newcombe_unpaired
+from evalkit.verdict.summary import CellRow, CheckRecord, Delta, RunSummary
 
 _RANK = {"FAIL": 3, "INCONCLUSIVE": 2, "PASS": 1}
 _COLOURS = {"FAIL": "#c62828", "INCONCLUSIVE": "#e69500", "PASS": "#455a64", None: "#90a4ae"}

@@ -14,7 +14,7 @@ Two outputs, both pure functions of the summary (the CLI writes them):
 
 from __future__ import annotations
 
-from evalkit.summary import RunSummary
+from evalkit.verdict.summary import RunSummary
 
 STEP_SUMMARY_LIMIT = 1024 * 1024
 """Bytes GitHub accepts in one step's summary file."""

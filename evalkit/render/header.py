@@ -15,7 +15,7 @@ from evalkit.evals.base import Comparison, Eval, MetricSpec
 from evalkit.redact import strip_userinfo
 from evalkit.render.gpus import box_text
 from evalkit.render.numbers import date_text
-from evalkit.summary import RunSummary, Verdict
+from evalkit.verdict.summary import RunSummary, Verdict
 
 SIM_NOTE = "Engine: evalkit's SIMULATED engine (not a real model): figures show the pipeline, not a model."
 

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.history.db import Point
 from evalkit.render.checks import stored, with_mde
 from evalkit.render.text import csv_safe
-from evalkit.store.history import Point
 
 _SHARE_UNIT = {Comparison.PAIRED: "accuracy (0-1)", Comparison.COUNT: "rate (0-1)"}
 

@@ -42,7 +42,7 @@ from evalkit.render.details import Details
 from evalkit.render.header import SIM_NOTE, facts, legend, sources, title, verdict_line
 from evalkit.render.html_details import cell_sections, esc
 from evalkit.render.table import Pivot, columns, pivots, table_rows
-from evalkit.summary import CellRow, RunSummary, Verdict
+from evalkit.verdict.summary import CellRow, RunSummary, Verdict
 
 MARKS = {"fail": "✗", "warn": "⚠"}
 """Marks of a broken threshold (plain symbols: an emoji font may be missing offline)."""

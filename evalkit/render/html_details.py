@@ -38,7 +38,7 @@ from evalkit.render.details import (
 from evalkit.render.engine_log import checks_text, ran_text
 from evalkit.render.gpus import cell_rows
 from evalkit.render.text import truncate
-from evalkit.summary import CellRow, RunSummary
+from evalkit.verdict.summary import CellRow, RunSummary
 
 MAX_SAMPLE_CHARS = 4_000
 """Longest model text embedded per sample (a response, an excerpt, the end of a generation)."""

@@ -18,7 +18,7 @@ same with this module's output and parse it with junitparser):
 
 `evalkit compare A B --format junit` (a PR's run against the last nightly) is one testsuite too:
 per cell, `runs` (an `<error>` when B did not run it, `<skipped>` when only A had it) and one
-testcase per delta threshold of B's config checked against A's cell (comparison.py), with the
+testcase per delta threshold of B's config checked against A's cell (verdict/compare.py), with the
 same outcomes as a run's: a FAIL is a `<failure>`, an INCONCLUSIVE or NOT_CHECKED (the two runs'
 eval setups differ) check is `<skipped>` with the reason.
 
@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalkit.render.checks import checks_of
-from evalkit.summary import CellRow, CheckRecord, JudgedCell, RunSummary
+from evalkit.verdict.summary import CellRow, CheckRecord, JudgedCell, RunSummary
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _SKIPPED = ("INCONCLUSIVE", "NOT_CHECKED")

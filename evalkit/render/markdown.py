@@ -33,7 +33,7 @@ from evalkit.render.markdown_details import details_sections, id_list
 from evalkit.render.regressions import regression_lines
 from evalkit.render.table import Pivot, columns, pivots, table_rows
 from evalkit.render.text import html_text, md_cell, md_code, md_fence
-from evalkit.summary import RunSummary, Verdict
+from evalkit.verdict.summary import RunSummary, Verdict
 
 FAIL_MARK, WARN_MARK = "❌", "⚠️"
 

@@ -25,7 +25,7 @@ from evalkit.evals.base import Eval, MetricSpec
 from evalkit.evals.recorded import with_evals
 from evalkit.render.details import Details, cell_flips, cell_worst, event_facts, parted_copies, parted_facts
 from evalkit.render.text import html_pre, html_text, md_cell, md_code, truncate
-from evalkit.summary import CellRow, RunSummary
+from evalkit.verdict.summary import CellRow, RunSummary
 
 MAX_IDS_LISTED = 40
 MAX_EXAMPLES = 3

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from evalkit.summary import Delta
+from evalkit.verdict.summary import Delta
 
 
 def num(value: float | None, digits: int = 3) -> str:

@@ -6,7 +6,7 @@ commit with its subject, or what the bisect concluded, or why no bisect ran.
 
 from __future__ import annotations
 
-from evalkit.summary import Regression, RunSummary
+from evalkit.verdict.summary import Regression, RunSummary
 
 
 def regression_lines(summary: RunSummary) -> list[str]:

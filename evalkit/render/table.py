@@ -21,7 +21,7 @@ from typing import Generic, TypeVar
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.render.numbers import delta_text
-from evalkit.summary import CellRow, Delta, Flag, RunSummary
+from evalkit.verdict.summary import CellRow, Delta, Flag, RunSummary
 
 AGAINST = (("vs_baseline", "baseline"), ("vs_ab", "twin"))
 """A cell's two references: the summary key of each comparison and the word the report uses."""

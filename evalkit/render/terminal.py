@@ -27,7 +27,7 @@ from evalkit.render.header import SIM_NOTE, facts, imports, legend, title, verdi
 from evalkit.render.regressions import regression_lines
 from evalkit.render.table import Column, Pivot, Row, columns, pivots, table_rows
 from evalkit.render.text import MAX_CELL_CHARS, term_text, truncate
-from evalkit.summary import CellRow, RunSummary, Verdict
+from evalkit.verdict.summary import CellRow, RunSummary, Verdict
 
 
 def _marked(text: str, mark: str) -> str:

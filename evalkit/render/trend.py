@@ -1,6 +1,6 @@
 """A history trend as a terminal table and a PNG; which metrics they show comes from their MetricSpecs.
 
-The history (`evalkit.store.history`) stores every numeric flat metric of every eval; this module
+The history (`evalkit.history.db`) stores every numeric flat metric of every eval; this module
 decides what a reader sees, from each metric's `MetricSpec`, so a new eval needs no edit here:
 
 * value columns: every metric with a report `column`, in eval order, headed by its short key
@@ -29,9 +29,9 @@ from typing import Any
 from evalkit.errors import ConfigError
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec, setup_differences
+from evalkit.history.db import Point, by_cell
 from evalkit.render.checks import numbered_rules, outcomes_text, stored
 from evalkit.render.text import term_text
-from evalkit.store.history import Point, by_cell
 
 DEFAULT_LAST = 20
 """Runs per cell in the trend table: a table of 1,000 nights is read by nobody (the plot has all)."""

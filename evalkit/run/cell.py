@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalkit.cells import Cell
 from evalkit.config import MatrixConfig
+from evalkit.config.cells import Cell
 from evalkit.engine import PORT_PLACEHOLDER, CellLaunch, EngineProcess, PortBook, build_launch
 from evalkit.engine.imports import prove
 from evalkit.engine.isolation import isolate, release
@@ -37,7 +37,8 @@ from evalkit.run.engine_log import applicable, check_log, raise_if_broken, read_
 from evalkit.run.engine_report import EngineScrapes, check_version
 from evalkit.run.gpus import CellGpus
 from evalkit.run.options import Progress
-from evalkit.run.records import (
+from evalkit.store import RunStore, write_jsonl
+from evalkit.store.records import (
     FINISHED,
     CellError,
     CellRecord,
@@ -48,7 +49,6 @@ from evalkit.run.records import (
     failed_cell,
     now,
 )
-from evalkit.store import RunStore, write_jsonl
 
 PORT_ATTEMPTS = 3
 """Ports tried per cell when another process takes the chosen one first (`PortInUse`)."""

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 
-from evalkit.cells import Cell
 from evalkit.config import LogAssertion, MatrixConfig
+from evalkit.config.cells import Cell
 from evalkit.errors import LogAssertionFailed
 from evalkit.profiles import Profile
 from evalkit.profiles.ran import disagreements
-from evalkit.run.records import LogCheck, RanAsRecord
+from evalkit.store.records import LogCheck, RanAsRecord
 
 ASKED = ("graph_mode", "tensor_parallel", "data_parallel", "dp_attention")
 """The cell settings a profile's log reader can contradict."""

@@ -29,7 +29,7 @@ from evalkit.evals.base import EvalResult
 from evalkit.gitinfo import MISMATCH_WORDS, match_source
 from evalkit.profiles import Profile
 from evalkit.run.options import Progress
-from evalkit.run.records import CellRecord, EngineCheck, Witness
+from evalkit.store.records import CellRecord, EngineCheck, Witness
 
 Status = Literal["match", "mismatch", "unknown"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from evalkit.cells import Cell
+from evalkit.config.cells import Cell
 
 OnCellDone = Callable[[dict[str, Any]], None]
 """Called with each finished cell's record (ok or error) as it finishes; e.g. the history's recorder."""

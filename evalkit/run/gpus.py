@@ -23,7 +23,7 @@ from evalkit.devices.telemetry import Sampler
 from evalkit.errors import GpuMemoryHeld
 from evalkit.profiles import get_profile
 from evalkit.run.options import Progress
-from evalkit.run.records import CellRecord, GpuRecord
+from evalkit.store.records import CellRecord, GpuRecord
 
 GPUS_ROW = "gpus"
 """The progress row of the wait for busy GPUs before the first cell."""

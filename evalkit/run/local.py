@@ -14,17 +14,17 @@ from __future__ import annotations
 import threading
 import time
 
-from evalkit.cells import Cell
 from evalkit.config import MatrixConfig
+from evalkit.config.cells import Cell
 from evalkit.engine.isolation import shared_resources
 from evalkit.engine.sources import ResolvedSource
 from evalkit.errors import Interrupted
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.executor import OnCellDone
 from evalkit.run.options import Progress, RunOptions
-from evalkit.run.records import FINISHED, CellError, failed_cell
 from evalkit.run.scheduler import WAIT_SLICE_S, DevicePool, device_need
 from evalkit.store import RunStore
+from evalkit.store.records import FINISHED, CellError, failed_cell
 
 STOP_WAIT_S = 60.0
 """How long an interrupted run waits for its engines to stop (each may need its SIGKILL grace)."""

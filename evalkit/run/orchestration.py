@@ -1,4 +1,4 @@
-"""What every command that starts engines shares: a matrix (run/api.py), a bisect
+"""What every command that starts engines shares: a matrix (api/matrix.py), a bisect
 (bisect/driver.py) and a Slurm job's one cell (`run_one_cell`).
 
 Each takes the same terms (`CommandRequest`: which config, how many questions, where results and

@@ -35,13 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.cells import Cell
 from evalkit.config import MatrixConfig
+from evalkit.config.cells import Cell
 from evalkit.errors import ConfigError, Interrupted
 from evalkit.redact import scrub, scrub_file, secret_values
 from evalkit.run.executor import OnCellDone
 from evalkit.run.options import Progress, RunOptions
-from evalkit.run.records import FINISHED, CellError, CellRecord, failed_cell, now
 from evalkit.run.signals import signals_held
 from evalkit.run.slurm_commands import (
     GONE,
@@ -60,6 +59,7 @@ from evalkit.run.slurm_commands import (
     sbatch_argv,
 )
 from evalkit.store import RunStore, read_json, write_json
+from evalkit.store.records import FINISHED, CellError, CellRecord, failed_cell, now
 
 SCRIPT_NAME = "slurm-job.sh"
 STATE_NAME = "slurm.json"

@@ -24,8 +24,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalkit.cells import Cell
 from evalkit.config import MatrixConfig
+from evalkit.config.cells import Cell
 from evalkit.run.scheduler import device_need
 from evalkit.store import RunStore
 

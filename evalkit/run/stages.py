@@ -6,7 +6,7 @@ resolve (every source is checked out now), an eval that cannot run, and whatever
 refuses (`Executor.preflight`). `execute` then creates the run folder (or reopens it for
 `--resume`, keeping the finished cells), writes run.json as `running`, lets the executor run the
 cells, and writes run.json again as `complete` or `interrupted`. The caller takes the device
-lock between the two (run/api.py).
+lock between the two (api/matrix.py).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import evalkit
-from evalkit.cells import Cell
 from evalkit.config import MatrixConfig
+from evalkit.config.cells import Cell
 from evalkit.engine import PORT_PLACEHOLDER, build_launch
 from evalkit.engine.sources import ResolvedSource, checkout
 from evalkit.errors import ConfigError, Interrupted
@@ -35,11 +35,11 @@ from evalkit.run.executor import Executor, OnCellDone
 from evalkit.run.gpus import provenance
 from evalkit.run.local import LocalExecutor
 from evalkit.run.options import Progress, RunOptions
-from evalkit.run.records import FINISHED, CellRecord, HostInfo, RunRecord, now
 from evalkit.run.scheduler import DevicePool, device_need
 from evalkit.run.signals import interrupts_raise
 from evalkit.run.slurm import SlurmExecutor
 from evalkit.store import RunStore
+from evalkit.store.records import FINISHED, CellRecord, HostInfo, RunRecord, now
 
 
 @dataclass

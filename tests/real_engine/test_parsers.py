@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from evalkit.cells import expand
 from evalkit.config import MatrixConfig, load_config, parse_config
+from evalkit.config.cells import expand
 from evalkit.config.loader import _UniqueKeyLoader
 from evalkit.engine.launch import build_launch
 from tests.conftest import CONFIGS

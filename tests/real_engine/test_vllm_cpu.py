@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 import yaml
 
-from evalkit.cells import expand
 from evalkit.config import load_config
+from evalkit.config.cells import expand
 from evalkit.config.loader import _UniqueKeyLoader
 from evalkit.engine import EngineProcess, free_port
 from evalkit.engine.launch import build_launch

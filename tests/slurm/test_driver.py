@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from evalkit.cells import expand
 from evalkit.config import load_config
+from evalkit.config.cells import expand
 from evalkit.errors import ConfigError, Interrupted
 from evalkit.run.options import RunOptions
 from evalkit.run.signals import interrupts_raise, signals_held

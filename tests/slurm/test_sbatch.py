@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evalkit.cells import Cell, expand
 from evalkit.config import load_config
+from evalkit.config.cells import Cell, expand
 from evalkit.run.slurm_commands import cell_command, job_script, parse_sacct, parse_scontrol, parse_squeue, sbatch_argv
 from evalkit.store import RunStore
 from tests.slurm.conftest import demo_config

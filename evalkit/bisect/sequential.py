@@ -90,7 +90,7 @@ import numpy as np
 from scipy.special import betainc, betaln
 from scipy.stats import beta as beta_dist
 
-from evalkit.stats import wilson_interval
+from evalkit.stats.tests import wilson_interval
 
 __all__ = ["PairedCounts", "Count", "Judgement", "StepTest", "batch_schedule", "Simulation", "simulate"]
 

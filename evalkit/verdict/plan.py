@@ -1,7 +1,7 @@
 """Before spending engine-hours: what each threshold of a config could detect at its n.
 
 `evalkit plan` prints, per threshold, the n it will be checked on (questions, generations; a
-`--limit` caps them, as the run would), the MDE at the threshold's alpha and power (power.py), and
+`--limit` caps them, as the run would), the MDE at the threshold's alpha and power (stats/power.py), and
 the n its margin needs. The MDE depends on what the engine does between two runs: the share of
 questions that flip (paired marks) and the base rate of events (counts). Measured values come from
 `evalkit calibrate` (its calibrate.json); otherwise the stated assumptions below are used, and the
@@ -13,12 +13,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalkit.checks import rule_text
 from evalkit.config import MatrixConfig, Threshold
 from evalkit.config.schema import ThresholdKind
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison
-from evalkit.power import equivalence_margin, equivalence_n, fisher_mde, fisher_n, gate_room, mcnemar_mde, mcnemar_n
+from evalkit.stats.power import (
+    equivalence_margin,
+    equivalence_n,
+    fisher_mde,
+    fisher_n,
+    gate_room,
+    mcnemar_mde,
+    mcnemar_n,
+)
+from evalkit.verdict.checks import rule_text
 
 ASSUMED_DISCORDANCE = 0.03
 """Share of questions flipping between two healthy cells when nothing was measured: about what

@@ -5,9 +5,9 @@ cell (the summary row's `checks`, one record each):
 
 * a delta against a reference (`max_drop_*`, `max_rise_*`) with `alpha` FAILS when the change is
   beyond the margin (and beyond the noise floor of repeats) and its p-value, adjusted across the
-  cells the threshold is checked on (multiplicity.py, `multiplicity:` in the config), is below
+  cells the threshold is checked on (stats/multiplicity.py, `multiplicity:` in the config), is below
   alpha. Otherwise it is INCONCLUSIVE when its test could not have seen a change of the margin:
-  its MDE (power.py: from its n and the observed discordance for paired marks, the reference's
+  its MDE (stats/power.py: from its n and the observed discordance for paired marks, the reference's
   rate for counts) exceeds margin x `inconclusive_factor`, or the change is beyond the margin
   without significance; else PASS. Without a test (no alpha, a continuous value, a value between
   two cells) the MDE is the noise floor of repeats when known;
@@ -32,8 +32,8 @@ from evalkit.config import MatrixConfig, Threshold
 from evalkit.config.schema import ThresholdKind
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
-from evalkit.multiplicity import METHOD_WORDS, Method, adjust
-from evalkit.power import (
+from evalkit.stats.multiplicity import METHOD_WORDS, Method, adjust
+from evalkit.stats.power import (
     equivalence_margin,
     equivalence_n,
     fisher_mde,
@@ -41,7 +41,7 @@ from evalkit.power import (
     mcnemar_mde,
     mcnemar_n,
 )
-from evalkit.stats import paired_equivalence, wilson_interval
+from evalkit.stats.tests import paired_equivalence, wilson_interval
 
 PASS, FAIL, INCONCLUSIVE, NOT_CHECKED = "PASS", "FAIL", "INCONCLUSIVE", "NOT_CHECKED"
 OUTCOMES = (FAIL, INCONCLUSIVE, PASS, NOT_CHECKED)

@@ -6,7 +6,7 @@ McNemar's exact test, counts with a two-sided Fisher exact test (a change may go
 
 B is judged against A, cell by cell, by B's own config's delta thresholds (`max_drop_*`,
 `max_rise_*`, `equivalent_*`; the `_ab` and `_vs_baseline` forms alike, as A's cell is the one
-reference), through checks.py as the matrix judges a cell against its baseline: PASS, FAIL or
+reference), through verdict/checks.py as the matrix judges a cell against its baseline: PASS, FAIL or
 INCONCLUSIVE with the MDE, each threshold's p-values adjusted across the compared cells by the
 config's `multiplicity`. A gate asks whether B got worse, so there a count's p is the one-sided
 Fisher of a rise. `exit_code` follows the matrix's codes (errors.EXIT_CODES). Rendering is in
@@ -18,13 +18,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evalkit import checks
 from evalkit.config import MatrixConfig, parse_config
 from evalkit.evals import recorded, registry
 from evalkit.evals.base import Comparison, MetricSpec, setup_differences
 from evalkit.redact import redact_argv
 from evalkit.store import read_run_cells
-from evalkit.verdicts import deltas_between, exit_code, flat_metrics, setup_of, unmeasured
+from evalkit.verdict import checks
+from evalkit.verdict.deltas import deltas_between, exit_code, flat_metrics, setup_of, unmeasured
 
 REFERENCE_WORD = "run A"
 """How a broken threshold's message names the reference ("... vs run A <run id> 0.940, -7.0 points")."""
@@ -98,7 +98,7 @@ def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
 
 
 def _judged(config: MatrixConfig | None, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Each compare row with `checks` (B's config's delta thresholds against A's cell, checks.py)
+    """Each compare row with `checks` (B's config's delta thresholds against A's cell, verdict/checks.py)
     and `flags` (the FAIL and NOT_CHECKED checks in the matrix's words, the reference "run A")."""
     thresholds = checks.against_one_reference(config.thresholds) if config else []
     gates = [gate for _, gate in pairs]

@@ -148,7 +148,7 @@ def m003_cell_setups(db: sqlite3.Connection) -> None:
 
 @migration
 def m004_cell_checks(db: sqlite3.Connection) -> None:
-    """Each cell's threshold checks as its run's summary.json holds them (checks.py: PASS, FAIL or
+    """Each cell's threshold checks as its run's summary.json holds them (verdict/checks.py: PASS, FAIL or
     INCONCLUSIVE with the MDE), so a trend says each run's verdict in the report's words. NULL
     before, and while the run has no summary yet (cells are recorded as they finish)."""
     db.execute("ALTER TABLE cells ADD COLUMN checks TEXT")

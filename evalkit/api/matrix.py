@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalkit.cells import Cell, baseline_cell, expand, select
 from evalkit.config import MatrixConfig, resolve_config
+from evalkit.config.cells import Cell, baseline_cell, expand, select
 from evalkit.errors import EXIT_INTERRUPTED, ConfigError, Interrupted
 from evalkit.evals import registry
 from evalkit.evals.capabilities import ReadsEarlierCells
@@ -26,7 +26,6 @@ from evalkit.run.cell import CellJob, run_cell
 from evalkit.run.external import choose_served_name, normalise_base_url, served_models
 from evalkit.run.options import Progress, RunOptions, Silent
 from evalkit.run.orchestration import CommandRequest, device_lock, load_unchanged, stopping_on_interrupt
-from evalkit.run.records import RunRecord
 from evalkit.run.signals import interrupts_raise
 from evalkit.run.stages import execute, prepare, prepare_sources
 from evalkit.store import (
@@ -38,9 +37,10 @@ from evalkit.store import (
     resolve_run,
     write_json,
 )
+from evalkit.store.records import RunRecord
 
 if TYPE_CHECKING:
-    from evalkit.summary import RunSummary
+    from evalkit.verdict.summary import RunSummary
 
 EXTERNAL_CELL = "external"
 """The one cell of a `base_url` run."""
@@ -103,8 +103,8 @@ def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> Matr
 
 
 def _run(config: MatrixConfig, config_path: Path, request: MatrixRequest, progress: Progress) -> MatrixOutcome:
-    from evalkit.store import history
-    from evalkit.verdicts import flat_metrics
+    from evalkit import history
+    from evalkit.verdict.deltas import flat_metrics
 
     config, request = _external_server(config, request, progress)
     config, cells = _plan(config, request)
@@ -191,7 +191,7 @@ def refresh_verdict(run_path: Path) -> dict[str, Any]:
 
 def _write_verdict(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
     """summary.json and table.md from what the run stored; the summary."""
-    from evalkit.verdicts import summarize_run
+    from evalkit.verdict.deltas import summarize_run
 
     with registry.using(config.evals):
         model = summarize_run(run_path, config)

@@ -3,7 +3,7 @@ users' scripts read (issue 27 item 2).
 
 `verdicts.summarize_run` builds a `RunSummary`; summary.json is its `dump()`, the same JSON as
 the dicts it replaced (a key that was only written when set, like a cell's `error`, still is).
-The models follow run/records.py: each field documented under it, unknown keys kept
+The models follow store/records.py: each field documented under it, unknown keys kept
 (`extra="allow"`), so a summary written by another evalkit reads and dumps back unchanged, and
 one written before a field existed (`metrics`, `checks`) still validates. Only what every
 summary has is required. A dump lists declared fields first, then the rest in the order read, so
@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from evalkit.evals import recorded
 from evalkit.evals.base import MetricSpec
-from evalkit.run.records import ImportInfo, LogCheck, RanAsRecord, SourceInfo, _Record
+from evalkit.store.records import ImportInfo, LogCheck, RanAsRecord, SourceInfo, _Record
 
 SUMMARY_SCHEMA_VERSION = 1
 """summary.json's version: a field is renamed or removed only with a new version and a migration
@@ -155,14 +155,14 @@ class Flag(_Open):
 
 
 class CheckRecord(_Open):
-    """One threshold checked on one cell (checks.py): its outcome and the figures behind it."""
+    """One threshold checked on one cell (verdict/checks.py): its outcome and the figures behind it."""
 
     threshold: int
     """The threshold's index in the config."""
     rule: str
     metric: str
     check: str
-    """Then `margin`, `action`, ..., `outcome` (PASS, FAIL, INCONCLUSIVE, NOT_CHECKED): checks.py."""
+    """Then `margin`, `action`, ..., `outcome` (PASS, FAIL, INCONCLUSIVE, NOT_CHECKED): verdict/checks.py."""
 
     @property
     def outcome(self) -> str:

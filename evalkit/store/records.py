@@ -8,24 +8,37 @@ Every writer (the cell lifecycle, the local executor, the Slurm driver) builds t
 Both files carry `schema_version`. A file is written with only the fields that were set, so a
 record holds exactly the keys it did before the models existed (plus `schema_version`); unknown
 keys are kept (`extra="allow"`), so a newer writer's additions survive a read and a rewrite.
-Readers outside `evalkit.run` (verdicts, report, history) still read the dicts; `load` and
-`dump` are there for them to switch.
+They live in the store, below the run that writes them, so the judging step, the history and
+bisect read them without reaching into the run's modules; a record names its cell by the
+`CellLike` shape (an id and axes), not by the config's `Cell` type.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from evalkit.cells import Cell
 from evalkit.errors import ConfigError
 from evalkit.store import read_json
 
 SCHEMA_VERSION = 1
 """Version of the cell.json and run.json shapes. Files written before it existed are version 1."""
+
+
+
+class CellLike(Protocol):
+    """What a record needs of a matrix cell (evalkit.config.cells.Cell has it): its id and axes."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def axes(self) -> Mapping[str, str]: ...
+
 
 CellStatus = Literal["running", "ok", "error", "skipped", "interrupted"]
 RunStatus = Literal["running", "complete", "interrupted"]
@@ -295,7 +308,7 @@ class CellRecord(_File):
     `scontrol show job`, `sacct` or why not, earlier attempts)."""
 
     @classmethod
-    def begin(cls, cell: Cell, **fields: Any) -> CellRecord:
+    def begin(cls, cell: CellLike, **fields: Any) -> CellRecord:
         """A cell's record as it starts: `running`, nothing measured yet, plus `fields`."""
         return cls(id=cell.id, axes=dict(cell.axes), status="running", **{"timings": {}, "metrics": {}, **fields})
 
@@ -305,7 +318,7 @@ class CellRecord(_File):
         return self.error.message if self.error else ""
 
 
-def failed_cell(cell: Cell, error: CellError, *, status: Literal["error", "skipped"] = "error",
+def failed_cell(cell: CellLike, error: CellError, *, status: Literal["error", "skipped"] = "error",
                 base: CellRecord | None = None, **fields: Any) -> CellRecord:
     """The record of a cell without a result, the one way every writer builds it.
 

@@ -5,7 +5,7 @@ verdict reports its minimum detectable effect (MDE), the smallest true change it
 with probability `power` at `alpha`, from its n and what was observed. The formulas, each
 checked by simulation in tests/test_power.py:
 
-* paired 0/1 marks (McNemar exact, two-sided, as verdicts.py tests them): `mcnemar_power`,
+* paired 0/1 marks (McNemar exact, two-sided, as verdict/deltas.py tests them): `mcnemar_power`,
   exact over the number of discordant questions (the model in its docstring);
 * counts of rare events (Fisher exact, one-sided, a rise): `fisher_power`, exact over both
   binomial counts;
@@ -27,7 +27,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.stats import binom, hypergeom, norm
 
-from evalkit.stats import newcombe_paired
+from evalkit.stats.tests import newcombe_paired
 
 POWER = 0.8
 """Default power of every MDE (beta = 0.2, as NeMo Evaluator and TensorRT-LLM use)."""

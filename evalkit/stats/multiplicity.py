@@ -2,7 +2,7 @@
 
 A nightly over 12 cells runs each threshold's test 11 or 12 times; at alpha 0.01 each, a healthy
 matrix raises a false alarm in about one night of ten (benchmarks/verdict_power.py measures it).
-verdicts.py adjusts the p-values of one threshold across the cells it was tested on and compares
+verdict/deltas.py adjusts the p-values of one threshold across the cells it was tested on and compares
 the adjusted p-value with the threshold's alpha:
 
 * "holm" (the default): Holm's step-down procedure (Holm S, "A simple sequentially rejective

@@ -3,7 +3,7 @@
 Each cell is compared against the baseline cell, and each fix-off cell against its fix-on twin
 (the A/B axis), for every metric of every registered eval by its comparison kind: per-question
 marks paired on the questions both cells answered (McNemar's exact test), counts of events
-(Fisher's exact test, see stats.py), continuous values as a difference, and a value measured
+(Fisher's exact test, see stats/tests.py), continuous values as a difference, and a value measured
 between the two cells by the eval that owns it (PAIRWISE, `Pairwise`). A threshold with `alpha` counts
 a delta only when it is significant, so noise on a small `--limit` does not fail a nightly job.
 """
@@ -14,9 +14,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from evalkit import checks
-from evalkit.cells import twin_axes
 from evalkit.config import MatrixConfig, Threshold
+from evalkit.config.cells import twin_axes
 from evalkit.errors import (
     EXIT_CELL_FAILED,
     EXIT_INCONCLUSIVE,
@@ -33,9 +32,10 @@ from evalkit.evals.base import (
     setup_differences,
 )
 from evalkit.evals.capabilities import CellFlags, ExtraDelta, Pairwise, Unmeasured
-from evalkit.stats import fisher_collapse, paired_comparison
+from evalkit.stats.tests import fisher_collapse, paired_comparison
 from evalkit.store import once_per_file_state, read_jsonl, read_regressions, read_run_cells
-from evalkit.summary import SUMMARY_SCHEMA_VERSION, CellRow, MetricRecord, RunSummary
+from evalkit.verdict import checks
+from evalkit.verdict.summary import SUMMARY_SCHEMA_VERSION, CellRow, MetricRecord, RunSummary
 
 
 def question_order(qid: str) -> tuple[int, str]:

@@ -1,4 +1,4 @@
-"""Thresholds from measurement: run one cell N times, then say which thresholds its noise supports.
+"""Thresholds from measurement: what the noise of N runs of one cell supports.
 
 Public CI projects set accuracy thresholds by guesswork and get silent or flaky nightlies. The
 spread of repeated runs of one unchanged cell is the honest input: how much its score moves,
@@ -6,7 +6,7 @@ how many questions flip between runs, and from that the smallest drop the paired
 detect at the configured alpha. `evalkit calibrate` prints the result as a YAML snippet to
 paste under `thresholds:`.
 
-The power model is power.py's (`mcnemar_mde`: McNemar exact, two-sided, as verdicts.py tests):
+The power model is stats/power.py's (`mcnemar_mde`: McNemar exact, two-sided, as verdict/deltas.py tests):
 the minimum detectable drop at the measured flip rate. A suggested `min` leaves room for the
 binomial noise of n questions on top of the run-to-run spread (`suggested_min`), so that one
 question flipped by batch noise does not fail a nightly.
@@ -15,24 +15,17 @@ question flipped by batch noise does not fail a nightly.
 from __future__ import annotations
 
 import math
-import shutil
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import combinations
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalkit.errors import CalibrationFailed, ConfigError
-from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
-from evalkit.power import POWER, mcnemar_mde, mcnemar_n
-from evalkit.store.files import check_run_id, new_run_id
+from evalkit.stats.power import POWER, mcnemar_mde, mcnemar_n
 
 if TYPE_CHECKING:
-    from evalkit.config import MatrixConfig
-    from evalkit.run.api import MatrixRequest
-    from evalkit.run.options import Progress
+    pass
 
 DEFAULT_ALPHA = 0.01
 NIGHTLY_CELLS = 12
@@ -111,7 +104,7 @@ class MinGate:
 def suggested_min(noise: MetricNoise, alpha: float, cells: int = NIGHTLY_CELLS) -> MinGate:
     """A `min` a healthy cell fails in at most `alpha` of nightlies of `cells` cells.
 
-    The room below the measured mean is TensorRT-LLM's, z(alpha_run) sqrt(2 sigma^2 / n) (power.py
+    The room below the measured mean is TensorRT-LLM's, z(alpha_run) sqrt(2 sigma^2 / n) (stats/power.py
     `gate_room`'s formula: a run of n questions against a mean itself measured on n), with sigma^2 = p(1 - p)
     the binomial variance at the measured mean, plus the run-to-run spread: sd^2 adds to the
     variance. alpha_run = 1 - (1 - alpha)^(1 / cells) splits the nightly's rate over its cells.
@@ -186,94 +179,3 @@ def yaml_snippet(header: Sequence[str], noises: Sequence[tuple[MetricSpec, Metri
         lines.append("  - {" + ", ".join(f"{k}: {v:g}" if isinstance(v, float) else f"{k}: {v}"
                                           for k, v in rule.items()) + "}")
     return "\n".join(lines) + "\n"
-
-
-# ---------------------------------------------------------------------------------------------
-# Running the repeats
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """N runs of one cell and what they support."""
-
-    cell: str
-    path: Path
-    """The calibration folder: one run folder per repeat (``repeat-1`` ...) and calibrate.json."""
-    runs: list[Path]
-    noises: list[tuple[MetricSpec, MetricNoise]]
-    alphas: dict[str, float]
-    yaml: str
-    cells: int = NIGHTLY_CELLS
-    """Cells of the config's matrix: the nightly the suggested `min` is gated on."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"cell": self.cell, "path": str(self.path), "runs": [str(r) for r in self.runs],
-                "metrics": [asdict(n) | {"mean": n.mean, "sd": n.sd, "alpha": self.alphas[s.name],
-                                         "suggested": suggested(n, s, self.alphas[s.name], self.cells)}
-                            for s, n in self.noises],
-                "yaml": self.yaml}
-
-
-def _alpha(config: MatrixConfig, metric: str, default: float | None) -> float:
-    """`--alpha`, else the smallest alpha the config's thresholds use for the metric, else 0.01."""
-    if default is not None:
-        return default
-    alphas = [t.alpha for t in config.thresholds if t.metric == metric and t.alpha is not None]
-    return min(alphas) if alphas else DEFAULT_ALPHA
-
-
-def run_calibration(request: MatrixRequest, cell_id: str, repeats: int, alpha: float | None = None,
-                    name: str | None = None, progress: Progress | None = None) -> Calibration:
-    """Run `cell_id` of the request's config `repeats` times (each its own engine start), then
-    measure its noise; repeats already finished in the calibration folder are kept (resume)."""
-    from evalkit.cells import expand
-    from evalkit.config import resolve_config
-    from evalkit.run.api import run_matrix
-    from evalkit.store import read_json, write_json
-    from evalkit.verdicts import flat_metrics, marks
-
-    if repeats < 2:
-        raise ConfigError(f"--repeats {repeats}: calibrating needs at least 2 runs of the cell")
-    config, config_path = resolve_config(request.model, request.config_path)
-    cell = next((c for c in expand(config) if c.id == cell_id), None)
-    if cell is None:
-        raise ConfigError(f"--cell {cell_id}: not a cell of {config_path} (cells: {', '.join(c.id for c in expand(config))})")
-    folder = request.results_dir / check_run_id(name or new_run_id(f"calibrate-{config_path.stem}-{cell_id}"))
-    selection = ",".join(f"{axis}={value}" for axis, value in cell.axes.items())
-    runs = []
-    for i in range(1, repeats + 1):
-        run_id = f"repeat-{i}"
-        done = folder / run_id / "summary.json"
-        if not (done.is_file() and read_json(done).get("status") == "complete"):
-            if (folder / run_id).exists():
-                shutil.rmtree(folder / run_id)  # an interrupted repeat is run again whole
-            run_matrix(replace(request, config_path=config_path, model=None, only=(selection,) if selection else (),
-                               run_id=run_id, resume=None, results_dir=folder, history=False), progress)
-        record = read_json(folder / run_id / cell.id / "cell.json")
-        if record.get("status") != "ok":
-            message = (record.get("error") or {}).get("message", record.get("status"))
-            raise CalibrationFailed(f"{folder / run_id}: cell {cell.id} did not run ({message}); "
-                                    "calibrate on a cell that runs")
-        runs.append(folder / run_id)
-    records = [read_json(run / cell.id / "cell.json") for run in runs]
-    flats = [flat_metrics(r) for r in records]
-    noises, alphas = [], {}
-    for spec in registry.metrics(config.evals, records):
-        if any(spec.name not in f for f in flats):
-            continue
-        alphas[spec.name] = _alpha(config, spec.name, alpha)
-        if spec.comparison is Comparison.PAIRED:
-            ev = registry.eval_of(spec.name)
-            per_run = [marks(run / cell.id, spec) for run in runs]
-            noises.append((spec, paired_noise(spec, per_run, [f[spec.name] for f in flats], alphas[spec.name],
-                                              full_n=ev.size if ev else None)))
-        elif spec.comparison is Comparison.COUNT:
-            noises.append((spec, count_noise(spec, flats)))
-    n = {noise.n for _, noise in noises if noise.flip_rate is not None and noise.n is not None}
-    header = [f"evalkit calibrate: {repeats} runs of {cell.id} ({config_path.name}, model {config.model})",
-              f"{folder}" + (f"; {', '.join(map(str, sorted(n)))} questions per run" if n else "")]
-    cells = len(expand(config))
-    snippet = yaml_snippet(header, noises, min(alphas.values(), default=DEFAULT_ALPHA), cells)
-    calibration = Calibration(cell.id, folder, runs, noises, alphas, snippet, cells)
-    write_json(folder / "calibrate.json", calibration.to_dict())
-    return calibration
