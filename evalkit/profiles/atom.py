@@ -46,7 +46,7 @@ import re
 from types import MappingProxyType
 
 from evalkit.config import EngineSettings
-from evalkit.profiles import Launch, Profile
+from evalkit.profiles import Launch, Profile, SpecCounts
 from evalkit.profiles.isolation import FixedPort, InternalPort, Isolation, data_parallel
 from evalkit.profiles.ran import RanAs
 from evalkit.wire import FinishMap
@@ -89,6 +89,39 @@ FIX_LINE = re.compile(r"PIECEWISE: forced aiter ca_comm \((\w+)\) to unreg copy-
 the TP, DP and EP groups (`%s` is the getter: `get_tp_group`, ...), only in the PIECEWISE capture path
 and only when the installed aiter's communicator has `enable_register_for_capturing` (else a silent no-op)."""
 PIECEWISE_MODES = frozenset({"PIECEWISE", "FULL_AND_PIECEWISE"})
+MTP_INTERVAL = re.compile(r"\[MTP Stats Interval\] Average toks/fwd: [0-9.]+, Accepted/Total Draft tokens: "
+                          r"(\d+)/(\d+), Acceptance rate: [0-9.]+%, Accepted tokens distribution: \{([^}]*)\}")
+"""atom/model_engine/scheduler.py `SpecStats._log` (:104 at 0e9804c21 and ccc861dc5, :112 at HEAD ffdf3bb5):
+every `log_interval * mtp_k` draft tokens (1000 verify steps; `update` runs once per sequence per decode
+step and adds `mtp_k` draft tokens) the scheduler logs this line for the steps since its last one, then
+the cumulative `[MTP Stats         ] ...` line of the same shape, and starts a new interval. The
+distribution's keys are 0..mtp_k (accepted drafts per step), so a line's steps are its draft tokens / mtp_k.
+ATOM's CI reads the last cumulative line's `Acceptance rate` (.github/scripts/atom_test.sh:347 at
+ccc861dc5 and HEAD) and gates it on `mtp_accept_threshold` (.github/workflows/atom-test.yaml:594-624 at HEAD)."""
+
+
+def read_mtp_log(text: str) -> SpecCounts | None:
+    """The speculative decoding counts ATOM logged in `text` (the lines of one eval's window), or
+    None when it logged none.
+
+    The window's counts are the differences of the cumulative counts around it, summed here as the
+    interval lines logged inside it: each interval line is exactly the difference of two
+    consecutive cumulative lines of one scheduler, and the sum stays right when several schedulers
+    log (one per DP rank under `--enable-dp-attention`, engine_core_mgr.py), whose unlabelled
+    cumulative lines interleave and cannot be told apart. Its resolution is one interval: steps
+    after a scheduler's last line of the window count in the next window."""
+    drafts = draft_tokens = accepted = lines = 0
+    for found in MTP_INTERVAL.finditer(text):
+        took, proposed = int(found.group(1)), int(found.group(2))
+        keys = [int(key) for key in re.findall(r"(\d+):", found.group(3))]
+        width = max(keys, default=0)
+        if width == 0:
+            continue
+        drafts += proposed // width
+        draft_tokens += proposed
+        accepted += took
+        lines += 1
+    return SpecCounts(drafts, draft_tokens, accepted, lines) if lines else None
 
 
 def read_atom_log(text: str) -> RanAs:
@@ -191,4 +224,5 @@ PROFILE = Profile(
     visibility_env=("HIP_VISIBLE_DEVICES",),
     isolation=ATOM_ISOLATION,
     package="atom",
+    spec_log=read_mtp_log,
 )

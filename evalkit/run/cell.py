@@ -307,7 +307,7 @@ def _run_evals(job: CellJob, server: Server, record: CellRecord) -> None:
     scrapes = None
     if scraping_enabled(job.config.evals):
         scrapes = EngineScrapes(server.base_url, get_profile(job.config.engine.profile), external=job.base_url is not None,
-                                metrics_path=job.config.engine.metrics_path)
+                                metrics_path=job.config.engine.metrics_path, log_path=job.cell_dir / "engine.log")
     with scrapes or contextlib.nullcontext():
         for ev, settings in registry.enabled(job.config.evals):
             job.update(ev.name)
