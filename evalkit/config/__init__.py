@@ -7,6 +7,7 @@ from evalkit.config.lookup import available_configs, find_config, resolve_config
 from evalkit.config.schema import (
     ABAxis,
     AxisValue,
+    Catalog,
     Devices,
     EngineConfig,
     EngineSettings,
@@ -21,6 +22,6 @@ from evalkit.config.schema import (
 )
 
 __all__ = [
-    "ABAxis", "AxisValue", "Devices", "EngineConfig", "EngineSettings", "Evals", "Executor", "LogAssertion", "MatrixConfig", "SlurmSettings", "Source", "StrictModel", "Threshold", "Timeouts", "config_model",
+    "ABAxis", "AxisValue", "Catalog", "Devices", "EngineConfig", "EngineSettings", "Evals", "Executor", "LogAssertion", "MatrixConfig", "SlurmSettings", "Source", "StrictModel", "Threshold", "Timeouts", "config_model",
     "available_configs", "find_config", "resolve_config", "format_validation_error", "load_config", "parse_config",
 ]

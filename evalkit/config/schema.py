@@ -80,6 +80,19 @@ class Source(StrictModel):
         return subdir
 
 
+ATOM_CATALOG = ".github/benchmark/models_accuracy.json"
+"""ATOM's accuracy catalog (read by .github/workflows/atom-test.yaml at ccc861dc5 and HEAD ffdf3bb5)."""
+
+
+class Catalog(StrictModel):
+    """A model's launch taken from the engine's own CI catalog inside each cell's source tree, at
+    that cell's ref (engine/catalog.py): the entry's flags, environment and gates, with the
+    config's engine and axis settings, args and env applied on top."""
+
+    entry: str = Field(min_length=1, description="The entry's `model_name`, e.g. \"DeepSeek-V4-Pro\".")
+    path: str = Field(ATOM_CATALOG, min_length=1, description="The catalog file inside the source tree.")
+
+
 class AxisValue(StrictModel):
     """One named value of an axis: the overrides it applies to the base engine launch."""
 
@@ -118,6 +131,9 @@ class EngineConfig(StrictModel):
         True, description="Give each engine launch empty compile caches (the profile names them; engine/isolation.py); "
                           "false keeps the engine's own, for users who know its cache keys.")
     log: list[LogAssertion] = Field(default_factory=list, description="Assertions on every cell's engine log.")
+    catalog: Catalog | None = Field(
+        None, description="Take the model's launch from the engine's CI catalog in each cell's source tree "
+                          "(every cell needs a `source`); see engine/catalog.py.")
     package: str | None = Field(
         None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="The engine's top-level package, whose import path proves which tree runs (default: the "

@@ -123,6 +123,10 @@ class Profile:
     """The engine's Prometheus endpoint, scraped before and after each eval; None: it has none."""
     metric_names: MetricNames | None = None
     """What to read from `metrics_path`."""
+    catalog_flags: Callable[[list[str]], tuple[EngineSettings, list[str]]] | None = None
+    """Splits flags from the engine's CI catalog (engine/catalog.py) into the logical settings they
+    set and the rest, so a cell's axes override the catalog's settings instead of being overridden
+    by flags later on the command line; None: every catalog flag stays an argument."""
     spec_log: SpecLogReader | None = None
     """Reads the speculative decoding counts the engine logs, from the log lines of one eval's
     window (run/engine_report.py): for an engine without `/metrics` counters (ATOM); None: none."""

@@ -210,6 +210,37 @@ def atom_flags(settings: EngineSettings, launch: Launch) -> list[str]:
     return flags
 
 
+_VALUED = {"-tp": "tensor_parallel", "--tensor-parallel-size": "tensor_parallel",
+           "-dp": "data_parallel", "--data-parallel-size": "data_parallel", "--cudagraph-mode": "graph_mode"}
+_SWITCHES: dict[str, tuple[str, object]] = {"--enable-dp-attention": ("dp_attention", True), "--enable-expert-parallel": ("expert_parallel", True),
+             "--enforce-eager": ("graph_mode", "eager")}
+
+
+def atom_settings(flags: list[str]) -> tuple[EngineSettings, list[str]]:
+    """The inverse of `atom_flags` for flags from ATOM's catalog (extraArgs): the settings they set
+    (`-tp 8`, `--enable-dp-attention`, `--cudagraph-mode PIECEWISE`, ...) and every other flag, in
+    order. `--enforce-eager` wins over a mode, as in ATOM (graphs stay off whatever the mode says)."""
+    found: dict[str, object] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(flags):
+        name, _, inline = flags[i].partition("=")
+        if name in _VALUED and (inline or i + 1 < len(flags)):
+            value = inline or flags[i + 1]
+            key = _VALUED[name]
+            if key != "graph_mode" or found.get(key) != "eager":
+                found[key] = value if key == "graph_mode" else int(value)
+            i += 1 if inline else 2
+            continue
+        if flags[i] in _SWITCHES:
+            setting, switched = _SWITCHES[flags[i]]
+            found[setting] = switched
+        else:
+            rest.append(flags[i])
+        i += 1
+    return EngineSettings.model_validate(found), rest
+
+
 PROFILE = Profile(
     name="atom",
     entrypoint=("{python}", "-m", "atom.entrypoints.openai_server"),
@@ -225,4 +256,5 @@ PROFILE = Profile(
     isolation=ATOM_ISOLATION,
     package="atom",
     spec_log=read_mtp_log,
+    catalog_flags=atom_settings,
 )

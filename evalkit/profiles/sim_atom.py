@@ -18,6 +18,7 @@ from evalkit.profiles.atom import (
     ATOM_FINISH_REASONS,
     ATOM_SETTINGS,
     atom_flags,
+    atom_settings,
     read_atom_log,
     read_mtp_log,
 )
@@ -40,4 +41,5 @@ PROFILE = Profile(
     uses_devices=False,
     simulated=True,
     spec_log=read_mtp_log,
+    catalog_flags=atom_settings,
 )
