@@ -1,13 +1,13 @@
 """Matrix configs: the typed schema (schema.py), the YAML loader (loader.py), `--model` lookup (lookup.py)."""
 
 from evalkit.config.base import StrictModel
+from evalkit.config.catalog import Catalog
 from evalkit.config.loader import format_validation_error, load_config, parse_config
 from evalkit.config.log_assertion import LogAssertion
 from evalkit.config.lookup import available_configs, find_config, resolve_config
 from evalkit.config.schema import (
     ABAxis,
     AxisValue,
-    Catalog,
     Devices,
     EngineConfig,
     EngineSettings,

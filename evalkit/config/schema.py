@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from evalkit.config.base import StrictModel
+from evalkit.config.catalog import Catalog
 from evalkit.config.log_assertion import LogAssertion
 
 if TYPE_CHECKING:
@@ -78,19 +79,6 @@ class Source(StrictModel):
         if subdir is not None and (subdir.startswith(("/", "~")) or ".." in subdir.replace("\\", "/").split("/")):
             raise ValueError("must be a path inside the checkout (relative, no '..')")
         return subdir
-
-
-ATOM_CATALOG = ".github/benchmark/models_accuracy.json"
-"""ATOM's accuracy catalog (read by .github/workflows/atom-test.yaml at ccc861dc5 and HEAD ffdf3bb5)."""
-
-
-class Catalog(StrictModel):
-    """A model's launch taken from the engine's own CI catalog inside each cell's source tree, at
-    that cell's ref (engine/catalog.py): the entry's flags, environment and gates, with the
-    config's engine and axis settings, args and env applied on top."""
-
-    entry: str = Field(min_length=1, description="The entry's `model_name`, e.g. \"DeepSeek-V4-Pro\".")
-    path: str = Field(ATOM_CATALOG, min_length=1, description="The catalog file inside the source tree.")
 
 
 class AxisValue(StrictModel):
