@@ -76,7 +76,7 @@ def columns(specs: list[MetricSpec], cells: Sequence[CellRow] | None = None) -> 
     `delta_label`; metrics in the summary's order (`RunSummary.specs`)."""
     out = [Column("cell", "cell", _id), Column("status", "status", _status)]
     out += [Column(spec.short, spec.display.column, _value(spec)) for spec in specs if spec.display.column and (
-        cells is None or not spec.display.column_when_measured or any(spec.name in c.metrics for c in cells))]
+        not spec.display.column_when_measured or any(spec.name in c.metrics for c in cells or ()))]
     for spec in specs:
         if spec.display.delta_label:
             out += [Column(f"{spec.short}_{against}", delta_header(spec, word), _delta(spec, against))
