@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
+from evalkit.config import parse_config
 from evalkit.render import render
+from evalkit.verdict.deltas import catalog_gate_flags
 from tests.conftest import checkout_env
 
 ENTRY = "Sim-V4 DSpark"
@@ -132,3 +134,28 @@ def test_a_run_launches_each_cell_from_its_own_ref_s_entry_and_every_report_says
     assert not [f for f in cells["piecewise-fixon"]["flags"] if f["metric"] == "engine.catalog"]
     for fmt in ("markdown", "html"):
         assert "differs from piecewise-fixon" in (render(summary, fmt, root / "results" / "cat") or "")
+    for cid, limit in (("piecewise-fixon", 0.94), ("piecewise-fixoff", 0.93)):  # each by its own ref's gate
+        gated = [f for f in cells[cid]["flags"] if f["check"] == "catalog_gate"]
+        below = cells[cid]["metrics"]["gsm8k.flexible"] < limit
+        assert [(f["metric"], f["action"], f["limit"]) for f in gated] == ([("gsm8k.flexible", "warn", limit)] if below else [])
+
+
+def test_each_cell_is_judged_by_its_own_entry_s_gates_and_an_unmeasured_one_is_said() -> None:
+    """ATOM's CI fails flexible-extract below accuracy_threshold and an acceptance below
+    mtp_accept_threshold, or none reported; `gates` says what a broken one is here."""
+    entry = {"entry": "V4 MTP", "ref": "abc", "fields": {"accuracy_threshold": 0.94, "mtp_accept_threshold": 0.622}}
+    cell = {"id": "c", "status": "ok", "catalog": entry}
+    config = load_config_text(gates="fail")
+    flags = catalog_gate_flags(config, cell, {"gsm8k.flexible": 0.95})
+    assert [(f["metric"], f["action"], f["message"]) for f in flags] == [
+        ("engine.spec_acceptance_rate", "fail",
+         "c: engine.spec_acceptance_rate not measured, the mtp_accept_threshold of catalog entry 'V4 MTP' at abc")]
+    assert catalog_gate_flags(config, cell, {"gsm8k.flexible": 0.93, "engine.spec_acceptance_rate": 0.7})[0][
+        "message"] == "c: gsm8k.flexible 0.930 < 0.94, the accuracy_threshold of catalog entry 'V4 MTP' at abc"
+    assert catalog_gate_flags(config, {**cell, "status": "error"}, {}) == []
+    assert catalog_gate_flags(load_config_text(gates="off"), cell, {}) == []
+
+
+def load_config_text(gates: str) -> Any:
+    return parse_config({"model": "m", "engine": {"profile": "sim-atom", "catalog": {"entry": "V4 MTP", "gates": gates}}},
+                        "inline.yaml")

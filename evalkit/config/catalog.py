@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from evalkit.config.base import StrictModel
@@ -18,3 +20,7 @@ class Catalog(StrictModel):
 
     entry: str = Field(min_length=1, description="The entry's `model_name`, e.g. \"DeepSeek-V4-Pro\".")
     path: str = Field(ATOM_CATALOG, min_length=1, description="The catalog file inside the source tree.")
+    gates: Literal["fail", "warn", "off"] = Field(
+        "warn", description="Judge each cell by its own entry's gates (accuracy_threshold on gsm8k.flexible, "
+                            "mtp_accept_threshold on engine.spec_acceptance_rate), as ATOM's CI does at that ref: "
+                            "a broken one is a flag with this action.")

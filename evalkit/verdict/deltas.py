@@ -244,6 +244,30 @@ def catalog_flags(cell: dict[str, Any], ref: dict[str, Any] | None) -> list[dict
                         f"{theirs['ref']}: {'; '.join(differ)} (the comparison tests more than the change)"}]
 
 
+CATALOG_GATES = (("accuracy_threshold", "gsm8k.flexible"), ("mtp_accept_threshold", "engine.spec_acceptance_rate"))
+"""An entry's gates and the metric each bounds from below: ATOM's CI fails `exact_match,flexible-extract`
+below accuracy_threshold and an MTP acceptance below mtp_accept_threshold, or none reported
+(.github/workflows/atom-test.yaml:575-630 at HEAD ffdf3bb5)."""
+
+
+def catalog_gate_flags(config: MatrixConfig, cell: dict[str, Any], metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cell judged by the gates of the catalog entry its own ref holds (`engine.catalog.gates`)."""
+    entry, catalog = cell.get("catalog"), config.engine.catalog
+    if not entry or catalog is None or catalog.gates == "off" or cell.get("status") != "ok":
+        return []
+    out = []
+    for gate, metric in CATALOG_GATES:
+        limit = entry["fields"].get(gate)
+        value = metrics.get(metric)
+        if limit is None or (value is not None and value >= limit):
+            continue
+        said = "not measured" if value is None else f"{value:.3f} < {limit}"
+        out.append({"metric": metric, "check": "catalog_gate", "action": catalog.gates, "limit": limit,
+                    "message": f"{cell['id']}: {metric} {said}, the {gate} of catalog entry {entry['entry']!r} at "
+                               f"{entry['ref']}"})
+    return out
+
+
 def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
     """The whole run's verdict as summary.json holds it (`summarize_run`'s dump): what the report
     and the CLI read."""
@@ -283,7 +307,8 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
         rows.append(row)
     checks.assess_matrix(config, rows)
     for cell, row in zip(cells, rows):
-        row["flags"] = _flags(config, row) + ran_as_flags(cell) + catalog_flags(cell, references[cell["id"]])
+        row["flags"] = (_flags(config, row) + ran_as_flags(cell) + catalog_flags(cell, references[cell["id"]])
+                        + catalog_gate_flags(config, cell, row["metrics"]))
     base_row = next((r for r in rows if baseline and r["id"] == baseline["id"] and r["status"] == "ok"), None)
     for cell, row in zip(cells, rows):
         if row["status"] == "ok":
