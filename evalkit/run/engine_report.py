@@ -166,7 +166,7 @@ class EngineScrapes:
             counts = self.spec_log(self.log.next())
             if counts is not None:
                 kept = {"metrics_missing": found["missing"]} if "missing" in found else found
-                found = {key: value for key, value in kept.items() if key != "missing"} | log_figures(counts)
+                found = kept | log_figures(counts)
             elif "missing" in found:
                 found["missing"] += "; its log counted no speculative decoding in this eval's window"
         # assigned, not mutated: a dump holds only the fields that were set
