@@ -150,3 +150,18 @@ def test_an_eval_counts_only_the_lines_logged_while_it_ran(tmp_path: Path, exter
     assert gsm8k["metrics_missing"] == "profile atom names no metrics endpoint"
     assert repetition["missing"].endswith("its log counted no speculative decoding in this eval's window")
     assert EngineFigures().flat({"engine_metrics": record.engine_metrics})["engine.spec_acceptance_rate"] == 0.5
+
+
+@pytest.mark.slow
+def test_the_whole_spec_demo_flags_only_the_buggy_cell(tmp_path: Path) -> None:
+    """configs/demo-spec.yaml's four cells (~1 min): one scheduler (TP8) and eight (DP8 attention)
+    alike give the acceptance the simulator was given; only the buggy cell breaks a threshold."""
+    done = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(CONFIGS / "demo-spec.yaml"),
+                           "--run-id", "all", "--json", "--quiet", "--lock-file", str(tmp_path / "lock")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 1, done.stderr[-3000:]
+    cells = {c["id"]: c for c in json.loads(done.stdout)["cells"]}
+    for cid in ("tp8-fixon", "tp8-fixoff", "dp8-fixon"):
+        assert 0.65 < cells[cid]["metrics"]["engine.spec_acceptance_rate"] < 0.75
+    assert cells["dp8-fixoff"]["metrics"]["engine.spec_acceptance_rate"] == 0.0
+    assert {cid for cid, c in cells.items() if any(f["action"] == "fail" for f in c["flags"])} == {"dp8-fixoff"}

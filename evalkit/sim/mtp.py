@@ -15,6 +15,8 @@ cell's acceptance p (``--sim-spec-acceptance``; the buggy cell's ``--sim-bug-spe
 as ATOM's DSpark nightly fell from ~46% to 0% with its accuracy), from a generator seeded by
 ``--sim-seed``, and a step never accepts past the generation's end (ATOM drops accepted drafts
 past a stop). So a generation of n tokens takes its first from prefill and n - 1 from its steps.
+Not reproduced: ATOM's `Engine kwargs` line then holds a `SpeculativeConfig(...)` (atom/config.py:882
+at ccc861dc5) whose repr includes the draft model's whole HF config; the simulator's keeps `None`.
 """
 
 from __future__ import annotations
