@@ -4,10 +4,13 @@ the fix commit ccc861dc5)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from evalkit.config import load_config, parse_config
 from evalkit.config.cells import expand
+from evalkit.engine.catalog import parse_entry
 from evalkit.engine.launch import build_launch
 from evalkit.errors import ConfigError
 from evalkit.profiles import PROFILES, get_profile
@@ -20,10 +23,21 @@ ATOM_GRAPH = {"full": ["--cudagraph-mode", "FULL"], "piecewise": ["--cudagraph-m
 ATOM_PARALLEL = {"tp8": ["-tp", "8"], "dp8": ["-tp", "8", "--enable-dp-attention"]}
 
 
+ATOM_CATALOG_AT_THE_FIX = json.dumps([{
+    "model_name": "DeepSeek-V4-Pro", "model_path": "deepseek-ai/DeepSeek-V4-Pro",
+    "extraArgs": "--kv_cache_dtype fp8 -tp 8 --hf-overrides '{\"use_index_cache\": true, \"index_topk_freq\": 4}'",
+    "env_vars": "AITER_BF16_FP8_MOE_BOUND=0\nATOM_MOE_GU_ITLV=1", "runner": "linux-atom-do-mi350x-8",
+    "test_level": "pr", "accuracy_threshold": 0.94, "accuracy_baseline": 0.96}])
+"""The "DeepSeek-V4-Pro" entry of ATOM's .github/benchmark/models_accuracy.json at 0e9804c21 and
+ccc861dc5 (the same at both; `_baseline_note` and `accuracy_baseline_model` left out)."""
+
+
 @pytest.mark.parametrize("cell", expand(load_config(CONFIGS / "deepseek-v4.yaml")), ids=lambda c: c.id)
 def test_deepseek_v4_atom_argv(cell) -> None:  # type: ignore[no-untyped-def]
+    """The launch is ATOM's catalog entry at the cell's ref under the cell's axes (its -tp 8 the axes')."""
     config = load_config(CONFIGS / "deepseek-v4.yaml")
-    launch = build_launch(config, cell, 8000)
+    entry = parse_entry(config, ATOM_CATALOG_AT_THE_FIX, "models_accuracy.json", "ccc861dc5", None)
+    launch = build_launch(config, cell, 8000, catalog=entry)
     expected = (ATOM_PREFIX + ATOM_PARALLEL[cell.axes["parallel"]] + ATOM_GRAPH[cell.axes["graph"]]
                 + ["--kv_cache_dtype", "fp8", "--hf-overrides", '{"use_index_cache": true, "index_topk_freq": 4}'])
     assert launch.argv == expected

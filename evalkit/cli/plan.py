@@ -34,6 +34,7 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
     import sys
 
     from evalkit.config.cells import expand, select
+    from evalkit.engine.catalog import CatalogEntry, catalog_lines, describe_entry, entry_at_ref
     from evalkit.engine.isolation import describe_isolation, isolate, shared_resources
     from evalkit.engine.launch import PORT_PLACEHOLDER, build_launch, describe_source
     from evalkit.engine.setup import describe_setup
@@ -45,9 +46,14 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
     for line in plan_lines(config, limit, noise_from(calibration)):
         click.echo(line)
     builds: dict[tuple[str, str], str] = {}
+    entries: dict[str, CatalogEntry] = {}
     for cell in cells:
         checkout = Path("<checkout>") if cell.source else None  # the worktree's path is known once checked out
-        isolated = isolate(build_launch(config, cell, config.engine.port or PORT_PLACEHOLDER, source_dir=checkout),
+        entry = entry_at_ref(config, cell, cache_dir)
+        if isinstance(entry, CatalogEntry):
+            entries[cell.id] = entry
+        isolated = isolate(build_launch(config, cell, config.engine.port or PORT_PLACEHOLDER, source_dir=checkout,
+                                        catalog=entry if isinstance(entry, CatalogEntry) else None),
                            config, None, None)
         launch = isolated.launch
         shown = launch.display(config.secret_env)
@@ -64,11 +70,15 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
         if source:
             sha = source["sha"] or f"? ({source['note']})"
             click.echo(f"  source: {source['repo']} @ {source['ref']} -> {sha}")
+        if config.engine.catalog is not None:
+            click.echo(f"  catalog: {describe_entry(entry) if isinstance(entry, CatalogEntry) else entry}")
         if cell.source is not None:
             builds.setdefault((cell.source.repo, cell.source.ref), describe_setup(
                 cell.source, cache_dir, config.engine.python or sys.executable, isolated.launch.profile.builds_from_source))
         for line in describe_isolation(isolated, shared_resources(config, cell)):
             click.echo(f"  {line}")
+    for line in catalog_lines(config, cells, entries):
+        click.echo(line)
     if builds:
         click.echo("\n# source trees: checked out (and built) once each, before the first engine that runs them")
         for (repo, ref), build in builds.items():

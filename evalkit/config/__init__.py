@@ -1,6 +1,7 @@
 """Matrix configs: the typed schema (schema.py), the YAML loader (loader.py), `--model` lookup (lookup.py)."""
 
 from evalkit.config.base import StrictModel
+from evalkit.config.catalog import Catalog
 from evalkit.config.loader import format_validation_error, load_config, parse_config
 from evalkit.config.log_assertion import LogAssertion
 from evalkit.config.lookup import available_configs, find_config, resolve_config
@@ -21,6 +22,6 @@ from evalkit.config.schema import (
 )
 
 __all__ = [
-    "ABAxis", "AxisValue", "Devices", "EngineConfig", "EngineSettings", "Evals", "Executor", "LogAssertion", "MatrixConfig", "SlurmSettings", "Source", "StrictModel", "Threshold", "Timeouts", "config_model",
+    "ABAxis", "AxisValue", "Catalog", "Devices", "EngineConfig", "EngineSettings", "Evals", "Executor", "LogAssertion", "MatrixConfig", "SlurmSettings", "Source", "StrictModel", "Threshold", "Timeouts", "config_model",
     "available_configs", "find_config", "resolve_config", "format_validation_error", "load_config", "parse_config",
 ]

@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from evalkit.config.base import StrictModel
+from evalkit.config.catalog import Catalog
 from evalkit.config.log_assertion import LogAssertion
 
 if TYPE_CHECKING:
@@ -118,6 +119,9 @@ class EngineConfig(StrictModel):
         True, description="Give each engine launch empty compile caches (the profile names them; engine/isolation.py); "
                           "false keeps the engine's own, for users who know its cache keys.")
     log: list[LogAssertion] = Field(default_factory=list, description="Assertions on every cell's engine log.")
+    catalog: Catalog | None = Field(
+        None, description="Take the model's launch from the engine's CI catalog in each cell's source tree "
+                          "(every cell needs a `source`); see engine/catalog.py.")
     package: str | None = Field(
         None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="The engine's top-level package, whose import path proves which tree runs (default: the "

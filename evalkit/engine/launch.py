@@ -20,6 +20,7 @@ from typing import Any
 
 from evalkit.config import MatrixConfig, Source
 from evalkit.config.cells import Cell
+from evalkit.engine.catalog import CatalogEntry
 from evalkit.engine.sources import peek_sha
 from evalkit.errors import SourceError
 from evalkit.profiles import Launch, Profile, get_profile
@@ -74,11 +75,14 @@ def build_launch(
     source_dir: Path | None = None,
     devices: tuple[int, ...] | None = None,
     cwd: Path | None = None,
+    catalog: CatalogEntry | None = None,
 ) -> CellLaunch:
     """The launch of `cell` on `port`, started in `cwd`, with `source_dir` (a checked-out worktree)
     or its package directory on PYTHONPATH and, when the box declares devices, the
-    device-visibility variables set to `devices`."""
+    device-visibility variables set to `devices`; `catalog`, the entry read at the cell's ref,
+    goes under the cell's own settings, args and env (the launch's `cell` is the cell so made)."""
     profile = get_profile(config.engine.profile)
+    cell = catalog.apply(cell) if catalog is not None else cell
     launch = Launch(
         python=absolute(config.engine.python) if config.engine.python else sys.executable,
         model=absolute(config.model),

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from evalkit.profiles import MetricNames
+from evalkit.profiles import MetricNames, SpecCounts
 
 TIMEOUT_S = 10.0
 """Per request: an engine busy decoding still answers /metrics in milliseconds."""
@@ -116,3 +116,12 @@ def figures(before: Scrape, after: Scrape, names: MetricNames, path: str) -> dic
     elif drafts:  # verify steps only (SGLang): each yields its accepted tokens plus one
         out |= {"spec_drafts": round(drafts), "spec_mean_accepted_len": tokens / drafts}
     return out
+
+
+def log_figures(counts: SpecCounts) -> dict[str, Any]:
+    """Speculative decoding figures from the counts an engine logged in one eval's window (a profile's
+    `spec_log`), under the same keys and definitions as `figures`; `spec_from` says where they came from."""
+    return {"spec_from": "log", "spec_log_lines": counts.lines, "spec_drafts": counts.drafts,
+            "spec_draft_tokens": counts.draft_tokens, "spec_accepted_tokens": counts.accepted_tokens,
+            "spec_acceptance_rate": counts.accepted_tokens / counts.draft_tokens if counts.draft_tokens else None,
+            "spec_mean_accepted_len": 1 + counts.accepted_tokens / counts.drafts if counts.drafts else None}

@@ -75,6 +75,18 @@ def peek_sha(source: Source, cache: Path) -> str | None:
     return resolve_sha(source, cache)
 
 
+def peek_file(source: Source, cache: Path, path: str) -> tuple[str, str | None] | None:
+    """(the SHA, the text of `path` in that commit, None when it has no such file), if the commit
+    can be read without network (local repo or cached clone, as `peek_sha`); else None."""
+    sha = peek_sha(source, cache)
+    if sha is None:
+        return None
+    try:
+        return sha, _git(["show", f"{sha}:{path}"], cwd=_repo_dir(source, cache))
+    except SourceError:
+        return sha, None
+
+
 def worktree_path(cache: Path, sha: str) -> Path:
     """Where the worktree of commit `sha` is (or will be) checked out under `cache`."""
     return cache.expanduser().resolve() / "worktrees" / sha

@@ -77,6 +77,9 @@ class MetricDisplay:
     """Short key of its report columns (``flexible``, ``flexible_vs_baseline``); default: its name."""
     column: str | None = None
     """Header of its value column in the matrix table; None: no column."""
+    column_when_measured: bool = False
+    """Show that column only in a run where some cell has the metric (a figure most engines or
+    configs lack, such as speculative decoding's acceptance)."""
     text: Callable[[Mapping[str, Any]], str] | None = None
     """The value as the report shows it, from a cell's flat metrics; default: three decimals."""
     delta_label: str | None = None

@@ -27,7 +27,11 @@ from evalkit.evals.base import Comparison, Eval, EvalDisplay, EvalSettings, Metr
 FASTER = 1.5
 """tokens/s at least this many times the baseline's, with a significant rise in collapses: noted."""
 NOTE_ALPHA = 0.01
-"""How significant that rise must be (one-sided Fisher p below it)."""
+"""How significant that rise must be (one-sided Fisher p below it); and an accuracy drop beside a
+collapse of speculative acceptance (McNemar p below it)."""
+ACCEPTANCE_COLLAPSE = 0.5
+"""A cell's draft acceptance at most this share of its reference's is a collapse: said beside a
+significant accuracy drop of the same cell (ATOM's DSpark nightly: ~46% -> 0% with GSM8K 0.95 -> 0.78)."""
 TIMING_DEPENDENT = ("engine.tokens_per_s", "engine.tpot_s", "engine.generation_tokens")
 """The figures two runs of the same cell need not agree on, unlike every other metric (and nor
 does a `faster_while_collapsing` flag built on them): speeds are wall-clock measurements, and the
@@ -74,7 +78,8 @@ class EngineFigures(Eval):
         MetricSpec("engine.tpot_s", Comparison.CONTINUOUS,
                    MetricDisplay("engine TPOT", key="TPOT", column="engine TPOT", text=_ms), higher_is_better=False),
         MetricSpec("engine.spec_acceptance_rate", Comparison.CONTINUOUS,
-                   MetricDisplay("spec decoding acceptance rate", key="spec_acceptance")),
+                   MetricDisplay("spec decoding acceptance rate", key="spec_acceptance", column="spec accept",
+                                 column_when_measured=True)),
         MetricSpec("engine.spec_accepted_len", Comparison.CONTINUOUS,
                    MetricDisplay("spec decoding mean accepted length", key="spec_accepted_len")),
         MetricSpec("engine.generation_tokens", Comparison.NONE,
@@ -89,14 +94,15 @@ class EngineFigures(Eval):
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """The cell's figures over all its evals: totals first, then the ratios of the totals."""
         figures = [f for f in raw.get("engine_metrics", {}).values() if "missing" not in f]
+        counted = [f for f in figures if "generation_tokens" in f]  # not where only the log spoke (ATOM)
         speed = [t for t in raw.get("throughput", {}).values() if t.get("tokens_per_s") is not None]
         timed = [f for f in figures if f.get("tpot_n") and f.get("tpot_mean_s") is not None]
         spec = [f for f in figures if "spec_draft_tokens" in f]
         out: dict[str, Any] = {}
         if speed:
             out["engine.tokens_per_s"] = _sum(speed, "completion_tokens") / _sum(speed, "wall_s")
-        if figures:
-            out["engine.generation_tokens"] = _sum(figures, "generation_tokens")
+        if counted:
+            out["engine.generation_tokens"] = _sum(counted, "generation_tokens")
         if timed:
             out["engine.tpot_s"] = sum(f["tpot_mean_s"] * f["tpot_n"] for f in timed) / _sum(timed, "tpot_n")
         if spec and _sum(spec, "spec_draft_tokens"):
@@ -113,6 +119,7 @@ class EngineFigures(Eval):
         figures = raw.get("engine_metrics", {})
         missing = next((f["missing"] for f in figures.values() if "missing" in f), None)
         scraped = [f for f in figures.values() if "missing" not in f]
+        logged_only = bool(scraped) and all("generation_tokens" not in f for f in scraped)
         why: dict[str, str] = {}
         for spec in self.metrics:
             if spec.name in flat:
@@ -121,6 +128,8 @@ class EngineFigures(Eval):
                 why[spec.name] = "no token counts: the answers carried no usage and the engine was not scraped"
             elif not scraped:
                 why[spec.name] = f"no engine metrics ({missing or 'not scraped'})"
+            elif logged_only and spec.name in ("engine.tpot_s", "engine.generation_tokens"):
+                why[spec.name] = "only the engine's log spoke (speculative decoding counts): no /metrics scraped"
             elif spec.name == "engine.tpot_s":
                 why[spec.name] = "the engine reported no timed requests (no TPOT histogram)"
             else:
@@ -137,6 +146,7 @@ class EngineFigures(Eval):
         if check.get("status") == "mismatch":
             out.append({"metric": "engine.version", "check": "source", "action": "warn",
                         "message": f"{row['id']}: {check['message']}"})
+        out += _accuracy_with_acceptance(record, row)
         if baseline is None or baseline["id"] == row["id"]:
             return out
         mine, theirs = row["metrics"].get("engine.tokens_per_s"), baseline["metrics"].get("engine.tokens_per_s")
@@ -152,6 +162,30 @@ class EngineFigures(Eval):
                                        f"({mine / theirs:.1f}x the baseline's tokens/s while {spec.display.label} rose "
                                        f"{found['diff'] * 100:+.1f} points, Fisher p = {found['p_value']:.2g})"})
         return out
+
+
+def _accuracy_with_acceptance(record: Mapping[str, Any], row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One flag when, against its fix-on twin (else the baseline), the cell's speculative acceptance
+    collapsed and a per-question score dropped significantly: the draft stopped agreeing with a
+    target that went wrong, which no single threshold says (and a rate that fell alone is only a
+    slower engine)."""
+    rate = row["metrics"].get("engine.spec_acceptance_rate")
+    paired = [spec for spec in registry.metrics(None, [record])
+              if spec.comparison is Comparison.PAIRED and spec.higher_is_better]
+    for key, word in (("vs_ab", "its fix-on twin"), ("vs_baseline", "the baseline")):
+        deltas = row.get(key) or {}
+        fell = (deltas.get("engine.spec_acceptance_rate") or {}).get("diff")
+        if rate is None or fell is None or rate - fell <= 0 or rate > ACCEPTANCE_COLLAPSE * (rate - fell):
+            continue
+        drops = [(spec, found) for spec in paired if (found := deltas.get(spec.name) or {}).get("diff") is not None
+                 and found["diff"] < 0 and found.get("p_value") is not None and found["p_value"] < NOTE_ALPHA]
+        if drops:
+            said = ", ".join(f"{spec.display.label} {found['diff'] * 100:+.1f} points (McNemar p = {found['p_value']:.2g})"
+                             for spec, found in drops)
+            return [{"metric": "engine.spec_acceptance_rate", "check": "accuracy_with_acceptance", "action": "warn",
+                     "message": f"{row['id']}: accuracy fell with speculative acceptance against {word}: {said}, while "
+                                f"draft acceptance fell {rate - fell:.3f} -> {rate:.3f}"}]
+    return []
 
 
 EVAL = registry.register(EngineFigures())

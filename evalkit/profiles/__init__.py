@@ -65,6 +65,23 @@ class MetricNames:
 
 
 @dataclass(frozen=True)
+class SpecCounts:
+    """Speculative decoding as an engine's log counts it over a stretch of log (ATOM serves no
+    `/metrics` at the refs evalkit tests, so its scheduler's log lines are the only witness)."""
+
+    drafts: int
+    """Verify steps (one per sequence per decode step)."""
+    draft_tokens: int
+    accepted_tokens: int
+    lines: int
+    """How many log lines the counts were summed from."""
+
+
+SpecLogReader = Callable[[str], SpecCounts | None]
+"""A profile's reader of speculative decoding counts: log text -> the counts it logs; None: none logged."""
+
+
+@dataclass(frozen=True)
 class Profile:
     """One engine's launch and readiness conventions."""
 
@@ -106,6 +123,13 @@ class Profile:
     """The engine's Prometheus endpoint, scraped before and after each eval; None: it has none."""
     metric_names: MetricNames | None = None
     """What to read from `metrics_path`."""
+    catalog_flags: Callable[[list[str]], tuple[EngineSettings, list[str]]] | None = None
+    """Splits flags from the engine's CI catalog (engine/catalog.py) into the logical settings they
+    set and the rest, so a cell's axes override the catalog's settings instead of being overridden
+    by flags later on the command line; None: every catalog flag stays an argument."""
+    spec_log: SpecLogReader | None = None
+    """Reads the speculative decoding counts the engine logs, from the log lines of one eval's
+    window (run/engine_report.py): for an engine without `/metrics` counters (ATOM); None: none."""
     scrape_external: bool = False
     """Scrape a server evalkit did not start (`--base-url`) too. False for real engines: a shared
     server's counters also count other clients' requests, so its deltas would not be this eval's."""

@@ -46,7 +46,7 @@ import re
 from types import MappingProxyType
 
 from evalkit.config import EngineSettings
-from evalkit.profiles import Launch, Profile
+from evalkit.profiles import Launch, Profile, SpecCounts
 from evalkit.profiles.isolation import FixedPort, InternalPort, Isolation, data_parallel
 from evalkit.profiles.ran import RanAs
 from evalkit.wire import FinishMap
@@ -89,6 +89,39 @@ FIX_LINE = re.compile(r"PIECEWISE: forced aiter ca_comm \((\w+)\) to unreg copy-
 the TP, DP and EP groups (`%s` is the getter: `get_tp_group`, ...), only in the PIECEWISE capture path
 and only when the installed aiter's communicator has `enable_register_for_capturing` (else a silent no-op)."""
 PIECEWISE_MODES = frozenset({"PIECEWISE", "FULL_AND_PIECEWISE"})
+MTP_INTERVAL = re.compile(r"\[MTP Stats Interval\] Average toks/fwd: [0-9.]+, Accepted/Total Draft tokens: "
+                          r"(\d+)/(\d+), Acceptance rate: [0-9.]+%, Accepted tokens distribution: \{([^}]*)\}")
+"""atom/model_engine/scheduler.py `SpecStats._log` (:104 at 0e9804c21 and ccc861dc5, :112 at HEAD ffdf3bb5):
+every `log_interval * mtp_k` draft tokens (1000 verify steps; `update` runs once per sequence per decode
+step and adds `mtp_k` draft tokens) the scheduler logs this line for the steps since its last one, then
+the cumulative `[MTP Stats         ] ...` line of the same shape, and starts a new interval. The
+distribution's keys are 0..mtp_k (accepted drafts per step), so a line's steps are its draft tokens / mtp_k.
+ATOM's CI reads the last cumulative line's `Acceptance rate` (.github/scripts/atom_test.sh:347 at
+ccc861dc5 and HEAD) and gates it on `mtp_accept_threshold` (.github/workflows/atom-test.yaml:594-624 at HEAD)."""
+
+
+def read_mtp_log(text: str) -> SpecCounts | None:
+    """The speculative decoding counts ATOM logged in `text` (the lines of one eval's window), or
+    None when it logged none.
+
+    The window's counts are the differences of the cumulative counts around it, summed here as the
+    interval lines logged inside it: each interval line is exactly the difference of two
+    consecutive cumulative lines of one scheduler, and the sum stays right when several schedulers
+    log (one per DP rank under `--enable-dp-attention`, engine_core_mgr.py), whose unlabelled
+    cumulative lines interleave and cannot be told apart. Its resolution is one interval: steps
+    after a scheduler's last line of the window count in the next window."""
+    drafts = draft_tokens = accepted = lines = 0
+    for found in MTP_INTERVAL.finditer(text):
+        took, proposed = int(found.group(1)), int(found.group(2))
+        keys = [int(key) for key in re.findall(r"(\d+):", found.group(3))]
+        width = max(keys, default=0)
+        if width == 0:
+            continue
+        drafts += proposed // width
+        draft_tokens += proposed
+        accepted += took
+        lines += 1
+    return SpecCounts(drafts, draft_tokens, accepted, lines) if lines else None
 
 
 def read_atom_log(text: str) -> RanAs:
@@ -177,6 +210,37 @@ def atom_flags(settings: EngineSettings, launch: Launch) -> list[str]:
     return flags
 
 
+_VALUED = {"-tp": "tensor_parallel", "--tensor-parallel-size": "tensor_parallel",
+           "-dp": "data_parallel", "--data-parallel-size": "data_parallel", "--cudagraph-mode": "graph_mode"}
+_SWITCHES: dict[str, tuple[str, object]] = {"--enable-dp-attention": ("dp_attention", True), "--enable-expert-parallel": ("expert_parallel", True),
+             "--enforce-eager": ("graph_mode", "eager")}
+
+
+def atom_settings(flags: list[str]) -> tuple[EngineSettings, list[str]]:
+    """The inverse of `atom_flags` for flags from ATOM's catalog (extraArgs): the settings they set
+    (`-tp 8`, `--enable-dp-attention`, `--cudagraph-mode PIECEWISE`, ...) and every other flag, in
+    order. `--enforce-eager` wins over a mode, as in ATOM (graphs stay off whatever the mode says)."""
+    found: dict[str, object] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(flags):
+        name, _, inline = flags[i].partition("=")
+        if name in _VALUED and (inline or i + 1 < len(flags)):
+            value = inline or flags[i + 1]
+            key = _VALUED[name]
+            if key != "graph_mode" or found.get(key) != "eager":
+                found[key] = value if key == "graph_mode" else int(value)
+            i += 1 if inline else 2
+            continue
+        if flags[i] in _SWITCHES:
+            setting, switched = _SWITCHES[flags[i]]
+            found[setting] = switched
+        else:
+            rest.append(flags[i])
+        i += 1
+    return EngineSettings.model_validate(found), rest
+
+
 PROFILE = Profile(
     name="atom",
     entrypoint=("{python}", "-m", "atom.entrypoints.openai_server"),
@@ -191,4 +255,6 @@ PROFILE = Profile(
     visibility_env=("HIP_VISIBLE_DEVICES",),
     isolation=ATOM_ISOLATION,
     package="atom",
+    spec_log=read_mtp_log,
+    catalog_flags=atom_settings,
 )

@@ -3,8 +3,8 @@
 Everything a real ATOM engine shows evalkit, as the `atom` profile reads it (its finish-reason
 map, log reader, settings and fatal patterns are imported from profiles/atom.py, so the two
 cannot drift), behind the simulator's entry point: ATOM's finish reasons and stream ending, no
-logprobs or token ids, no `/version`, no `/metrics` (evalkit/sim/atom_wire.py says where each was
-read). So a test of evalkit against this profile is a test against what ATOM sends. It runs on
+logprobs or token ids, no `/version`, no `/metrics` but ATOM's `[MTP Stats ...]` log lines under speculative
+decoding (evalkit/sim/atom_wire.py and sim/mtp.py say where each was read). So a test of evalkit against this profile is a test against what ATOM sends. It runs on
 the CPU and its runs are marked as simulated, like the `sim` profile's. It has none of ATOM's
 `isolation`: the simulator keeps no compile cache, so nothing of a user's `~/.cache/atom` is touched.
 """
@@ -18,7 +18,9 @@ from evalkit.profiles.atom import (
     ATOM_FINISH_REASONS,
     ATOM_SETTINGS,
     atom_flags,
+    atom_settings,
     read_atom_log,
+    read_mtp_log,
 )
 
 
@@ -38,4 +40,6 @@ PROFILE = Profile(
     finish_reasons=ATOM_FINISH_REASONS,
     uses_devices=False,
     simulated=True,
+    spec_log=read_mtp_log,
+    catalog_flags=atom_settings,
 )

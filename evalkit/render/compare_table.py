@@ -23,11 +23,12 @@ from evalkit.verdict.summary import Delta
 def delta_specs(specs: list[MetricSpec]) -> list[MetricSpec]:
     """The metrics with a `Δ B − A` column, per eval in the comparison's order (`specs`, as
     `specs_of` reads them): its compared metrics with a `delta_label`, then its other compared
-    ones that have a matrix column."""
+    ones that have a matrix column (always there, not `column_when_measured`)."""
     out = []
     for _, group in itertools.groupby(specs, key=lambda spec: registry.eval_of(spec.name)):
         compared = [spec for spec in group if spec.comparison is not Comparison.NONE]
-        out += [s for s in compared if s.display.delta_label] + [s for s in compared if s.display.column and not s.display.delta_label]
+        out += [s for s in compared if s.display.delta_label] + [s for s in compared if s.display.column and not s.display.delta_label
+                                                            and not s.display.column_when_measured]
     return out
 
 

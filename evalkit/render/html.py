@@ -134,7 +134,7 @@ def filter_attrs(cell: CellRow) -> str:
 
 
 def _matrix(summary: RunSummary, attrs: dict[str, str]) -> str:
-    cols = columns(summary.specs())
+    cols = columns(summary.specs(), summary.cells)
     head = "".join(f"<th>{esc(c.header)}</th>" for c in cols)
     body = "".join(f"<tr {attrs[row.cell_id]}>" + "".join(_td(row.texts[c.key], row.mark(c.key)) for c in cols) + "</tr>"
                    for row in table_rows(summary))

@@ -54,7 +54,7 @@ def _marked(text: str, mark: str) -> str:
 
 
 def _matrix(summary: RunSummary) -> list[str]:
-    cols = columns(summary.specs())
+    cols = columns(summary.specs(), summary.cells)
     body = [[_marked(row.texts[c.key], row.mark(c.key)) for c in cols] for row in table_rows(summary)]
     return md_table((md_cell(c.header) for c in cols), body)
 

@@ -14,7 +14,7 @@ so a new eval needs no edit here:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -70,11 +70,13 @@ def _id(cell: CellRow) -> str:
     return cell.id
 
 
-def columns(specs: list[MetricSpec]) -> list[Column[CellRow]]:
-    """cell, status, a value column per metric with `column`, then `Δ <delta_label> vs baseline`
-    and `vs twin` per metric with `delta_label`; metrics in the summary's order (`RunSummary.specs`)."""
+def columns(specs: list[MetricSpec], cells: Sequence[CellRow] | None = None) -> list[Column[CellRow]]:
+    """cell, status, a value column per metric with `column` (one `column_when_measured` only where
+    one of `cells` has it), then `Δ <delta_label> vs baseline` and `vs twin` per metric with
+    `delta_label`; metrics in the summary's order (`RunSummary.specs`)."""
     out = [Column("cell", "cell", _id), Column("status", "status", _status)]
-    out += [Column(spec.short, spec.display.column, _value(spec)) for spec in specs if spec.display.column]
+    out += [Column(spec.short, spec.display.column, _value(spec)) for spec in specs if spec.display.column and (
+        not spec.display.column_when_measured or any(spec.name in c.metrics for c in cells or ()))]
     for spec in specs:
         if spec.display.delta_label:
             out += [Column(f"{spec.short}_{against}", delta_header(spec, word), _delta(spec, against))
@@ -113,7 +115,7 @@ class Row:
 def table_rows(summary: RunSummary) -> list[Row]:
     """One row per cell, in run order, with the texts of every column of `columns`."""
     specs = summary.specs()
-    cols = columns(specs)
+    cols = columns(specs, summary.cells)
     out = []
     for cell in summary.cells:
         row = Row(cell.id, {c.key: c.text(cell) for c in cols})

@@ -56,7 +56,7 @@ class _Matrix:
 
     def __init__(self, summary: RunSummary, details: Details) -> None:
         self.summary, self.details = summary, details
-        self.cols, self.rows = columns(summary.specs()), table_rows(summary)
+        self.cols, self.rows = columns(summary.specs(), summary.cells), table_rows(summary)
 
     def _rank(self, index: int, column: Column[CellRow]) -> tuple[int, int] | None:
         """When `column` goes (lower first; None: never): empty columns, then comparisons with

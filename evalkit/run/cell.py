@@ -23,6 +23,7 @@ from typing import Any
 from evalkit.config import MatrixConfig
 from evalkit.config.cells import Cell
 from evalkit.engine import PORT_PLACEHOLDER, CellLaunch, EngineProcess, PortBook, build_launch
+from evalkit.engine.catalog import entry_in_tree
 from evalkit.engine.imports import prove
 from evalkit.engine.isolation import isolate, release
 from evalkit.engine.setup import ensure_built, setup_plan
@@ -205,12 +206,15 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
     cwd = (job.cell_dir / ENGINE_CWD).resolve()
     cwd.mkdir(parents=True, exist_ok=True)
     worktree = job.source.worktree if job.source else None
-    _prove_tree(job, record, build_launch(config, job.cell, PORT_PLACEHOLDER, worktree, job.devices, cwd=cwd))
+    catalog = entry_in_tree(config, job.cell, job.source)
+    record.catalog = catalog.record() if catalog else None
+    _prove_tree(job, record, build_launch(config, job.cell, PORT_PLACEHOLDER, worktree, job.devices, cwd=cwd,
+                                          catalog=catalog))
     gpus = CellGpus(config, job.devices, record)
     for attempt in range(1, PORT_ATTEMPTS + 1):
         port = config.engine.port or PORTS.take(config.engine.host)
-        isolated = isolate(build_launch(config, job.cell, port, worktree, job.devices, cwd=cwd), config, PORTS,
-                           job.cell_dir)
+        isolated = isolate(build_launch(config, job.cell, port, worktree, job.devices, cwd=cwd, catalog=catalog),
+                           config, PORTS, job.cell_dir)
         launch = isolated.launch
         record.launch = launch.display(config.secret_env)
         record.isolation = IsolationRecord.model_validate(isolated.record)
@@ -288,7 +292,7 @@ def _read_engine_log(job: CellJob, launch: CellLaunch, log: str, engine: EngineP
     """What the ready engine's log proves (run/engine_log.py): the mode and layout it ran, a
     `warning` in the live progress at once when they are not what the cell asked, and the
     config's log assertions, a broken one failing the cell before any eval runs."""
-    record.ran_as = read_ran_as(launch.profile, log, job.cell)
+    record.ran_as = read_ran_as(launch.profile, log, launch.cell)  # with what the catalog's entry asked
     if record.ran_as is not None:
         record.effective_mode = record.ran_as.mode
         if record.ran_as.agrees is False:
@@ -307,7 +311,7 @@ def _run_evals(job: CellJob, server: Server, record: CellRecord) -> None:
     scrapes = None
     if scraping_enabled(job.config.evals):
         scrapes = EngineScrapes(server.base_url, get_profile(job.config.engine.profile), external=job.base_url is not None,
-                                metrics_path=job.config.engine.metrics_path)
+                                metrics_path=job.config.engine.metrics_path, log_path=job.cell_dir / "engine.log")
     with scrapes or contextlib.nullcontext():
         for ev, settings in registry.enabled(job.config.evals):
             job.update(ev.name)

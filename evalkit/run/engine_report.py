@@ -23,7 +23,7 @@ from typing import Any, Literal
 import httpx
 
 from evalkit.engine.imports import inside, logged_file
-from evalkit.engine.metrics import TIMEOUT_S, Scrape, figures, read_version, scrape
+from evalkit.engine.metrics import TIMEOUT_S, Scrape, figures, log_figures, read_version, scrape
 from evalkit.engine.sources import ResolvedSource
 from evalkit.evals.base import EvalResult
 from evalkit.gitinfo import MISMATCH_WORDS, match_source
@@ -95,13 +95,38 @@ def weigh(witnesses: list[Witness], sha: str) -> tuple[Status, str]:
     return "unknown", "; ".join(w.message for w in witnesses)
 
 
+class LogWindow:
+    """The engine log's lines written since the last look: one eval's window of the log."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = path.stat().st_size if path.exists() else 0
+
+    def next(self) -> str:
+        """The complete lines written since the last call (or since the window opened)."""
+        if not self.path.exists():
+            return ""
+        with self.path.open("rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        self._offset += end
+        return data[:end].decode("utf-8", errors="replace")
+
+
 class EngineScrapes:
     """`/metrics` before the first eval and after each one: eval k's figures are scrape k+1 minus
     scrape k (nothing runs between two evals, so one scrape ends one eval and starts the next).
-    A context manager: its one HTTP client is closed at the end."""
+    For a profile that logs its speculative decoding counts instead (`spec_log`: ATOM), the engine
+    log's lines of the same window are read the same way. A context manager: its one HTTP client
+    is closed at the end."""
 
-    def __init__(self, base_url: str, profile: Profile, external: bool, metrics_path: str | None = None) -> None:
+    def __init__(self, base_url: str, profile: Profile, external: bool, metrics_path: str | None = None,
+                 log_path: Path | None = None) -> None:
         self.base_url = base_url
+        self.spec_log = profile.spec_log
+        self.log = LogWindow(log_path) if log_path is not None and profile.spec_log is not None and not external else None
+        """The log of an engine evalkit started (a server it did not start has no log here)."""
         self.names = profile.metric_names
         self.path = metrics_path or profile.metrics_path
         self.skipped: str | None = None
@@ -137,6 +162,13 @@ class EngineScrapes:
             now = scrape(self._client, self.base_url, self.path)
             found = figures(self._last, now, self.names, self.path)
             self._last = now
+        if self.log is not None and self.spec_log is not None:
+            counts = self.spec_log(self.log.next())
+            if counts is not None:
+                kept = {"metrics_missing": found["missing"]} if "missing" in found else found
+                found = kept | log_figures(counts)
+            elif "missing" in found:
+                found["missing"] += "; its log counted no speculative decoding in this eval's window"
         # assigned, not mutated: a dump holds only the fields that were set
         record.engine_metrics = {**record.engine_metrics, eval_name: found}
         requests_s = result.metrics.get("requests_s")

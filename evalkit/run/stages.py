@@ -24,6 +24,7 @@ import evalkit
 from evalkit.config import MatrixConfig
 from evalkit.config.cells import Cell
 from evalkit.engine import PORT_PLACEHOLDER, build_launch
+from evalkit.engine.catalog import entry_in_tree
 from evalkit.engine.sources import ResolvedSource, checkout
 from evalkit.errors import ConfigError, Interrupted
 from evalkit.evals import registry
@@ -75,6 +76,8 @@ def prepare(config: MatrixConfig, config_path: Path, cells: list[Cell], options:
         if not options.base_url:
             build_launch(config, cell, PORT_PLACEHOLDER)  # a profile or setting error is bad input, now
     sources = {} if options.base_url else prepare_sources(cells, options.cache_dir)
+    for cell in cells if not options.base_url else ():  # a catalog without the entry is bad input, now
+        entry_in_tree(config, cell, sources.get(cell.id))
     evals = registry.enabled(config.evals)
     registry.check(evals)
     store = RunStore(options.results_dir, options.run_id)

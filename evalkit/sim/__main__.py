@@ -94,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     atom.add_argument("--max-model-len", type=int, default=DEFAULT_MAX_MODEL_LEN)
     atom.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     atom.add_argument("--trust-remote-code", action="store_true")
+    atom.add_argument("--method", choices=("mtp", "eagle3", "dspark"),
+                      help="speculative decoding method (ATOM's; any one turns it on, with --num-speculative-tokens)")
+    atom.add_argument("--num-speculative-tokens", type=_non_negative_int, default=1,
+                      help="draft tokens per step under --method (ATOM's default 1)")
 
     sim = parser.add_argument_group("simulator flags")
     fix = sim.add_mutually_exclusive_group()
@@ -166,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="report speculative decoding with K draft tokens per step in /metrics (default 0: none)")
     sim.add_argument("--sim-spec-acceptance", type=_share, default=Reports.spec_acceptance, metavar="P",
                      help="share of draft tokens accepted (default %(default)s)")
+    sim.add_argument("--sim-bug-spec-acceptance", type=_share, default=0.0, metavar="P",
+                     help="the same in the buggy cell (default %(default)s: ATOM's DSpark nightly fell from ~46%% to 0%%)")
     gpu = parser.add_argument_group("simulator flags: real GPU memory (evalkit/sim/gpu.py)")
     gpu.add_argument("--sim-gpu-gib", type=_non_negative, default=0.0, metavar="GIB",
                      help="start one worker process per visible device (CUDA_VISIBLE_DEVICES) that holds GIB GiB "
@@ -247,8 +253,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream_interval=args.sim_stream_interval,
         ),
         faults=Faults(frozenset(args.sim_fault), after=args.sim_fault_after, rate=args.sim_fault_rate),
-        reports=Reports(version=args.sim_version, spec_tokens=args.sim_spec_decode,
-                        spec_acceptance=args.sim_spec_acceptance),
+        reports=Reports(version=args.sim_version,
+                        spec_tokens=args.sim_spec_decode or (args.num_speculative_tokens if args.method else 0),
+                        spec_acceptance=args.sim_bug_spec_acceptance if cell.buggy else args.sim_spec_acceptance),
         dialect=args.sim_dialect,
         gpu=GpuHold(gib=args.sim_gpu_gib, linger_s=args.sim_gpu_linger, util_pct=args.sim_gpu_util,
                     on=args.sim_gpu_on),

@@ -168,7 +168,8 @@ class Faults:
 
 @dataclass(frozen=True)
 class Reports:
-    """What the simulator reports (``--sim-version``, ``--sim-spec-decode``, ``--sim-spec-acceptance``)."""
+    """What the simulator reports (``--sim-version``, ``--sim-spec-decode`` or ATOM's ``--num-speculative-tokens``
+    with ``--method``, ``--sim-spec-acceptance``); in ATOM's dialect spec decoding is logged (sim/mtp.py)."""
 
     version: str = f"{__version__}+sim"
     """`GET /version`'s `version` (evalkit's, marked): a source build's would name its commit
@@ -176,6 +177,8 @@ class Reports:
     spec_tokens: int = 0
     """Draft tokens per decode step; 0: no speculative decoding (no spec counters at all, like vLLM)."""
     spec_acceptance: float = 0.7
+    """Share of draft tokens accepted: ``--sim-spec-acceptance``, or in the buggy cell
+    ``--sim-bug-spec-acceptance`` (its draft stops agreeing with a target that went wrong)."""
 
 
 Holder = Literal["cuda", "host"]

@@ -5,7 +5,7 @@ it finished), under vLLM 0.32's names (see evalkit/profiles/vllm.py), so a test 
 the deltas evalkit scrapes around an eval equal the completion tokens that eval received.
 prometheus_client renders them, as it does in vLLM.
 
-Speculative decoding (``--sim-spec-decode K``) is bookkeeping, not a draft model: a generation of
+Speculative decoding (``--sim-spec-decode K``, or ATOM's ``--num-speculative-tokens K``) is bookkeeping, not a draft model: a generation of
 n tokens takes its first token from prefill and the other m = n - 1 from decode steps that each
 emit their accepted draft tokens plus one; with acceptance p, ``accepted = floor(m * Kp / (1 + Kp))``
 of them were accepted drafts and ``m - accepted`` steps ran, each proposing K drafts. So
@@ -17,6 +17,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from evalkit.sim.config import Reports
+from evalkit.sim.mtp import MtpLog
 
 TPOT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """vLLM's inter-token latency buckets, shortened."""
@@ -25,8 +26,10 @@ TPOT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0,
 class EngineMetrics:
     """One server's Prometheus registry: tokens, finished requests, TPOT and spec decoding counters."""
 
-    def __init__(self, model_name: str, reports: Reports) -> None:
+    def __init__(self, model_name: str, reports: Reports, mtp: MtpLog | None = None) -> None:
         self.reports = reports
+        self.mtp = mtp
+        """ATOM's dialect: the same generations' steps, logged as ATOM's scheduler logs them (sim/mtp.py)."""
         self.registry = CollectorRegistry(auto_describe=True)
         labels = {"model_name": model_name, "engine": "0"}
         names = list(labels)
@@ -54,6 +57,8 @@ class EngineMetrics:
         """A generation of `tokens` tokens ended with `finish_reason` (None: aborted, not a success)."""
         if finish_reason is None:
             return
+        if self.mtp is not None:
+            self.mtp.generation(tokens)
         self._success.labels(**self._labels, finished_reason=finish_reason).inc()
         if seconds_per_token is not None and tokens > 1:
             self._tpot.observe(seconds_per_token)

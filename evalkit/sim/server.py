@@ -32,6 +32,7 @@ from evalkit.sim.config import ServerConfig
 from evalkit.sim.faults import FaultState
 from evalkit.sim.logprobs import Scorer
 from evalkit.sim.model import Generation, SimulatedModel
+from evalkit.sim.mtp import MtpLog
 from evalkit.sim.openai import BadRequest, CompletionRequest, Json, Scores, error_body
 from evalkit.sim.reports import EngineMetrics
 from evalkit.sim.tokens import tokenize
@@ -77,10 +78,14 @@ class Simulator:
         self.stats = Stats()
         self.scorer = Scorer(config.behaviour, config.cell)
         self.steps = Steps()
-        self.metrics = EngineMetrics(config.served_model_name, config.reports)
+        self.atom = config.dialect == "atom"
+        spec = config.reports.spec_tokens
+        cell = config.cell
+        mtp = MtpLog(spec, config.reports.spec_acceptance, cell.tp * cell.dp if cell.dp_attention else cell.dp,
+                     config.behaviour.seed) if self.atom and spec > 0 else None
+        self.metrics = EngineMetrics(config.served_model_name, config.reports, mtp)
         self._model_names = (config.served_model_name, config.model)
         self._ready_at = float("inf")
-        self.atom = config.dialect == "atom"
         routes = [
             Route("/health", self.health, methods=["GET"]),
             Route("/v1/models", self.models, methods=["GET"]),

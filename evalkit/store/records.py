@@ -286,6 +286,9 @@ class CellRecord(_File):
     """Where the engine's package imports from, asked before it started; absent when the engine
     names no package (or evalkit started none). A source cell whose answer lies outside its tree
     fails with `TreeNotProven` before its engine starts."""
+    catalog: dict[str, Any] | None = None
+    """The engine CI catalog's entry this cell's launch was taken from, as read at its ref
+    (`engine.catalog`; engine/catalog.py `CatalogEntry.record`); absent without one."""
     engine_check: EngineCheck | None = None
     """Which tree the engine ran, from its import path, version and logged file; absent when none
     of them can be known."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from evalkit.config import MatrixConfig, Threshold
 from evalkit.config.cells import twin_axes
+from evalkit.engine.catalog import differences
 from evalkit.errors import (
     EXIT_CELL_FAILED,
     EXIT_INCONCLUSIVE,
@@ -225,6 +226,48 @@ def ran_as_flags(cell: dict[str, Any]) -> list[dict[str, Any]]:
              "message": f"{cell['id']}: engine ran {'; '.join(ran.get('disagreements', []))} (its own log)"}]
 
 
+CATALOG_METRIC = "engine.catalog"
+
+
+def catalog_flags(cell: dict[str, Any], ref: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A warning on a cell whose launch came from another catalog entry than its reference's (its
+    fix-on twin, else the baseline; engine/catalog.py): flags, env or gates changed between the
+    refs, so the comparison tests more than the change."""
+    mine, theirs = cell.get("catalog"), (ref or {}).get("catalog")
+    if not mine or not theirs or ref is None:
+        return []
+    differ = differences(mine, theirs)
+    if not differ:
+        return []
+    return [{"metric": CATALOG_METRIC, "check": "catalog", "action": "warn",
+             "message": f"{cell['id']}: catalog entry {mine['entry']!r} at {mine['ref']} differs from {ref['id']}'s at "
+                        f"{theirs['ref']}: {'; '.join(differ)} (the comparison tests more than the change)"}]
+
+
+CATALOG_GATES = (("accuracy_threshold", "gsm8k.flexible"), ("mtp_accept_threshold", "engine.spec_acceptance_rate"))
+"""An entry's gates and the metric each bounds from below: ATOM's CI fails `exact_match,flexible-extract`
+below accuracy_threshold and an MTP acceptance below mtp_accept_threshold, or none reported
+(.github/workflows/atom-test.yaml:575-630 at HEAD ffdf3bb5)."""
+
+
+def catalog_gate_flags(config: MatrixConfig, cell: dict[str, Any], metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cell judged by the gates of the catalog entry its own ref holds (`engine.catalog.gates`)."""
+    entry, catalog = cell.get("catalog"), config.engine.catalog
+    if not entry or catalog is None or catalog.gates == "off" or cell.get("status") != "ok":
+        return []
+    out = []
+    for gate, metric in CATALOG_GATES:
+        limit = entry["fields"].get(gate)
+        value = metrics.get(metric)
+        if limit is None or (value is not None and value >= limit):
+            continue
+        said = "not measured" if value is None else f"{value:.3f} < {limit}"
+        out.append({"metric": metric, "check": "catalog_gate", "action": catalog.gates, "limit": limit,
+                    "message": f"{cell['id']}: {metric} {said}, the {gate} of catalog entry {entry['entry']!r} at "
+                               f"{entry['ref']}"})
+    return out
+
+
 def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
     """The whole run's verdict as summary.json holds it (`summarize_run`'s dump): what the report
     and the CLI read."""
@@ -238,6 +281,7 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
     baseline = next((c for c in cells if config.baseline and c.get("axes") == config.baseline), None)
     rows = []
     flats = {cell["id"]: flat_metrics(cell) for cell in cells}
+    references: dict[str, dict[str, Any] | None] = {}
     for cell in cells:
         row: dict[str, Any] = {"id": cell["id"], "axes": cell.get("axes", {}), "status": cell["status"]}
         if cell.get("error"):
@@ -251,6 +295,7 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
         twin = next((c for c in cells if c.get("axes") == wanted), None) if wanted else None
         if twin and twin["status"] == "ok":
             row["vs_ab"] = deltas_in_run(cell, twin, run_path, flats)
+        references[cell["id"]] = twin or (baseline if baseline is not cell else None)
         row["setup"] = {ev.name: setup["hash"] for ev in registry.evals() if (setup := setup_of(cell, ev.name))}
         row["effective_mode"] = cell.get("effective_mode")
         row["ran_as"] = cell.get("ran_as")
@@ -262,7 +307,8 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
         rows.append(row)
     checks.assess_matrix(config, rows)
     for cell, row in zip(cells, rows):
-        row["flags"] = _flags(config, row) + ran_as_flags(cell)
+        row["flags"] = (_flags(config, row) + ran_as_flags(cell) + catalog_flags(cell, references[cell["id"]])
+                        + catalog_gate_flags(config, cell, row["metrics"]))
     base_row = next((r for r in rows if baseline and r["id"] == baseline["id"] and r["status"] == "ok"), None)
     for cell, row in zip(cells, rows):
         if row["status"] == "ok":
