@@ -4,10 +4,12 @@ A point is judged against the points before it (and the re-runs of its own commi
 is the median of the last `WINDOW` of them, so a past failure does not drag it; its noise is the
 series' across-commit spread (history/noise.py, robust to the breaks in the data, pooled with its
 neighbours while short, never below the binomial error where the questions are known). Below
-`level - z(rate) * sd` it is not ok, where `rate` is the false-alarm rate a healthy series pays
-per night (`DEFAULT_FALSE_ALARM_RATE`, one-sided); the level's own uncertainty widens sd a little
-(a median of w points has sd ~ 1.25 sd / sqrt(w)). That boundary is the suggested floor
-(`Reference.floor`), so `evalkit calibrate --from-history` and this judgement never disagree.
+`level - z * sd` it is not ok. `z` holds the false-alarm rate: `rate` is what a healthy nightly
+pays as a whole (`DEFAULT_FALSE_ALARM_RATE`, one-sided), split over its series (Sidak: each pays
+1 - (1 - rate)^(1/N)), read as a t quantile that widens while the history is short
+(noise.quantile); the level's own uncertainty widens sd a little (a median of w points has sd
+~ 1.25 sd / sqrt(w)). That boundary is the suggested floor (`Reference.floor`), so `evalkit
+calibrate --from-history` and this judgement never disagree.
 
 A point below it is, in this order:
 * `intermittent` when another run of its commit is above it: the same code both healthy and
@@ -34,10 +36,10 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 from statistics import NormalDist
+from typing import Any
 
-from evalkit.history.noise import Diffs, Noise, binomial_sd, diffs, estimate, judged_sd, prior
+from evalkit.history.noise import Diffs, Noise, binomial_sd, diffs, estimate, judged_sd, prior, quantile
 from evalkit.history.series import ACCEPTANCE, ACCURACY, Series, SeriesPoint
 from evalkit.stats.power import POWER
 
@@ -63,7 +65,7 @@ class Reference:
     window: int
     rate: float
     z: float
-    """z(1 - rate), one-sided."""
+    """The one-sided limit in sds (noise.quantile: a t quantile, wider for a short history)."""
 
     @property
     def spread(self) -> float:
@@ -127,8 +129,9 @@ class Judge:
 
     def __init__(self, series: Sequence[Series], rate: float = DEFAULT_FALSE_ALARM_RATE) -> None:
         self.series = list(series)
-        self.rate = rate
-        self._z = NormalDist().inv_cdf(1 - rate)
+        self.nightly_rate = rate
+        self.rate = 1 - (1 - rate) ** (1 / max(1, len(self.series)))
+        """Per series and night: `rate` split over the series (Sidak), so a healthy nightly as a whole alarms at `rate`."""
         self._cache: dict[tuple[int, int], tuple[str, Reference | None, int | None]] = {}
 
     @cached_property
@@ -165,8 +168,9 @@ class Judge:
         level = statistics.median(p.value for p in recent)
         noisy = before[-NOISE_WINDOW:]
         n = next((p.n for p in reversed(recent) if p.n), None)
-        sd = judged_sd(self.noise(s, noisy), binomial_sd(level, n))
-        return Reference(level, sd, len(recent), self.rate, self._z) if sd else None
+        noise = self.noise(s, noisy)
+        sd = judged_sd(noise, binomial_sd(level, n))
+        return Reference(level, sd, len(recent), self.rate, quantile(self.rate, round(noise.dof, 1))) if sd else None
 
     def classify(self, si: int, pi: int) -> tuple[str, Reference | None, int | None]:
         """(verdict, reference, a shift's first point) of point `pi` of series `si`, cached."""
@@ -217,7 +221,7 @@ class Judge:
         pts = s.scale
         where = (f"{_fmt(point.value)} vs level {_fmt(ref.level)} (median of the last {ref.window}), "
                  f"{(point.value - ref.level) * pts:+.1f} points, noise {ref.spread * pts:.2f} points, "
-                 f"floor at {ref.rate * 100:g}% false alarms a night {_fmt(ref.floor(s.bigger_is_better))}")
+                 f"floor {_fmt(ref.floor(s.bigger_is_better))} (z {ref.z:.2f})")
         if verdict == OK:
             return where
         reruns = [p for i, p in enumerate(s.points) if p.commit == point.commit and i != pi]

@@ -22,6 +22,7 @@ to the digit still has a test set that would move by that much under any real ch
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Iterable, Sequence
@@ -49,6 +50,16 @@ class Noise:
     """Sd of one re-run of a commit; None: no commit was run twice, here or in the prior."""
     across_commits: float | None
     """Sd of one point from commit to commit; None: fewer than two commits, here or in the prior."""
+    across_pairs: int = 0
+    """The series' own differences behind `across_commits`."""
+    pooled: bool = False
+    """Whether a prior from other series went into `across_commits`."""
+
+    @property
+    def dof(self) -> float:
+        """Degrees of freedom of `across_commits`: MAD_EFFICIENCY of its own differences, plus
+        PRIOR_DOF for a prior (the typical spread of many series is itself well measured)."""
+        return max(1.0, MAD_EFFICIENCY * self.across_pairs + (PRIOR_DOF if self.pooled else 0))
 
 
 def diffs(points: Sequence[tuple[str, float]]) -> Diffs:
@@ -78,7 +89,24 @@ def prior(many: Iterable[Diffs], same: bool) -> float | None:
 
 
 def estimate(d: Diffs, prior_same: float | None, prior_across: float | None) -> Noise:
-    return Noise(robust_sd(d.same_commit, prior_same), robust_sd(d.across_commits, prior_across))
+    return Noise(robust_sd(d.same_commit, prior_same), robust_sd(d.across_commits, prior_across),
+                 len(d.across_commits), prior_across is not None)
+
+
+MAD_EFFICIENCY = 0.37
+"""A median-of-differences sd is worth about 37% as many points as a plain sd of normal data
+(the MAD's asymptotic efficiency), so a limit from k differences is a t quantile on 0.37 k degrees
+of freedom: a short history's estimate can be low by chance, and the limit widens to say so."""
+PRIOR_DOF = 30
+"""What a prior adds to the degrees of freedom: the median spread of a kind's series."""
+
+
+@functools.lru_cache(maxsize=4096)
+def quantile(rate: float, dof: float) -> float:
+    """The one-sided limit (in sds) a healthy point passes with probability 1 - rate: t(1 - rate, dof)."""
+    from scipy.stats import t
+
+    return float(t.ppf(1 - rate, dof))
 
 
 def judged_sd(noise: Noise, floor: float = 0.0) -> float | None:
