@@ -230,10 +230,11 @@ class Judge:
                                 f"{where}"),
                  SHIFT: (f"a lasting level change over the last {pi + 1 - (first or 0)} points, first seen at commit "
                          f"{s.points[first or 0].commit} (bisect between it and the commit before): {where}")}
-        return "; ".join([words[verdict], *self.related(si, pi)])
+        return "; ".join([words[verdict], *self.related(si, pi, verdict)])
 
-    def related(self, si: int, pi: int) -> list[str]:
-        """What the same run says beside a failing point: its acceptance, and its controls."""
+    def related(self, si: int, pi: int, verdict: str) -> list[str]:
+        """What the same run says beside a failing point: its acceptance, and its controls (whether
+        they fell too only beside a new failure: a shift began runs ago)."""
         s, run = self.series[si], self.series[si].points[pi].run
         said = []
         if s.kind == ACCURACY:
@@ -253,7 +254,7 @@ class Judge:
             named = ", ".join(f"{c.configuration} {_fmt(p.value)}" for c, p in held[:3])
             said.append(f"{len(held)} of {len(controls)} other configurations of {s.group} held in the same run "
                         f"({named}{', ...' if len(held) > 3 else ''})")
-        elif controls and all(v in (REGRESSION, INTERMITTENT) for _, _, v in controls):
+        elif verdict != SHIFT and controls and all(v in (REGRESSION, INTERMITTENT) for _, _, v in controls):
             said.append(f"every other configuration of {s.group} in the same run fell too: the run, not the configuration")
         return said
 

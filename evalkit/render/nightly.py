@@ -27,12 +27,17 @@ def _noise(j: Judged) -> str:
     return f"noise {say(j.noise.same_commit)} same commit, {say(j.noise.across_commits)} across commits (points)"
 
 
+def _each(judged: Sequence[Judged]) -> float:
+    """The per-series false-alarm rate the judge split the nightly's into."""
+    return next((j.reference.rate for j in judged if j.reference), 0.0)
+
+
 def judge_text(judged: Sequence[Judged], every: bool, rate: float) -> str:
     """The verdicts: a headline, then each series' newest verdict (and its broken points with `every`)."""
     newest = Counter(j.newest.verdict for j in judged if j.newest)
     lines = [f"evalkit history judge: {len(judged)} series, newest points: "
              + ", ".join(f"{newest[v]} {v}" for v in _ORDER if newest[v])
-             + f" (false alarms {rate:.2%} a night per series)"]
+             + f" (false alarms {rate:.2%} a healthy night in all, {_each(judged):.2g} per series)"]
     for j in sorted(judged, key=lambda j: (_ORDER[j.newest.verdict] if j.newest else 9, j.series.name)):
         last = j.newest
         if last is None:
@@ -49,7 +54,8 @@ def judge_text(judged: Sequence[Judged], every: bool, rate: float) -> str:
 
 def audit_text(judged: Sequence[Judged], rate: float) -> str:
     """One row per gated series: its floor against its noise, and the floor `rate` suggests."""
-    lines = [f"Gate audit: each floor against its series' noise; suggested floors at {rate:.2%} false alarms a night.",
+    lines = [f"Gate audit: each floor against its series' noise; suggested floors at {rate:.2%} false alarms a "
+             f"healthy night in all ({_each(judged):.2g} per series).",
              "Healthy nights: those not judged regression, intermittent or shift. Drops in points, caught with 80% power.",
              "",
              "| series | n | floor | level | noise (points) | healthy nights failed | smallest drop caught | suggested | note |",
