@@ -8,6 +8,7 @@ dashboard, merged from the git history of its gh-pages branch (tests/data/atom-d
 from __future__ import annotations
 
 import json
+import math
 import random
 import statistics
 from pathlib import Path
@@ -22,6 +23,8 @@ from evalkit.history.imports import import_dashboard
 from evalkit.history.judge import INSUFFICIENT, INTERMITTENT, OK, REGRESSION, SHIFT, Judge
 from evalkit.history.noise import diffs, robust_sd
 from evalkit.history.series import ACCURACY, Series, SeriesPoint, split_name
+from evalkit.store import write_json
+from tests.test_report_helpers import CellSpec, summary_of, write_run
 
 ATOM = Path(__file__).parent / "data" / "atom-dashboard.js"
 DSPARK = "ATOM::DeepSeek-V4-Pro DSpark accuracy (GSM8K)"
@@ -166,3 +169,32 @@ def test_a_file_that_is_no_dashboard_is_one_line_naming_it(tmp_path: Path) -> No
     result = CliRunner().invoke(main, ["history", "--import", str(bad), "--db", str(tmp_path / "h.db")])
     assert result.exit_code == 2
     assert result.output.startswith(f"error: {bad}: entries.Benchmark[0]: expected commit.id, date (ms) and benches")
+
+
+def night(results: Path, day: int, right: int) -> None:
+    """A stored nightly of one cell (tp8-fixon), its engine at its own commit, with its summary (its checks)."""
+    run_path, config = write_run(results, f"night-{day:02d}", {"tp8-fixon": CellSpec(
+        right=right, long_texts=["fine"] * 4, source_sha=f"{day:040x}", started_at=f"2026-11-{day:02d}T02:00:00+00:00")},
+        started_at=f"2026-11-{day:02d}T02:00:00+00:00")
+    write_json(run_path / "summary.json", summary_of(run_path, config))
+
+
+def test_calibrate_from_history_suggests_the_floor_the_judge_holds_the_next_night_to(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    for day, right in enumerate([19, 18, 19, 19, 18, 19, 19, 18, 19, 19, 18, 19], start=1):
+        night(results, day, right)
+    runner = CliRunner()
+    assert runner.invoke(main, ["history", "--import", "all", "--results-dir", str(results)]).exit_code == 0
+    snippet = runner.invoke(main, ["calibrate", "--model", "demo", "--cell", "tp8-fixon", "--from-history",
+                                   "--results-dir", str(results)])
+    assert snippet.exit_code == 0, snippet.output
+    floor = float(snippet.output.split("{metric: gsm8k.flexible, min: ")[1].split("}")[0])
+    assert "(now 0.8)" in snippet.output  # the config's min, from the runs' checks
+    series = "tp8-fixon gsm8k.flexible"
+    for right, verdict, code in ((math.ceil(floor * 20), OK, 0), (math.ceil(floor * 20) - 1, REGRESSION, 1)):
+        night(results, 13, right)  # re-importing night 13 replaces it
+        runner.invoke(main, ["history", "--import", "night-13", "--results-dir", str(results)])
+        judged = runner.invoke(main, ["history", "judge", "--series", series, "--format", "json",
+                                      "--results-dir", str(results)])
+        (row,) = json.loads(judged.output)["series"]
+        assert (row["points"][0]["value"], row["points"][0]["verdict"], judged.exit_code) == (right / 20, verdict, code)
