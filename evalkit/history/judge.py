@@ -278,7 +278,8 @@ class Judge:
         if sign * (floor - ref.level) >= 0:
             notes.append(f"above the median {_fmt(ref.level)} of the last {ref.window} nights: fails most healthy nights")
         elif sign * (floor - suggested) > 0:
-            notes.append(f"within the noise: a healthy night fails it {modelled:.1%} of the time")
+            notes.append(f"within the noise: a healthy night fails it {modelled * 100:.2g}% of the time "
+                         f"({ref.rate * 100:.2g}% allowed)")
         return GateAudit(floor, len(healthy), fired, modelled, drop, suggested, tuple(notes))
 
 
