@@ -113,8 +113,11 @@ def test_schema_after_migrations(tmp_path: Path) -> None:
     with History(tmp_path / "h.db") as store:
         db = store.db
         assert [name for (name,) in db.execute("SELECT name FROM _migrations")] == ["m001_initial", "m002_cell_metrics",
-                                                                                  "m003_cell_setups", "m004_cell_checks"]
+                                                                                  "m003_cell_setups", "m004_cell_checks",
+                                                                                  "m005_dashboard_points"]
         assert columns(db, "runs") == RUN_COLUMNS
+        assert columns(db, "dashboard_points") == ["source", "suite", "name", "commit_sha", "date", "value", "unit",
+                                                   "bigger_is_better", "run_url", "floor", "extra"]
         assert columns(db, "cells") == CELL_COLUMNS
         assert columns(db, "cell_metrics") == CELL_METRIC_COLUMNS
         indexes = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")}
