@@ -1,12 +1,14 @@
 """Dashboards evalkit did not write: github-action-benchmark's `data.js` (or its JSON) into the history.
 
 Real nightly data already exists in this shape. github-action-benchmark
-(benchmark-action/github-action-benchmark, src/write.ts `writeBenchmarkToGitHubPages`, v1) keeps
-`window.BENCHMARK_DATA = {lastUpdate, repoUrl, entries: {SUITE: [entry, ...]}}` on a gh-pages
-branch, each entry `{commit: {id, timestamp, url, ...}, date (ms), tool, benches: [{name, value,
-unit, extra?, range?}]}`; `evalkit history --format benchmark-json` writes the benches of one
-entry. ATOM's accuracy dashboard (ROCm/ATOM gh-pages, benchmark-dashboard/data.js) writes
-`extra` as `Run: <actions url> | Threshold: 0.94 | Baseline: ...`: the run link and the gate.
+(benchmark-action/github-action-benchmark at 09d9d21a, src/write/loadData.ts: `SCRIPT_PREFIX =
+'window.BENCHMARK_DATA = '`, and the external-JSON variant without it) keeps `{lastUpdate, repoUrl,
+entries: {SUITE: [entry, ...]}}` on a gh-pages branch, each entry `{commit: {id, timestamp, url,
+...}, date (ms), tool, benches: [{name, value, unit, extra?, range?}]}`; `evalkit history --format
+benchmark-json` writes the benches of one entry. ATOM's dashboard (ROCm/ATOM at ffdf3bb5,
+.github/scripts/accuracy_to_dashboard.py, fed to the action with `tool: customBiggerIsBetter`,
+`benchmark-data-dir-path: benchmark-dashboard`) writes `extra` as `Run: <actions url> | Threshold:
+0.94 | Baseline: ...`: the run link and the gate.
 
 A bench is one point of the series named `name`: its commit (full SHA), the entry's date (when
 the workflow ran, which orders re-runs of one commit), its value and unit, the run link and the

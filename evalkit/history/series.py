@@ -5,9 +5,10 @@ the same run: the speculative acceptance of the same configuration, and the othe
 of the same model (its controls). So each series knows its configuration, its model (`group`),
 its metric and what kind of metric it is, and each point its run.
 
-Dashboard benches are named freely; ATOM's read `<suite>::<model> <configuration words> accuracy
-(GSM8K)` and `... MTP acceptance (%)` (ROCm/ATOM .github/workflows/atom-test.yaml, the benchmark
-step). `split_name` takes the metric off the end of such a name by the patterns in `KINDS`, so an
+Dashboard benches are named freely; ATOM's read `<backend>::<model name> accuracy (GSM8K)` and
+`<backend>::<model name> MTP acceptance (%)`, the model name holding the configuration's words
+(`DeepSeek-V4-Pro DSpark`), and the acceptance bench carries the accuracy bench's `extra`, its
+`Threshold:` included (ROCm/ATOM at ffdf3bb5, .github/scripts/accuracy_to_dashboard.py). `split_name` takes the metric off the end of such a name by the patterns in `KINDS`, so an
 accuracy and an acceptance of one configuration share their configuration; a name no pattern
 matches is a configuration of its own. evalkit's own series are a model's cell and a registered
 metric, its model the group.
@@ -90,7 +91,7 @@ def from_dashboard(points: Iterable[DashboardPoint]) -> list[Series]:
             config, metric, kind = split_name(p.name)
             series = out[(p.source, p.suite, p.name)] = Series(p.name, config, config.split(" ")[0], metric, kind,
                                                                 p.unit, p.bigger_is_better)
-        floor = p.floor if series.kind != ACCEPTANCE else None  # ATOM writes the accuracy gate into every bench
+        floor = p.floor if series.kind != ACCEPTANCE else None  # the accuracy's gate, copied (see above)
         series.points.append(SeriesPoint(p.commit, p.date, p.value, p.run_url or f"{p.suite} {p.date}", floor))
     return list(out.values())
 
