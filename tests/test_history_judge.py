@@ -198,3 +198,24 @@ def test_calibrate_from_history_suggests_the_floor_the_judge_holds_the_next_nigh
                                       "--results-dir", str(results)])
         (row,) = json.loads(judged.output)["series"]
         assert (row["points"][0]["value"], row["points"][0]["verdict"], judged.exit_code) == (right / 20, verdict, code)
+
+
+def test_judge_says_in_words_which_series_broke_and_why(atom_db: Path) -> None:
+    result = CliRunner().invoke(main, ["history", "judge", "--db", str(atom_db), "--series", "DeepSeek-V4-Pro DSpark"])
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert lines[0].startswith("evalkit history judge: 2 series, newest points: 2 regression")
+    assert f"REGRESSION   {DSPARK}  (n=7, noise 0.40 same commit, 0.56 across commits (points))" in lines
+    assert any(line.startswith("    2b61f9871e22 2026-08-10T09:24 regression: below what the noise allows: 0.7763")
+               for line in lines)
+    assert lines[-1].startswith("2 series broke at their newest point")
+
+
+def test_bad_choices_are_one_line_naming_the_option(atom_db: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    unmatched = runner.invoke(main, ["history", "judge", "--db", str(atom_db), "--series", "no such series"])
+    assert unmatched.exit_code == 2 and unmatched.output.startswith("error: --series no such series: no series matches")
+    missing = runner.invoke(main, ["history", "audit", "--db", str(tmp_path / "none.db")])
+    assert missing.exit_code == 2 and "none.db: no history database" in missing.output
+    no_cell = runner.invoke(main, ["calibrate", "--model", "demo"])
+    assert no_cell.exit_code == 2 and no_cell.output.startswith("error: --cell: give the cell to repeat")
