@@ -129,7 +129,8 @@ def _judge_options(f: Callable[..., None]) -> Callable[..., None]:
                      help="Only series whose name contains TEXT (repeatable); the others still inform the noise.")(f)
     f = click.option("--false-alarm-rate", "rate", type=click.FloatRange(min=0, max=0.5, min_open=True),
                      default=0.01, show_default=True,
-                     help="Chance that a healthy series is called broken on one night (one-sided).")(f)
+                     help="Chance that a healthy nightly alarms on any of its series; each series gets "
+                          "1 - (1 - rate)^(1/N) of it (one-sided).")(f)
     return click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)(f)
 
 
