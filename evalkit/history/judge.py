@@ -21,6 +21,10 @@ A point below it is, in this order:
 Fewer than `MIN_HISTORY` earlier points: `insufficient`. A shift the series keeps for `WINDOW / 2`
 nights becomes its level: the nightly stops alarming on a change the team accepted (or missed).
 
+The priors that short series lean on are the typical spreads of every series' whole history: with
+`--all` a point's noise may borrow a little from its neighbours' later nights (its own series'
+noise and level never look ahead).
+
 Related metrics are read together (`related`): an accuracy drop beside a collapse of the same
 configuration's speculative acceptance in the same run, or beside other configurations of the
 same model (controls) that held in that run, says which part broke.
