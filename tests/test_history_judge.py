@@ -219,3 +219,13 @@ def test_bad_choices_are_one_line_naming_the_option(atom_db: Path, tmp_path: Pat
     assert missing.exit_code == 2 and "none.db: no history database" in missing.output
     no_cell = runner.invoke(main, ["calibrate", "--model", "demo"])
     assert no_cell.exit_code == 2 and no_cell.output.startswith("error: --cell: give the cell to repeat")
+
+
+def test_a_series_that_never_moved_still_catches_a_collapse() -> None:
+    """Ten nights of no collapse out of 64 generations: noise is one event's worth, and 21 events are far past it."""
+    calm = [SeriesPoint(f"c{i}", f"2026-05-{i:02d}", 0.0, f"r{i}", n=64) for i in range(1, 11)]
+    collapsed = SeriesPoint("c11", "2026-05-11", 21 / 64, "r11", n=64)
+    steady = SeriesPoint("c11", "2026-05-11", 1 / 64, "r11", n=64)
+    for last, verdict in ((collapsed, REGRESSION), (steady, OK)):
+        series = Series("collapse", "cfg", "model", "repetition.collapse_rate", "other", "", False, [*calm, last])
+        assert Judge([series]).classify(0, 10)[0] == verdict

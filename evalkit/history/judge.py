@@ -36,6 +36,7 @@ against the same model: how often it failed healthy nights, the smallest drop it
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -81,8 +82,11 @@ class Reference:
         return self.level - self.z * self.spread if bigger else self.level + self.z * self.spread
 
     def score(self, value: float, bigger: bool) -> float:
-        """Standardized distance from the level, negative when worse."""
-        return (value - self.level) / self.spread * (1 if bigger else -1) if self.spread else 0.0
+        """Standardized distance from the level, negative when worse (infinite off a level that never moved)."""
+        diff = (value - self.level) * (1 if bigger else -1)
+        if not self.spread:
+            return 0.0 if not diff else math.copysign(math.inf, diff)
+        return diff / self.spread
 
 
 @dataclass(frozen=True)
@@ -174,7 +178,7 @@ class Judge:
         n = next((p.n for p in reversed(recent) if p.n), None)
         noise = self.noise(s, noisy)
         sd = judged_sd(noise, binomial_sd(level, n))
-        return Reference(level, sd, len(recent), self.rate, quantile(self.rate, round(noise.dof, 1))) if sd else None
+        return None if sd is None else Reference(level, sd, len(recent), self.rate, quantile(self.rate, round(noise.dof, 1)))
 
     def classify(self, si: int, pi: int) -> tuple[str, Reference | None, int | None]:
         """(verdict, reference, a shift's first point) of point `pi` of series `si`, cached."""
@@ -221,7 +225,9 @@ class Judge:
     def _why(self, si: int, pi: int, verdict: str, ref: Reference | None, first: int | None) -> str:
         s, point = self.series[si], self.series[si].points[pi]
         if ref is None:
-            return f"{pi} earlier points; {MIN_HISTORY} needed to know the series' level and noise"
+            if pi < MIN_HISTORY:
+                return f"{pi} earlier points; {MIN_HISTORY} needed to know the series' level and noise"
+            return "no noise known: one commit so far, no kind of series like it, no number of questions"
         pts = s.scale
         where = (f"{_fmt(point.value)} vs level {_fmt(ref.level)} (median of the last {ref.window}), "
                  f"{(point.value - ref.level) * pts:+.1f} points, noise {ref.spread * pts:.2f} points, "
@@ -275,7 +281,7 @@ class Judge:
         if ref is None:
             return GateAudit(floor, len(healthy), fired, None, None, None, ("too few points to judge the floor",))
         sign = 1 if bigger else -1
-        modelled = NormalDist().cdf(sign * (floor - ref.level) / ref.spread)
+        modelled = NormalDist().cdf(ref.score(floor, bigger))
         drop = max(0.0, sign * (ref.level - floor) + NormalDist().inv_cdf(POWER) * ref.spread) * pts
         suggested = ref.floor(bigger)
         notes = []

@@ -111,12 +111,17 @@ def quantile(rate: float, dof: float) -> float:
 
 def judged_sd(noise: Noise, floor: float = 0.0) -> float | None:
     """The sd a point is judged with: the across-commit spread (a nightly's next point is mostly a
-    new commit), never below `floor` (the binomial error of one run, when known); None: unknown or 0."""
-    return max(noise.across_commits or 0.0, floor) or None
+    new commit), never below `floor` (the binomial error of one run, when known); None: unknown.
+    0 is a series that never moved: any move away from its level is then beyond its noise."""
+    if noise.across_commits is None and not floor:
+        return None
+    return max(noise.across_commits or 0.0, floor)
 
 
 def binomial_sd(share: float, n: int | None) -> float:
-    """The binomial error of a share measured on n questions (0 when n is unknown)."""
+    """The binomial error of a share measured on n questions (0 when n is unknown); a share of 0 or 1
+    counts as one event's worth (1/n), so a series that never collapsed still has a noise."""
     if not n or not 0 <= share <= 1:
         return 0.0
-    return math.sqrt(share * (1 - share) / n)
+    p = min(max(share, 1 / n), 1 - 1 / n)
+    return math.sqrt(p * (1 - p) / n)

@@ -200,7 +200,7 @@ def from_history(judged: Sequence[Judged], header: Sequence[str]) -> str:
         noise = (f"noise {_sd(j.noise.same_commit, s.scale)} same commit, {_sd(j.noise.across_commits, s.scale)} "
                  f"across commits")
         if ref is None:
-            lines.append(f"# {s.name}: {len(s.points)} points, too few to suggest a floor ({noise})")
+            lines.append(f"# {s.name}: {len(s.points)} points, no floor to suggest yet ({noise})")
             continue
         floor = ref.floor(s.bigger_is_better)
         lines.append(f"# {s.name}: level {ref.level:.4f} (median of the last {ref.window}), {noise}; "
