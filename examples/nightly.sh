@@ -17,11 +17,16 @@
 #                 file, or /dev/null) and EVALKIT_RESULTS in its
 #                 environment. A failing NOTIFY is reported on stderr and never changes the exit code.
 #   NOTIFY_ON     `failure` (default: only when the exit code is not 0) or `always`
+#   JUDGE         `on` (default): after the matrix, `evalkit history judge` holds every series'
+#                 newest night against its own history (RESULTS_DIR/history.db) and writes its
+#                 verdicts to RESULTS_DIR/RUN_ID.judge.txt (EVALKIT_JUDGE for NOTIFY); a series that
+#                 regressed, failed intermittently or shifted makes a clean exit 1. `off`: skip it.
 #   EVALKIT       the evalkit command (default: evalkit)
 # Extra arguments go to `evalkit matrix` (e.g. --limit 200, --only parallel=dp8).
 #
 # Exit codes are evalkit's (see `evalkit --help`):
-#   0 ok, 1 a failing threshold broke, 2 bad input (nothing started), 3 a cell failed to run,
+#   0 ok, 1 a failing threshold broke (or, with JUDGE, a series broke against its history),
+#   2 bad input (nothing started), 3 a cell failed to run,
 #   4 another evalkit run holds the device lock (nothing started),
 #   130 interrupted (Ctrl-C or SIGTERM; finished cells are kept and reported).
 set -uo pipefail
@@ -30,6 +35,7 @@ MODEL="${MODEL:-demo}"
 RESULTS_DIR="${RESULTS_DIR:-results}"
 NOTIFY="${NOTIFY:-}"
 NOTIFY_ON="${NOTIFY_ON:-failure}"
+JUDGE="${JUDGE:-on}"
 EVALKIT="${EVALKIT:-evalkit}"
 # An explicit run id, not `latest`: another run finishing meanwhile cannot swap the report.
 RUN_ID="nightly-$(date -u +%Y%m%d-%H%M%S)-${MODEL//[^A-Za-z0-9_.-]/-}"
@@ -109,11 +115,24 @@ if [ "$report_written" -eq 1 ] && [ "$HTML_REPORT" != none ]; then
         log "could not write the HTML report for $RUN_ID (the exit code stays $code)"
     fi
 fi
+judge_file=/dev/null
+if [ "$JUDGE" != off ] && { [ "$code" -eq 0 ] || [ "$code" -eq 1 ] || [ "$code" -eq 3 ]; } \
+        && mkdir -p "$RESULTS_DIR"; then
+    judge_file="$RESULTS_DIR/$RUN_ID.judge.txt"
+    "$EVALKIT" history judge --results-dir "$RESULTS_DIR" > "$judge_file"
+    judged=$?
+    if [ "$judged" -eq 1 ]; then
+        log "history judge: a series broke against its own history ($judge_file)"
+        [ "$code" -eq 0 ] && code=1
+    elif [ "$judged" -ne 0 ]; then
+        log "history judge could not judge (exit $judged; the exit code stays $code)"
+    fi
+fi
 log "exit $code ($(verdict "$code"))"
 
 if [ -n "$NOTIFY" ] && { [ "$NOTIFY_ON" = always ] || [ "$code" -ne 0 ]; }; then
     export EVALKIT_EXIT_CODE="$code" EVALKIT_VERDICT="$(verdict "$code")" EVALKIT_RUN_ID="$RUN_ID" \
-        EVALKIT_RESULTS="$RESULTS_DIR/$RUN_ID"
+        EVALKIT_RESULTS="$RESULTS_DIR/$RUN_ID" EVALKIT_JUDGE="$judge_file"
     if [ "$report_written" -eq 1 ]; then export EVALKIT_REPORT="$REPORT"; else export EVALKIT_REPORT=/dev/null; fi
     if [ "$html_written" -eq 1 ]; then export EVALKIT_HTML_REPORT="$HTML_REPORT"; else export EVALKIT_HTML_REPORT=/dev/null; fi
     if ! sh -c "$NOTIFY"; then

@@ -71,6 +71,8 @@ def test_every_evalkit_command_the_pages_show_parses() -> None:
         name, args = ("evalkit", words) if words[0].startswith("-") else (words[0], words[1:])
         command = main if name == "evalkit" else main.commands.get(name)
         assert command is not None, f"{where}: no command {name!r}"
+        while isinstance(command, click.Group) and args and args[0] in command.commands:  # `history judge`
+            command, args = command.commands[args[0]], args[1:]
         options = {opt: param for param in command.params if isinstance(param, click.Option)
                    for opt in (*param.opts, *param.secondary_opts)} | {"--help": None}
         for i, arg in enumerate(args):

@@ -113,8 +113,11 @@ def test_schema_after_migrations(tmp_path: Path) -> None:
     with History(tmp_path / "h.db") as store:
         db = store.db
         assert [name for (name,) in db.execute("SELECT name FROM _migrations")] == ["m001_initial", "m002_cell_metrics",
-                                                                                  "m003_cell_setups", "m004_cell_checks"]
+                                                                                  "m003_cell_setups", "m004_cell_checks",
+                                                                                  "m005_dashboard_points"]
         assert columns(db, "runs") == RUN_COLUMNS
+        assert columns(db, "dashboard_points") == ["source", "suite", "name", "commit_sha", "date", "value", "unit",
+                                                   "bigger_is_better", "run_url", "floor", "extra"]
         assert columns(db, "cells") == CELL_COLUMNS
         assert columns(db, "cell_metrics") == CELL_METRIC_COLUMNS
         indexes = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")}
@@ -280,7 +283,8 @@ def test_opening_an_m001_database_adds_cell_metrics_from_its_metrics_json(tmp_pa
         rows = sorted(store.db.execute("SELECT cell_id, name, value FROM cell_metrics"))
         points = {p.cell_id: p.metrics for p in store.trend("m")}
     assert applied == ["m001_initial", "m002_cell_metrics",
-                                                                                  "m003_cell_setups", "m004_cell_checks"]
+                                                                                  "m003_cell_setups", "m004_cell_checks",
+                                                                                  "m005_dashboard_points"]
     assert rows == [("ok", "gsm8k.flexible", 0.9), ("ok", "gsm8k.n", 20.0), ("ok", "repetition.collapsed", 1.0),
                     ("ok", "x.flag", 1.0)]
     assert points == {"ok": {"gsm8k.flexible": 0.9, "gsm8k.n": 20, "repetition.collapsed": 1, "x.flag": 1},

@@ -27,6 +27,7 @@ case "$1" in
     fi
     exit "${FAKE_EXIT:-0}" ;;
   report) echo "### evalkit report for $2"; exit "${FAKE_REPORT_EXIT:-0}" ;;
+  history) echo "REGRESSION s"; exit "${FAKE_JUDGE_EXIT:-0}" ;;
 esac
 """
 
@@ -59,13 +60,23 @@ def test_exit_code_is_evalkit_s_and_the_report_is_written(env: dict[str, str], c
     Path(env["RESULTS_DIR"]).mkdir()
     done = run(env, "--limit", "5", FAKE_EXIT=str(code))
     assert done.returncode == code, done.stderr
-    matrix, report, html = calls(env)
+    matrix, report, html, *judge = calls(env)
     run_id = matrix.split("--run-id ")[1].split(" ")[0]
     assert matrix == f"matrix --model demo --run-id {run_id} --results-dir {env['RESULTS_DIR']} --quiet --limit 5"
     assert report == f"report {run_id} --results-dir {env['RESULTS_DIR']} --format markdown"
     assert html == f"report {run_id} --results-dir {env['RESULTS_DIR']} --format html -o {env['RESULTS_DIR']}/{run_id}.html"
     (md,) = reports(env)
     assert md.read_text() == f"### evalkit report for {run_id}\n"
+    assert judge == ([] if code == 130 else [f"history judge --results-dir {env['RESULTS_DIR']}"])
+
+
+def test_a_series_broken_against_its_history_fails_a_clean_matrix(env: dict[str, str]) -> None:
+    Path(env["RESULTS_DIR"]).mkdir()
+    done = run(env, FAKE_EXIT="0", FAKE_JUDGE_EXIT="1")
+    assert done.returncode == 1 and "a series broke against its own history" in done.stderr
+    (verdicts,) = Path(env["RESULTS_DIR"]).glob("nightly-*-demo.judge.txt")
+    assert verdicts.read_text() == "REGRESSION s\n"
+    assert run(env, FAKE_EXIT="0", FAKE_JUDGE_EXIT="1", JUDGE="off").returncode == 0
 
 
 @pytest.mark.parametrize("code", [2, 4])

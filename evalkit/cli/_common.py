@@ -40,6 +40,10 @@ class _Command(click.Command):
             sys.exit(EXIT_INTERRUPTED)
 
 
+class _Group(_Command, click.Group):
+    """A command with subcommands (`evalkit history judge`), its errors handled as a command's."""
+
+
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)

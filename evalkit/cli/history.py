@@ -1,21 +1,26 @@
-"""`evalkit history`: how each cell's accuracy and collapse rate moved across runs."""
+"""`evalkit history`: how each cell's accuracy and collapse rate moved across runs; `judge` and
+`audit`: each series' newest night against its own noise, and each gate against it."""
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from evalkit.cli._common import _Command, console, results_dir_option
+from evalkit.cli._common import _Command, _Group, console, results_dir_option
 from evalkit.errors import ConfigError
 
 if TYPE_CHECKING:
     from evalkit.evals.base import MetricSpec
     from evalkit.history.db import Point
+    from evalkit.history.judge import Judged
 
 
-@click.command(cls=_Command)
+@click.group(cls=_Group, invoke_without_command=True)
 @click.option("--model", "-m", help="Model name (run.json `model`) or config name (e.g. demo).")
 @click.option("--cell", "cells", multiple=True, metavar="CELL", help="Only this cell id (repeatable).")
 @click.option("--since", metavar="DATE", help="Runs started on or after: YYYY-MM-DD, an ISO time, or 7d / 12h.")
@@ -27,34 +32,45 @@ if TYPE_CHECKING:
 @click.option("--better", type=click.Choice(["bigger", "smaller"]), default="bigger", show_default=True,
               help="benchmark-json: the metrics that improve this way (customBiggerIsBetter / customSmallerIsBetter).")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), help="Also draw accuracy and collapse rate to this PNG.")
-@click.option("--import", "imports", multiple=True, metavar="RUN",
-              help="First record a stored run (id, path, `latest` or `all`) into the history (repeatable).")
+@click.option("--import", "imports", multiple=True, metavar="RUN|FILE",
+              help="First record a stored run (id, path, `latest` or `all`), or every point of a github-action-benchmark "
+                   "data.js or its JSON, into the history (repeatable; importing again replaces the same rows).")
 @click.option("--db", "db_path", type=click.Path(path_type=Path), help="History database [default: RESULTS_DIR/history.db].")
 @results_dir_option
-def history(model: str | None, cells: tuple[str, ...], since: str | None, last: int, fmt: str, better: str,
-            plot_path: Path | None,
+@click.pass_context
+def history(ctx: click.Context, model: str | None, cells: tuple[str, ...], since: str | None, last: int, fmt: str,
+            better: str, plot_path: Path | None,
             imports: tuple[str, ...], db_path: Path | None, results_dir: Path) -> None:
     """Show how each cell's accuracy and collapse rate moved across runs.
 
     Every finished cell of `evalkit matrix` is recorded in RESULTS_DIR/history.db; --import
-    backfills runs stored before that (recording a run again replaces its rows).
+    backfills runs stored before that (recording a run again replaces its rows) and reads
+    dashboards evalkit did not write (github-action-benchmark's data.js). `judge` and `audit`
+    read every series of the history against its own noise.
 
     \b
     Examples:
       evalkit history --import all
+      evalkit history --import data.js --db nightly.db && evalkit history judge --db nightly.db
       evalkit history --model demo --cell dp8-piecewise-fixoff --since 7d
       evalkit history --model demo --plot trend.png
       evalkit history --model demo --format benchmark-json --better smaller > collapse.json
     """
     from evalkit import history as hist
+    from evalkit.history.imports import import_dashboard, is_dashboard_file
     from evalkit.store import resolve_run
     from evalkit.verdict.deltas import flat_metrics
 
     with hist.History(db_path or hist.default_db_path(results_dir)) as store:
         for ref in imports:
+            if is_dashboard_file(ref):
+                click.echo(f"imported {ref}: {import_dashboard(store.db, Path(ref))} points", err=True)
+                continue
             paths = list(hist.run_folders(results_dir)) if ref == "all" else [resolve_run(results_dir, ref)]
             for path in paths:
                 click.echo(f"imported {path.name}: {store.import_run(path, flat_metrics)} cells", err=True)
+        if ctx.invoked_subcommand is not None:
+            return
         if model is None:
             if not imports:
                 known = ", ".join(f"{m} ({c})" if c else m for m, c, _ in store.models()) or "none yet"
@@ -102,3 +118,88 @@ def _show_trend(points: list[Point], title: str, last: int | None, plot_path: Pa
     if plot_path:
         plot(points, plot_path, title, specs)
         click.echo(f"plot: {plot_path}", err=True)
+
+
+def _judge_options(f: Callable[..., None]) -> Callable[..., None]:
+    """What judge and audit share: the database, the false-alarm rate, which series."""
+    f = results_dir_option(f)
+    f = click.option("--db", "db_path", type=click.Path(path_type=Path),
+                     help="History database [default: RESULTS_DIR/history.db].")(f)
+    f = click.option("--series", "patterns", multiple=True, metavar="TEXT",
+                     help="Only series whose name contains TEXT (repeatable); the others still inform the noise.")(f)
+    f = click.option("--false-alarm-rate", "rate", type=click.FloatRange(min=0, max=0.5, min_open=True),
+                     default=0.01, show_default=True,
+                     help="Chance that a healthy nightly alarms on any of its series; each series gets "
+                          "1 - (1 - rate)^(1/N) of it (one-sided).")(f)
+    return click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)(f)
+
+
+@history.command(cls=_Command)
+@click.option("--all", "every", is_flag=True, help="Judge every point against the points before it, not only the newest.")
+@_judge_options
+def judge(every: bool, fmt: str, rate: float, patterns: tuple[str, ...], db_path: Path | None, results_dir: Path) -> None:
+    """Judge each series' newest night against its own history: ok, regression, intermittent, shift, insufficient.
+
+    A series is one metric of one (model, configuration): each cell of evalkit's recorded runs and
+    each bench of an imported dashboard. Exits 1 when the newest point of any series is a
+    regression, an intermittent failure or a shift, so a nightly can run it after the matrix.
+
+    \b
+    Examples:
+      evalkit history judge --db results/history.db
+      evalkit history judge --db nightly.db --all --format json > verdicts.json
+    """
+    from evalkit.history.judge import regressed, to_json
+    from evalkit.render.nightly import judge_text
+
+    judged = _judged(db_path, results_dir, rate, patterns, every)
+    if fmt == "json":
+        click.echo(json.dumps(to_json(judged), indent=2))
+    else:
+        click.echo(judge_text(judged, every, rate), nl=False)
+    sys.exit(1 if regressed(judged) else 0)
+
+
+@history.command(cls=_Command)
+@_judge_options
+def audit(fmt: str, rate: float, patterns: tuple[str, ...], db_path: Path | None, results_dir: Path) -> None:
+    """Audit every gate (a config's `min`, a dashboard's `Threshold:`) against its series' noise.
+
+    For each series with a floor: how often it failed healthy nights, the smallest drop it
+    catches, the floor the false-alarm rate suggests, and which floors sit within the noise or
+    above the median. Prints; exits 0.
+
+    \b
+    Example:
+      evalkit history audit --db nightly.db --false-alarm-rate 0.01
+    """
+    from evalkit.history.judge import to_json
+    from evalkit.render.nightly import audit_text
+
+    judged = [j for j in _judged(db_path, results_dir, rate, patterns, every=True) if j.audit is not None]
+    if fmt == "json":
+        click.echo(json.dumps({"series": [{k: v for k, v in row.items() if k != "points"}
+                                          for row in to_json(judged)["series"]]}, indent=2))
+    else:
+        click.echo(audit_text(judged, rate), nl=False)
+
+
+def _judged(db_path: Path | None, results_dir: Path, rate: float, patterns: tuple[str, ...],
+            every: bool) -> list[Judged]:
+    """Every series of the history, judged; the selected ones returned."""
+    from evalkit import history as hist
+    from evalkit.history.judge import Judge
+    from evalkit.history.series import all_series
+
+    path = db_path or hist.default_db_path(results_dir)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no history database (record a run, or --import a dashboard, first)")
+    with hist.History(path) as store:
+        series = all_series(store)
+    if not series:
+        raise ConfigError(f"{path}: no series recorded yet")
+    judge_ = Judge(series, rate)
+    chosen = [i for i, s in enumerate(series) if not patterns or any(p in s.name for p in patterns)]
+    if not chosen:
+        raise ConfigError(f"--series {' '.join(patterns)}: no series matches (e.g. {series[0].name!r})")
+    return judge_.judge(every, chosen)

@@ -38,6 +38,7 @@ from typing import Any
 
 from evalkit.errors import ConfigError
 from evalkit.evals.base import SETUP_KEY
+from evalkit.history.imports import m005_dashboard_points
 from evalkit.redact import redact_argv, strip_userinfo
 from evalkit.store import read_json
 
@@ -152,6 +153,9 @@ def m004_cell_checks(db: sqlite3.Connection) -> None:
     INCONCLUSIVE with the MDE), so a trend says each run's verdict in the report's words. NULL
     before, and while the run has no summary yet (cells are recorded as they finish)."""
     db.execute("ALTER TABLE cells ADD COLUMN checks TEXT")
+
+
+migration(m005_dashboard_points)  # history/imports.py: dashboards evalkit did not write
 
 
 def migrate(db: sqlite3.Connection, migrations: Iterable[Migration] = MIGRATIONS) -> list[str]:

@@ -10,6 +10,10 @@ The power model is stats/power.py's (`mcnemar_mde`: McNemar exact, two-sided, as
 the minimum detectable drop at the measured flip rate. A suggested `min` leaves room for the
 binomial noise of n questions on top of the run-to-run spread (`suggested_min`), so that one
 question flipped by batch noise does not fail a nightly.
+
+`from_history` (`evalkit calibrate --from-history`) reads the nightlies already recorded instead
+of running new repeats, through the same noise model that `evalkit history judge` judges them
+with (history/judge.py), so the gate it suggests is the judge's own boundary.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.stats.power import POWER, mcnemar_mde, mcnemar_n
 
 if TYPE_CHECKING:
-    pass
+    from evalkit.history.judge import Judged
 
 DEFAULT_ALPHA = 0.01
 NIGHTLY_CELLS = 12
@@ -179,3 +183,34 @@ def yaml_snippet(header: Sequence[str], noises: Sequence[tuple[MetricSpec, Metri
         lines.append("  - {" + ", ".join(f"{k}: {v:g}" if isinstance(v, float) else f"{k}: {v}"
                                           for k, v in rule.items()) + "}")
     return "\n".join(lines) + "\n"
+
+
+def from_history(judged: Sequence[Judged], header: Sequence[str]) -> str:
+    """The `min` gates a history supports, by the noise model `evalkit history judge` uses (history/judge.py).
+
+    Each series' suggested floor is exactly the boundary below which the judge calls its next night
+    a regression, so the gate and the nightly's judgement agree on every cell they are given. A
+    config's `min` applies to every cell, so the snippet's rule per metric is the lowest floor of
+    the cells given (`--cell` narrows it to one); each cell's own floor is a comment above it.
+    """
+    lines = [f"# {line}" for line in header]
+    lowest: dict[str, float] = {}
+    for j in judged:
+        s, ref = j.series, j.reference
+        noise = (f"noise {_sd(j.noise.same_commit, s.scale)} same commit, {_sd(j.noise.across_commits, s.scale)} "
+                 f"across commits")
+        if ref is None:
+            lines.append(f"# {s.name}: {len(s.points)} points, no floor to suggest yet ({noise})")
+            continue
+        floor = ref.floor(s.bigger_is_better)
+        lines.append(f"# {s.name}: level {ref.level:.4f} (median of the last {ref.window}), {noise}; "
+                     f"floor {floor:.6f}" + (f" (now {s.floor:g})" if s.floor is not None else ""))
+        if s.bigger_is_better:
+            lowest[s.metric] = min(floor, lowest.get(s.metric, floor))
+    lines.append("thresholds:")
+    lines += [f"  - {{metric: {metric}, min: {math.floor(floor * 1e6) / 1e6!r}}}" for metric, floor in lowest.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _sd(sd: float | None, scale: float) -> str:
+    return "-" if sd is None else f"{sd * scale:.2f} points"

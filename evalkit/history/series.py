@@ -1,0 +1,125 @@
+"""Series: one metric of one (model, configuration) over time, from evalkit's runs and from imported dashboards.
+
+A nightly is judged series by series, and a series' points are read beside the other series of
+the same run: the speculative acceptance of the same configuration, and the other configurations
+of the same model (its controls). So each series knows its configuration, its model (`group`),
+its metric and what kind of metric it is, and each point its run.
+
+Dashboard benches are named freely; ATOM's read `<backend>::<model name> accuracy (GSM8K)` and
+`<backend>::<model name> MTP acceptance (%)`, the model name holding the configuration's words
+(`DeepSeek-V4-Pro DSpark`), and the acceptance bench carries the accuracy bench's `extra`, its
+`Threshold:` included (ROCm/ATOM at ffdf3bb5, .github/scripts/accuracy_to_dashboard.py). `split_name` takes the metric off the end of such a name by the patterns in `KINDS`, so an
+accuracy and an acceptance of one configuration share their configuration; a name no pattern
+matches is a configuration of its own. evalkit's own series are a model's cell and a registered
+metric, its model the group.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from evalkit.evals import registry
+from evalkit.evals.base import Comparison
+from evalkit.history.db import History, Point
+from evalkit.history.imports import DashboardPoint, stored_dashboard_points
+
+ACCURACY, ACCEPTANCE, OTHER = "accuracy", "acceptance", "other"
+KINDS = ((ACCEPTANCE, re.compile(r"^(?P<config>.+?) (?P<metric>(?:MTP |draft )?acceptance(?: rate)? \(%\))$", re.I)),
+         (ACCURACY, re.compile(r"^(?P<config>.+?) (?P<metric>accuracy(?: \([^)]*\))?)$", re.I)))
+"""A bench name's trailing metric, tried in order: (kind, pattern with `config` and `metric`)."""
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    """One night of one series."""
+
+    commit: str
+    """The engine commit (full SHA); a run with no known commit stands for one of its own (`run:<id>`)."""
+    date: str
+    value: float
+    run: str
+    """The run link (a dashboard's `Run:` URL) or evalkit run id: points of one run are read together."""
+    floor: float | None = None
+    """The gate the run applied to this series (ATOM's `Threshold:`, a config's `min`)."""
+    n: int | None = None
+    """Questions behind the value, when known (evalkit's runs)."""
+
+
+@dataclass
+class Series:
+    name: str
+    configuration: str
+    group: str
+    """The model: configurations of one group in one run are each other's controls."""
+    metric: str
+    kind: str
+    unit: str
+    bigger_is_better: bool
+    points: list[SeriesPoint] = field(default_factory=list)
+
+    @cached_property
+    def scale(self) -> float:
+        """Points per unit: 100 for a share written 0-1, 1 for a percentage or anything else (read
+        once, when the series is complete)."""
+        share = self.unit != "%" and all(0 <= p.value <= 1 for p in self.points)
+        return 100.0 if share else 1.0
+
+    @property
+    def floor(self) -> float | None:
+        """The newest gate on the series (a gate moves when a team resets it)."""
+        return next((p.floor for p in reversed(self.points) if p.floor is not None), None)
+
+
+def split_name(name: str) -> tuple[str, str, str]:
+    """A bench name -> (configuration, metric, kind)."""
+    for kind, pattern in KINDS:
+        match = pattern.match(name)
+        if match:
+            return match["config"], match["metric"], kind
+    return name, "", OTHER
+
+
+def from_dashboard(points: Iterable[DashboardPoint]) -> list[Series]:
+    """One series per (source, suite, bench name), points in time order."""
+    out: dict[tuple[str, str, str], Series] = {}
+    for p in sorted(points, key=lambda p: (p.source, p.suite, p.name, p.date)):
+        series = out.get((p.source, p.suite, p.name))
+        if series is None:
+            config, metric, kind = split_name(p.name)
+            series = out[(p.source, p.suite, p.name)] = Series(p.name, config, config.split(" ")[0], metric, kind,
+                                                                p.unit, p.bigger_is_better)
+        floor = p.floor if series.kind != ACCEPTANCE else None  # the accuracy's gate, copied (see above)
+        series.points.append(SeriesPoint(p.commit, p.date, p.value, p.run_url or f"{p.suite} {p.date}", floor))
+    return list(out.values())
+
+
+def from_runs(points: Iterable[Point]) -> list[Series]:
+    """One series per (model, cell, metric) of evalkit's recorded cells, for every registered metric
+    with a direction; the floor is the `min` its run checked, the n its eval's `.n` metric."""
+    out: dict[tuple[str, str, str], Series] = {}
+    for p in sorted(points, key=lambda p: (p.started_at or "", p.run_id)):
+        floors = {c.get("metric"): c.get("margin") for c in p.checks or [] if c.get("check") == "min"}
+        for metric, value in p.metrics.items():
+            spec = registry.metric(metric)
+            if spec is None:
+                continue
+            key = (p.model, p.cell_id, metric)
+            series = out.get(key)
+            if series is None:
+                kind = (ACCEPTANCE if "acceptance" in metric else
+                        ACCURACY if spec.comparison is Comparison.PAIRED else OTHER)
+                series = out[key] = Series(f"{p.model} {p.cell_id} {metric}", f"{p.model} {p.cell_id}", p.model,
+                                           metric, kind, "", spec.higher_is_better)
+            n = p.metrics.get(metric.split(".")[0] + ".n")
+            series.points.append(SeriesPoint(p.source_sha or f"run:{p.run_id}", p.started_at or "", value, p.run_id,
+                                             floors.get(metric), int(n) if n else None))
+    return list(out.values())
+
+
+def all_series(store: History) -> list[Series]:
+    """Every series the history holds: each recorded model's cells, then each imported dashboard's benches."""
+    runs = [point for model in sorted({m for m, _, _ in store.models()}) for point in store.trend(model)]
+    return from_runs(runs) + from_dashboard(stored_dashboard_points(store.db))
