@@ -67,6 +67,9 @@ class EngineProcess:
     cwd: Path | None = None
     """Where the engine starts: the cell's own empty directory (engine/launch.py says why)."""
     timings: ReadyTimings = field(default_factory=ReadyTimings)
+    stop_s: float | None = field(default=None, init=False)
+    """Seconds from the first `stop` until the engine and its children were gone: recorded here,
+    by the stop itself, so a cell has it whatever fails after (the wait for its GPUs' memory)."""
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _started_at: float = field(default=0.0, init=False, repr=False)
     _fatal: list[str] = field(default_factory=list, init=False, repr=False)
@@ -74,6 +77,7 @@ class EngineProcess:
     _launch_offset: int = field(default=0, init=False, repr=False)
     _monitor: threading.Thread | None = field(default=None, init=False, repr=False)
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _stop_began: float = field(default=0.0, init=False, repr=False)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -113,6 +117,8 @@ class EngineProcess:
 
     def stop(self) -> None:
         """SIGTERM the group, wait `stop_grace_s`, SIGKILL whatever is left. Idempotent."""
+        if not self._stopping.is_set():
+            self._stop_began = time.monotonic()
         self._stopping.set()
         if self._proc is None:
             return
@@ -129,6 +135,8 @@ class EngineProcess:
             while time.monotonic() < kill_deadline and _alive(pgid, members, self._proc):
                 time.sleep(0.05)
         self._proc.poll()
+        if self.stop_s is None:
+            self.stop_s = round(time.monotonic() - self._stop_began, 3)
         if self._monitor is not None:
             self._monitor.join(timeout=2)
 

@@ -236,9 +236,6 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
                     engine.check_alive()  # an engine that died or hung mid-eval is the real reason
                     e.log_tail = engine.log_tail()
                     raise
-                t_stop = time.monotonic()
-            # the wait for the GPUs' memory (after the engine stopped) is timed on its own, as gpu_release_s
-            timings["engine_stop_s"] = round(time.monotonic() - t_stop - float(timings.get("gpu_release_s") or 0), 3)
             return
         except PortInUse:
             if config.engine.port or attempt == PORT_ATTEMPTS or control.stop.is_set():
@@ -246,6 +243,8 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
             job.update("starting", f"port {port} taken, retrying")
         finally:
             timings.setdefault("engine_wall_s", round(time.monotonic() - t0, 3))
+            if engine.stop_s is not None:  # the GPUs' memory wait after it is timed on its own, gpu_release_s
+                timings["engine_stop_s"] = engine.stop_s
             release(isolated.cache_root)
             scrub_file(log_path, secret_values({**os.environ, **launch.env}, config.secret_env))
 
