@@ -29,6 +29,7 @@ from evalkit.cli.matrix import matrix
 from evalkit.cli.plan import plan
 from evalkit.cli.prepare import prepare
 from evalkit.cli.report import report
+from evalkit.run.signals import ignore_stop_signals
 
 
 @click.group(epilog=EXIT_CODES_HELP)
@@ -57,3 +58,13 @@ main.add_command(compare)
 main.add_command(history)
 main.add_command(calibrate)
 main.add_command(bisect)
+
+
+def run() -> None:
+    """The `evalkit` program (`python -m evalkit.cli` too): `main`, then no signal is handled until
+    the process is gone, so a Ctrl-C or SIGTERM in its last milliseconds prints nothing after the
+    report (tests call `main` in-process, and keep their own handlers)."""
+    try:
+        main()
+    finally:
+        ignore_stop_signals()

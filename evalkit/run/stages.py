@@ -96,11 +96,11 @@ def execute(run: PreparedRun, on_cell_done: OnCellDone | None = None) -> RunStor
         info = run_info(run)
     info.status = "running"
     store.write_run(info.dump())
-    registry.prepare(run.evals, store.path)
-    for cell in run.todo:
-        run.progress.update(cell.id, "waiting")
     try:
         with interrupts_raise():
+            registry.prepare(run.evals, store.path)
+            for cell in run.todo:
+                run.progress.update(cell.id, "waiting")
             run.executor.run(run.todo, on_cell_done)
         info.status = "complete"
     except (KeyboardInterrupt, Interrupted):
