@@ -392,7 +392,13 @@ def evaluate(
 
     Any lm-eval failure becomes an EvalError (lm-eval raises bare exceptions: RetryError,
     ClientError, ...), so a bad server is that cell's error, not a crash of the matrix; `label`
-    starts its message.
+    starts its message. A stop of the run is raised as `Interrupted` (evals/cancel.py).
+
+    No torch seed: lm-eval seeds torch by default (`torch_random_seed=1234`, lm_eval 0.4.13
+    evaluator.py:206 -> utils.set_torch_seed), which imports torch wherever it is installed, for
+    an API backend that never touches it: 6-8 s on the first eval of every process on a GPU box.
+    The seeds that decide evalkit's prompts and requests (Python's, numpy's, the few-shot
+    sampler's) are all passed.
     """
     _setup_process()
     import lm_eval.evaluator
@@ -427,6 +433,7 @@ def evaluate(
                 fewshot_as_multiturn=client.endpoint == "chat",
                 random_seed=client.seed,
                 numpy_random_seed=client.seed,
+                torch_random_seed=None,  # see the docstring
                 fewshot_random_seed=client.seed,
             )
     except Exception as e:  # noqa: BLE001 - see the docstring
