@@ -254,9 +254,9 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
                 raise
             job.update("starting", f"port {port} taken, retrying")
         finally:
-            timings.setdefault("engine_wall_s", round(time.monotonic() - t0, 3))
             if engine.stop_s is not None:  # the GPUs' memory wait after it is timed on its own, gpu_release_s
                 timings["engine_stop_s"] = engine.stop_s
+            timings.setdefault("engine_wall_s", round(time.monotonic() - t0, 3))
             release(isolated.cache_root)
             scrub_file(log_path, secret_values({**os.environ, **launch.env}, config.secret_env))
 
