@@ -185,7 +185,8 @@ SWEEP_SEED = 36
 SWEEP_PER_PHASE = 4
 
 
-@pytest.mark.slow  # every phase x 4 seeded moments, each a run of its own: ~15 min
+@pytest.mark.slow  # every phase x 4 seeded moments, each a run of its own: ~15 min, ~30 on a loaded box
+@pytest.mark.timeout(3600)
 def test_signals_at_many_seeded_moments_stop_every_run_cleanly(tmp_path: Path) -> None:
     rnd = random.Random(SWEEP_SEED)
     moments = [Moment(phase, rnd.uniform(0, longest), (rnd.choice([signal.SIGINT, signal.SIGTERM]),) * rnd.choice([1, 1, 2]),
@@ -196,7 +197,11 @@ def test_signals_at_many_seeded_moments_stop_every_run_cleanly(tmp_path: Path) -
         (tmp_path / str(i)).mkdir()
         out = interrupt(tmp_path / str(i), moment)
         outcomes.append(out)
-        failures += [f"{moment}: {p}" for p in problems(tmp_path / str(i), out)]
+        found = problems(tmp_path / str(i), out)
+        failures += [f"{moment}: {p}" for p in found]
+        print(f"{moment.phase:<13} +{moment.delay_s:.2f} s {'+'.join(s.name for s in moment.signals):<15} "
+              + (f"exit {out.code} after {out.exit_s:.2f} s, {len(out.left)} left {found or ''}" if out.delivered
+                 else "the run ended first"))
     tried = [o for o in outcomes if o.delivered]
     print(f"\nmoments tried: {len(tried)} of {len(moments)} (seed {SWEEP_SEED}); by phase: "
           + ", ".join(f"{p} {sum(o.moment.phase == p for o in tried)}" for p in PHASES)
