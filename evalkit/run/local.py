@@ -33,8 +33,8 @@ STOP_WAIT_S = 60.0
 WORKER_WAIT_S = 2.0
 """How long it then waits for the cells' workers: a cancelled eval ends within a turn of its loop.
 Work that no stop can cut (importing lm-eval and building its requests, 10 s on a loaded box, or a
-plugin eval's own blocking calls) is left to end with the process: it writes no file of a cell
-that will not be kept, and waiting for it would only delay the verdict."""
+plugin eval's own blocking calls) is left to end with the process: its cell is not kept either
+way (no cell.json), and waiting for it would only delay the verdict."""
 RUN_ROW = "run"
 """The progress row that says, the moment a signal arrives, what the run stops."""
 RUN_BUDGET_USED = "the run budget was used up before this cell started"
