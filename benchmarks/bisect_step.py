@@ -16,7 +16,6 @@ import dataclasses
 import statistics
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import yaml
@@ -29,6 +28,7 @@ from evalkit.config import Source, load_config  # noqa: E402
 from evalkit.config.cells import expand  # noqa: E402
 from evalkit.engine.sources import checkout  # noqa: E402
 from evalkit.evals import registry  # noqa: E402
+from evalkit.evals.cancel import Stop
 from evalkit.run.cell import CellControl, CellJob, run_cell  # noqa: E402
 from evalkit.run.options import Silent  # noqa: E402
 from evalkit.store import RunStore, read_jsonl  # noqa: E402
@@ -81,7 +81,7 @@ def main() -> None:
             return CellJob(config, cell, store, Silent(), source=checkout(Source(repo=str(repo), ref=sha), root / "cache"))
 
         for name, sha in (("good", shas[0]), ("bad", shas[-1])):
-            record = run_cell(job(name, sha), CellControl(threading.Event()))
+            record = run_cell(job(name, sha), CellControl(Stop()))
             assert record.status == "ok", record.message
         ends = judge_ends(config, store.cell_dir("good"), store.cell_dir("bad"), args.alpha)
         print(f"ends: {ends.reason}")
@@ -91,7 +91,7 @@ def main() -> None:
         rows: dict[str, list[tuple[int, int, int, float]]] = {"bad": [], "good": []}
         for seed in range(args.seeds):
             for kind, sha in (("bad", shas[FIRST_BAD + 1]), ("good", shas[FIRST_BAD - 1])):
-                outcome = run_step(job(f"step-{kind}-{seed}", sha), CellControl(threading.Event()),
+                outcome = run_step(job(f"step-{kind}-{seed}", sha), CellControl(Stop()),
                                    store.cell_dir("good"), ends, seed=seed)
                 assert outcome.verdict == kind, outcome.reason
                 rows[kind].append((outcome.questions, outcome.generations, outcome.generation_tokens, outcome.wall_s))

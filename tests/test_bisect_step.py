@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from evalkit.engine.sources import checkout
 from evalkit.errors import Interrupted
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricDisplay, MetricSpec
+from evalkit.evals.cancel import Stop
 from evalkit.evals.gsm8k import GSM8K_TEST_SIZE
 from evalkit.render import bisect as bisect_report
 from evalkit.render.numbers import p_text
@@ -56,7 +56,7 @@ class World:
         return CellJob(self.config, cell, self.store, Silent(), source=source)
 
     def step(self, name: str, sha: str, control: CellControl | None = None, seed: int = 0) -> StepOutcome:
-        return run_step(self.job(name, sha), control or CellControl(threading.Event()), self.store.cell_dir("good"),
+        return run_step(self.job(name, sha), control or CellControl(Stop()), self.store.cell_dir("good"),
                         self.ends, seed=seed)
 
 
@@ -81,7 +81,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     registry.prepare(registry.enabled(config.evals), store.path)
     world = World(config, store, shas, root / "cache", repo, ends=None, text=text)  # type: ignore[arg-type]
     for name, sha in (("good", shas[0]), ("bad", shas[-1])):
-        assert run_cell(world.job(name, sha), CellControl(threading.Event())).status == "ok"
+        assert run_cell(world.job(name, sha), CellControl(Stop())).status == "ok"
     world.ends = judge_ends(config, store.cell_dir("good"), store.cell_dir("bad"), alpha=0.01)
     return world
 
@@ -204,7 +204,7 @@ def test_a_commit_whose_setup_fails_is_untestable(world: World) -> None:
     assert job.cell.source is not None
     job = dataclasses.replace(job, cell=dataclasses.replace(job.cell, source=job.cell.source.model_copy(
         update={"ref": world.shas[1], "setup": build})))
-    outcome = run_step(job, CellControl(threading.Event()), world.store.cell_dir("good"), world.ends, seed=0)
+    outcome = run_step(job, CellControl(Stop()), world.store.cell_dir("good"), world.ends, seed=0)
     assert outcome.verdict == "untestable" and outcome.questions == 0
     assert outcome.reason.startswith(f"source {world.repo}@{world.shas[1]}: setup exited with 1; log ")
     assert outcome.reason.endswith("error: _C.cpp: no member named half2"), outcome.reason
@@ -218,7 +218,7 @@ def test_an_engine_that_fails_mid_step_is_untestable(world: World, fault: str, w
     job = world.job(f"step-{fault}", world.shas[1])
     job = dataclasses.replace(job, cell=dataclasses.replace(
         job.cell, args=(*job.cell.args, "--sim-fault", fault, "--sim-fault-after", "40")))
-    outcome = run_step(job, CellControl(threading.Event()), world.store.cell_dir("good"), world.ends, seed=0)
+    outcome = run_step(job, CellControl(Stop()), world.store.cell_dir("good"), world.ends, seed=0)
     assert outcome.verdict == "untestable" and words in outcome.reason and "\n" not in outcome.reason, outcome.reason
     assert outcome.questions > 0  # it failed after answering some: what it answered is kept in its folder
     assert len(list(read_jsonl(world.store.cell_dir(f"step-{fault}") / "gsm8k.samples.jsonl"))) == outcome.questions
@@ -245,7 +245,7 @@ def test_an_eval_that_cannot_run_a_subset_is_skipped_with_a_note(world: World, t
         path = tmp_path / "whole.yaml"
         path.write_text(world.text.replace("evals:\n", "evals:\n  whole: {enabled: true}\n"))
         job = dataclasses.replace(world.job("step-whole", world.shas[1]), config=load_config(path))
-        outcome = run_step(job, CellControl(threading.Event()), world.store.cell_dir("good"), world.ends, seed=0)
+        outcome = run_step(job, CellControl(Stop()), world.store.cell_dir("good"), world.ends, seed=0)
     finally:
         registry.unregister("whole")
     assert outcome.verdict == "good", outcome.reason
@@ -254,7 +254,7 @@ def test_an_eval_that_cannot_run_a_subset_is_skipped_with_a_note(world: World, t
 
 
 def test_a_stopped_step_raises_interrupted_and_writes_nothing_finished(world: World) -> None:
-    control = CellControl(threading.Event())
+    control = CellControl(Stop())
     control.stop.set()  # Ctrl-C before the engine is ready
     with pytest.raises(Interrupted):
         world.step("step-stopped", world.shas[1], control)
@@ -276,7 +276,7 @@ class StopAfterFirstLook:
 
 
 def test_a_step_stopped_half_way_raises_interrupted_and_leaves_no_engine(world: World) -> None:
-    control = CellControl(threading.Event())
+    control = CellControl(Stop())
     job = dataclasses.replace(world.job("step-halfway", world.shas[1]), progress=StopAfterFirstLook(control))
     with pytest.raises(Interrupted):
         run_step(job, control, world.store.cell_dir("good"), world.ends, seed=0)

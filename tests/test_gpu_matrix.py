@@ -67,6 +67,7 @@ def test_each_cell_waits_for_its_engines_memory_and_records_the_wait(lingering: 
         release = record["gpu"]["release"]
         assert release["released"] is True and 1.0 < release["wait_s"] < 30
         assert record["timings"]["gpu_release_s"] == release["wait_s"]
+        assert 0 < record["timings"]["engine_stop_s"] < release["wait_s"], "the engine's stop is timed apart from the wait"
         assert record["gpu"]["before_mib"] == {"0": 1}
 
 
@@ -98,6 +99,7 @@ def test_memory_never_given_back_fails_the_cell_naming_its_holder(tmp_path: Path
     message = record["error"]["message"]
     assert message.startswith("GPU memory not given back 1 s after the engine stopped (GPU 0 +70000 MiB): held by pid ")
     assert f"pid {record['engine_pid']} " in message and "(70000 MiB on GPU 0)" in message
+    assert 0 < record["timings"]["engine_stop_s"] < 5, "a cell failed by its GPUs' memory still times its engine's stop"
     assert outcome.exit_code == 3
 
 

@@ -140,6 +140,22 @@ def test_samples_record_what_silently_changes_scores(tmp_path: Path) -> None:
     assert result.metrics["lm_eval_version"] and result.metrics["task_version"] is not None
 
 
+def test_a_gsm8k_eval_imports_no_torch_where_torch_is_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """lm-eval seeds torch unless told not to, importing it for an API backend that never uses it:
+    6-8 s on the first eval of each process on a GPU box. A `torch` that fails when imported
+    stands in for an installed one."""
+    fake = tmp_path / "site" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('the GSM8K eval imported torch')\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert "torch" not in sys.modules
+    settings = GSM8KSettings(num_fewshot=3)
+    gsm8k.write_task_yaml(tmp_path / lm_eval_adapter.TASK_DIR, settings)
+    with running_sim(tmp_path) as url:
+        result = gsm8k.run_gsm8k(settings, EvalContext(Server(url, "sim-model"), tmp_path, tmp_path, limit=5))
+    assert result.metrics["n"] == 5 and "torch" not in sys.modules
+
+
 def test_missing_or_corrupt_data_file_is_named(tmp_path: Path) -> None:
     (tmp_path / "train.jsonl").write_text('{"question": "q", "answer": "a #### 1"}\n')
     with pytest.raises(EvalError, match=r"test.jsonl: GSM8K data file is missing"):

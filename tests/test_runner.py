@@ -24,6 +24,7 @@ from evalkit.config.cells import expand
 from evalkit.errors import ConfigError, EvalError
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricDisplay, MetricSpec
+from evalkit.evals.cancel import Stop
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.local import RUN_BUDGET_USED, LocalExecutor
 from evalkit.run.options import RunOptions
@@ -111,7 +112,7 @@ def stored(job: CellJob) -> dict[str, Any] | None:
 
 def test_an_ok_cell_records_its_launch_timings_and_metrics_and_writes_exactly_that(tmp_path: Path) -> None:
     cell = job(tmp_path, config_text())
-    record = run_cell(cell, CellControl(threading.Event()))
+    record = run_cell(cell, CellControl(Stop()))
     assert record.status == "ok" and record.error is None and record.traceback is None
     assert record.metrics == {"probe": {"n": 1}}
     assert record.launch and record.launch["argv"][1:3] == ["-m", "evalkit.sim"] and record.engine_pid
@@ -125,7 +126,7 @@ def test_an_ok_cell_records_its_launch_timings_and_metrics_and_writes_exactly_th
 
 def test_an_engine_that_exits_is_the_cells_error_with_its_exit_code_and_log_tail(tmp_path: Path) -> None:
     cell = job(tmp_path, config_text(a="[--sim-fault, crash-startup]"))
-    record = run_cell(cell, CellControl(threading.Event()))
+    record = run_cell(cell, CellControl(Stop()))
     assert record.status == "error" and record.error is not None
     assert (record.error.type, record.error.exit_code) == ("EngineExited", 3)
     assert "exited with code 3" in record.error.message and "simulated start-up failure" in (record.error.log_tail or "")
@@ -135,7 +136,7 @@ def test_an_engine_that_exits_is_the_cells_error_with_its_exit_code_and_log_tail
 
 def test_an_eval_that_fails_is_the_cells_error_with_the_live_engines_log_tail(tmp_path: Path) -> None:
     cell = job(tmp_path, config_text(fail="eval"))
-    record = run_cell(cell, CellControl(threading.Event()))
+    record = run_cell(cell, CellControl(Stop()))
     assert record.error is not None
     assert (record.status, record.error.type, record.error.message) == ("error", "EvalError",
                                                                         "probe: the answer cannot be scored")
@@ -146,7 +147,7 @@ def test_an_eval_that_fails_is_the_cells_error_with_the_live_engines_log_tail(tm
 
 def test_a_bug_in_evalkit_is_the_cells_internal_error_with_a_traceback(tmp_path: Path) -> None:
     cell = job(tmp_path, config_text(fail="bug"))
-    record = run_cell(cell, CellControl(threading.Event()))
+    record = run_cell(cell, CellControl(Stop()))
     assert record.error is not None and record.error.message == "internal error: RuntimeError: probe: a bug"
     assert record.traceback and "RuntimeError: probe: a bug" in record.traceback
     assert stored(cell) == record.dump()
@@ -154,7 +155,7 @@ def test_a_bug_in_evalkit_is_the_cells_internal_error_with_a_traceback(tmp_path:
 
 def test_a_cell_the_run_stops_is_interrupted_and_writes_nothing(tmp_path: Path) -> None:
     cell = job(tmp_path, config_text(a="[--sim-startup-seconds, '30']"))
-    control = CellControl(threading.Event())
+    control = CellControl(Stop())
     threading.Timer(1.0, lambda: (control.stop.set(), control.engine and control.engine.stop())).start()
     record = run_cell(cell, control)
     assert record.status == "interrupted"
@@ -163,7 +164,7 @@ def test_a_cell_the_run_stops_is_interrupted_and_writes_nothing(tmp_path: Path) 
 
 def test_a_cell_over_its_budget_is_stopped_and_says_so(tmp_path: Path) -> None:
     cell = job(tmp_path, config_text(a="[--sim-startup-seconds, '30']"))
-    record = run_cell(cell, CellControl(threading.Event(), budget_s=1.0))
+    record = run_cell(cell, CellControl(Stop(), budget_s=1.0))
     assert record.status == "error" and record.error is not None
     assert record.error.message.startswith("over the cell budget of 1 s (stopped): ")
     assert 1.0 <= (record.timings["total_s"] or 0) < 10

@@ -1,5 +1,5 @@
 """`python -m evalkit.cli`: what each Slurm job runs."""
 
-from evalkit.cli import main
+from evalkit.cli import run
 
-main()
+run()

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from evalkit.errors import EXIT_BAD_INPUT, EXIT_CODES, EXIT_INTERRUPTED, EvalkitError
 from evalkit.run.lock import DEFAULT_LOCK_FILE
+from evalkit.run.signals import terminate_as_interrupt
 from evalkit.store import DEFAULT_CACHE_DIR, DEFAULT_RESULTS_DIR
 
 if TYPE_CHECKING:
@@ -28,11 +29,13 @@ Decorator = Callable[[Any], Any]
 
 
 class _Command(click.Command):
-    """Expected errors print as one line `error: ...` and exit with the error class's code."""
+    """Expected errors print as one line `error: ...` and exit with the error class's code; Ctrl-C and
+    SIGTERM alike end the command with `interrupted` and 130 (run/signals.py)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with terminate_as_interrupt():
+                return super().invoke(ctx)
         except EvalkitError as e:
             fail(str(e), e.cli_exit_code)
         except KeyboardInterrupt:

@@ -67,6 +67,9 @@ class EngineProcess:
     cwd: Path | None = None
     """Where the engine starts: the cell's own empty directory (engine/launch.py says why)."""
     timings: ReadyTimings = field(default_factory=ReadyTimings)
+    stop_s: float | None = field(default=None, init=False)
+    """Seconds from the first `stop` until the engine and its children were gone: recorded here,
+    by the stop itself, so a cell has it whatever fails after (the wait for its GPUs' memory)."""
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _started_at: float = field(default=0.0, init=False, repr=False)
     _fatal: list[str] = field(default_factory=list, init=False, repr=False)
@@ -74,6 +77,7 @@ class EngineProcess:
     _launch_offset: int = field(default=0, init=False, repr=False)
     _monitor: threading.Thread | None = field(default=None, init=False, repr=False)
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _stop_began: float = field(default=0.0, init=False, repr=False)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -111,8 +115,21 @@ class EngineProcess:
     def elapsed(self) -> float:
         return time.monotonic() - self._started_at
 
+    @property
+    def running(self) -> bool:
+        """Started, and its process has not exited."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the group and every descendant now, without the grace of `stop` (a second Ctrl-C)."""
+        self._stopping.set()
+        if self._proc is not None:
+            _signal_all(self._proc.pid, _group_members(self._proc.pid) | _descendants(self._proc.pid), signal.SIGKILL)
+
     def stop(self) -> None:
         """SIGTERM the group, wait `stop_grace_s`, SIGKILL whatever is left. Idempotent."""
+        if not self._stopping.is_set():
+            self._stop_began = time.monotonic()
         self._stopping.set()
         if self._proc is None:
             return
@@ -129,6 +146,8 @@ class EngineProcess:
             while time.monotonic() < kill_deadline and _alive(pgid, members, self._proc):
                 time.sleep(0.05)
         self._proc.poll()
+        if self.stop_s is None:
+            self.stop_s = round(time.monotonic() - self._stop_began, 3)
         if self._monitor is not None:
             self._monitor.join(timeout=2)
 
@@ -142,7 +161,7 @@ class EngineProcess:
             for stage in ("health", "models"):
                 while not self._stage_ok(client, stage):
                     self._check(deadline, f"waiting for {stage}")
-                    time.sleep(delay)
+                    self._stopping.wait(delay)
                     delay = min(delay * 1.5, POLL_MAX_S)
                 setattr(self.timings, f"{stage}_s", round(self.elapsed(), 3))
             warm_deadline = min(deadline, time.monotonic() + warmup_timeout_s)
@@ -151,7 +170,7 @@ class EngineProcess:
                 if self._warmup(client):
                     break
                 self._check(warm_deadline, "warming up (completions still failing after /health passed)")
-                time.sleep(delay)
+                self._stopping.wait(delay)
                 delay = min(delay * 1.5, POLL_MAX_S)
             self.timings.warmup_s = round(self.elapsed(), 3)
         self._start_monitor()
@@ -180,8 +199,12 @@ class EngineProcess:
             return False
 
     def _check(self, deadline: float, doing: str) -> None:
-        """Raise if the process died, logged a fatal line, or the deadline passed."""
+        """Raise if the process died, logged a fatal line, is being stopped (a run's stop, a cell's
+        budget: the waits above end at once on it), or the deadline passed."""
         self.check_alive()
+        if self._stopping.is_set():
+            raise EngineExited(f"engine stopped by evalkit after {self.elapsed():.1f} s ({doing})",
+                               log_tail=self.log_tail())
         if time.monotonic() > deadline:
             raise StartupTimeout(
                 f"engine not ready after {self.elapsed():.0f} s ({doing})", log_tail=self.log_tail()

@@ -21,7 +21,6 @@ continuation (`parted`): the evidence the report's details show. Off unless a co
 
 from __future__ import annotations
 
-import asyncio
 import random
 import statistics
 from collections.abc import Mapping, Sequence
@@ -31,7 +30,7 @@ import httpx
 from pydantic import Field
 
 from evalkit.errors import ConfigError, EvalError
-from evalkit.evals import registry
+from evalkit.evals import cancel, registry
 from evalkit.evals.base import (
     SETUP_KEY,
     Comparison,
@@ -211,7 +210,7 @@ class Consistency(Eval):
         prompt_set = load_prompt_set(settings.prompt_set)
         count = settings.count if ctx.limit is None else min(settings.count, ctx.limit)
         items = list(prompt_set.prompts[:count])
-        samples = asyncio.run(_run_all(settings, ctx, items))
+        samples = cancel.run(_run_all(settings, ctx, items))
         metrics = {**summarize(samples), "copies": settings.copies, "max_tokens": settings.max_tokens,
                    "prompt_set": prompt_set.id, "prompt_set_version": prompt_set.version}
         metrics[SETUP_KEY] = fingerprint(setup_fields(settings, prompt_set.version))

@@ -31,7 +31,6 @@ the reference's model than the reference's own (evals/divergence_generations.py)
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -41,7 +40,7 @@ import httpx
 from pydantic import Field
 
 from evalkit.errors import ConfigError, EvalError
-from evalkit.evals import divergence_generations, divergence_stats, prompts, registry
+from evalkit.evals import cancel, divergence_generations, divergence_stats, prompts, registry
 from evalkit.evals.base import (
     SETUP_KEY,
     Comparison,
@@ -265,7 +264,7 @@ class Divergence(Eval):
         text_set = load_prompt_set(settings.texts)
         count = min(c for c in (settings.count, ctx.limit, len(text_set.prompts)) if c is not None)
         items = list(text_set.prompts[:count])
-        scored = asyncio.run(_score_all(settings, ctx.server, items, ctx.progress))
+        scored = cancel.run(_score_all(settings, ctx.server, items, ctx.progress))
         first = scored[0]
         metrics: dict[str, Any] = {"n": len(first), "tokens": sum(row["n_tokens"] for row in first),
                                    "texts": text_set.id, "texts_version": text_set.version,
@@ -276,7 +275,7 @@ class Divergence(Eval):
             metrics["repeats"] = {"n": settings.repeats, "noise_floor": floors}
         if settings.generations:
             def score(texts: list[Prompt]) -> list[dict[str, Any]]:
-                return asyncio.run(_score_all(settings, ctx.server, texts,
+                return cancel.run(_score_all(settings, ctx.server, texts,
                                               ctx.progress.labelled("divergence generations"), 1))[0]
 
             rows = divergence_generations.score_generations(ctx, settings.generations, score)

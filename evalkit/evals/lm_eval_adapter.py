@@ -19,6 +19,7 @@ Importing this module changes nothing: no environment variable, no lm-eval globa
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import copy
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evalkit.errors import EvalError
+from evalkit.evals import cancel
 from evalkit.evals.base import EvalContext, Server
 from evalkit.wire import Wire
 
@@ -159,6 +161,12 @@ def _register_backends() -> None:
             finally:
                 _PROMPT.reset(token)
 
+        async def get_batched_requests(self, *args: Any, **kwargs: Any) -> Any:
+            """lm-eval's requests, in the loop its `asyncio.run` started: cancelled when the run stops
+            (`cancel.until_stopped`), their orphans quiet (`_quiet_orphans`)."""
+            asyncio.get_running_loop().set_exception_handler(_quiet_orphans)
+            return await cancel.until_stopped(super().get_batched_requests(*args, **kwargs))  # type: ignore[misc]
+
         def parse_generations(self, outputs: Any, **kwargs: Any) -> list[str]:
             meta, key = _META.get(), _PROMPT.get()
             if meta is not None and key is not None and isinstance(outputs, dict):
@@ -168,6 +176,20 @@ def _register_backends() -> None:
 
     register_model("evalkit-completions")(type("EvalkitCompletions", (_Recording, LocalCompletionsAPI), {}))
     register_model("evalkit-chat-completions")(type("EvalkitChatCompletions", (_Recording, LocalChatCompletion), {}))
+
+
+def _quiet_orphans(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's error handler while lm-eval's requests run: a request task whose failure nobody
+    awaited is not reported again.
+
+    lm-eval awaits its request tasks in turn (`tqdm_asyncio.gather`) and stops at the first that
+    fails; the others' failures (every request of a stopped or crashed engine) are reported by
+    asyncio when the tasks are collected, often after evalkit printed its verdict: ~1,900 lines of
+    `Task exception was never retrieved` for one interrupted cell. Each was already logged by
+    lm-eval to the cell's log, and the first is the eval's error. Anything else goes to asyncio.
+    """
+    if context.get("message") != "Task exception was never retrieved":
+        loop.default_exception_handler(context)
 
 
 class _ThisThread(logging.Filter):
@@ -370,7 +392,13 @@ def evaluate(
 
     Any lm-eval failure becomes an EvalError (lm-eval raises bare exceptions: RetryError,
     ClientError, ...), so a bad server is that cell's error, not a crash of the matrix; `label`
-    starts its message.
+    starts its message. A stop of the run is raised as `Interrupted` (evals/cancel.py).
+
+    No torch seed: lm-eval seeds torch by default (`torch_random_seed=1234`, lm_eval 0.4.13
+    evaluator.py:206 -> utils.set_torch_seed), which imports torch wherever it is installed, for
+    an API backend that never touches it: 6-8 s on the first eval of every process on a GPU box.
+    The seeds that decide evalkit's prompts and requests (Python's, numpy's, the few-shot
+    sampler's) are all passed.
     """
     _setup_process()
     import lm_eval.evaluator
@@ -405,6 +433,7 @@ def evaluate(
                 fewshot_as_multiturn=client.endpoint == "chat",
                 random_seed=client.seed,
                 numpy_random_seed=client.seed,
+                torch_random_seed=None,  # see the docstring
                 fewshot_random_seed=client.seed,
             )
     except Exception as e:  # noqa: BLE001 - see the docstring

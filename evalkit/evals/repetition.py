@@ -15,7 +15,6 @@ through the engine's map (`EvalContext.wire`).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -27,7 +26,7 @@ import httpx
 from pydantic import Field
 
 from evalkit.errors import EvalError, StreamBroken
-from evalkit.evals import registry
+from evalkit.evals import cancel, registry
 from evalkit.evals.base import (
     SETUP_KEY,
     Comparison,
@@ -293,7 +292,7 @@ def run_repetition(
     every sample, in the server's dialect (`server.wire`: its finish reasons, its token ids)."""
     prompt_set = load_prompt_set(settings.prompt_set)
     asking = _Asking.of(settings, server)
-    samples = asyncio.run(_run_all(asking, progress, only))
+    samples = cancel.run(_run_all(asking, progress, only))
     metrics = {
         **_counts(samples),
         "prompt_set": prompt_set.id,

@@ -4,7 +4,8 @@
 `CellControl` (the stop and the budget the executor shares with it) and returns its `CellRecord`,
 also written as cell.json. A failure of the engine (crash, timeout, fatal log line, hang) or of an
 eval becomes the cell's error and is never raised: the matrix goes on. A cell stopped because
-the run was interrupted writes no cell.json, so `--resume` runs it again.
+the run was interrupted writes no cell.json, so `--resume` runs it again; the stop reaches the
+running eval's requests at once (evals/cancel.py: the cell's stop is bound to its thread).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from evalkit.engine.imports import prove
 from evalkit.engine.isolation import isolate, release
 from evalkit.engine.setup import ensure_built, setup_plan
 from evalkit.engine.sources import ResolvedSource
-from evalkit.errors import EngineError, EvalError, PortInUse, SetupFailed, TreeNotProven
-from evalkit.evals import registry
+from evalkit.errors import EngineError, EvalError, Interrupted, PortInUse, SetupFailed, TreeNotProven
+from evalkit.evals import cancel, registry
 from evalkit.evals.base import Eval, EvalContext, EvalProgress, EvalResult, Server
 from evalkit.evals.engine_figures import scraping_enabled
 from evalkit.profiles import get_profile
@@ -97,8 +98,9 @@ class CellJob:
 class CellControl:
     """Shared between the executor and one cell's worker: stop it, or budget it."""
 
-    stop: threading.Event
-    """Set when the run is interrupted: the cell's outcome is then `interrupted`, never written."""
+    stop: cancel.Stop
+    """Set when the run is interrupted: the running eval is cancelled, the cell's outcome is
+    `interrupted`, never written."""
     budget_s: float | None = None
     """Seconds the cell may take (`timeouts.cell`, or what is left of `timeouts.run`)."""
     engine: EngineProcess | None = None
@@ -149,16 +151,13 @@ def run_cell(job: CellJob, control: CellControl, body: EvalsBody | None = None) 
     started = time.monotonic()
     control.start_budget()
     try:
-        if job.base_url:
-            record.launch = {"base_url": job.base_url, "note": EXTERNAL_NOTE}
-            check_version(job.base_url, get_profile(job.config.engine.profile), job.source, record, job.cell.id,
-                          job.progress)
-            wire = get_profile(job.config.engine.profile).wire(token_ids=False)
-            body(job, Server(job.base_url, job.config.served, wire), record)
-        else:
-            _build_source(job, record, control)
-            _run_with_engine(job, record, control, body)
+        with cancel.bound(control.stop):
+            _run(job, record, control, body)
         record.status = "ok"
+    except Interrupted:
+        if not control.stop.is_set():
+            raise  # a signal in this very thread (a Slurm job's cell, a bisect): its caller stops the engine
+        # else the run's stop cancelled this cell's eval: the cell is `interrupted` (below), the worker ends quietly
     except Exception as e:  # noqa: BLE001 - any failure is this cell's error; the matrix goes on
         expected = isinstance(e, (EngineError, EvalError))
         extra: dict[str, Any] = {} if expected else {"traceback": scrub(traceback.format_exc(), secrets)}
@@ -173,6 +172,19 @@ def run_cell(job: CellJob, control: CellControl, body: EvalsBody | None = None) 
             job.store.write_cell(job.cell.id, record.dump())
         job.update(record.status, record.message)
     return record
+
+
+def _run(job: CellJob, record: CellRecord, control: CellControl, body: EvalsBody) -> None:
+    """The cell's steps: its external server's version, or its source's build and its engine; then `body`."""
+    if job.base_url:
+        record.launch = {"base_url": job.base_url, "note": EXTERNAL_NOTE}
+        check_version(job.base_url, get_profile(job.config.engine.profile), job.source, record, job.cell.id,
+                      job.progress)
+        wire = get_profile(job.config.engine.profile).wire(token_ids=False)
+        body(job, Server(job.base_url, job.config.served, wire), record)
+    else:
+        _build_source(job, record, control)
+        _run_with_engine(job, record, control, body)
 
 
 def _error_of(e: Exception, expected: bool, secrets: list[str], control: CellControl) -> CellError:
@@ -240,15 +252,14 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
                     engine.check_alive()  # an engine that died or hung mid-eval is the real reason
                     e.log_tail = engine.log_tail()
                     raise
-                t_stop = time.monotonic()
-            # the wait for the GPUs' memory (after the engine stopped) is timed on its own, as gpu_release_s
-            timings["engine_stop_s"] = round(time.monotonic() - t_stop - float(timings.get("gpu_release_s") or 0), 3)
             return
         except PortInUse:
             if config.engine.port or attempt == PORT_ATTEMPTS or control.stop.is_set():
                 raise
             job.update("starting", f"port {port} taken, retrying")
         finally:
+            if engine.stop_s is not None:  # the GPUs' memory wait after it is timed on its own, gpu_release_s
+                timings["engine_stop_s"] = engine.stop_s
             timings.setdefault("engine_wall_s", round(time.monotonic() - t0, 3))
             release(isolated.cache_root)
             scrub_file(log_path, secret_values({**os.environ, **launch.env}, config.secret_env))
@@ -314,6 +325,7 @@ def _run_evals(job: CellJob, server: Server, record: CellRecord) -> None:
                                 metrics_path=job.config.engine.metrics_path, log_path=job.cell_dir / "engine.log")
     with scrapes or contextlib.nullcontext():
         for ev, settings in registry.enabled(job.config.evals):
+            cancel.check()  # a stop during the last eval's scoring: the next one does not start
             job.update(ev.name)
             ctx = job.eval_context(server, ev, earlier=dict(earlier))
             t = time.monotonic()

@@ -5,8 +5,9 @@ as soon as the device pool (run/scheduler.py) has enough free devices and fewer 
 `max_parallel` cells run, each on a disjoint set, and no running cell holds a host resource it
 needs too (a port or cache folder its engine cannot be given alone: engine/isolation.py).
 `timeouts.run` skips the cells that would start after the run's budget and cuts the budget of
-those that start before it. On Ctrl-C or SIGTERM
-every engine is stopped at once, in parallel, before `Interrupted` goes on up.
+those that start before it. On Ctrl-C or SIGTERM the progress says at once which engines stop
+(the `run` row), the running evals are cancelled (evals/cancel.py) and every engine is stopped at
+once, in parallel, before `Interrupted` goes on up; a second signal meanwhile kills them outright.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from evalkit.config.cells import Cell
 from evalkit.engine.isolation import shared_resources
 from evalkit.engine.sources import ResolvedSource
 from evalkit.errors import Interrupted
+from evalkit.evals.cancel import Stop
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.executor import OnCellDone
 from evalkit.run.options import Progress, RunOptions
@@ -28,6 +30,13 @@ from evalkit.store.records import FINISHED, CellError, failed_cell
 
 STOP_WAIT_S = 60.0
 """How long an interrupted run waits for its engines to stop (each may need its SIGKILL grace)."""
+WORKER_WAIT_S = 2.0
+"""How long it then waits for the cells' workers: a cancelled eval ends within a turn of its loop.
+Work that no stop can cut (importing lm-eval and building its requests, 10 s on a loaded box, or a
+plugin eval's own blocking calls) is left to end with the process: its cell is not kept either
+way (no cell.json), and waiting for it would only delay the verdict."""
+RUN_ROW = "run"
+"""The progress row that says, the moment a signal arrives, what the run stops."""
 RUN_BUDGET_USED = "the run budget was used up before this cell started"
 
 
@@ -48,7 +57,7 @@ class LocalExecutor:
 
     def run(self, todo: list[Cell], on_cell_done: OnCellDone | None = None) -> None:
         """Start each cell when devices free up, wait for all; stop every engine on an interrupt."""
-        stop = threading.Event()
+        stop = Stop()
         controls: dict[str, CellControl] = {}
         workers: list[threading.Thread] = []
         timeouts = self.config.timeouts
@@ -85,8 +94,8 @@ class LocalExecutor:
             for thread in workers:
                 while thread.is_alive():
                     thread.join(WAIT_SLICE_S)
-        except (KeyboardInterrupt, Interrupted):
-            _stop_all(stop, controls, workers)
+        except (KeyboardInterrupt, Interrupted) as e:
+            _stop_all(stop, controls, workers, self.progress, str(e) or "interrupted")
             raise
 
     def _job(self, cell: Cell, devices: tuple[int, ...]) -> CellJob:
@@ -99,12 +108,30 @@ class LocalExecutor:
         self.progress.update(cell.id, "skipped", reason)
 
 
-def _stop_all(stop: threading.Event, controls: dict[str, CellControl], workers: list[threading.Thread]) -> None:
-    """Stop every engine at once (in parallel: each may need its SIGKILL grace), then the workers."""
+def _stop_all(stop: Stop, controls: dict[str, CellControl], workers: list[threading.Thread], progress: Progress,
+              why: str) -> None:
+    """Say what stops, cancel every eval and stop every engine at once (in parallel: each may need
+    its SIGKILL grace), then wait a little for the workers. A second signal meanwhile SIGKILLs every
+    engine and ends the wait: the interrupt goes on up all the same."""
+    engines = [(cell_id, c.engine) for cell_id, c in controls.items() if c.engine is not None]
+    running = [cell_id for cell_id, engine in engines if engine.running]
+    what = f"the engine of {', '.join(running)}" if running else "the run (no engine is running)"
+    progress.update(RUN_ROW, "interrupted", f"{why}: stopping {what}; a second Ctrl-C or SIGTERM stops at once")
     stop.set()
-    stoppers = [threading.Thread(target=c.engine.stop, daemon=True) for c in controls.values() if c.engine]
+    stoppers = [threading.Thread(target=engine.stop, daemon=True) for _, engine in engines]
     for t in stoppers:
         t.start()
-    deadline = time.monotonic() + STOP_WAIT_S
-    for t in stoppers + workers:
-        t.join(max(0.0, deadline - time.monotonic()))
+    try:
+        _join(stoppers, STOP_WAIT_S)
+        _join(workers, WORKER_WAIT_S)
+    except (KeyboardInterrupt, Interrupted):
+        for _, engine in engines:
+            engine.kill()
+
+
+def _join(threads: list[threading.Thread], within_s: float) -> None:
+    """Wait for `threads` up to `within_s` in all, in short slices so a second signal is heard at once."""
+    deadline = time.monotonic() + within_s
+    for t in threads:
+        while t.is_alive() and time.monotonic() < deadline:
+            t.join(min(WAIT_SLICE_S, max(0.0, deadline - time.monotonic())))

@@ -11,7 +11,6 @@ stops its engines through its executor instead (run/local.py, run/slurm.py).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any
 
 from evalkit.config import MatrixConfig, load_config
 from evalkit.errors import ConfigError, Interrupted
+from evalkit.evals.cancel import Stop
 from evalkit.profiles import get_profile
 from evalkit.run.cell import CellControl
 from evalkit.run.lock import DEFAULT_LOCK_FILE, DeviceLock
@@ -78,7 +78,7 @@ def stopping_on_interrupt(config: MatrixConfig) -> Iterator[CellControl]:
     and steps), with the config's cell budget. On Ctrl-C or SIGTERM (under `interrupts_raise`) the
     running cell stops and its engine is stopped before the interrupt goes on up, so no engine
     outlives the command."""
-    control = CellControl(threading.Event(), config.timeouts.cell)
+    control = CellControl(Stop(), config.timeouts.cell)
     try:
         yield control
     except (KeyboardInterrupt, Interrupted):

@@ -33,6 +33,7 @@ class PlainProgress:
         self.quiet = quiet
         self._last: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._closed = False
 
     def update(self, cell_id: str, state: str, detail: str = "") -> None:
         done, sep, total = detail.partition("/")
@@ -40,13 +41,16 @@ class PlainProgress:
             return
         line = f"{state} {clean(detail)}".strip()
         with self._lock:
-            if self.quiet or self._last.get(cell_id) == line:
+            if self.quiet or self._closed or self._last.get(cell_id) == line:
                 return
             self._last[cell_id] = line
             click.echo(f"[{time.strftime('%H:%M:%S')}] {cell_id:<28} {line}", err=True)
 
     def close(self) -> None:
-        """Nothing to tear down."""
+        """No line after this one: the report follows, and a cell worker that an interrupted run
+        stopped waiting for must not print under it."""
+        with self._lock:
+            self._closed = True
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 Ctrl-C and a scheduler's SIGTERM mean the same thing, stop cleanly: both become `Interrupted`
 (evalkit/errors.py), so the `finally` blocks on the way up stop every engine or cancel every job.
+Around a whole command line SIGTERM is Ctrl-C too (`terminate_as_interrupt`), and once the
+command is done neither is handled any more (`ignore_stop_signals`).
 """
 
 from __future__ import annotations
@@ -54,3 +56,26 @@ def signals_held() -> Iterator[None]:
             signal.signal(s, handler)
         if held:
             signal.raise_signal(held[0])
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt inside the block, as Ctrl-C does.
+
+    A CI runner's timeout, cron's `kill` or `timeout(1)` then end a command the way Ctrl-C does at
+    every moment of it, between runs included (writing the verdict, printing the report), with
+    exit 130. Python's default for SIGTERM would end the process on the spot: no word, code 143.
+    """
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def ignore_stop_signals() -> None:
+    """From now until the process exits, SIGINT and SIGTERM are ignored: the command has printed its
+    output and decided its exit code, nothing is left to stop, and a handler run while the
+    interpreter shuts down would print a traceback after the output."""
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)

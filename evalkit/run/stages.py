@@ -99,11 +99,11 @@ def execute(run: PreparedRun, on_cell_done: OnCellDone | None = None) -> RunStor
         info = run_info(run)
     info.status = "running"
     store.write_run(info.dump())
-    registry.prepare(run.evals, store.path)
-    for cell in run.todo:
-        run.progress.update(cell.id, "waiting")
     try:
         with interrupts_raise():
+            registry.prepare(run.evals, store.path)
+            for cell in run.todo:
+                run.progress.update(cell.id, "waiting")
             run.executor.run(run.todo, on_cell_done)
         info.status = "complete"
     except (KeyboardInterrupt, Interrupted):
@@ -173,7 +173,7 @@ def run_info(run: PreparedRun) -> RunRecord:
         listen_host=config.engine.host,
         command=options.command_line,
         evalkit_version=evalkit.__version__,
-        evalkit_git_sha=_git_sha(Path(evalkit.__file__).resolve().parent.parent),
+        evalkit_git_sha=evalkit_commit(Path(evalkit.__file__).resolve().parent),
         lm_eval_version=lm_eval_version(),
         python=sys.version.split()[0],
         host=HostInfo(hostname=socket.gethostname(), platform=platform.platform(), cpus=os.cpu_count()),
@@ -183,10 +183,21 @@ def run_info(run: PreparedRun) -> RunRecord:
     )
 
 
-def _git_sha(path: Path) -> str | None:
-    """The commit evalkit itself runs from, when it runs from a git checkout."""
+def evalkit_commit(package_dir: Path) -> str | None:
+    """The commit evalkit runs from: HEAD of the git work tree whose root holds `package_dir`
+    (evalkit's own package folder), else None.
+
+    `git rev-parse` walks up from where it is asked: evalkit unpacked from an sdist or a wheel
+    inside some other checkout (a monorepo, a venv in a project) would name that project's commit,
+    which says nothing about evalkit's code. Only a work tree rooted right above the package
+    (a clone of evalkit, or a worktree of one) is evalkit's own.
+    """
     try:
-        out = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["git", "-C", str(package_dir), "rev-parse", "--show-toplevel", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() if out.returncode == 0 else None
+    lines = out.stdout.split("\n")
+    if out.returncode != 0 or len(lines) < 2 or Path(lines[0]).resolve() != package_dir.resolve().parent:
+        return None
+    return lines[1].strip() or None
