@@ -80,9 +80,10 @@ _SCRIPT_RANGES = {
     "hangul": [(0x1100, 0x11FF), (0x3130, 0x318F), (0xAC00, 0xD7AF)],
 }
 _WRITTEN_TOGETHER = {frozenset(pair) for pair in (("latin", "greek"), ("cyrillic", "greek"), ("latin", "han_kana"),
-                                                  ("han_kana", "hangul"))}
+                                                  ("han_kana", "hangul"), ("latin", "hangul"))}
 """Script pairs healthy text writes letter against letter (see the module docstring); Greek
-letters are symbols in every language."""
+letters are symbols in every language, and Korean attaches its particles to a Latin word
+("--mtime으로", "%s초": GNU tar's Korean catalogue)."""
 
 
 def _script_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -102,31 +103,52 @@ def _script_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 _STARTS, _IDS, _FOREIGN = _script_table()
-_INVALID = re.compile("[\ufffd\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
-_ASCII_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_LATIN, _HAN_KANA, _HANGUL = (list(_SCRIPT_RANGES).index(name) + 1 for name in ("latin", "han_kana", "hangul"))
+_INVALID = re.compile("[\ufffd\x00-\x08\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+_ASCII_INVALID = np.zeros(128, dtype=bool)
+_ASCII_INVALID[[*range(0x00, 0x09), *range(0x0E, 0x20), 0x7F]] = True
+"""Control characters a healthy detokenizer never emits. Tab, line feed, vertical tab, form
+feed and carriage return are plain text: a form feed is the page break of the GNU licences
+(GPL-1, LGPL-2 and 2.1), of CPython's ``email`` package and of many C headers (issue 36)."""
+_ESCAPE_LEADS = np.array([ord("%"), ord("\\"), ord("$")], dtype=np.uint32)
+"""A Latin letter right after one of these is a printf conversion or a backslash escape
+("%sФайл", "\\nФайл", "%1$sФайл" in a gettext catalogue), not a letter of a word."""
 
 
-def soup_events(text: str) -> tuple[np.ndarray, np.ndarray]:
+def codepoints(text: str) -> np.ndarray:
+    """The code points of ``text`` (uint8 for ASCII text, whose encoding is one copy; uint32
+    otherwise, lone surrogates kept)."""
+    if text.isascii():
+        return np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def soup_events(text: str, points: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Character offsets of the soup events in ``text``: (invalid characters, script switches).
 
     A switch is dated at the second letter (where the foreign letter starts). ASCII text can
-    hold no switch, and ``str.isascii`` is O(1) in CPython, so English text costs one scan
-    for control characters; other text is classified code point by code point in numpy."""
-    if text.isascii():
-        return np.array([m.start() for m in _ASCII_INVALID.finditer(text)], dtype=np.int64), np.zeros(0, dtype=np.int64)
+    hold no switch, and ``str.isascii`` is O(1) in CPython, so English text costs one table
+    look-up per character; other text is classified code point by code point in numpy.
+    ``points``: :func:`codepoints` of ``text`` when the caller has them."""
+    points = codepoints(text) if points is None else points
+    if points.dtype == np.uint8:
+        return np.flatnonzero(_ASCII_INVALID[points]), np.zeros(0, dtype=np.int64)
     invalid = np.array([m.start() for m in _INVALID.finditer(text)], dtype=np.int64)
-    points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     wide = points > 0x7F  # every switch has a non-ASCII letter on one side
     at = np.flatnonzero(wide[1:] | wide[:-1]) + 1  # at[k]: the pair (at[k] - 1, at[k]) holds one
     before = _IDS[np.searchsorted(_STARTS, points[at - 1], side="right") - 1]
     after = _IDS[np.searchsorted(_STARTS, points[at], side="right") - 1]
-    return invalid, at[_FOREIGN[before, after]].astype(np.int64)
+    switch = _FOREIGN[before, after]
+    escaped = (before == _LATIN) & (at >= 2)  # "%s", "\\n" before a letter of another script
+    escaped[escaped] = np.isin(points[at[escaped] - 2], _ESCAPE_LEADS)
+    return invalid, at[switch & ~escaped].astype(np.int64)
 
 
 def lookahead(s: DetectorSettings) -> int:
-    """Tokens that must follow a token before its doubled flag is final: the flag of token i
-    reads at most up to token ``i + 3 * stutter_unit - 1`` (a third copy rules a double out)."""
-    return 3 * s.stutter_unit - 1
+    """Tokens that must follow a token before its stutter flag is final: a unit's flag reads at
+    most up to token ``i + (stutter_copies + 1) * stutter_unit - 1`` (one more copy rules it
+    out), and a glued word is at most ``2 * GLUED_HALF`` pieces long (each piece holds a letter)."""
+    return max((s.stutter_copies + 1) * s.stutter_unit - 1, 2 * GLUED_HALF)
 
 
 def _all_in_window(eq: np.ndarray, width: int) -> np.ndarray:
@@ -143,11 +165,12 @@ _WORD = re.compile("[^\\W\\d_]{2}|[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400
 """A word: two letters in a row, or one CJK or Hangul character (a single "x" is the 0x of hex)."""
 
 
-def doubled_flags(x: np.ndarray, pieces: Sequence[str], max_unit: int) -> np.ndarray:
-    """Per token: covered by a unit of at most ``max_unit`` tokens written exactly twice in a
-    row (not preceded or followed by a third copy) that holds a word (see ``_WORD``; read
-    from ``pieces``, aligned with ``x``) and no line break, and is not itself a repeat of a
-    shorter unit ("a a" twice is a run of "a"). Numbers and punctuation doubled are data
+def doubled_flags(x: np.ndarray, pieces: Sequence[str], max_unit: int, max_copies: int = 3) -> np.ndarray:
+    """Per token: covered by a unit of at most ``max_unit`` tokens written two to
+    ``max_copies`` times in a row (not preceded or followed by one more copy) that holds a word
+    (see ``_WORD``; read from ``pieces``, aligned with ``x``) and no line break, and is not
+    itself a repeat of a shorter unit ("a a" twice is a run of "a"). More copies are a run, the
+    loop rules' case ("ha" 2,000 times). Numbers and punctuation repeated are data
     ("1,000,000", the "0,0" of a sparse CSV row, "0x00, 0x00"), a doubled line is layout (two
     equal rows of a bitmap).
 
@@ -166,23 +189,122 @@ def doubled_flags(x: np.ndarray, pieces: Sequence[str], max_unit: int) -> np.nda
         square = _all_in_window(eq, p)  # square[i]: x[i : i + p] == x[i + p : i + 2p]
         if not square.any():
             continue
-        exact = square.copy()
-        exact[p:] &= ~square[:-p]  # a copy before it
-        exact[:-p] &= ~square[p:]  # a copy after it
+        fresh = square.copy()
+        fresh[p:] &= ~square[:-p]  # no copy before it: the first copy of a run
         for d in range(1, p):  # the unit has a smaller period d dividing p: a run, not a word
             if p % d == 0:
-                exact &= ~_all_in_window(eqs[d], p - d)[: len(exact)]
-        for i in np.flatnonzero(exact).tolist():
-            unit = "".join(pieces[i : i + p])
-            if "\n" not in unit and search(unit):
-                flags[i : i + 2 * p] = True
+                fresh &= ~_all_in_window(eqs[d], p - d)[: len(fresh)]
+        start = fresh  # start[i]: a run of at least `copies` copies of the unit starts at i
+        for copies in range(2, max_copies + 1):
+            more = np.zeros(len(square), dtype=bool)  # more[i]: one more copy follows
+            more[: max(0, len(square) - (copies - 1) * p)] = square[(copies - 1) * p :]
+            for i in np.flatnonzero(start & ~more).tolist():
+                unit = "".join(pieces[i : i + p])
+                if "\n" not in unit and search(unit):
+                    flags[i : i + copies * p] = True
+            start = start & more
+            if not start.any():
+                break
     return flags
 
 
-def cusum_steps(flags: np.ndarray, rate: float) -> np.ndarray:
-    """Per-mille CUSUM increments of ``flags`` with reference ``rate`` (integers: exact)."""
+GLUED_HALF = 16
+"""Longest word, in letters, whose copy glued to it counts ("thethe", "capitalcapital")."""
+_ASCII_LETTER = np.zeros(128, dtype=bool)
+_ASCII_LETTER[[*range(0x41, 0x5B), *range(0x61, 0x7B)]] = True
+
+
+def _is_letter(points: np.ndarray) -> np.ndarray:
+    """Whether each code point is a letter of one of the alphabets of ``_SCRIPT_RANGES``
+    (CJK and Hangul excepted: each of their characters is a piece of its own)."""
+    if points.dtype == np.uint8:
+        return _ASCII_LETTER[points]
+    ids = _IDS[np.searchsorted(_STARTS, points, side="right") - 1]
+    return (ids > 0) & (ids != _HAN_KANA) & (ids != _HANGUL)
+
+
+_NOT_WORDS = np.array([0, 0xC0, 0x2000, 0x2C00, 0x3000, 0x3040, 0xFE30, 0xFE50, 0xFF00, 0xFF21], dtype=np.uint32)
+"""Code point ranges (start, end) that start no word: ASCII (its letters are looked up apart),
+Latin-1 punctuation, general punctuation and symbols, CJK punctuation, full-width punctuation."""
+
+
+def word_pieces(ends: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Per piece: whether it holds a word, read from its first character after a leading
+    space: a letter of any script (outside punctuation and symbol blocks). Spaces, digits,
+    punctuation and line breaks are not words: the stutter CUSUM counts words only."""
+    lengths = np.diff(ends, prepend=0)
+    if len(points) == 0:
+        return np.zeros(len(ends), dtype=bool)
+    starts = np.minimum(ends - lengths, len(points) - 1)
+    first = np.minimum(starts + (points[starts] == 32), len(points) - 1)
+    c = points[first]
+    wide = (np.searchsorted(_NOT_WORDS, c, side="right") % 2 == 0) if points.dtype != np.uint8 else np.zeros(len(c), dtype=bool)
+    return (lengths > 0) & (first < ends) & ((c < 128) & _ASCII_LETTER[np.minimum(c, 127)] | wide)
+
+
+def glued_flags(pieces: Sequence[str], ends: np.ndarray, text: str, points: np.ndarray) -> np.ndarray:
+    """Per token: part of a word of letters that is a shorter word glued to its own copy
+    ("thethe", "satsat"; 2 to ``GLUED_HALF`` letters each, not themselves a repeat: "haha" is
+    laughter, "hahahaha" a run). A word is a piece of letters with the pieces of letters that
+    continue it without a space (``split_pieces`` cuts a letter run every 16). ``ends``: the
+    end offset of each piece in ``text``; ``points``: its :func:`codepoints`.
+
+    Healthy words of that shape exist ("bonbon", "murmur", "couscous"), far too rarely to move
+    the stutter CUSUM. Only words whose first and middle letters agree are read as text."""
+    n = len(pieces)
+    flags = np.zeros(n, dtype=bool)
+    if n == 0 or len(points) == 0:
+        return flags
+    lengths = np.diff(ends, prepend=0)
+    starts = ends - lengths
+    filled = lengths > 0
+    at = np.minimum(starts, len(points) - 1)
+    spaced = filled & (points[at] == 32)
+    first = np.minimum(starts + spaced, len(points) - 1)  # first letter of the piece (after its space)
+    letter = filled & (first < ends) & _is_letter(points[first])
+    last_letter = np.zeros(n, dtype=bool)
+    last_letter[1:] = letter[:-1] & _is_letter(points[np.maximum(ends[:-1] - 1, 0)])
+    continues = letter & ~spaced & last_letter  # a piece of letters that continues the word before it
+    heads = np.flatnonzero(letter & ~continues)
+    if heads.size == 0:
+        return flags
+    word_id = np.cumsum(~continues) - 1  # pieces of one word share an id
+    tails = np.searchsorted(word_id, word_id[heads], side="right") - 1  # last piece of each word
+    tails = np.maximum(tails, heads)
+    lo, hi = first[heads], ends[tails]
+    size = hi - lo
+    half = size // 2
+    candidate = (size % 2 == 0) & (size >= 4) & (half <= GLUED_HALF)
+    index = np.flatnonzero(candidate)
+    mid = lo[index] + half[index]
+    keep = (points[lo[index]] == points[mid]) & (points[mid - 1] == points[hi[index] - 1])
+    for k in index[keep].tolist():
+        word = text[lo[k] : hi[k]]
+        unit = word[: len(word) // 2]
+        if word[len(unit) :] == unit and word.isalpha() and unit not in (unit + unit)[1:-1]:
+            flags[heads[k] : tails[k] + 1] = True
+    return flags
+
+
+def stutter_flags(x: np.ndarray, pieces: Sequence[str], s: DetectorSettings, ends: np.ndarray, text: str,
+                  points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per token: (a word written two to ``stutter_copies`` times in place, :func:`doubled_flags`,
+    or glued to its copy, :func:`glued_flags`; a word at all, :func:`word_pieces`)."""
+    flags = doubled_flags(x, pieces, s.stutter_unit, s.stutter_copies) | glued_flags(pieces, ends, text, points)
+    return flags, word_pieces(ends, points)
+
+
+def piece_ends(pieces: Sequence[str]) -> np.ndarray:
+    """End offset of each piece in the joined text."""
+    return np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
+
+
+def cusum_steps(flags: np.ndarray, rate: float, words: np.ndarray | None = None) -> np.ndarray:
+    """Per-mille CUSUM increments of ``flags`` with reference ``rate`` (integers: exact); with
+    ``words``, a token that is neither flagged nor a word adds nothing."""
     k = round(rate * 1000)
-    return np.where(flags, 1000 - k, -k).astype(np.int64)
+    rest = -k if words is None else np.where(words, -k, 0)
+    return np.where(flags, 1000 - k, rest).astype(np.int64)
 
 
 def cusum_from(steps: np.ndarray, start: int) -> np.ndarray:
@@ -239,24 +361,23 @@ def measure_garble(tokens: np.ndarray, pieces: Sequence[str] | None, s: Detector
     empty = np.zeros(0, dtype=np.int64)
     if pieces is None:
         return Garble(np.zeros(0, dtype=bool), 0, 0, 0, False, empty, empty, (0, 0, 0), empty, empty)
-    doubled = doubled_flags(tokens, pieces, s.stutter_unit)
-    score = cusum_from(cusum_steps(doubled, s.stutter_rate), 0) if len(tokens) else np.zeros(1, dtype=np.int64)
+    text = "".join(pieces) if text is None else text
+    points = codepoints(text)
+    ends = piece_ends(pieces)
+    doubled, words = stutter_flags(tokens, pieces, s, ends, text, points)
+    score = cusum_from(cusum_steps(doubled, s.stutter_rate, words), 0) if len(tokens) else np.zeros(1, dtype=np.int64)
     end = int(np.argmax(score))
     top = int(score[end])
     start = 0
     if top:  # dated by a CUSUM with a lower reference, which a sparse stutter keeps above zero
-        dating = cusum_from(cusum_steps(doubled[: end + 1], _ONSET_RATE), 0)
+        dating = cusum_from(cusum_steps(doubled[: end + 1], _ONSET_RATE, words[: end + 1]), 0)
         zeros = np.flatnonzero(dating == 0)
         start = int(zeros[-1]) + 1 if zeros.size else 0
-    text = "".join(pieces) if text is None else text
-    invalid_at, switch_at = soup_events(text)
+    invalid_at, switch_at = soup_events(text, points)
     if not natural_end and invalid_at.size and invalid_at[-1] == len(text) - 1 and text[-1] == "\ufffd":
         invalid_at = invalid_at[:-1]  # cut in the middle of a multi-byte character
-    invalid = switches = empty
-    if invalid_at.size or switch_at.size:  # token index of each event
-        ends = np.cumsum([len(p) for p in pieces])
-        invalid = np.searchsorted(ends, invalid_at, side="right")
-        switches = np.searchsorted(ends, switch_at, side="right")
+    invalid = np.searchsorted(ends, invalid_at, side="right")  # token index of each event
+    switches = np.searchsorted(ends, switch_at, side="right")
     return Garble(doubled, top, start if top else 0, end + 1 if top else 0, True, invalid, switches,
                   peak_window_count(switches, s.script_window), invalid_at, switch_at)
 
@@ -322,10 +443,13 @@ class GarbleStream:
         final = n - self._ahead
         if final > self._done:
             lo = max(0, self._done - self._ahead)
-            flags = doubled_flags(x[lo:n], pieces[lo:n], s.stutter_unit)[self._done - lo : final - lo]
-            score = cusum_from(cusum_steps(flags, s.stutter_rate), self._score) if flags.any() else None
+            window = pieces[lo:n]
+            text = "".join(window)
+            flags, words = stutter_flags(x[lo:n], window, s, piece_ends(window), text, codepoints(text))
+            flags, words = flags[self._done - lo : final - lo], words[self._done - lo : final - lo]
+            score = cusum_from(cusum_steps(flags, s.stutter_rate, words), self._score) if flags.any() else None
             if score is None:  # nothing doubled: the CUSUM only falls
-                self._score = max(0, self._score - self._steps_k * len(flags))
+                self._score = max(0, self._score - self._steps_k * int(np.count_nonzero(words)))
             else:
                 self._score = int(score[-1])
                 self._peak = max(self._peak, int(score.max()))
@@ -365,19 +489,23 @@ def garble_extent(g: Garble, fired: tuple[str, ...], tokens: np.ndarray, s: Dete
     densest window of script switches (period 0: soup has no unit)."""
     if "stutter" in fired:
         first = g.stutter_start + int(np.argmax(g.doubled[g.stutter_start : g.stutter_end]))
-        return _unit_at(tokens, first, s.stutter_unit), first, g.stutter_end
+        return _unit_at(tokens, first, s.stutter_unit)[0], first, g.stutter_end
     if "invalid_chars" in fired:
         return 0, int(g.invalid[0]), int(g.invalid[-1]) + 1
     _, first, last = g.switch_peak
     return 0, first, last + 1
 
 
-def _unit_at(tokens: np.ndarray, i: int, max_unit: int) -> int:
-    """Length of the smallest unit written twice from token ``i``."""
+def _unit_at(tokens: np.ndarray, i: int, max_unit: int, max_copies: int = 2) -> tuple[int, int]:
+    """(length, copies) of the smallest unit written at least twice in a row from token ``i``,
+    copies counted up to ``max_copies``; (1, 1) when none is (a glued word)."""
     for p in range(1, max_unit + 1):
-        if i + 2 * p <= len(tokens) and np.array_equal(tokens[i : i + p], tokens[i + p : i + 2 * p]):
-            return p
-    return 1
+        copies = 1
+        while copies < max_copies and i + (copies + 1) * p <= len(tokens) and np.array_equal(tokens[i : i + p], tokens[i + copies * p : i + (copies + 1) * p]):
+            copies += 1
+        if copies > 1:
+            return p, copies
+    return 1, 1
 
 
 _EXAMPLES = 5
@@ -394,10 +522,10 @@ def garble_examples(g: Garble, fired: tuple[str, ...], tokens: np.ndarray, piece
         i, end = g.stutter_start, g.stutter_end
         while i < end and len(out) < _EXAMPLES:
             if g.doubled[i]:
-                p = _unit_at(tokens, i, s.stutter_unit)
-                unit = tokens[i : i + 2 * p]
-                out.append("".join(pieces[i : i + 2 * p]) if pieces is not None else " ".join(str(t) for t in unit))
-                i += 2 * p
+                p, copies = _unit_at(tokens, i, s.stutter_unit, s.stutter_copies)
+                unit = tokens[i : i + copies * p]
+                out.append("".join(pieces[i : i + copies * p]) if pieces is not None else " ".join(str(t) for t in unit))
+                i += copies * p
             else:
                 i += 1
     if pieces is not None:

@@ -213,6 +213,15 @@ class DetectorSettings(BaseModel):
             "doubled stretches are loops' business."
         ),
     )
+    stutter_copies: int = Field(
+        default=3,
+        ge=2,
+        description=(
+            "Stutter: the most copies of a unit written in place that count ('the the', "
+            "'the the the'). More copies in a row are a run, judged by max_run: 'ha' written "
+            "2,000 times, a row of zeros."
+        ),
+    )
     stutter_rate: float = Field(
         default=0.3,
         gt=0.0,

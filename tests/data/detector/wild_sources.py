@@ -13,7 +13,7 @@ committed file on any machine (its output is then a pure function of that file a
   headers from /usr/include (glibc's argp.h and regex.h, libgcrypt, nettle);
 * gettext catalogues (.mo files under /usr/share/locale, from coreutils, glib, GTK,
   Linux-PAM, systemd, xkeyboard-config, iso-codes and others, in 48 languages), written back
-  as the .po text a model would print, in their own order (the .mo's, sorted by msgid);
+  as .po text by gettext 0.21's ``msgunfmt`` (sorted by msgid, as the .mo holds them);
 * translated manual pages (/usr/share/man/LANG, man-db 2.11.2 and others) as ``man``
   renders them at 80 columns: prose in 30 languages and 6 scripts.
 
@@ -23,7 +23,6 @@ from and the Debian package that ships it. Texts are cut at 12,000 characters.
 
 from __future__ import annotations
 
-import gettext
 import json
 import os
 import subprocess
@@ -56,30 +55,13 @@ def package_of(path: str) -> str:
     return f"{name} {version}".strip()
 
 
-def _po_string(value: str) -> str:
-    escaped = value.replace("\\", "\\\\").replace("\"", "\\\"").replace("\t", "\\t")
-    lines = escaped.split("\n")
-    if len(lines) == 1:
-        return f"\"{escaped}\""
-    parts = [line + "\\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
-    return "\"\"\n" + "\n".join(f"\"{p}\"" for p in parts)
-
-
 def catalogue_text(path: str) -> str:
-    """A .mo catalogue as .po text: its header, then each message and its translation."""
-    with open(path, "rb") as handle:
-        catalogue = gettext.GNUTranslations(handle)._catalog  # type: ignore[attr-defined]
-    out = []
-    for key, value in catalogue.items():
-        if isinstance(key, tuple):  # a plural form: (msgid, n)
-            msgid, n = key
-            line = f"msgstr[{n}] {_po_string(value)}\n"
-            out.append((f"msgid {_po_string(msgid)}\nmsgid_plural {_po_string(msgid)}\n" if n == 0 else "") + line)
-        else:
-            msgid = key.split("\x04", 1)[-1]  # msgctxt EOT msgid
-            ctxt = f"msgctxt {_po_string(key.split(chr(4))[0])}\n" if "\x04" in key else ""
-            out.append(f"{ctxt}msgid {_po_string(msgid)}\nmsgstr {_po_string(value)}\n")
-    text = "\n".join(out)
+    """A .mo catalogue as the .po text gettext's own ``msgunfmt`` writes (control characters
+    escaped as in a .po file: \\a, \\n, ...); empty when it is not UTF-8."""
+    try:
+        text = subprocess.run(["msgunfmt", path], capture_output=True, check=True).stdout.decode("utf-8")
+    except UnicodeDecodeError:
+        return ""
     return text[: text.rfind("\n\n", 0, CAP) + 1] if len(text) > CAP else text
 
 
