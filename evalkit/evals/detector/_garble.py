@@ -103,6 +103,17 @@ def _script_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 _STARTS, _IDS, _FOREIGN = _script_table()
+_BMP_SCRIPT = _IDS[np.searchsorted(_STARTS, np.arange(0x10000, dtype=np.uint32), side="right") - 1]
+"""Script id of every code point below U+10000 (every script of ``_SCRIPT_RANGES`` is there):
+one look-up per character instead of a binary search."""
+
+
+def _script_of(points: np.ndarray) -> np.ndarray:
+    return _BMP_SCRIPT[np.minimum(points, 0xFFFF)]
+
+
+_ASCII_LETTER = np.zeros(128, dtype=bool)
+_ASCII_LETTER[[*range(0x41, 0x5B), *range(0x61, 0x7B)]] = True
 _LATIN, _HAN_KANA, _HANGUL = (list(_SCRIPT_RANGES).index(name) + 1 for name in ("latin", "han_kana", "hangul"))
 _INVALID = re.compile("[\ufffd\x00-\x08\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 _ASCII_INVALID = np.zeros(128, dtype=bool)
@@ -110,6 +121,9 @@ _ASCII_INVALID[[*range(0x00, 0x09), *range(0x0E, 0x20), 0x7F]] = True
 """Control characters a healthy detokenizer never emits. Tab, line feed, vertical tab, form
 feed and carriage return are plain text: a form feed is the page break of the GNU licences
 (GPL-1, LGPL-2 and 2.1), of CPython's ``email`` package and of many C headers (issue 36)."""
+_BMP_INVALID = np.zeros(0x10000, dtype=bool)
+_BMP_INVALID[:128] = _ASCII_INVALID
+_BMP_INVALID[[*range(0x80, 0xA0), *range(0xD800, 0xE000), 0xFFFD]] = True
 _ESCAPE_LEADS = np.array([ord("%"), ord("\\"), ord("$")], dtype=np.uint32)
 """A Latin letter right after one of these is a printf conversion or a backslash escape
 ("%sФайл", "\\nФайл", "%1$sФайл" in a gettext catalogue), not a letter of a word."""
@@ -133,11 +147,11 @@ def soup_events(text: str, points: np.ndarray | None = None) -> tuple[np.ndarray
     points = codepoints(text) if points is None else points
     if points.dtype == np.uint8:
         return np.flatnonzero(_ASCII_INVALID[points]), np.zeros(0, dtype=np.int64)
-    invalid = np.array([m.start() for m in _INVALID.finditer(text)], dtype=np.int64)
+    invalid = np.flatnonzero(_BMP_INVALID[np.minimum(points, 0xFFFF)])
     wide = points > 0x7F  # every switch has a non-ASCII letter on one side
     at = np.flatnonzero(wide[1:] | wide[:-1]) + 1  # at[k]: the pair (at[k] - 1, at[k]) holds one
-    before = _IDS[np.searchsorted(_STARTS, points[at - 1], side="right") - 1]
-    after = _IDS[np.searchsorted(_STARTS, points[at], side="right") - 1]
+    before = _script_of(points[at - 1])
+    after = _script_of(points[at])
     switch = _FOREIGN[before, after]
     escaped = (before == _LATIN) & (at >= 2)  # "%s", "\\n" before a letter of another script
     escaped[escaped] = np.isin(points[at[escaped] - 2], _ESCAPE_LEADS)
@@ -210,8 +224,6 @@ def doubled_flags(x: np.ndarray, pieces: Sequence[str], max_unit: int, max_copie
 
 GLUED_HALF = 16
 """Longest word, in letters, whose copy glued to it counts ("thethe", "capitalcapital")."""
-_ASCII_LETTER = np.zeros(128, dtype=bool)
-_ASCII_LETTER[[*range(0x41, 0x5B), *range(0x61, 0x7B)]] = True
 
 
 def _is_letter(points: np.ndarray) -> np.ndarray:
@@ -219,84 +231,113 @@ def _is_letter(points: np.ndarray) -> np.ndarray:
     (CJK and Hangul excepted: each of their characters is a piece of its own)."""
     if points.dtype == np.uint8:
         return _ASCII_LETTER[points]
-    ids = _IDS[np.searchsorted(_STARTS, points, side="right") - 1]
-    return (ids > 0) & (ids != _HAN_KANA) & (ids != _HANGUL)
+    return _BMP_ALPHABET[np.minimum(points, 0xFFFF)]
 
 
 _NOT_WORDS = np.array([0, 0xC0, 0x2000, 0x2C00, 0x3000, 0x3040, 0xFE30, 0xFE50, 0xFF00, 0xFF21], dtype=np.uint32)
 """Code point ranges (start, end) that start no word: ASCII (its letters are looked up apart),
 Latin-1 punctuation, general punctuation and symbols, CJK punctuation, full-width punctuation."""
+_BMP_ALPHABET = (_BMP_SCRIPT > 0) & (_BMP_SCRIPT != _HAN_KANA) & (_BMP_SCRIPT != _HANGUL)
+_BMP_WORD = np.searchsorted(_NOT_WORDS, np.arange(0x10000, dtype=np.uint32), side="right") % 2 == 0
+_BMP_WORD[:128] = _ASCII_LETTER
 
 
-def word_pieces(ends: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """Per piece: whether it holds a word, read from its first character after a leading
-    space: a letter of any script (outside punctuation and symbol blocks). Spaces, digits,
-    punctuation and line breaks are not words: the stutter CUSUM counts words only."""
-    lengths = np.diff(ends, prepend=0)
-    if len(points) == 0:
-        return np.zeros(len(ends), dtype=bool)
-    starts = np.minimum(ends - lengths, len(points) - 1)
-    first = np.minimum(starts + (points[starts] == 32), len(points) - 1)
-    c = points[first]
-    wide = (np.searchsorted(_NOT_WORDS, c, side="right") % 2 == 0) if points.dtype != np.uint8 else np.zeros(len(c), dtype=bool)
-    return (lengths > 0) & (first < ends) & ((c < 128) & _ASCII_LETTER[np.minimum(c, 127)] | wide)
+@dataclass(frozen=True)
+class Heads:
+    """Per piece of a text: where its first character after a leading space is, and what."""
+
+    first: np.ndarray
+    """Offset of that character (the piece's end when it has none)."""
+    spaced: np.ndarray
+    """The piece starts with a space."""
+    letter: np.ndarray
+    """That character is a letter of an alphabet (a glued word is made of those)."""
+    word: np.ndarray
+    """That character is a letter of any script, CJK and Hangul included (outside the
+    punctuation and symbol blocks): the piece holds a word. Spaces, digits, punctuation and
+    line breaks do not; the stutter CUSUM counts words only."""
 
 
-def glued_flags(pieces: Sequence[str], ends: np.ndarray, text: str, points: np.ndarray) -> np.ndarray:
+def piece_heads(ends: np.ndarray, points: np.ndarray) -> Heads:
+    """:class:`Heads` of the pieces ending at ``ends`` in a text of code points ``points``."""
+    starts = np.empty_like(ends)
+    starts[:1] = 0
+    starts[1:] = ends[:-1]
+    padded = np.append(points, points.dtype.type(0))  # a piece may end the text: read a 0 past it
+    spaced = (padded[starts] == 32) & (starts < ends)
+    first = starts + spaced
+    c = padded[first]
+    has = first < ends
+    if points.dtype == np.uint8:
+        letter = _ASCII_LETTER[c] & has
+        return Heads(first, spaced, letter, letter)
+    c = np.minimum(c, 0xFFFF)  # beyond the BMP: no alphabet here, a word (CJK extensions)
+    return Heads(first, spaced, _BMP_ALPHABET[c] & has, (_BMP_WORD[c] | (padded[first] > 0xFFFF)) & has)
+
+
+def glued_flags(heads: Heads, ends: np.ndarray, text: str, points: np.ndarray) -> np.ndarray:
     """Per token: part of a word of letters that is a shorter word glued to its own copy
-    ("thethe", "satsat"; 2 to ``GLUED_HALF`` letters each, not themselves a repeat: "haha" is
-    laughter, "hahahaha" a run). A word is a piece of letters with the pieces of letters that
-    continue it without a space (``split_pieces`` cuts a letter run every 16). ``ends``: the
-    end offset of each piece in ``text``; ``points``: its :func:`codepoints`.
+    ("thethe", "satsat"; 2 to ``GLUED_HALF`` letters each, not themselves a repeat:
+    "hahahaha" is a run). A word is a piece of letters with the pieces of letters that
+    continue it without a space (``split_pieces`` cuts a letter run every 16 letters; a
+    tokenizer's pieces cut words anywhere). ``points``: the :func:`codepoints` of ``text``.
 
-    Healthy words of that shape exist ("bonbon", "murmur", "couscous"), far too rarely to move
-    the stutter CUSUM. Only words whose first and middle letters agree are read as text."""
-    n = len(pieces)
+    Healthy words of that shape exist ("bonbon", "murmur", "couscous", "haha"), far too rarely
+    to move the stutter CUSUM. Only words whose first and middle letters agree are read as text."""
+    n = len(ends)
     flags = np.zeros(n, dtype=bool)
-    if n == 0 or len(points) == 0:
+    letter = heads.letter
+    if not letter.any():
         return flags
-    lengths = np.diff(ends, prepend=0)
-    starts = ends - lengths
-    filled = lengths > 0
-    at = np.minimum(starts, len(points) - 1)
-    spaced = filled & (points[at] == 32)
-    first = np.minimum(starts + spaced, len(points) - 1)  # first letter of the piece (after its space)
-    letter = filled & (first < ends) & _is_letter(points[first])
-    last_letter = np.zeros(n, dtype=bool)
-    last_letter[1:] = letter[:-1] & _is_letter(points[np.maximum(ends[:-1] - 1, 0)])
-    continues = letter & ~spaced & last_letter  # a piece of letters that continues the word before it
-    heads = np.flatnonzero(letter & ~continues)
-    if heads.size == 0:
-        return flags
-    word_id = np.cumsum(~continues) - 1  # pieces of one word share an id
-    tails = np.searchsorted(word_id, word_id[heads], side="right") - 1  # last piece of each word
-    tails = np.maximum(tails, heads)
-    lo, hi = first[heads], ends[tails]
+    continues = np.zeros(n, dtype=bool)  # a piece of letters right after one ending with a letter
+    continues[1:] = letter[1:] & ~heads.spaced[1:] & letter[:-1] & _is_letter(points[ends[:-1] - 1])
+    first_piece = np.flatnonzero(letter & ~continues)
+    last_piece = first_piece
+    if continues.any():  # words of several pieces: a word's last piece is the first not continued
+        last = np.ones(n, dtype=bool)
+        last[:-1] = ~continues[1:]
+        last_index = np.flatnonzero(last)  # holds n - 1
+        last_piece = last_index[np.searchsorted(last_index, first_piece)]
+    lo, hi = heads.first[first_piece], ends[last_piece]
     size = hi - lo
     half = size // 2
-    candidate = (size % 2 == 0) & (size >= 4) & (half <= GLUED_HALF)
-    index = np.flatnonzero(candidate)
+    index = np.flatnonzero((size % 2 == 0) & (size >= 4) & (half <= GLUED_HALF))
     mid = lo[index] + half[index]
     keep = (points[lo[index]] == points[mid]) & (points[mid - 1] == points[hi[index] - 1])
     for k in index[keep].tolist():
         word = text[lo[k] : hi[k]]
         unit = word[: len(word) // 2]
         if word[len(unit) :] == unit and word.isalpha() and unit not in (unit + unit)[1:-1]:
-            flags[heads[k] : tails[k] + 1] = True
+            flags[first_piece[k] : last_piece[k] + 1] = True
     return flags
 
 
 def stutter_flags(x: np.ndarray, pieces: Sequence[str], s: DetectorSettings, ends: np.ndarray, text: str,
                   points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per token: (a word written two to ``stutter_copies`` times in place, :func:`doubled_flags`,
-    or glued to its copy, :func:`glued_flags`; a word at all, :func:`word_pieces`)."""
-    flags = doubled_flags(x, pieces, s.stutter_unit, s.stutter_copies) | glued_flags(pieces, ends, text, points)
-    return flags, word_pieces(ends, points)
+    or glued to its copy, :func:`glued_flags`; the piece holds a word, :class:`Heads`)."""
+    heads = piece_heads(ends, points)
+    flags = doubled_flags(x, pieces, s.stutter_unit, s.stutter_copies) | glued_flags(heads, ends, text, points)
+    return flags, heads.word
 
 
 def piece_ends(pieces: Sequence[str]) -> np.ndarray:
     """End offset of each piece in the joined text."""
     return np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
+
+
+def join_pieces(pieces: Sequence[str]) -> tuple[str, np.ndarray]:
+    """The text of ``pieces`` and :func:`piece_ends`. Joining them once more with a NUL between
+    pieces, whose positions numpy finds, costs about half of measuring every piece in Python;
+    a text that holds a NUL itself (soup) is measured piece by piece."""
+    marked = "\x00".join(pieces)
+    cuts = np.flatnonzero(codepoints(marked) == 0)
+    if len(cuts) != max(0, len(pieces) - 1):
+        return "".join(pieces), piece_ends(pieces)
+    ends = np.empty(len(pieces), dtype=np.int64)
+    ends[:-1] = cuts - np.arange(len(cuts))
+    ends[-1:] = len(marked) - len(cuts)
+    return "".join(pieces), ends  # a second join is cheaper than removing the NULs
 
 
 def cusum_steps(flags: np.ndarray, rate: float, words: np.ndarray | None = None) -> np.ndarray:
@@ -355,15 +396,14 @@ excursion starts where doubled words began to come more often than in healthy te
 
 
 def measure_garble(tokens: np.ndarray, pieces: Sequence[str] | None, s: DetectorSettings, *, natural_end: bool,
-                   text: str | None = None) -> Garble:
+                   joined: tuple[str, np.ndarray] | None = None) -> Garble:
     """Stutter and soup measurements of a whole text (see the module docstring); nothing is
-    measured without its pieces. ``text``: the pieces joined, when the caller has it."""
+    measured without its pieces. ``joined``: :func:`join_pieces` of them, when the caller has it."""
     empty = np.zeros(0, dtype=np.int64)
     if pieces is None:
         return Garble(np.zeros(0, dtype=bool), 0, 0, 0, False, empty, empty, (0, 0, 0), empty, empty)
-    text = "".join(pieces) if text is None else text
+    text, ends = join_pieces(pieces) if joined is None else joined
     points = codepoints(text)
-    ends = piece_ends(pieces)
     doubled, words = stutter_flags(tokens, pieces, s, ends, text, points)
     score = cusum_from(cusum_steps(doubled, s.stutter_rate, words), 0) if len(tokens) else np.zeros(1, dtype=np.int64)
     end = int(np.argmax(score))
