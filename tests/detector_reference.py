@@ -20,17 +20,9 @@ import numpy as np
 from evalkit.evals.detector import DetectorSettings
 from evalkit.evals.detector import _kernels as K
 from evalkit.evals.detector._analysis import fired_rules, measure
-from evalkit.evals.detector._garble import (
-    UPDATE_EVERY,
-    codepoints,
-    cusum_from,
-    cusum_steps,
-    garble_rules,
-    lookahead,
-    measure_garble,
-    piece_ends,
-    stutter_flags,
-)
+from evalkit.evals.detector._chars import codepoints, piece_ends
+from evalkit.evals.detector._garble import UPDATE_EVERY, garble_rules, measure_garble
+from evalkit.evals.detector._stutter import cusum_from, cusum_steps, lookahead, stutter_flags
 from evalkit.evals.detector._symbols import factorize
 
 DEFAULT = DetectorSettings()

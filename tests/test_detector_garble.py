@@ -19,15 +19,9 @@ from evalkit.evals.detector import (
     analyze_text,
     is_text_collapsed,
 )
-from evalkit.evals.detector._garble import (
-    UPDATE_EVERY,
-    codepoints,
-    doubled_flags,
-    glued_flags,
-    piece_ends,
-    piece_heads,
-    soup_events,
-)
+from evalkit.evals.detector._chars import codepoints, piece_ends, soup_events
+from evalkit.evals.detector._garble import UPDATE_EVERY
+from evalkit.evals.detector._stutter import doubled_flags, glued_flags, piece_heads
 from evalkit.evals.detector._text import piece_ids, split_pieces
 from evalkit.evals.repetition import RepetitionSettings, scan_texts
 from evalkit.render.details import event_facts

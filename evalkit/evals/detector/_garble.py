@@ -53,306 +53,17 @@ to date exactly in O(new tokens), and an abort on them implies the whole-text ve
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from ._chars import FORMAT_BEFORE, INVALID, codepoints, join_pieces, piece_ends, soup_events
 from ._settings import DetectorSettings
+from ._stutter import cusum_from, cusum_steps, lookahead, stutter_flags
 
 STUTTER_SIGNALS = ("stutter",)
 SOUP_SIGNALS = ("invalid_chars", "script_switches")
-
-# Letters of each alphabet, as code point ranges (marks of the Indic and Thai scripts included:
-# they sit inside words). Anything outside them is not a letter here.
-_SCRIPT_RANGES = {
-    "latin": [(0x41, 0x5A), (0x61, 0x7A), (0xC0, 0xD6), (0xD8, 0xF6), (0xF8, 0x24F), (0x1E00, 0x1EFF)],
-    "cyrillic": [(0x400, 0x52F)],
-    "greek": [(0x370, 0x3FF), (0x1F00, 0x1FFF)],
-    "armenian": [(0x531, 0x58F)],
-    "hebrew": [(0x5D0, 0x5EA)],
-    "arabic": [(0x620, 0x64A), (0x66E, 0x6D3), (0x750, 0x77F)],
-    "devanagari": [(0x900, 0x97F)],
-    "thai": [(0xE00, 0xE7F)],
-    "georgian": [(0x10A0, 0x10FF)],
-    "han_kana": [(0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF)],
-    "hangul": [(0x1100, 0x11FF), (0x3130, 0x318F), (0xAC00, 0xD7AF)],
-}
-_WRITTEN_TOGETHER = {frozenset(pair) for pair in (("latin", "greek"), ("cyrillic", "greek"), ("latin", "han_kana"),
-                                                  ("han_kana", "hangul"), ("latin", "hangul"))}
-"""Script pairs healthy text writes letter against letter (see the module docstring); Greek
-letters are symbols in every language, and Korean attaches its particles to a Latin word
-("--mtime으로", "%s초": GNU tar's Korean catalogue)."""
-
-
-def _script_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(range starts, script id of each range, 0 in the gaps; foreign[a, b]: a letter of script
-    a against one of script b is a switch). Ids start at 1; 0 is "not a letter"."""
-    names = list(_SCRIPT_RANGES)
-    edges = sorted((lo, hi, names.index(name) + 1) for name, ranges in _SCRIPT_RANGES.items() for lo, hi in ranges)
-    starts, ids = [0], [0]
-    for lo, hi, sid in edges:
-        starts += [lo, hi + 1]
-        ids += [sid, 0]
-    foreign = np.zeros((len(names) + 1, len(names) + 1), dtype=bool)
-    for a, x in enumerate(names, 1):
-        for b, y in enumerate(names, 1):
-            foreign[a, b] = a != b and frozenset((x, y)) not in _WRITTEN_TOGETHER
-    return np.array(starts, dtype=np.uint32), np.array(ids, dtype=np.int8), foreign
-
-
-_STARTS, _IDS, _FOREIGN = _script_table()
-_BMP_SCRIPT = _IDS[np.searchsorted(_STARTS, np.arange(0x10000, dtype=np.uint32), side="right") - 1]
-"""Script id of every code point below U+10000 (every script of ``_SCRIPT_RANGES`` is there):
-one look-up per character instead of a binary search."""
-
-
-def _script_of(points: np.ndarray) -> np.ndarray:
-    return _BMP_SCRIPT[np.minimum(points, 0xFFFF)]
-
-
-_ASCII_LETTER = np.zeros(128, dtype=bool)
-_ASCII_LETTER[[*range(0x41, 0x5B), *range(0x61, 0x7B)]] = True
-_LATIN, _HAN_KANA, _HANGUL = (list(_SCRIPT_RANGES).index(name) + 1 for name in ("latin", "han_kana", "hangul"))
-_INVALID = re.compile("[\ufffd\x00-\x08\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
-_ASCII_INVALID = np.zeros(128, dtype=bool)
-_ASCII_INVALID[[*range(0x00, 0x09), *range(0x0E, 0x20), 0x7F]] = True
-"""Control characters a healthy detokenizer never emits. Tab, line feed, vertical tab, form
-feed and carriage return are plain text: a form feed is the page break of the GNU licences
-(GPL-1, LGPL-2 and 2.1), of CPython's ``email`` package and of many C headers (issue 36)."""
-_BMP_INVALID = np.zeros(0x10000, dtype=bool)
-_BMP_INVALID[:128] = _ASCII_INVALID
-_BMP_INVALID[[*range(0x80, 0xA0), *range(0xD800, 0xE000), 0xFFFD]] = True
-_ESCAPE_LEADS = np.array([ord("%"), ord("\\"), ord("$")], dtype=np.uint32)
-"""A Latin letter right after one of these is a printf conversion or a backslash escape
-("%sФайл", "\\nФайл", "%1$sФайл" in a gettext catalogue), not a letter of a word."""
-
-
-def codepoints(text: str) -> np.ndarray:
-    """The code points of ``text`` (uint8 for ASCII text, whose encoding is one copy; uint32
-    otherwise, lone surrogates kept)."""
-    if text.isascii():
-        return np.frombuffer(text.encode("ascii"), dtype=np.uint8)
-    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-
-
-def soup_events(text: str, points: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Character offsets of the soup events in ``text``: (invalid characters, script switches).
-
-    A switch is dated at the second letter (where the foreign letter starts). ASCII text can
-    hold no switch, and ``str.isascii`` is O(1) in CPython, so English text costs one table
-    look-up per character; other text is classified code point by code point in numpy.
-    ``points``: :func:`codepoints` of ``text`` when the caller has them."""
-    points = codepoints(text) if points is None else points
-    if points.dtype == np.uint8:
-        return np.flatnonzero(_ASCII_INVALID[points]), np.zeros(0, dtype=np.int64)
-    invalid = np.flatnonzero(_BMP_INVALID[np.minimum(points, 0xFFFF)])
-    wide = points > 0x7F  # every switch has a non-ASCII letter on one side
-    at = np.flatnonzero(wide[1:] | wide[:-1]) + 1  # at[k]: the pair (at[k] - 1, at[k]) holds one
-    before = _script_of(points[at - 1])
-    after = _script_of(points[at])
-    switch = _FOREIGN[before, after]
-    escaped = (before == _LATIN) & (at >= 2)  # "%s", "\\n" before a letter of another script
-    escaped[escaped] = np.isin(points[at[escaped] - 2], _ESCAPE_LEADS)
-    return invalid, at[switch & ~escaped].astype(np.int64)
-
-
-def lookahead(s: DetectorSettings) -> int:
-    """Tokens that must follow a token before its stutter flag is final: a unit's flag reads at
-    most up to token ``i + (stutter_copies + 1) * stutter_unit - 1`` (one more copy rules it
-    out), and a glued word is at most ``2 * GLUED_HALF`` pieces long (each piece holds a letter)."""
-    return max((s.stutter_copies + 1) * s.stutter_unit - 1, 2 * GLUED_HALF)
-
-
-def _all_in_window(eq: np.ndarray, width: int) -> np.ndarray:
-    """``out[i] = eq[i : i + width].all()`` for every full window (doubling, as run_starts)."""
-    window, have = eq, 1
-    while have < width:
-        step = min(have, width - have)
-        window = window[:-step] & window[step:]
-        have += step
-    return window
-
-
-_WORD = re.compile("[^\\W\\d_]{2}|[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-"""A word: two letters in a row, or one CJK or Hangul character (a single "x" is the 0x of hex)."""
-
-
-def doubled_flags(x: np.ndarray, pieces: Sequence[str], max_unit: int, max_copies: int = 3) -> np.ndarray:
-    """Per token: covered by a unit of at most ``max_unit`` tokens written two to
-    ``max_copies`` times in a row (not preceded or followed by one more copy) that holds a word
-    (see ``_WORD``; read from ``pieces``, aligned with ``x``) and no line break, and is not
-    itself a repeat of a shorter unit ("a a" twice is a run of "a"). More copies are a run, the
-    loop rules' case ("ha" 2,000 times). Numbers and punctuation repeated are data
-    ("1,000,000", the "0,0" of a sparse CSV row, "0x00, 0x00"), a doubled line is layout (two
-    equal rows of a bitmap).
-
-    A unit of p tokens written twice needs p tokens in a row equal to the token p before them,
-    so unit lengths with fewer such tokens are skipped (in healthy text, usually most of them),
-    and only the candidate units are read as text."""
-    n = len(x)
-    flags = np.zeros(n, dtype=bool)
-    if n < 2:
-        return flags
-    eqs = {p: x[p:] == x[:-p] for p in range(1, min(max_unit, n // 2) + 1)}  # eq[p][j]: x[j + p] == x[j]
-    search = _WORD.search
-    for p, eq in eqs.items():
-        if np.count_nonzero(eq) < p:  # usual in healthy text
-            continue
-        square = _all_in_window(eq, p)  # square[i]: x[i : i + p] == x[i + p : i + 2p]
-        if not square.any():
-            continue
-        fresh = square.copy()
-        fresh[p:] &= ~square[:-p]  # no copy before it: the first copy of a run
-        for d in range(1, p):  # the unit has a smaller period d dividing p: a run, not a word
-            if p % d == 0:
-                fresh &= ~_all_in_window(eqs[d], p - d)[: len(fresh)]
-        start = fresh  # start[i]: a run of at least `copies` copies of the unit starts at i
-        for copies in range(2, max_copies + 1):
-            more = np.zeros(len(square), dtype=bool)  # more[i]: one more copy follows
-            more[: max(0, len(square) - (copies - 1) * p)] = square[(copies - 1) * p :]
-            for i in np.flatnonzero(start & ~more).tolist():
-                unit = "".join(pieces[i : i + p])
-                if "\n" not in unit and search(unit):
-                    flags[i : i + copies * p] = True
-            start = start & more
-            if not start.any():
-                break
-    return flags
-
-
-GLUED_HALF = 16
-"""Longest word, in letters, whose copy glued to it counts ("thethe", "capitalcapital")."""
-
-
-def _is_letter(points: np.ndarray) -> np.ndarray:
-    """Whether each code point is a letter of one of the alphabets of ``_SCRIPT_RANGES``
-    (CJK and Hangul excepted: each of their characters is a piece of its own)."""
-    if points.dtype == np.uint8:
-        return _ASCII_LETTER[points]
-    return _BMP_ALPHABET[np.minimum(points, 0xFFFF)]
-
-
-_NOT_WORDS = np.array([0, 0xC0, 0x2000, 0x2C00, 0x3000, 0x3040, 0xFE30, 0xFE50, 0xFF00, 0xFF21], dtype=np.uint32)
-"""Code point ranges (start, end) that start no word: ASCII (its letters are looked up apart),
-Latin-1 punctuation, general punctuation and symbols, CJK punctuation, full-width punctuation."""
-_BMP_ALPHABET = (_BMP_SCRIPT > 0) & (_BMP_SCRIPT != _HAN_KANA) & (_BMP_SCRIPT != _HANGUL)
-_BMP_WORD = np.searchsorted(_NOT_WORDS, np.arange(0x10000, dtype=np.uint32), side="right") % 2 == 0
-_BMP_WORD[:128] = _ASCII_LETTER
-
-
-@dataclass(frozen=True)
-class Heads:
-    """Per piece of a text: where its first character after a leading space is, and what."""
-
-    first: np.ndarray
-    """Offset of that character (the piece's end when it has none)."""
-    spaced: np.ndarray
-    """The piece starts with a space."""
-    letter: np.ndarray
-    """That character is a letter of an alphabet (a glued word is made of those)."""
-    word: np.ndarray
-    """That character is a letter of any script, CJK and Hangul included (outside the
-    punctuation and symbol blocks): the piece holds a word. Spaces, digits, punctuation and
-    line breaks do not; the stutter CUSUM counts words only."""
-
-
-def piece_heads(ends: np.ndarray, points: np.ndarray) -> Heads:
-    """:class:`Heads` of the pieces ending at ``ends`` in a text of code points ``points``."""
-    starts = np.empty_like(ends)
-    starts[:1] = 0
-    starts[1:] = ends[:-1]
-    padded = np.append(points, points.dtype.type(0))  # a piece may end the text: read a 0 past it
-    spaced = (padded[starts] == 32) & (starts < ends)
-    first = starts + spaced
-    c = padded[first]
-    has = first < ends
-    if points.dtype == np.uint8:
-        letter = _ASCII_LETTER[c] & has
-        return Heads(first, spaced, letter, letter)
-    c = np.minimum(c, 0xFFFF)  # beyond the BMP: no alphabet here, a word (CJK extensions)
-    return Heads(first, spaced, _BMP_ALPHABET[c] & has, (_BMP_WORD[c] | (padded[first] > 0xFFFF)) & has)
-
-
-def glued_flags(heads: Heads, ends: np.ndarray, text: str, points: np.ndarray) -> np.ndarray:
-    """Per token: part of a word of letters that is a shorter word glued to its own copy
-    ("thethe", "satsat"; 2 to ``GLUED_HALF`` letters each, not themselves a repeat:
-    "hahahaha" is a run). A word is a piece of letters with the pieces of letters that
-    continue it without a space (``split_pieces`` cuts a letter run every 16 letters; a
-    tokenizer's pieces cut words anywhere). ``points``: the :func:`codepoints` of ``text``.
-
-    Healthy words of that shape exist ("bonbon", "murmur", "couscous", "haha"), far too rarely
-    to move the stutter CUSUM. Only words whose first and middle letters agree are read as text."""
-    n = len(ends)
-    flags = np.zeros(n, dtype=bool)
-    letter = heads.letter
-    if not letter.any():
-        return flags
-    continues = np.zeros(n, dtype=bool)  # a piece of letters right after one ending with a letter
-    continues[1:] = letter[1:] & ~heads.spaced[1:] & letter[:-1] & _is_letter(points[ends[:-1] - 1])
-    first_piece = np.flatnonzero(letter & ~continues)
-    last_piece = first_piece
-    if continues.any():  # words of several pieces: a word's last piece is the first not continued
-        last = np.ones(n, dtype=bool)
-        last[:-1] = ~continues[1:]
-        last_index = np.flatnonzero(last)  # holds n - 1
-        last_piece = last_index[np.searchsorted(last_index, first_piece)]
-    lo, hi = heads.first[first_piece], ends[last_piece]
-    size = hi - lo
-    half = size // 2
-    index = np.flatnonzero((size % 2 == 0) & (size >= 4) & (half <= GLUED_HALF))
-    mid = lo[index] + half[index]
-    keep = (points[lo[index]] == points[mid]) & (points[mid - 1] == points[hi[index] - 1])
-    for k in index[keep].tolist():
-        word = text[lo[k] : hi[k]]
-        unit = word[: len(word) // 2]
-        if word[len(unit) :] == unit and word.isalpha() and unit not in (unit + unit)[1:-1]:
-            flags[first_piece[k] : last_piece[k] + 1] = True
-    return flags
-
-
-def stutter_flags(x: np.ndarray, pieces: Sequence[str], s: DetectorSettings, ends: np.ndarray, text: str,
-                  points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per token: (a word written two to ``stutter_copies`` times in place, :func:`doubled_flags`,
-    or glued to its copy, :func:`glued_flags`; the piece holds a word, :class:`Heads`)."""
-    heads = piece_heads(ends, points)
-    flags = doubled_flags(x, pieces, s.stutter_unit, s.stutter_copies) | glued_flags(heads, ends, text, points)
-    return flags, heads.word
-
-
-def piece_ends(pieces: Sequence[str]) -> np.ndarray:
-    """End offset of each piece in the joined text."""
-    return np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
-
-
-def join_pieces(pieces: Sequence[str]) -> tuple[str, np.ndarray]:
-    """The text of ``pieces`` and :func:`piece_ends`. Joining them once more with a NUL between
-    pieces, whose positions numpy finds, costs about half of measuring every piece in Python;
-    a text that holds a NUL itself (soup) is measured piece by piece."""
-    marked = "\x00".join(pieces)
-    cuts = np.flatnonzero(codepoints(marked) == 0)
-    if len(cuts) != max(0, len(pieces) - 1):
-        return "".join(pieces), piece_ends(pieces)
-    ends = np.empty(len(pieces), dtype=np.int64)
-    ends[:-1] = cuts - np.arange(len(cuts))
-    ends[-1:] = len(marked) - len(cuts)
-    return "".join(pieces), ends  # a second join is cheaper than removing the NULs
-
-
-def cusum_steps(flags: np.ndarray, rate: float, words: np.ndarray | None = None) -> np.ndarray:
-    """Per-mille CUSUM increments of ``flags`` with reference ``rate`` (integers: exact); with
-    ``words``, a token that is neither flagged nor a word adds nothing."""
-    k = round(rate * 1000)
-    rest = -k if words is None else np.where(words, -k, 0)
-    return np.where(flags, 1000 - k, rest).astype(np.int64)
-
-
-def cusum_from(steps: np.ndarray, start: int) -> np.ndarray:
-    """``S[i] = max(0, S[i-1] + steps[i])`` with ``S[-1] = start`` (>= 0), without a Python loop."""
-    total = start + np.cumsum(steps)
-    return total - np.minimum(np.minimum.accumulate(total), 0)
-
 
 def peak_window_count(positions: np.ndarray, window: int) -> tuple[int, int, int]:
     """(count, first, last): the most events of the sorted ``positions`` within any ``window``
@@ -389,6 +100,9 @@ class Garble:
     """Character offsets of the same events, for the examples."""
 
 
+_HELD = ("\ufffd", "\x1b")
+"""Invalid characters that do not count when they end a text cut by max_tokens: a U+FFFD may
+be a cut multi-byte character, an ESC the start of a control sequence (see ``_chars``)."""
 _ONSET_RATE = 0.1
 """Reference of the CUSUM that dates a stutter's start: the alarm CUSUM (stutter_rate) of a
 stutter of a quarter of the words touches zero now and then after it began; at 0.1 the
@@ -414,8 +128,8 @@ def measure_garble(tokens: np.ndarray, pieces: Sequence[str] | None, s: Detector
         zeros = np.flatnonzero(dating == 0)
         start = int(zeros[-1]) + 1 if zeros.size else 0
     invalid_at, switch_at = soup_events(text, points)
-    if not natural_end and invalid_at.size and invalid_at[-1] == len(text) - 1 and text[-1] == "\ufffd":
-        invalid_at = invalid_at[:-1]  # cut in the middle of a multi-byte character
+    if not natural_end and invalid_at.size and invalid_at[-1] == len(text) - 1 and text[-1] in _HELD:
+        invalid_at = invalid_at[:-1]  # cut in the middle of a multi-byte character or a control sequence
     invalid = np.searchsorted(ends, invalid_at, side="right")  # token index of each event
     switches = np.searchsorted(ends, switch_at, side="right")
     return Garble(doubled, top, start if top else 0, end + 1 if top else 0, True, invalid, switches,
@@ -446,12 +160,13 @@ most ~256 tokens later than it could be."""
 class GarbleStream:
     """The stutter and soup rules of a stream, kept up to date in O(new tokens) per update.
 
-    The doubled flag of token i is final once ``lookahead`` more tokens have arrived; the CUSUM
+    The stutter flag of token i is final once ``lookahead`` more tokens have arrived; the CUSUM
     over the final flags is carried from check to check (``cusum_from``), so at every check it
     equals the CUSUM that :func:`measure_garble` computes over the same flags of the whole
-    text. Soup events are final as soon as their piece arrives (a switch reads the previous
-    piece's last character), except an invalid character that is the last one received (it
-    might be a cut multi-byte character). Whole-text values can only be higher (more flags and
+    text. Soup events are final as soon as their piece arrives (a switch reads at most
+    ``FORMAT_BEFORE`` characters before it, which the stream keeps), except a U+FFFD or ESC
+    that is the last character received (a cut multi-byte character, or a control sequence
+    whose "[" is still to come): it is judged again with the next text. Whole-text values can only be higher (more flags and
     events, computed up to the text's end), and every rule is a threshold on a maximum or a
     count that only grows: so when a check fires, ``analyze`` of the text received so far and
     of any continuation of it fire too.
@@ -467,9 +182,9 @@ class GarbleStream:
         self._steps_k = round(s.stutter_rate * 1000)
         self._stutter_alarm = (1000 - self._steps_k) * s.min_stutter_tokens * scale
         self._pieces_done = 0  # pieces whose soup events are counted
-        self._last_char = ""
+        self._tail = ""  # the last FORMAT_BEFORE characters received
         self._invalid = 0
-        self._held_invalid = False  # the last character received is an invalid one, not yet counted
+        self._held_invalid = False  # the last character received is an invalid one, not yet judged (_HELD)
         self._switches: list[int] = []  # token index of the recent script switches
         self._fired_soup = False
 
@@ -498,9 +213,10 @@ class GarbleStream:
             return True
         if len(pieces) <= self._pieces_done:
             return False
-        text = self._last_char + "".join(pieces[self._pieces_done : n])
+        text = self._tail + "".join(pieces[self._pieces_done : n])
         invalid_at, switch_at = soup_events(text)
-        offset = len(self._last_char)
+        offset = len(self._tail)
+        switch_at = switch_at[switch_at >= offset]  # the tail's are counted; it gives a format its "%"
         if switch_at.size:
             ends = np.cumsum([len(p) for p in pieces[self._pieces_done : n]]) + offset
             new = self._pieces_done + np.searchsorted(ends, switch_at, side="right")
@@ -509,10 +225,10 @@ class GarbleStream:
             self._switches = keep + new.tolist()
             if peak_window_count(np.array(self._switches, dtype=np.int64), s.script_window)[0] >= s.min_script_switches * self._scale:
                 self._fired_soup = True
-        self._invalid += int(np.count_nonzero(invalid_at >= offset)) + self._held_invalid
-        self._held_invalid = bool(invalid_at.size) and int(invalid_at[-1]) == len(text) - 1 and text[-1] == "\ufffd"
-        self._invalid -= self._held_invalid
-        self._last_char = text[-1:] or self._last_char
+        counted = invalid_at[invalid_at >= offset - self._held_invalid]  # a held character is judged again
+        self._held_invalid = bool(counted.size) and int(counted[-1]) == len(text) - 1 and text[-1] in _HELD
+        self._invalid += len(counted) - self._held_invalid
+        self._tail = text[-FORMAT_BEFORE:]
         self._pieces_done = n
         return self._fired_soup or self._invalid >= s.min_invalid_chars * self._scale
 
@@ -583,4 +299,5 @@ def garble_examples(g: Garble, fired: tuple[str, ...], tokens: np.ndarray, piece
 
 def _shown(text: str) -> str:
     """Invalid characters made visible: U+FFFD as itself, the others as \\xNN or \\uNNNN."""
-    return _INVALID.sub(lambda m: m.group() if m.group() == "\ufffd" else ascii(m.group())[1:-1], text)
+    return INVALID.sub(lambda m: m.group() if m.group() == "\ufffd" else ascii(m.group())[1:-1], text)
+
