@@ -30,8 +30,9 @@ def _all_in_window(eq: np.ndarray, width: int) -> np.ndarray:
     return window
 
 
-_WORD = re.compile("[^\\W\\d_]{2}|[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-"""A word: two letters in a row, or one CJK or Hangul character (a single "x" is the 0x of hex)."""
+_WORD = re.compile("(?<![^\\W_])[^\\W\\d_]{2}|[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+"""A word: two letters in a row that do not follow a letter or digit (the letters of "0xffff",
+"3rd" or "10px" are part of a number), or one CJK or Hangul character."""
 
 
 def doubled_flags(x: np.ndarray, pieces: Sequence[str], max_unit: int, max_copies: int = 3) -> np.ndarray:
@@ -69,7 +70,8 @@ def doubled_flags(x: np.ndarray, pieces: Sequence[str], max_unit: int, max_copie
             more[: max(0, len(square) - (copies - 1) * p)] = square[(copies - 1) * p :]
             for i in np.flatnonzero(start & ~more).tolist():
                 unit = "".join(pieces[i : i + p])
-                if "\n" not in unit and search(unit):
+                before = pieces[i - 1][-1:] if i else ""  # what the unit's first letters follow
+                if "\n" not in unit and search(before + unit, len(before)):
                     flags[i : i + copies * p] = True
             start = start & more
             if not start.any():
@@ -140,7 +142,8 @@ def glued_flags(heads: Heads, ends: np.ndarray, text: str, points: np.ndarray) -
     lo, hi = heads.first[first_piece], ends[last_piece]
     size = hi - lo
     half = size // 2
-    index = np.flatnonzero((size % 2 == 0) & (size >= 4) & (half <= GLUED_HALF))
+    after_digit = (lo > 0) & (points[np.maximum(lo - 1, 0)] - 0x30 < 10)  # the letters of "0xabab"
+    index = np.flatnonzero((size % 2 == 0) & (size >= 4) & (half <= GLUED_HALF) & ~after_digit)
     mid = lo[index] + half[index]
     keep = (points[lo[index]] == points[mid]) & (points[mid - 1] == points[hi[index] - 1])
     for k in index[keep].tolist():
