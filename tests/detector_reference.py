@@ -36,8 +36,8 @@ def garble_fires(tokens: np.ndarray, pieces: Sequence[str] | None, s: DetectorSe
         return False
     final = max(0, len(tokens) - lookahead(s))
     text = "".join(pieces)
-    flags, words = stutter_flags(tokens, pieces, s, piece_ends(pieces), text, codepoints(text))
-    steps = cusum_steps(flags[:final], s.stutter_rate, words[:final])
+    flags, heads = stutter_flags(tokens, pieces, s, piece_ends(pieces), text, codepoints(text))
+    steps = cusum_steps(flags[:final], s.stutter_rate, heads.word[:final])
     if steps.size and cusum_from(steps, 0).max() >= (1000 - round(s.stutter_rate * 1000)) * s.min_stutter_tokens * s.abort_margin:
         return True
     soup = [name for name in garble_rules(measure_garble(tokens, pieces, s, natural_end=False), s, scale=s.abort_margin) if name != "stutter"]

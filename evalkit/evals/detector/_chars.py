@@ -135,6 +135,9 @@ Latin-1 punctuation, general punctuation and symbols, CJK punctuation, full-widt
 BMP_ALPHABET = (_BMP_SCRIPT > 0) & (_BMP_SCRIPT != _HAN_KANA) & (_BMP_SCRIPT != _HANGUL)
 BMP_WORD = np.searchsorted(_NOT_WORDS, np.arange(0x10000, dtype=np.uint32), side="right") % 2 == 0
 BMP_WORD[:128] = ASCII_LETTER
+BMP_LOWER = np.array([chr(c).islower() for c in range(0x3000)] + [False] * (0x10000 - 0x3000), dtype=bool)
+"""Lowercase letters (below U+3000: the scripts with case are all there)."""
+ASCII_LOWER = BMP_LOWER[:128].copy()
 
 
 def piece_ends(pieces: Sequence[str]) -> np.ndarray:

@@ -59,11 +59,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._chars import FORMAT_BEFORE, INVALID, codepoints, join_pieces, piece_ends, soup_events
+from ._salad import SaladStream, longest_run, salad_marks
 from ._settings import DetectorSettings
 from ._stutter import cusum_from, cusum_steps, lookahead, stutter_flags
 
 STUTTER_SIGNALS = ("stutter",)
-SOUP_SIGNALS = ("invalid_chars", "script_switches")
+SOUP_SIGNALS = ("invalid_chars", "script_switches", "unpunctuated_words", "lowercase_sentences")
 
 def peak_window_count(positions: np.ndarray, window: int) -> tuple[int, int, int]:
     """(count, first, last): the most events of the sorted ``positions`` within any ``window``
@@ -98,6 +99,12 @@ class Garble:
     invalid_offsets: np.ndarray
     switch_offsets: np.ndarray
     """Character offsets of the same events, for the examples."""
+    run: tuple[int, int, int]
+    """(words, first token, last token) of the longest run of words with nothing between (``_salad``)."""
+    breaks: np.ndarray
+    """Token index of each lowercase word right after a sentence end (``_salad``)."""
+    break_peak: tuple[int, int, int]
+    """(count, first token, last token) of the most breaks within ``salad_window`` tokens."""
 
 
 _HELD = ("\ufffd", "\x1b")
@@ -115,10 +122,12 @@ def measure_garble(tokens: np.ndarray, pieces: Sequence[str] | None, s: Detector
     measured without its pieces. ``joined``: :func:`join_pieces` of them, when the caller has it."""
     empty = np.zeros(0, dtype=np.int64)
     if pieces is None:
-        return Garble(np.zeros(0, dtype=bool), 0, 0, 0, False, empty, empty, (0, 0, 0), empty, empty)
+        return Garble(np.zeros(0, dtype=bool), 0, 0, 0, False, empty, empty, (0, 0, 0), empty, empty, (0, 0, 0), empty,
+                      (0, 0, 0))
     text, ends = join_pieces(pieces) if joined is None else joined
     points = codepoints(text)
-    doubled, words = stutter_flags(tokens, pieces, s, ends, text, points)
+    doubled, heads = stutter_flags(tokens, pieces, s, ends, text, points)
+    words = heads.word
     score = cusum_from(cusum_steps(doubled, s.stutter_rate, words), 0) if len(tokens) else np.zeros(1, dtype=np.int64)
     end = int(np.argmax(score))
     top = int(score[end])
@@ -132,8 +141,10 @@ def measure_garble(tokens: np.ndarray, pieces: Sequence[str] | None, s: Detector
         invalid_at = invalid_at[:-1]  # cut in the middle of a multi-byte character or a control sequence
     invalid = np.searchsorted(ends, invalid_at, side="right")  # token index of each event
     switches = np.searchsorted(ends, switch_at, side="right")
+    salad = salad_marks(tokens, heads, ends, points)
     return Garble(doubled, top, start if top else 0, end + 1 if top else 0, True, invalid, switches,
-                  peak_window_count(switches, s.script_window), invalid_at, switch_at)
+                  peak_window_count(switches, s.script_window), invalid_at, switch_at, longest_run(salad), salad.breaks,
+                  peak_window_count(salad.breaks, s.salad_window))
 
 
 def garble_rules(g: Garble, s: DetectorSettings, *, scale: float) -> tuple[str, ...]:
@@ -147,6 +158,10 @@ def garble_rules(g: Garble, s: DetectorSettings, *, scale: float) -> tuple[str, 
         fired.append("invalid_chars")
     if g.switch_peak[0] >= s.min_script_switches * scale:
         fired.append("script_switches")
+    if g.run[0] >= s.min_salad_words * scale:
+        fired.append("unpunctuated_words")
+    if g.break_peak[0] >= s.min_salad_breaks * scale:
+        fired.append("lowercase_sentences")
     return tuple(fired)
 
 
@@ -183,6 +198,7 @@ class GarbleStream:
         self._stutter_alarm = (1000 - self._steps_k) * s.min_stutter_tokens * scale
         self._pieces_done = 0  # pieces whose soup events are counted
         self._tail = ""  # the last FORMAT_BEFORE characters received
+        self._salad = SaladStream()
         self._invalid = 0
         self._held_invalid = False  # the last character received is an invalid one, not yet judged (_HELD)
         self._switches: list[int] = []  # token index of the recent script switches
@@ -200,8 +216,8 @@ class GarbleStream:
             lo = max(0, self._done - self._ahead)
             window = pieces[lo:n]
             text = "".join(window)
-            flags, words = stutter_flags(x[lo:n], window, s, piece_ends(window), text, codepoints(text))
-            flags, words = flags[self._done - lo : final - lo], words[self._done - lo : final - lo]
+            flags, heads = stutter_flags(x[lo:n], window, s, piece_ends(window), text, codepoints(text))
+            flags, words = flags[self._done - lo : final - lo], heads.word[self._done - lo : final - lo]
             score = cusum_from(cusum_steps(flags, s.stutter_rate, words), self._score) if flags.any() else None
             if score is None:  # nothing doubled: the CUSUM only falls
                 self._score = max(0, self._score - self._steps_k * int(np.count_nonzero(words)))
@@ -230,6 +246,12 @@ class GarbleStream:
         self._invalid += len(counted) - self._held_invalid
         self._tail = text[-FORMAT_BEFORE:]
         self._pieces_done = n
+        salad = self._salad
+        salad.update(x, pieces, n, s.salad_window)
+        if salad.peak >= s.min_salad_words * self._scale:
+            return True
+        if peak_window_count(np.array(salad.breaks, dtype=np.int64), s.salad_window)[0] >= s.min_salad_breaks * self._scale:
+            return True
         return self._fired_soup or self._invalid >= s.min_invalid_chars * self._scale
 
 
@@ -248,7 +270,7 @@ def garble_extent(g: Garble, fired: tuple[str, ...], tokens: np.ndarray, s: Dete
         return _unit_at(tokens, first, s.stutter_unit)[0], first, g.stutter_end
     if "invalid_chars" in fired:
         return 0, int(g.invalid[0]), int(g.invalid[-1]) + 1
-    _, first, last = g.switch_peak
+    _, first, last = g.switch_peak if "script_switches" in fired else g.run if "unpunctuated_words" in fired else g.break_peak
     return 0, first, last + 1
 
 
@@ -294,6 +316,11 @@ def garble_examples(g: Garble, fired: tuple[str, ...], tokens: np.ndarray, piece
                     right = text.rfind(" ", at + 1, hi)
                     hi = right if right > at else hi
                     out.append(_shown(text[lo:hi]))
+        if "unpunctuated_words" in fired and len(out) < _EXAMPLES:
+            _, first, last = g.run
+            out.append("".join(pieces[first : min(last + 1, first + 12)]).strip())
+        if "lowercase_sentences" in fired:
+            out.extend("".join(pieces[max(0, b - 3) : b + 2]).strip() for b in g.breaks[: _EXAMPLES - len(out)].tolist())
     return tuple(out[:_EXAMPLES])
 
 

@@ -267,6 +267,30 @@ class DetectorSettings(BaseModel):
         ge=1,
         description="Tokens within which min_script_switches switches must fall.",
     )
+    min_salad_words: int = Field(
+        default=48,
+        ge=1,
+        description=(
+            "Soup: a run of this many words, each after one space, with no punctuation, digit, "
+            "line break or word repeated in between, is word salad (real words in random "
+            "order, written bare). Healthy text on the suites reaches 32; a list of words "
+            "asked for with spaces only is the look-alike."
+        ),
+    )
+    min_salad_breaks: int = Field(
+        default=4,
+        ge=1,
+        description=(
+            "Soup: this many sentence ends followed by a lowercase word ('word word. the') "
+            "within salad_window tokens is word salad (real words shuffled with their "
+            "punctuation). Healthy text on the suites reaches 2 (abbreviations)."
+        ),
+    )
+    salad_window: int = Field(
+        default=256,
+        ge=1,
+        description="Tokens within which min_salad_breaks breaks must fall.",
+    )
     seq_rep_n: int = Field(
         default=4,
         ge=1,

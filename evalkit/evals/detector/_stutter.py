@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._chars import ASCII_LETTER, BMP_ALPHABET, BMP_WORD, is_letter
+from ._chars import ASCII_LETTER, ASCII_LOWER, BMP_ALPHABET, BMP_LOWER, BMP_WORD, is_letter
 from ._settings import DetectorSettings
 
 
@@ -97,6 +97,11 @@ class Heads:
     """That character is a letter of any script, CJK and Hangul included (outside the
     punctuation and symbol blocks): the piece holds a word. Spaces, digits, punctuation and
     line breaks do not; the stutter CUSUM counts words only."""
+    lower: np.ndarray
+    """That character is a lowercase letter."""
+    continues: np.ndarray
+    """A piece of letters, with no space, right after a piece that ends with a letter: the rest
+    of a word (``split_pieces`` cuts a letter run every 16 letters; a tokenizer anywhere)."""
 
 
 def piece_heads(ends: np.ndarray, points: np.ndarray) -> Heads:
@@ -110,10 +115,15 @@ def piece_heads(ends: np.ndarray, points: np.ndarray) -> Heads:
     c = padded[first]
     has = first < ends
     if points.dtype == np.uint8:
-        letter = ASCII_LETTER[c] & has
-        return Heads(first, spaced, letter, letter)
-    c = np.minimum(c, 0xFFFF)  # beyond the BMP: no alphabet here, a word (CJK extensions)
-    return Heads(first, spaced, BMP_ALPHABET[c] & has, (BMP_WORD[c] | (padded[first] > 0xFFFF)) & has)
+        letter = word = ASCII_LETTER[c] & has
+        lower = ASCII_LOWER[c] & has
+    else:
+        bmp = np.minimum(c, 0xFFFF)  # beyond the BMP: no alphabet here, a word (CJK extensions)
+        letter, word, lower = BMP_ALPHABET[bmp] & has, (BMP_WORD[bmp] | (c > 0xFFFF)) & has, BMP_LOWER[bmp] & has
+    continues = np.zeros(len(ends), dtype=bool)
+    if len(ends) > 1:
+        continues[1:] = letter[1:] & ~spaced[1:] & letter[:-1] & is_letter(points[np.maximum(ends[:-1] - 1, 0)])
+    return Heads(first, spaced, letter, word, lower, continues)
 
 
 def glued_flags(heads: Heads, ends: np.ndarray, text: str, points: np.ndarray) -> np.ndarray:
@@ -130,8 +140,7 @@ def glued_flags(heads: Heads, ends: np.ndarray, text: str, points: np.ndarray) -
     letter = heads.letter
     if not letter.any():
         return flags
-    continues = np.zeros(n, dtype=bool)  # a piece of letters right after one ending with a letter
-    continues[1:] = letter[1:] & ~heads.spaced[1:] & letter[:-1] & is_letter(points[ends[:-1] - 1])
+    continues = heads.continues
     first_piece = np.flatnonzero(letter & ~continues)
     last_piece = first_piece
     if continues.any():  # words of several pieces: a word's last piece is the first not continued
@@ -155,12 +164,12 @@ def glued_flags(heads: Heads, ends: np.ndarray, text: str, points: np.ndarray) -
 
 
 def stutter_flags(x: np.ndarray, pieces: Sequence[str], s: DetectorSettings, ends: np.ndarray, text: str,
-                  points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per token: (a word written two to ``stutter_copies`` times in place, :func:`doubled_flags`,
-    or glued to its copy, :func:`glued_flags`; the piece holds a word, :class:`Heads`)."""
+                  points: np.ndarray) -> tuple[np.ndarray, Heads]:
+    """Per token: a word written two to ``stutter_copies`` times in place (:func:`doubled_flags`)
+    or glued to its copy (:func:`glued_flags`); and the pieces' :class:`Heads` (``word``: what
+    the stutter CUSUM counts)."""
     heads = piece_heads(ends, points)
-    flags = doubled_flags(x, pieces, s.stutter_unit, s.stutter_copies) | glued_flags(heads, ends, text, points)
-    return flags, heads.word
+    return doubled_flags(x, pieces, s.stutter_unit, s.stutter_copies) | glued_flags(heads, ends, text, points), heads
 
 
 def cusum_steps(flags: np.ndarray, rate: float, words: np.ndarray | None = None) -> np.ndarray:
