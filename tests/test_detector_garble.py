@@ -171,6 +171,28 @@ def test_letters_of_two_alphabets_written_together_are_script_switches() -> None
         assert soup_events(healthy)[1].size == 0, healthy
 
 
+def test_real_words_in_random_order_are_soup() -> None:
+    """Word salad (issue 36): bare words with nothing between them, or words shuffled with
+    their punctuation, so that sentences end before lowercase words."""
+    words = re.findall(r"[A-Za-z]+", prose(6))
+    rng = np.random.default_rng(1)
+    bare = " ".join(rng.permutation(words)[:120].tolist())
+    assert analyze_text(bare, finish_reason="length").evidence.signals == ("unpunctuated_words",)
+    shuffled = " ".join(rng.permutation(prose(6).split())[:150].tolist())
+    a = analyze_text(shuffled, finish_reason="length")
+    assert "lowercase_sentences" in a.evidence.signals and a.evidence.categories == ("soup",)
+    assert all(". " in example or "! " in example or "? " in example for example in a.evidence.examples)
+
+
+def test_prose_lists_and_abbreviations_are_not_salad() -> None:
+    long_sentence = ("I think that the best way to do this would be to first make sure that you have all of the "
+                     "things that you need and then go ahead and start putting everything together")  # 37 words
+    abbreviations = "We bought apples, pears etc. and then went home. Prices vs. quality, i.e. the usual. " + PARAGRAPH
+    numbered = "\n".join(f"  {n}. the {w} clause applies" for n, w in zip(("i", "ii", "iii", "iv", "v"), ("first", "next", "moral", "other", "last")))
+    for text in (long_sentence + ". " + PARAGRAPH, abbreviations * 2, numbered + "\n" + PARAGRAPH):
+        assert not analyze_text(text, finish_reason="stop").collapsed, text[:40]
+
+
 def test_a_multiscript_soup_is_flagged_from_where_it_starts() -> None:
     soup = "Demp Schul.scalablytyped373ьallis gutterぼdiaeftry Fallon572 Sransself recless ${INFRINGEMENT Консульта Cr"
     assert not analyze_text(soup, finish_reason="length").collapsed  # one switch: not enough alone

@@ -11,10 +11,11 @@ capital. Salad breaks both:
   without a comma or a full stop (at most 32 on the suites); a list of words the user asked
   for, written with spaces only, is the look-alike;
 * words shuffled as written, with their punctuation: a full stop lands after a word and a
-  lowercase word follows. ``min_salad_breaks`` (4) such breaks within ``salad_window`` (256)
-  tokens make it salad (healthy text on the suites: at most 2). A sentence end counts only
-  after two words and before a word, so "e.g. the", "i. the" (a numbered list) or "v1.2. the"
-  do not; an abbreviation inside a sentence ("etc. and") does, now and then.
+  lowercase word follows. ``min_salad_breaks`` (3) such breaks within ``salad_window`` (256)
+  tokens make it salad (healthy text on the suites: at most 1). A sentence end counts only
+  after two words, the last of four letters or more, and before a word, so "e.g. the",
+  "i. the" (a numbered list), "etc. and" or "v1.2. the" do not; a longer abbreviation
+  inside a sentence ("approx. the") does.
 
 Scripts without case (Arabic, Hebrew, Georgian, the Indic scripts) have only the first
 shape; CJK text, written without spaces, has neither. Salad in all lowercase prose written
@@ -34,7 +35,9 @@ import numpy as np
 from ._chars import codepoints, piece_ends
 from ._stutter import Heads, piece_heads
 
-_ENDS = np.array([ord("."), ord("!"), ord("?")], dtype=np.uint32)
+_SHORT = 4
+"""A sentence end counts after a word of at least four letters (the piece holds its space):
+most abbreviations are shorter ("etc.", "vs.", "cf.", "al.", "Dr.")."""
 BEFORE = 3
 """Pieces before a piece that its marks read."""
 
@@ -48,7 +51,8 @@ class SaladMarks:
     breaker: np.ndarray
     """Anything else but the rest of a word (punctuation, digits, line breaks, a repeat): it ends a run."""
     breaks: np.ndarray
-    """Piece index of each lowercase word right after a sentence end that follows two words."""
+    """Piece index of each lowercase word right after a sentence end that follows two words
+    (and is not the word before the end again: that is stutter)."""
 
 
 def salad_marks(tokens: np.ndarray, heads: Heads, ends: np.ndarray, points: np.ndarray) -> SaladMarks:
@@ -62,11 +66,14 @@ def salad_marks(tokens: np.ndarray, heads: Heads, ends: np.ndarray, points: np.n
     breaker = ~(spaced_word | heads.continues) | repeat
     breaks = np.zeros(0, dtype=np.int64)
     if n > BEFORE:
-        lengths = np.diff(ends, prepend=0)
-        stop = (lengths == 1) & np.isin(points[np.maximum(ends - 1, 0)], _ENDS)
-        e = np.arange(BEFORE, n)  # the lowercase word after "word word."
-        hit = stop[e - 1] & spaced_word[e - 2] & spaced_word[e - 3] & spaced_word[e] & heads.lower[e]
-        breaks = e[hit]
+        last = points[ends[BEFORE - 1 : -1] - 1]  # the last character of pieces BEFORE - 1 .. n - 2
+        one = ends[BEFORE - 1 : -1] - ends[BEFORE - 2 : -2] == 1
+        stop = one & ((last == 0x2E) | (last == 0x21) | (last == 0x3F))  # ".", "!" or "?" alone
+        # piece e (from BEFORE on): a lowercase word after "word word."
+        hit = stop & spaced_word[1:-2] & spaced_word[:-3] & spaced_word[BEFORE:] & heads.lower[BEFORE:]
+        hit &= tokens[BEFORE:] != tokens[1:-2]  # "years. years": a stutter's copy, not a new sentence
+        hit &= ends[BEFORE - 2 : -2] - ends[BEFORE - 3 : -3] > _SHORT  # "etc. and", "vs. the": abbreviations
+        breaks = np.flatnonzero(hit) + BEFORE
     return SaladMarks(counted, breaker, breaks)
 
 

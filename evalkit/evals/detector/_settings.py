@@ -278,12 +278,12 @@ class DetectorSettings(BaseModel):
         ),
     )
     min_salad_breaks: int = Field(
-        default=4,
+        default=3,
         ge=1,
         description=(
-            "Soup: this many sentence ends followed by a lowercase word ('word word. the') "
-            "within salad_window tokens is word salad (real words shuffled with their "
-            "punctuation). Healthy text on the suites reaches 2 (abbreviations)."
+            "Soup: this many sentence ends after a word of four letters or more, followed by "
+            "a lowercase word ('two words. the'), within salad_window tokens is word salad "
+            "(real words shuffled with their punctuation). Healthy text on the suites reaches 1."
         ),
     )
     salad_window: int = Field(

@@ -88,13 +88,16 @@ def neg_man_page_i18n(rng: random.Random, tokens: int) -> str:
 
 
 def neg_multilingual(rng: random.Random, tokens: int) -> str:
-    """Paragraphs in two to four languages, one after another (a page with its translations)."""
+    """Paragraphs in two to four languages, one after another (a page with its translations),
+    none twice."""
     langs = rng.sample(sorted({r["lang"] for r in SOURCES if r["kind"] in ("man_page", "gettext_catalogue")}), rng.randint(2, 4))
     paragraphs = {lang: [p for t in _texts(("man_page", "gettext_catalogue"), lang) for p in t.split("\n\n") if _LETTER.search(p)]
                   for lang in langs}
-    out = []
-    while S.ntok("".join(out)) < tokens:
-        out.append(rng.choice(paragraphs[rng.choice(langs)]).strip("\n") + "\n\n")
+    pools = {lang: S.Pool(rng, paras) for lang, paras in paragraphs.items()}  # none twice: a repeat is a loop
+    out: list[str] = []
+    while S.ntok("".join(out)) < tokens and any(pool.items for pool in pools.values()):
+        pool = pools[rng.choice([lang for lang in langs if pools[lang].items])]
+        out.append(pool.draw(str).strip("\n") + "\n\n")
     return S.cut_tokens("".join(out), tokens)
 
 
