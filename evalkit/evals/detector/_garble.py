@@ -3,26 +3,31 @@
 A broken serving path does not only loop. Two other shapes are reported against engines:
 
 * **Stutter**: every word written twice in place, "The capital capital of of France France is
-  is Paris Paris.." (ik_llama.cpp #2006, buun-llama-cpp #116). There is no long period and
-  no n-gram recurs at a distance, so the loop rules see nothing. What is left is local: many
-  tokens are covered by a short unit (at most ``stutter_unit`` tokens) written exactly twice
-  in a row. Exactly twice, because three or more copies are a run, which the loop rules
-  already judge (``token_run``); so "ha" written 2,000 times, a row of zeros or a counting
-  song's refrain never count here. A one-sided CUSUM over the per-token flag "covered by such
-  a doubled unit" (reference ``stutter_rate``) fires when a stretch of about
-  ``min_stutter_tokens`` fully doubled tokens has accumulated anywhere. Healthy text doubles a
-  word now and then ("had had", "bye bye", Chinese reduplication 看看, a "1,000,000"), far
-  below the reference rate; every word doubled is ~90% of tokens.
+  is Paris Paris.." (ik_llama.cpp #2006, buun-llama-cpp #116), or three times, or glued to its
+  copy ("thethe cat satsat", issue 36). There is no long period and no n-gram recurs at a
+  distance, so the loop rules see nothing. What is left is local: many words are covered by a
+  short unit (at most ``stutter_unit`` tokens) written two or three times in a row
+  (``stutter_copies``), or are a word glued to its copy (``_stutter``). Four or more copies
+  are a run, which the loop rules already judge (``token_run``); so "ha" written 2,000 times,
+  a row of zeros or a counting song's refrain never count here. A one-sided CUSUM over the
+  words' flags (reference ``stutter_rate``; spaces, digits and punctuation count neither way)
+  fires when a stretch of about ``min_stutter_tokens`` fully repeated words has accumulated
+  anywhere. Healthy text doubles a word now and then ("had had", "bye bye", Chinese
+  reduplication 看看, "bonbon"), far below the reference rate.
 * **Token soup**: fluent-looking random vocabulary pieces across scripts, "Demp
   Schul.scalablytyped373ьallis gutterぼdiaeftry" (sglang #2354), "recless ${INFRINGEMENT
   Консульта" (ik_llama.cpp #1495), or a U+FFFD replacement character where a digit belongs
   (tt-metal #40960). Nothing repeats, so no repetition statistic can see it. The cheapest
   honest evidence in text alone: characters a healthy detokenizer never emits (U+FFFD, C0/C1
-  control characters other than tab and line breaks, lone surrogates), and a letter of one
+  control characters other than tab, line breaks, form feed and vertical tab, lone surrogates;
+  see ``_chars``), and a letter of one
   alphabet written directly against a letter of another with no space, digit or punctuation
   between ("ьallis"). Pairs that healthy text writes that way are not counted: Latin or Greek
   next to Greek (units and maths: μm, Δx), Han and kana next to Latin (Chinese and Japanese
-  write English words without spaces: 使用PyTorch的tensor), Han next to Hangul (hanja).
+  write English words without spaces: 使用PyTorch的tensor), Hangul next to Han (hanja) or
+  Latin (Korean particles: --mtime으로), and a Latin letter that ends a printf conversion or an
+  escape ("%sФайл" in a gettext catalogue). Word salad, real words of one language in random
+  order, has none of these; its syntax gives it away (``_salad``).
   A U+FFFD that is the last character of a text cut by max_tokens is not counted either: an
   engine that stops in the middle of a multi-byte character may emit one there. vLLM draws the
   same line (0.34.0, ``vllm/tokenizers/detokenizer_utils.py``, ``detokenize_incrementally``):
@@ -41,9 +46,10 @@ is split, so they judge the same text the same way on either kind of engine, whi
 rules read the ids (``analyze(text=...)``). Without pieces or text (ids only) they are not
 measured: a doubled unit counts only when it holds a word, which ids alone cannot tell.
 
-What is not caught, honestly: soup written in one script only (random Latin subwords,
-"diaeftry Sransself"), which needs a language model's view of the text (how unlikely it is
-under a healthy engine), and stutter sparser than about a third of the words.
+What is not caught, honestly: soup written in one script with punctuation and capitals in
+place (random Latin subwords, "Diaeftry sransself."), which needs a language model's view of
+the text (how unlikely it is under a healthy engine), and stutter sparser than about a third
+of the words.
 
 Every quantity here is a count over flags that no later token changes once ``lookahead``
 tokens have followed (and a CUSUM or window count over them), so a stream can keep them up
