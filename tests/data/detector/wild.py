@@ -5,7 +5,7 @@
 garbled.py writes its texts from the project's own material; these suites are built from text
 written apart from the project, copied from a Debian machine into wild_sources.jsonl (see
 wild_sources.py: licences, source files with form feeds, gettext catalogues in 48 languages,
-manual pages translated into 30). The output is a pure function of that file, SEED, this file
+manual pages translated into 21). The output is a pure function of that file, SEED, this file
 and the detector's split_text (it counts tokens):
 
 * wild_negatives.jsonl, healthy text as written: ``form_feed`` (GPL-1, LGPL-2 and 2.1 and

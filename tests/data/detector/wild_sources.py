@@ -13,9 +13,9 @@ committed file on any machine (its output is then a pure function of that file a
   headers from /usr/include (glibc's argp.h and regex.h, libgcrypt, nettle);
 * gettext catalogues (.mo files under /usr/share/locale, from coreutils, glib, GTK,
   Linux-PAM, systemd, xkeyboard-config, iso-codes and others, in 48 languages), written back
-  as .po text by gettext 0.21's ``msgunfmt`` (sorted by msgid, as the .mo holds them);
+  as .po text by gettext 0.21's ``msgunfmt`` (sorted by msgid, as the .mo holds them; UTF-8 ones only);
 * translated manual pages (/usr/share/man/LANG, man-db 2.11.2 and others) as ``man``
-  renders them at 80 columns: prose in 30 languages and 6 scripts.
+  renders them at 80 columns: prose in 21 languages.
 
 Each row: ``{"id", "kind", "lang", "source", "text"}``; ``source`` is the path the text came
 from and the Debian package that ships it. Texts are cut at 12,000 characters.
