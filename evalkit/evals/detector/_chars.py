@@ -136,7 +136,8 @@ BMP_ALPHABET = (_BMP_SCRIPT > 0) & (_BMP_SCRIPT != _HAN_KANA) & (_BMP_SCRIPT != 
 BMP_WORD = np.searchsorted(_NOT_WORDS, np.arange(0x10000, dtype=np.uint32), side="right") % 2 == 0
 BMP_WORD[:128] = ASCII_LETTER
 BMP_LOWER = np.array([chr(c).islower() for c in range(0x3000)] + [False] * (0x10000 - 0x3000), dtype=bool)
-"""Lowercase letters (below U+3000: the scripts with case are all there)."""
+BMP_LOWER[0x10D0:0x1100] = False  # Georgian Mkhedruli: "lowercase" since Unicode 11, but no text has capitals
+"""Lowercase letters of the scripts that write capitals (below U+3000: they are all there)."""
 ASCII_LOWER = BMP_LOWER[:128].copy()
 
 
