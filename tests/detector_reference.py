@@ -20,15 +20,9 @@ import numpy as np
 from evalkit.evals.detector import DetectorSettings
 from evalkit.evals.detector import _kernels as K
 from evalkit.evals.detector._analysis import fired_rules, measure
-from evalkit.evals.detector._garble import (
-    UPDATE_EVERY,
-    cusum_from,
-    cusum_steps,
-    doubled_flags,
-    garble_rules,
-    lookahead,
-    measure_garble,
-)
+from evalkit.evals.detector._chars import codepoints, piece_ends
+from evalkit.evals.detector._garble import UPDATE_EVERY, garble_rules, measure_garble
+from evalkit.evals.detector._stutter import cusum_from, cusum_steps, lookahead, stutter_flags
 from evalkit.evals.detector._symbols import factorize
 
 DEFAULT = DetectorSettings()
@@ -36,13 +30,15 @@ DEFAULT = DetectorSettings()
 
 def garble_fires(tokens: np.ndarray, pieces: Sequence[str] | None, s: DetectorSettings = DEFAULT) -> bool:
     """Whether the stutter or soup abort rules hold on everything received: the stutter CUSUM
-    over the doubled flags that are final (``lookahead`` tokens follow them), the soup events
+    over the stutter flags that are final (``lookahead`` tokens follow them), the soup events
     of the text read as a cut one (a trailing U+FFFD left out)."""
     if pieces is None:
         return False
-    final = len(tokens) - lookahead(s)
-    flags = doubled_flags(tokens, pieces, s.stutter_unit)[: max(0, final)]
-    if flags.size and cusum_from(cusum_steps(flags, s.stutter_rate), 0).max() >= (1000 - round(s.stutter_rate * 1000)) * s.min_stutter_tokens * s.abort_margin:
+    final = max(0, len(tokens) - lookahead(s))
+    text = "".join(pieces)
+    flags, heads = stutter_flags(tokens, pieces, s, piece_ends(pieces), text, codepoints(text))
+    steps = cusum_steps(flags[:final], s.stutter_rate, heads.word[:final])
+    if steps.size and cusum_from(steps, 0).max() >= (1000 - round(s.stutter_rate * 1000)) * s.min_stutter_tokens * s.abort_margin:
         return True
     soup = [name for name in garble_rules(measure_garble(tokens, pieces, s, natural_end=False), s, scale=s.abort_margin) if name != "stutter"]
     return bool(soup)

@@ -5,6 +5,7 @@ tests pin the behaviour on the texts of the bug reports and on small constructed
 from __future__ import annotations
 
 import json
+import re
 from importlib import resources
 
 import numpy as np
@@ -18,7 +19,9 @@ from evalkit.evals.detector import (
     analyze_text,
     is_text_collapsed,
 )
-from evalkit.evals.detector._garble import UPDATE_EVERY, doubled_flags, soup_events
+from evalkit.evals.detector._chars import codepoints, piece_ends, soup_events
+from evalkit.evals.detector._garble import UPDATE_EVERY
+from evalkit.evals.detector._stutter import doubled_flags, glued_flags, piece_heads
 from evalkit.evals.detector._text import piece_ids, split_pieces
 from evalkit.evals.repetition import RepetitionSettings, scan_texts
 from evalkit.render.details import event_facts
@@ -76,13 +79,37 @@ def test_the_stutter_of_the_report_is_counted_word_by_word() -> None:
         " capital", " capital", " of", " of", " France", " France", " is", " is", " Paris", " Paris"]
 
 
-def test_only_a_unit_with_a_word_written_exactly_twice_counts() -> None:
+def test_only_a_unit_with_a_word_written_two_or_three_times_counts() -> None:
     assert flags_of("we walked over over the hill") == [" over", " over"]
-    assert flags_of("we walked over over over the hill") == []  # three copies: a run, the loop rules' case
+    assert flags_of("we walked over over over the hill") == [" over", " over", " over"]  # issue 36
+    assert flags_of("we walked over over over over the hill") == []  # four copies: a run, the loop rules' case
     assert flags_of("Herr Schulze Schulze kam") == [" Schulze", " Schulze"]
     assert flags_of("total 1,000,000 and 0,0,1 and 0x00, 0x00,") == []  # numbers are data
     assert flags_of("row one\nrow one\nrow two") == []  # a doubled line is layout
     assert flags_of("他们慢慢地走，谢谢") == ["慢", "慢", "谢", "谢"]  # CJK: one character is a word
+
+
+def test_every_word_written_three_times_is_stutter() -> None:
+    a = analyze_text(" ".join(f"{w} {w} {w}" for w in prose(3).split()), finish_reason="length")
+    assert a.evidence.signals == ("stutter",)
+    assert a.evidence.examples[1].split() == [a.evidence.examples[1].split()[0]] * 3  # all three copies shown
+
+
+def test_a_word_glued_to_its_own_copy_is_stutter() -> None:
+    """"thethe cat satsat" (issue 36): one piece per word, so no two tokens are equal."""
+    count = iter(range(10**6))
+    text = re.sub(r"[A-Za-z]+", lambda m: m.group() * 2 if next(count) % 3 else m.group(), prose(4))  # 2 words in 3
+    a = analyze_text(text, finish_reason="length")
+    assert a.evidence.signals == ("stutter",)
+    pieces = split_pieces("thethe cat satsat on the matmat, informationinformation haha bonbon")
+    text = "".join(pieces)
+    glued = glued_flags(piece_heads(piece_ends(pieces), codepoints(text)), piece_ends(pieces), text, codepoints(text))
+    assert [p for p, f in zip(pieces, glued) if f] == ["thethe", " satsat", " matmat", " informationinfor", "mation", " haha", " bonbon"]
+
+
+def test_a_healthy_glued_word_now_and_then_is_not_stutter() -> None:
+    text = PARAGRAPH + "We had couscous and bonbons in the murmur of the room, haha. " + PARAGRAPH
+    assert not analyze_text(text, finish_reason="stop").collapsed
 
 
 def test_healthy_text_that_doubles_a_word_now_and_then_is_not_stutter() -> None:
@@ -120,6 +147,13 @@ def test_control_characters_are_soup_and_shown_escaped() -> None:
     assert not analyze_text("a\tb\nc\r\nd", finish_reason="stop").collapsed  # tab and line breaks are text
 
 
+def test_a_form_feed_or_vertical_tab_is_text_not_soup() -> None:
+    """The GNU licences, CPython's email package and many C headers break pages with U+000C."""
+    licence = PARAGRAPH + "\f\n\t    GNU GENERAL PUBLIC LICENSE\n" + PARAGRAPH + "\v" + PARAGRAPH
+    assert not analyze_text(licence, finish_reason="stop").collapsed
+    assert not analyze_text(licence.replace("\n", "\r\n"), finish_reason="stop").collapsed
+
+
 def test_a_replacement_character_ending_a_cut_text_is_a_cut_character() -> None:
     text = PARAGRAPH + "caf\ufffd"
     assert not analyze_text(text, finish_reason="length").collapsed  # max_tokens cut a multi-byte character
@@ -131,8 +165,32 @@ def test_letters_of_two_alphabets_written_together_are_script_switches() -> None
     assert soup_events("Пpивет")[1].size == 2  # a Latin p inside a Russian word
     for healthy in ["使用PyTorch的tensor进行计算", "PyTorchのtensorをGPUに転送する", "使用 PyTorch 的 tensor",
                     "7 μm thick, ΔT = 4 K, α = 0.05", "한국어(韓國語)", "Мы используем PyTorch для обучения",
-                    "https://example.com/a3f9c2?x=1", "مرحبا بالعالم"]:
+                    "https://example.com/a3f9c2?x=1", "مرحبا بالعالم",
+                    "--mtime으로 날짜를", "앞으로 %s초",  # Korean particles on a Latin word
+                    'msgstr "%sФайл\\nФайл %1$sФайл"']:  # printf conversions and escapes in a catalogue
         assert soup_events(healthy)[1].size == 0, healthy
+
+
+def test_real_words_in_random_order_are_soup() -> None:
+    """Word salad (issue 36): bare words with nothing between them, or words shuffled with
+    their punctuation, so that sentences end before lowercase words."""
+    words = re.findall(r"[A-Za-z]+", prose(6))
+    rng = np.random.default_rng(1)
+    bare = " ".join(rng.permutation(words)[:120].tolist())
+    assert analyze_text(bare, finish_reason="length").evidence.signals == ("unpunctuated_words",)
+    shuffled = " ".join(rng.permutation(prose(6).split())[:150].tolist())
+    a = analyze_text(shuffled, finish_reason="length")
+    assert "lowercase_sentences" in a.evidence.signals and a.evidence.categories == ("soup",)
+    assert all(". " in example or "! " in example or "? " in example for example in a.evidence.examples)
+
+
+def test_prose_lists_and_abbreviations_are_not_salad() -> None:
+    long_sentence = ("I think that the best way to do this would be to first make sure that you have all of the "
+                     "things that you need and then go ahead and start putting everything together")  # 37 words
+    abbreviations = "We bought apples, pears etc. and then went home. Prices vs. quality, i.e. the usual. " + PARAGRAPH
+    numbered = "\n".join(f"  {n}. the {w} clause applies" for n, w in zip(("i", "ii", "iii", "iv", "v"), ("first", "next", "moral", "other", "last")))
+    for text in (long_sentence + ". " + PARAGRAPH, abbreviations * 2, numbered + "\n" + PARAGRAPH):
+        assert not analyze_text(text, finish_reason="stop").collapsed, text[:40]
 
 
 def test_a_multiscript_soup_is_flagged_from_where_it_starts() -> None:

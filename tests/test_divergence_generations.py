@@ -1,6 +1,6 @@
 """Divergence `generations`: a cell's long generations scored under the baseline's model, against the
-baseline's own (issue 30: the evidence for token soup written in one script, which no text signal
-of the collapse detector sees). Through `evalkit matrix` on the simulated engine, whose buggy cell
+baseline's own (issue 30: the evidence for token soup written in one script, which the collapse
+detector's text rules see only by its syntax). Through `evalkit matrix` on the simulated engine, whose buggy cell
 writes Latin-only soup that a healthy model finds far less likely."""
 
 from __future__ import annotations
@@ -62,7 +62,10 @@ def test_single_script_soup_is_far_less_likely_under_the_baseline_and_fails_the_
     path, result = run
     cells = {c["id"]: c for c in read_json(path / "summary.json")["cells"]}
     repetition = read_json(path / "buggy" / "cell.json")["metrics"]["repetition"]
-    assert repetition["collapsed"] == 0  # Latin-only soup: nothing in the text tells it from rare words
+    # Latin-only soup: no alphabet changes and nothing repeats; since issue 36 the detector flags
+    # this one by its syntax (1,024 tokens of bare words, no punctuation: unpunctuated_words), but
+    # the same soup with punctuation would read as rare words: the divergence is the evidence
+    assert repetition["collapsed"] == 8
     buggy = cells["buggy"]["vs_baseline"]["divergence.generation_nll_rise"]
     healthy = cells["healthy"]["vs_baseline"]["divergence.generation_nll_rise"]
     assert buggy["value"] > 3.0 and buggy["mean_logprob"] < buggy["ref_mean_logprob"] - 3.0, buggy

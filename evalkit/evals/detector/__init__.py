@@ -5,9 +5,11 @@ while short answers still looked fine, so accuracy alone hides it. This package 
 generated sample, whether it collapsed, and says into what (the evidence's ``categories``):
 
 * **loop**: repeated tokens, below: where the loop starts and what it repeats;
-* **stutter**: words written twice in place, "The capital capital of of France France";
+* **stutter**: words written twice or three times in place, "The capital capital of of France
+  France", or glued to their copy, "thethe cat satsat";
 * **soup**: U+FFFD or control characters, letters of two alphabets written against each other
-  ("373ьallis"): fluent-looking garbage in which nothing repeats.
+  ("373ьallis"), or real words in random order (word salad): fluent-looking garbage in which
+  nothing repeats.
 
 Stutter and soup read the text (``_garble`` says what they count and what they leave alone:
 numbers, layouts, Chinese, Japanese, Russian, mixed-script technical text, Greek symbols); the
@@ -56,9 +58,11 @@ rules:
   is still garbage).
 
 And, when the text is known (pieces given, or :func:`analyze_text`), whatever the finish
-reason: a stutter, a CUSUM over "this token is in a unit written exactly twice in a row"
-reaching ``min_stutter_tokens``; or a soup, ``min_invalid_chars`` invalid characters or
-``min_script_switches`` script switches within ``script_window`` tokens.
+reason: a stutter, a CUSUM over "this word is in a unit written two or three times in a row,
+or glued to its copy" reaching ``min_stutter_tokens``; or a soup, ``min_invalid_chars``
+invalid characters, ``min_script_switches`` script switches within ``script_window`` tokens,
+a run of ``min_salad_words`` bare words, or ``min_salad_breaks`` sentence ends before a
+lowercase word within ``salad_window`` tokens.
 
 No rule asks for a fraction of the text: a loop at the end of a long healthy answer (onset at
 90%) is as real as an early one, and absolute counts keep every rule monotone as a loop goes

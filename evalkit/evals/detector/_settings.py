@@ -213,6 +213,15 @@ class DetectorSettings(BaseModel):
             "doubled stretches are loops' business."
         ),
     )
+    stutter_copies: int = Field(
+        default=3,
+        ge=2,
+        description=(
+            "Stutter: the most copies of a unit written in place that count ('the the', "
+            "'the the the'). More copies in a row are a run, judged by max_run: 'ha' written "
+            "2,000 times, a row of zeros."
+        ),
+    )
     stutter_rate: float = Field(
         default=0.3,
         gt=0.0,
@@ -257,6 +266,30 @@ class DetectorSettings(BaseModel):
         default=64,
         ge=1,
         description="Tokens within which min_script_switches switches must fall.",
+    )
+    min_salad_words: int = Field(
+        default=48,
+        ge=1,
+        description=(
+            "Soup: a run of this many words, each after one space, with no punctuation, digit, "
+            "line break or word repeated in between, is word salad (real words in random "
+            "order, written bare). Healthy text on the suites reaches 32; a list of words "
+            "asked for with spaces only is the look-alike."
+        ),
+    )
+    min_salad_breaks: int = Field(
+        default=3,
+        ge=1,
+        description=(
+            "Soup: this many sentence ends after a word of four letters or more, followed by "
+            "a lowercase word ('two words. the'), within salad_window tokens is word salad "
+            "(real words shuffled with their punctuation). Healthy text on the suites reaches 1."
+        ),
+    )
+    salad_window: int = Field(
+        default=256,
+        ge=1,
+        description="Tokens within which min_salad_breaks breaks must fall.",
     )
     seq_rep_n: int = Field(
         default=4,

@@ -27,7 +27,7 @@ from evalkit.evals.detector import DetectorSettings, StreamingDetector, analyze
 from evalkit.evals.detector._text import piece_ids, split_pieces
 
 HERE = Path(__file__).resolve().parent
-SUITES = ("positives", "negatives", "garbled_positives", "garbled_negatives", "requested")
+SUITES = ("positives", "negatives", "garbled_positives", "garbled_negatives", "requested", "wild_positives", "wild_negatives")
 
 
 def load(path: Path) -> list[dict]:

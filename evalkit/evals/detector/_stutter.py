@@ -1,0 +1,186 @@
+"""The stutter flags of a text: words written two or three times in place, or glued to their
+own copy, and which pieces are words at all (see ``_garble``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._chars import ASCII_LETTER, ASCII_LOWER, BMP_ALPHABET, BMP_LOWER, BMP_WORD, is_letter
+from ._settings import DetectorSettings
+
+
+def lookahead(s: DetectorSettings) -> int:
+    """Tokens that must follow a token before its stutter flag is final: a unit's flag reads at
+    most up to token ``i + (stutter_copies + 1) * stutter_unit - 1`` (one more copy rules it
+    out), and a glued word is at most ``2 * GLUED_HALF`` pieces long (each piece holds a letter)."""
+    return max((s.stutter_copies + 1) * s.stutter_unit - 1, 2 * GLUED_HALF)
+
+
+def _all_in_window(eq: np.ndarray, width: int) -> np.ndarray:
+    """``out[i] = eq[i : i + width].all()`` for every full window (doubling, as run_starts)."""
+    window, have = eq, 1
+    while have < width:
+        step = min(have, width - have)
+        window = window[:-step] & window[step:]
+        have += step
+    return window
+
+
+_WORD = re.compile("(?<![^\\W_])[^\\W\\d_]{2}|[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+"""A word: two letters in a row that do not follow a letter or digit (the letters of "0xffff",
+"3rd" or "10px" are part of a number), or one CJK or Hangul character."""
+
+
+def doubled_flags(x: np.ndarray, pieces: Sequence[str], max_unit: int, max_copies: int = 3) -> np.ndarray:
+    """Per token: covered by a unit of at most ``max_unit`` tokens written two to
+    ``max_copies`` times in a row (not preceded or followed by one more copy) that holds a word
+    (see ``_WORD``; read from ``pieces``, aligned with ``x``) and no line break, and is not
+    itself a repeat of a shorter unit ("a a" twice is a run of "a"). More copies are a run, the
+    loop rules' case ("ha" 2,000 times). Numbers and punctuation repeated are data
+    ("1,000,000", the "0,0" of a sparse CSV row, "0x00, 0x00"), a doubled line is layout (two
+    equal rows of a bitmap).
+
+    A unit of p tokens written twice needs p tokens in a row equal to the token p before them,
+    so unit lengths with fewer such tokens are skipped (in healthy text, usually most of them),
+    and only the candidate units are read as text."""
+    n = len(x)
+    flags = np.zeros(n, dtype=bool)
+    if n < 2:
+        return flags
+    eqs = {p: x[p:] == x[:-p] for p in range(1, min(max_unit, n // 2) + 1)}  # eq[p][j]: x[j + p] == x[j]
+    search = _WORD.search
+    for p, eq in eqs.items():
+        if np.count_nonzero(eq) < p:  # usual in healthy text
+            continue
+        square = _all_in_window(eq, p)  # square[i]: x[i : i + p] == x[i + p : i + 2p]
+        if not square.any():
+            continue
+        fresh = square.copy()
+        fresh[p:] &= ~square[:-p]  # no copy before it: the first copy of a run
+        for d in range(1, p):  # the unit has a smaller period d dividing p: a run, not a word
+            if p % d == 0:
+                fresh &= ~_all_in_window(eqs[d], p - d)[: len(fresh)]
+        start = fresh  # start[i]: a run of at least `copies` copies of the unit starts at i
+        for copies in range(2, max_copies + 1):
+            more = np.zeros(len(square), dtype=bool)  # more[i]: one more copy follows
+            more[: max(0, len(square) - (copies - 1) * p)] = square[(copies - 1) * p :]
+            for i in np.flatnonzero(start & ~more).tolist():
+                unit = "".join(pieces[i : i + p])
+                before = pieces[i - 1][-1:] if i else ""  # what the unit's first letters follow
+                if "\n" not in unit and search(before + unit, len(before)):
+                    flags[i : i + copies * p] = True
+            start = start & more
+            if not start.any():
+                break
+    return flags
+
+
+GLUED_HALF = 16
+"""Longest word, in letters, whose copy glued to it counts ("thethe", "capitalcapital")."""
+
+
+@dataclass(frozen=True)
+class Heads:
+    """Per piece of a text: where its first character after a leading space is, and what."""
+
+    first: np.ndarray
+    """Offset of that character (the piece's end when it has none)."""
+    spaced: np.ndarray
+    """The piece starts with a space."""
+    letter: np.ndarray
+    """That character is a letter of an alphabet (a glued word is made of those)."""
+    word: np.ndarray
+    """That character is a letter of any script, CJK and Hangul included (outside the
+    punctuation and symbol blocks): the piece holds a word. Spaces, digits, punctuation and
+    line breaks do not; the stutter CUSUM counts words only."""
+    lower: np.ndarray
+    """That character is a lowercase letter."""
+    continues: np.ndarray
+    """A piece of letters, with no space, right after a piece that ends with a letter: the rest
+    of a word (``split_pieces`` cuts a letter run every 16 letters; a tokenizer anywhere)."""
+
+
+def piece_heads(ends: np.ndarray, points: np.ndarray) -> Heads:
+    """:class:`Heads` of the pieces ending at ``ends`` in a text of code points ``points``."""
+    starts = np.empty_like(ends)
+    starts[:1] = 0
+    starts[1:] = ends[:-1]
+    padded = np.append(points, points.dtype.type(0))  # a piece may end the text: read a 0 past it
+    spaced = (padded[starts] == 32) & (starts < ends)
+    first = starts + spaced
+    c = padded[first]
+    has = first < ends
+    if points.dtype == np.uint8:
+        letter = word = ASCII_LETTER[c] & has
+        lower = ASCII_LOWER[c] & has
+    else:
+        bmp = np.minimum(c, 0xFFFF)  # beyond the BMP: no alphabet here, a word (CJK extensions)
+        letter, word, lower = BMP_ALPHABET[bmp] & has, (BMP_WORD[bmp] | (c > 0xFFFF)) & has, BMP_LOWER[bmp] & has
+    continues = np.zeros(len(ends), dtype=bool)
+    if len(ends) > 1:
+        continues[1:] = letter[1:] & ~spaced[1:] & letter[:-1] & is_letter(points[np.maximum(ends[:-1] - 1, 0)])
+    return Heads(first, spaced, letter, word, lower, continues)
+
+
+def glued_flags(heads: Heads, ends: np.ndarray, text: str, points: np.ndarray) -> np.ndarray:
+    """Per token: part of a word of letters that is a shorter word glued to its own copy
+    ("thethe", "satsat"; 2 to ``GLUED_HALF`` letters each, not themselves a repeat:
+    "hahahaha" is a run). A word is a piece of letters with the pieces of letters that
+    continue it without a space (``split_pieces`` cuts a letter run every 16 letters; a
+    tokenizer's pieces cut words anywhere). ``points``: the :func:`codepoints` of ``text``.
+
+    Healthy words of that shape exist ("bonbon", "murmur", "couscous", "haha"), far too rarely
+    to move the stutter CUSUM. Only words whose first and middle letters agree are read as text."""
+    n = len(ends)
+    flags = np.zeros(n, dtype=bool)
+    letter = heads.letter
+    if not letter.any():
+        return flags
+    continues = heads.continues
+    first_piece = np.flatnonzero(letter & ~continues)
+    last_piece = first_piece
+    if continues.any():  # words of several pieces: a word's last piece is the first not continued
+        last = np.ones(n, dtype=bool)
+        last[:-1] = ~continues[1:]
+        last_index = np.flatnonzero(last)  # holds n - 1
+        last_piece = last_index[np.searchsorted(last_index, first_piece)]
+    lo, hi = heads.first[first_piece], ends[last_piece]
+    size = hi - lo
+    half = size // 2
+    after_digit = (lo > 0) & (points[np.maximum(lo - 1, 0)] - 0x30 < 10)  # the letters of "0xabab"
+    index = np.flatnonzero((size % 2 == 0) & (size >= 4) & (half <= GLUED_HALF) & ~after_digit)
+    mid = lo[index] + half[index]
+    keep = (points[lo[index]] == points[mid]) & (points[mid - 1] == points[hi[index] - 1])
+    for k in index[keep].tolist():
+        word = text[lo[k] : hi[k]]
+        unit = word[: len(word) // 2]
+        if word[len(unit) :] == unit and word.isalpha() and unit not in (unit + unit)[1:-1]:
+            flags[first_piece[k] : last_piece[k] + 1] = True
+    return flags
+
+
+def stutter_flags(x: np.ndarray, pieces: Sequence[str], s: DetectorSettings, ends: np.ndarray, text: str,
+                  points: np.ndarray) -> tuple[np.ndarray, Heads]:
+    """Per token: a word written two to ``stutter_copies`` times in place (:func:`doubled_flags`)
+    or glued to its copy (:func:`glued_flags`); and the pieces' :class:`Heads` (``word``: what
+    the stutter CUSUM counts)."""
+    heads = piece_heads(ends, points)
+    return doubled_flags(x, pieces, s.stutter_unit, s.stutter_copies) | glued_flags(heads, ends, text, points), heads
+
+
+def cusum_steps(flags: np.ndarray, rate: float, words: np.ndarray | None = None) -> np.ndarray:
+    """Per-mille CUSUM increments of ``flags`` with reference ``rate`` (integers: exact); with
+    ``words``, a token that is neither flagged nor a word adds nothing."""
+    k = round(rate * 1000)
+    rest = -k if words is None else np.where(words, -k, 0)
+    return np.where(flags, 1000 - k, rest).astype(np.int64)
+
+
+def cusum_from(steps: np.ndarray, start: int) -> np.ndarray:
+    """``S[i] = max(0, S[i-1] + steps[i])`` with ``S[-1] = start`` (>= 0), without a Python loop."""
+    total = start + np.cumsum(steps)
+    return total - np.minimum(np.minimum.accumulate(total), 0)
