@@ -10,8 +10,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from evalkit.engine import EngineProcess, free_port
+
+# Property tests check behaviour, never speed (benchmarks/ measures that): Hypothesis' default
+# 200 ms deadline per example failed detector properties on a loaded 2-core machine (3 s for one
+# example while other jobs ran), a timing verdict no test here should give.
+settings.register_profile("evalkit", deadline=None)
+settings.load_profile("evalkit")
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
