@@ -40,6 +40,7 @@ from evalkit.render.compare_table import (
 )
 from evalkit.render.details import Details
 from evalkit.render.header import SIM_NOTE, facts, legend, sources, title, verdict_line
+from evalkit.render.headline import headline
 from evalkit.render.html_details import cell_sections, esc
 from evalkit.render.table import Pivot, columns, pivots, table_rows
 from evalkit.verdict.summary import CellRow, RunSummary, Verdict
@@ -60,7 +61,7 @@ details.cell{border:1px solid #ccd;margin:.4em 0;padding:.3em .6em}details.cell>
 ul.ids{display:flex;flex-wrap:wrap;gap:.3em;list-style:none;padding:0;margin:.2em 0}
 ul.ids li{background:#eef;padding:0 .4em;border-radius:3px}.filters{margin:1em 0;display:flex;gap:1em}
 .filters input,.filters select{font:inherit;padding:.2em .4em}[hidden]{display:none!important}
-code{overflow-wrap:anywhere}
+code{overflow-wrap:anywhere}figure.forest{margin:.4em 0}figure.forest svg{max-width:100%;height:auto}
 """
 
 SCRIPT = """
@@ -164,8 +165,10 @@ def _flags(summary: RunSummary | Verdict) -> list[str]:
 
 
 def _verdict(summary: RunSummary | Verdict, whose: str = "") -> str:
+    """The headline (render/headline.py), the page's first line, with the threshold tallies under it."""
     ok, words = verdict_line(summary)
-    return f'<p class="verdict {"ok" if ok else "bad"}">{"✔" if ok else "✗"} {esc(whose + words)}</p>'
+    return (f'<p class="verdict {"ok" if ok else "bad"}">{"✔" if ok else "✗"} {esc(whose + headline(summary))}</p>'
+            f'<p class="tallies">{esc(whose + "thresholds: " + words)}</p>')
 
 
 FILTERS = ('<div class="filters"><label>Cell or axis value <input id="filter-cell" type="search"></label>'
@@ -178,7 +181,7 @@ def report(summary: RunSummary, details: Details) -> str:
     """The run as one HTML page: facts, verdict, pivots, all cells, thresholds, drill-downs."""
     attrs = {cell.id: filter_attrs(cell) for cell in summary.cells}
     heading = title(summary)
-    parts = [f"<h1>{esc(heading)}</h1>", f'<p class="facts">{esc(" · ".join(facts(summary, details.run)))}</p>']
+    parts = [_verdict(summary), f"<h1>{esc(heading)}</h1>", f'<p class="facts">{esc(" · ".join(facts(summary, details.run)))}</p>']
     srcs = sources(summary)
     if srcs:
         parts.append("<ul class=\"sources\">" + "".join(
@@ -186,7 +189,6 @@ def report(summary: RunSummary, details: Details) -> str:
             f"<code>{esc(s.sha or '?')}</code>: {esc(', '.join(s.cells))}</li>" for s in srcs) + "</ul>")
     if summary.simulated:
         parts.append(f'<p class="note">{esc(SIM_NOTE)}</p>')
-    parts.append(_verdict(summary))
     parts += [_pivot(p) for p in pivots(summary)]
     if plot := forest.svg(summary):
         parts += ["<h2>Differences</h2>", f'<figure class="forest">{plot}</figure>']
@@ -208,7 +210,8 @@ def comparison(result: dict[str, Any]) -> str:
     """The compare table as one HTML page, B's verdict against A (its checks, its broken
     thresholds), and each cell's flipped question ids folded."""
     heading = compare_title(result)
-    parts = [f"<h1>{esc(heading)}</h1>",
+    verdict = Verdict.model_validate(result)
+    parts = [_verdict(verdict, "B against A: "), f"<h1>{esc(heading)}</h1>",
              f"<ul><li>A: {esc(run_facts(result['a']))}</li><li>B: {esc(run_facts(result['b']))}</li></ul>"]
     if result["a"]["simulated"] or result["b"]["simulated"]:
         parts.append(f'<p class="note">{esc(SIM_NOTE)}</p>')
@@ -220,8 +223,7 @@ def comparison(result: dict[str, Any]) -> str:
                    for row, texts in zip(result["cells"], compare_rows(result)))
     parts += [FILTERS, f'<table class="compare"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>',
               f'<p class="legend">{esc(compare_legend(result))}</p>']
-    verdict = Verdict.model_validate(result)
-    parts += [_verdict(verdict, "B against A: "), *_checks(verdict), *_flags(verdict)]
+    parts += [*_checks(verdict), *_flags(verdict)]
     for row in result["cells"]:
         for spec in flip_specs(specs):
             paired = flips(row, spec)
