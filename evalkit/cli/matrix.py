@@ -131,7 +131,7 @@ def _last_lines(outcome: MatrixOutcome, as_json: bool) -> None:
 
     out = console(stderr=as_json)
     out.print(f"results: {outcome.run_path}", highlight=False, soft_wrap=True)
-    out.print(headline_markup(RunSummary.model_validate(outcome.summary)), highlight=False)
+    out.print(headline_markup(RunSummary.model_validate(outcome.summary)), highlight=False, soft_wrap=True)
 
 
 def _bisect_regressions(outcome: MatrixOutcome, request: MatrixRequest, progress: Progress) -> MatrixOutcome:

@@ -29,6 +29,8 @@ NAMED_CELLS = 2
 """Broken cells named with their figures; the rest are listed by id only."""
 NAMED_IDS = 4
 """Cells named by id in a list (undecided, not run, broken past NAMED_CELLS); the rest are counted."""
+NAMED_RULES = 2
+"""Thresholds named, with their reason, for undecided cells; the rest are counted."""
 FIGURES = 2
 """Figures per broken cell: the one or two that show it."""
 _REFERENCE_WORDS = {"vs_baseline": "baseline", "ab": "twin"}
@@ -78,8 +80,12 @@ def figure(check: CheckRecord, row: CellRow | JudgedCell, cells: dict[str, CellR
 
 
 def _figures(row: CellRow | JudgedCell, cells: dict[str, CellRow], specs: list[MetricSpec]) -> str:
-    """The cell's broken checks, one per metric, the most significant first, at most FIGURES."""
-    broken = sorted(_failing(checks_of(row), "FAIL"), key=lambda c: (c.p is None, c.p or 0.0))
+    """The cell's broken checks as figures, at most FIGURES, one per metric in the run's metric
+    order (the config's evals: GSM8K before the collapse rate before the rest); of a metric's
+    checks the most significant, a change against a reference before a bare limit (it says more)."""
+    order = {spec.name: i for i, spec in enumerate(specs)}
+    broken = sorted(_failing(checks_of(row), "FAIL"), key=lambda c: (
+        order.get(c.metric, len(order)), c.p is None, c.p or 0.0, c.check in ("min", "max")))
     shown: dict[str, str] = {}
     for check in broken:
         if check.metric not in shown and len(shown) < FIGURES:
@@ -98,17 +104,18 @@ def check_words(check: CheckRecord, specs: list[MetricSpec]) -> str:
     return f"{label} {kind} vs {word}"
 
 
-def _undecided(rows: Sequence[CellRow | JudgedCell], specs: list[MetricSpec], name_cells: bool) -> str:
-    """Why the undecided cells are: per threshold, in words, with the first cell's reason (and,
-    when `name_cells`, its cells)."""
+def _undecided(rows: Sequence[CellRow | JudgedCell], specs: list[MetricSpec]) -> str:
+    """Why the undecided cells are: per threshold (at most NAMED_RULES), in words, its cells and
+    the first one's reason."""
     by_rule: dict[str, tuple[list[str], str]] = {}
     for row in rows:
         for check in _failing(checks_of(row), "INCONCLUSIVE"):
             ids, reason = by_rule.setdefault(check_words(check, specs), ([], why(check, specs)))
             if row.id not in ids:
                 ids.append(row.id)
-    return "; ".join(f"{words}{' on ' + _ids(ids) if name_cells else ''} ({reason})"
-                     for words, (ids, reason) in by_rule.items())
+    named = [f"{words} on {_ids(ids)} ({reason})" for words, (ids, reason) in list(by_rule.items())[:NAMED_RULES]]
+    more = len(by_rule) - NAMED_RULES
+    return "; ".join(named) + (f"; and {more} more threshold{'s' if more > 1 else ''}" if more > 0 else "")
 
 
 def headline(summary: RunSummary | Verdict) -> str:
@@ -130,10 +137,10 @@ def headline(summary: RunSummary | Verdict) -> str:
         reason = f" ({first.status}: {first.error})" if first.error else f" ({first.status})"
         parts.append(f"{len(not_run)} of {n} cells did not run: {_ids([c.id for c in not_run])}"
                      + (reason if len(not_run) == 1 else ""))
-    if undecided and parts:
-        parts.append(f"{len(undecided)} other cells undecided: {_undecided(undecided, specs, False)}")
+    if undecided and parts:  # the checks say why: the headline is about what broke
+        parts.append(f"{len(undecided)} other cell{'s' if len(undecided) > 1 else ''} undecided")
     elif undecided:
-        parts.append(f"{len(undecided)} of {n} cells could not be decided: {_undecided(undecided, specs, True)}")
+        parts.append(f"{len(undecided)} of {n} cells could not be decided: {_undecided(undecided, specs)}")
     if not parts:
         passed = sum(c.outcome == "PASS" for row in summary.cells for c in checks_of(row))
         parts.append(f"all {n} cells held" + (f" ({passed} checks PASS)" if passed else ""))

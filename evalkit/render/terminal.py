@@ -66,9 +66,9 @@ class _Matrix:
     """The matrix table, fitted to the console's width: a table wider than the terminal folds
     every cell into an unreadable stack, so columns are left out, least telling first, until it
     fits, and a line says which (markdown, CSV and HTML always hold them all). Each column kept is
-    as wide as its widest value (`min_width`), so rich never folds a number or an id mid-way; only
-    headers wrap, at spaces. Never left out: the cell, its status, the headline metric's value
-    (`headline_metric`), and any column a broken threshold marks in some row."""
+    exactly as wide as its widest value, so rich never folds a number or an id mid-way (a text
+    longer than WRAPS_PAST, an error, wraps at its spaces); only headers wrap, at spaces. Never left out: the cell, its status, the headline metric's value
+    (`headline_metric`); a column a broken threshold marks goes last."""
 
     def __init__(self, summary: RunSummary, details: Details) -> None:
         self.summary, self.details = summary, details
@@ -78,19 +78,22 @@ class _Matrix:
     def _rank(self, index: int, column: Column[CellRow]) -> tuple[int, int] | None:
         """When `column` goes (lower first; None: never): empty columns, then comparisons with the
         twin, values without a comparison column, values with one, comparisons with the baseline,
-        then the headline metric's own comparisons; the rightmost (the later evals) first within each."""
-        if column.key in ("cell", "status", self.headline) or any(row.mark(column.key) for row in self.rows):
+        then the headline metric's own comparisons; the rightmost (the later evals) first within
+        each. A column a broken threshold marks goes only after all of those (the pivots and the
+        failed checks still show it)."""
+        if column.key in ("cell", "status", self.headline):
             return None
+        marked = 10 if any(row.mark(column.key) for row in self.rows) else 0
         if all(row.texts[column.key] in ("-", "") for row in self.rows):
             return (0, -index)
         if self.headline and column.key.startswith(f"{self.headline}_vs_"):
-            return (5 if column.key.endswith("_vs_ab") else 6, -index)
+            return (marked + (5 if column.key.endswith("_vs_ab") else 6), -index)
         if column.key.endswith("_vs_ab"):
-            return (1, -index)
+            return (marked + 1, -index)
         if not column.key.endswith("_vs_baseline"):
             compared = any(c.key == f"{column.key}_vs_baseline" for c in self.cols)
-            return (3 if compared else 2, -index)
-        return (4, -index)
+            return (marked + (3 if compared else 2), -index)
+        return (marked + 4, -index)
 
     def _need(self, column: Column[CellRow]) -> int:
         """A column's width with no value folded: its widest value with its mark (up to WRAPS_PAST:
@@ -108,7 +111,7 @@ class _Matrix:
         table = Table(title=term_text(title(self.summary)),
                       caption=term_text(" · ".join(facts(self.summary, self.details.run))))
         for i, column in enumerate(cols):
-            table.add_column(term_text(column.header), overflow="fold", no_wrap=i == 0, min_width=self._need(column))
+            table.add_column(term_text(column.header), overflow="fold", no_wrap=i == 0, width=self._need(column))
         for row in self.rows:
             style = None if row.texts["status"] == "ok" else "yellow"
             table.add_row(*(_cell(row, c) for c in cols), style=style)
