@@ -43,6 +43,7 @@ from evalkit.render.header import SIM_NOTE, facts, legend, sources, title, verdi
 from evalkit.render.headline import headline
 from evalkit.render.html_details import cell_sections, esc
 from evalkit.render.table import Pivot, columns, pivots, table_rows
+from evalkit.render.text import no_local_paths
 from evalkit.verdict.summary import CellRow, RunSummary, Verdict
 
 MARKS = {"fail": "✗", "warn": "⚠"}
@@ -196,7 +197,7 @@ def report(summary: RunSummary, details: Details) -> str:
     parts += _checks(summary) + _flags(summary)
     parts += ["<h2>Cells</h2>", cell_sections(summary, details, attrs)]
     if summary.command:
-        command = shlex.join(redact_argv(str(a) for a in summary.command))
+        command = shlex.join(redact_argv(no_local_paths(str(a)) for a in summary.command))
         parts.append(f"<h2>Reproduce</h2><pre>{esc(command, 4_000)}</pre>")
     return page(heading, "\n".join(parts))
 

@@ -33,7 +33,7 @@ from evalkit.render.headline import headline
 from evalkit.render.markdown_details import details_sections, id_list
 from evalkit.render.regressions import regression_lines
 from evalkit.render.table import Pivot, columns, pivots, table_rows
-from evalkit.render.text import html_text, md_cell, md_code, md_fence
+from evalkit.render.text import html_text, md_cell, md_code, md_fence, no_local_paths
 from evalkit.verdict.summary import RunSummary, Verdict
 
 FAIL_MARK, WARN_MARK = "❌", "⚠️"
@@ -80,7 +80,7 @@ def _checks(summary: RunSummary | Verdict) -> list[str]:
 def _reproduce(summary: RunSummary) -> list[str]:
     if not summary.command:
         return []
-    command = redact_argv(str(a) for a in summary.command)  # `--api-key X` must not reach a PR
+    command = redact_argv(no_local_paths(str(a)) for a in summary.command)  # `--api-key X` must not reach a PR
     return ["---", "", "Reproduce:", "", md_fence(shlex.join(command), "sh"), ""]
 
 
