@@ -142,10 +142,10 @@ def test_hostile_output_cannot_break_the_table_or_the_details(hostile_run: tuple
 
 def test_title_names_model_engine_source_shas_and_date(hostile_run: tuple[Path, dict]) -> None:
     _, summary = hostile_run
-    first = render(summary, "markdown").splitlines()[0]
-    assert first.startswith("### evalkit · sim/test-model on sim · ")
+    first = render(summary, "markdown").splitlines()[2]  # under the headline
+    assert first.startswith("<sub>evalkit · sim/test-model on sim · ")
     assert "aaaaaaaaaaaa (fix=fixon)" in first and "bbbbbbbbbbbb (fix=fixoff)" in first
-    assert first.endswith("2026-12-03 02:00 UTC")
+    assert "2026-12-03 02:00 UTC · run " in first
     assert "hunter2" not in render(summary, "markdown")  # a clone URL's credential never reaches the PR
 
 
