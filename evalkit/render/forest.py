@@ -162,7 +162,6 @@ def _figure(summary: RunSummary) -> Any:
     for label, key in zip(first.get_yticklabels(), keys):
         outcome = worst.get(key)
         label.set_color(_COLOURS[outcome] if outcome in ("FAIL", "INCONCLUSIVE") else "black")
-    fig.get_layout_engine().set(w_pad=0.04, wspace=0.02)
     fig.suptitle(f"evalkit {summary.run_id}: differences from the baseline (o) and the twin (■)\n"
                  "dashed: threshold margins; red FAIL, amber INCONCLUSIVE", fontsize=9)
     return fig

@@ -107,11 +107,21 @@ class _Matrix:
         """The table's width: each column's need plus its padding and border."""
         return 1 + sum(self._need(c) + 3 for c in cols)
 
-    def _table(self, cols: list[Column[CellRow]]) -> Table:
+    def _widths(self, cols: list[Column[CellRow]], room: int) -> list[int]:
+        """Each column's need, then what the terminal has to spare given to headers that would
+        wrap, left to right, up to their length (a header on one line reads best)."""
+        widths = [self._need(c) for c in cols]
+        spare = room - self._width(cols)
+        for i, column in enumerate(cols):
+            grow = min(max(0, len(column.header) - widths[i]), max(0, spare))
+            widths[i], spare = widths[i] + grow, spare - grow
+        return widths
+
+    def _table(self, cols: list[Column[CellRow]], room: int) -> Table:
         table = Table(title=term_text(title(self.summary)),
                       caption=term_text(" · ".join(facts(self.summary, self.details.run))))
-        for i, column in enumerate(cols):
-            table.add_column(term_text(column.header), overflow="fold", no_wrap=i == 0, width=self._need(column))
+        for i, (column, width) in enumerate(zip(cols, self._widths(cols, room))):
+            table.add_column(term_text(column.header), overflow="fold", no_wrap=i == 0, width=width)
         for row in self.rows:
             style = None if row.texts["status"] == "ok" else "yellow"
             table.add_row(*(_cell(row, c) for c in cols), style=style)
@@ -127,7 +137,7 @@ class _Matrix:
                 break
             hidden.append(next(c for c in keep if c.key == key))
             keep = [c for c in keep if c.key != key]
-        yield self._table(keep)
+        yield self._table(keep, options.max_width)
         if hidden:
             names = ", ".join(c.header for c in hidden)
             yield f"[dim]{term_text(f'left out at {options.max_width} columns: {names}; a wider terminal or --format markdown, csv or html shows them')}[/dim]"
