@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,7 +154,8 @@ def _figure(summary: RunSummary) -> Any:
         for margin in panel.margins:
             ax.axvline(100 * margin, color="#6d4c41", linestyle="--", linewidth=0.9)
         ax.set_ylim(-0.7, len(keys) - 0.3)
-        ax.set_xlabel(f"Δ {panel.spec.display.label},\npoints (95% interval)", fontsize=8)
+        ax.set_xlabel(textwrap.fill(f"Δ {panel.spec.display.label}, points (95% interval)", 20 if len(found) > 2 else 40),
+                      fontsize=8)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
         ax.tick_params(axis="x", labelsize=8)
         ax.grid(True, axis="x", alpha=0.3)

@@ -62,7 +62,8 @@ details.cell{border:1px solid #ccd;margin:.4em 0;padding:.3em .6em}details.cell>
 ul.ids{display:flex;flex-wrap:wrap;gap:.3em;list-style:none;padding:0;margin:.2em 0}
 ul.ids li{background:#eef;padding:0 .4em;border-radius:3px}.filters{margin:1em 0;display:flex;gap:1em}
 .filters input,.filters select{font:inherit;padding:.2em .4em}[hidden]{display:none!important}
-code{overflow-wrap:anywhere}figure.forest{margin:.4em 0}figure.forest svg{max-width:100%;height:auto}
+code{overflow-wrap:anywhere}figure.forest{margin:.4em 0}figure.forest svg{width:100%;max-width:1000px;height:auto}
+table.matrix{display:block;overflow-x:auto;max-width:100%}
 """
 
 SCRIPT = """
