@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from rich.console import Console
 
 from benchmarks.html_report import make_run
+from evalkit.cli import main
 from evalkit.config import parse_config
 from evalkit.render import render
 from evalkit.render.forest import png
@@ -66,6 +65,7 @@ def left_out(lines: list[str]) -> list[str]:
 
 
 def terminal(summary: RunSummary, run_path: Path, width: int) -> list[str]:
+    """The terminal report at `width` columns (with run.json's facts under the matrix)."""
     console = Console(file=io.StringIO(), width=width, record=True, color_system=None)
     render(summary, "terminal", run_path, console=console)
     return console.export_text().splitlines()
@@ -103,14 +103,12 @@ def test_the_wide_table_gives_up_columns_least_telling_first_and_a_broken_one_la
 
 
 def test_a_piped_report_is_as_wide_as_columns_says(demo_runs: dict[str, Path]) -> None:  # noqa: F811
-    def lines(**env: str) -> list[str]:
-        environ = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | env
-        done = subprocess.run([sys.executable, "-m", "evalkit.cli", "report", str(demo_runs["a"])], env=environ,
-                              capture_output=True, text=True, timeout=120, check=False)
-        assert done.returncode == 0, done.stderr
-        return done.stdout.splitlines()
-    assert max(map(len, lines(COLUMNS="90"))) <= 90
-    assert 90 < max(map(len, lines())) <= 200  # no COLUMNS: a CI log's 200
+    def lines(columns: str | None) -> list[str]:
+        done = CliRunner().invoke(main, ["report", str(demo_runs["a"])], env={"COLUMNS": columns})  # stdout: a pipe
+        assert done.exit_code == 0, done.output
+        return done.output.splitlines()
+    assert max(map(len, lines("90"))) <= 90
+    assert 90 < max(map(len, lines(None))) <= 200  # no COLUMNS: a CI log's 200
 
 
 def paste(markdown: str) -> list[str]:
