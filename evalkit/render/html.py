@@ -170,7 +170,7 @@ def _verdict(summary: RunSummary | Verdict, whose: str = "") -> str:
     """The headline (render/headline.py), the page's first line, with the threshold tallies under it."""
     ok, words = verdict_line(summary)
     return (f'<p class="verdict {"ok" if ok else "bad"}">{"✔" if ok else "✗"} {esc(whose + headline(summary))}</p>'
-            f'<p class="tallies">{esc(whose + "thresholds: " + words)}</p>')
+            f'<p class="tallies">{esc(whose + words)}</p>')
 
 
 FILTERS = ('<div class="filters"><label>Cell or axis value <input id="filter-cell" type="search"></label>'

@@ -124,7 +124,7 @@ def _paste(summary: RunSummary, details: Details) -> list[str]:
     lines += _failed(summary)
     if bisected := regression_lines(summary):
         lines += ["#### Regressions bisected", "", *(f"- {md_cell(line, limit=1000)}" for line in bisected), ""]
-    return [*lines, f"Thresholds: {md_cell(words)}", ""]
+    return [*lines, md_cell(words), ""]
 
 
 def _folded(summary: RunSummary) -> list[str]:
@@ -178,7 +178,7 @@ def comparison(result: dict[str, Any]) -> str:
     lines += md_table((md_cell(c.header) for c in cols), body)
     lines += ["", md_cell(compare_legend(result), limit=1000), ""]
     _, words = verdict_line(verdict)
-    lines += [f"B against A, thresholds: {md_cell(words)}", ""]
+    lines += [f"B against A: {md_cell(words)}", ""]
     lines += _checks(verdict) + _failed(verdict) + _warnings(verdict)
     lines += [line for row in result["cells"] for spec in flip_specs(specs)
               for line in _compare_flips(row, spec, specs)]

@@ -189,7 +189,7 @@ def _verdict(summary: RunSummary | Verdict, between: list[RenderableType], whose
             marker = "[bold red]FAIL[/bold red]" if flag.action == "fail" else "[yellow]warn[/yellow]"
             out.append(f"{marker} {term_text(flag.message)}")
     _, words = verdict_line(summary)
-    return [*out, *between, f"[dim]{term_text(whose + 'thresholds: ' + words)}[/dim]"]
+    return [*out, *between, f"[dim]{term_text(whose + words)}[/dim]"]
 
 
 def comparison(result: dict[str, Any]) -> list[RenderableType]:
