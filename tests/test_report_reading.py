@@ -124,7 +124,7 @@ def test_the_pr_paste_of_twelve_cells_is_the_headline_pivots_and_failed_checks(
     assert top[0] == f"❌ **{headline(summary)}**".replace(">", "&gt;")
     assert "#### GSM8K flexible (95% CI) by configuration" in top and "#### Collapse rate (k/n) by configuration" in top
     failed = [f for cell in summary.cells for f in cell.flags if f.action == "fail"]
-    assert failed and len([line for line in top if line.startswith("- ❌ ")]) == len(failed)
+    assert failed and len([line for line in top if line.startswith("- ❌ **FAIL** ")]) == len(failed)
     rest = markdown[markdown.index("<details>"):]
     assert "#### All cells" in rest and "#### Checks: PASS, FAIL or INCONCLUSIVE" in rest
 

@@ -60,7 +60,8 @@ def _counts(spec: MetricSpec, cell: CellRow, reference: CellRow | None) -> str |
 
 def figure(check: CheckRecord, row: CellRow | JudgedCell, cells: dict[str, CellRow], specs: list[MetricSpec]) -> str:
     """One broken check as a figure a reviewer reads: `GSM8K flexible -7.1 points vs twin (p 6.1e-17)`,
-    `collapse rate 21/64 vs 0/64 (p 6.7e-08)`, `GSM8K flexible 0.870 < min 0.9`."""
+    `collapse rate 21/64 vs 0/64 (p 6.7e-08)`, `GSM8K flexible 0.870 < min 0.9`; a compared cell
+    (a `JudgedCell`: B against A) is `vs A`."""
     spec = registry.metric(check.metric, specs)
     label = spec.display.label if spec is not None else check.metric
     if check.check in ("min", "max"):
@@ -68,6 +69,7 @@ def figure(check: CheckRecord, row: CellRow | JudgedCell, cells: dict[str, CellR
         value = "-" if check.value is None else f"{check.value:.3f}"
         return f"{label} {value} {sign} {check.check} {check.margin or 0:g}"
     word = next((w for end, w in _REFERENCE_WORDS.items() if check.check.endswith(end)), "reference")
+    word = word if isinstance(row, CellRow) else "A"
     p = f" (p {p_text(check.p)})" if check.p is not None else ""
     if spec is not None and spec.comparison is Comparison.COUNT and isinstance(row, CellRow):
         if counts := _counts(spec, row, cells.get(check.reference or "")):

@@ -96,7 +96,7 @@ def _failed(summary: RunSummary | Verdict) -> list[str]:
     flags = [f for c in summary.cells for f in c.flags if f.action == "fail"]
     if not flags:
         return []
-    return ["#### Failed checks", "", *(f"- {FAIL_MARK} {md_cell(f.message)}" for f in flags), ""]
+    return ["#### Failed checks", "", *(f"- {FAIL_MARK} **FAIL** {md_cell(f.message)}" for f in flags), ""]
 
 
 def _warnings(summary: RunSummary | Verdict) -> list[str]:
