@@ -3,7 +3,7 @@
 # report to open or attach, an optional notification, and evalkit's own exit code so cron, CI or
 # a wrapper can tell what happened.
 #
-#   MODEL=deepseek-v4 NOTIFY='mail -s "evalkit: $EVALKIT_VERDICT" team@example.com < "$EVALKIT_REPORT"' \
+#   MODEL=deepseek-v4 NOTIFY='mail -s "evalkit: $EVALKIT_HEADLINE" team@example.com < "$EVALKIT_REPORT"' \
 #     examples/nightly.sh --limit 200
 #
 # Environment (all optional):
@@ -13,8 +13,9 @@
 #   HTML_REPORT   HTML output path (default: REPORT with .html for .md; `none`: no HTML report).
 #                 Best effort: a failed HTML report is logged and changes nothing else.
 #   NOTIFY        a shell command run after the report is written; it sees EVALKIT_EXIT_CODE,
-#                 EVALKIT_VERDICT, EVALKIT_RUN_ID, EVALKIT_REPORT, EVALKIT_HTML_REPORT (the HTML
-#                 file, or /dev/null) and EVALKIT_RESULTS in its
+#                 EVALKIT_VERDICT, EVALKIT_HEADLINE (the report's first line: which cells broke,
+#                 with the figures that show it; empty without a report), EVALKIT_RUN_ID,
+#                 EVALKIT_REPORT, EVALKIT_HTML_REPORT (the HTML file, or /dev/null) and EVALKIT_RESULTS in its
 #                 environment. A failing NOTIFY is reported on stderr and never changes the exit code.
 #   NOTIFY_ON     `failure` (default: only when the exit code is not 0) or `always`
 #   JUDGE         `on` (default): after the matrix, `evalkit history judge` holds every series'
@@ -128,10 +129,14 @@ if [ "$JUDGE" != off ] && { [ "$code" -eq 0 ] || [ "$code" -eq 1 ] || [ "$code" 
         log "history judge could not judge (exit $judged; the exit code stays $code)"
     fi
 fi
-log "exit $code ($(verdict "$code"))"
+headline=""
+if [ "$report_written" -eq 1 ]; then
+    headline="$("$EVALKIT" report "$RUN_ID" --results-dir "$RESULTS_DIR" --format headline 2>/dev/null)"
+fi
+log "exit $code ($(verdict "$code"))${headline:+: $headline}"
 
 if [ -n "$NOTIFY" ] && { [ "$NOTIFY_ON" = always ] || [ "$code" -ne 0 ]; }; then
-    export EVALKIT_EXIT_CODE="$code" EVALKIT_VERDICT="$(verdict "$code")" EVALKIT_RUN_ID="$RUN_ID" \
+    export EVALKIT_EXIT_CODE="$code" EVALKIT_VERDICT="$(verdict "$code")" EVALKIT_HEADLINE="$headline" EVALKIT_RUN_ID="$RUN_ID" \
         EVALKIT_RESULTS="$RESULTS_DIR/$RUN_ID" EVALKIT_JUDGE="$judge_file"
     if [ "$report_written" -eq 1 ]; then export EVALKIT_REPORT="$REPORT"; else export EVALKIT_REPORT=/dev/null; fi
     if [ "$html_written" -eq 1 ]; then export EVALKIT_HTML_REPORT="$HTML_REPORT"; else export EVALKIT_HTML_REPORT=/dev/null; fi

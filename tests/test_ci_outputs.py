@@ -40,7 +40,7 @@ def test_a_run_as_an_actions_step_annotates_each_broken_threshold_and_appends_it
     summary = read_json(demo_runs["a"] / "summary.json")
     flags = [f for cell in summary["cells"] for f in cell["flags"]]
     assert any(f["action"] == "fail" for f in flags)  # the bug's cell breaks a gate by design of the demo config
-    printed = [COMMAND.match(line) for line in demo_runs["a_stdout"].read_text().splitlines()]
+    printed = [COMMAND.match(line) for line in demo_runs["a_stdout"].read_text().splitlines() if line.startswith("::")]
     assert printed and all(printed)
     assert [(m.group(1), unescape(m.group(3))) for m in printed if m] == [
         ("error" if f["action"] == "fail" else "warning", f["message"]) for f in flags]

@@ -75,7 +75,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     load_s = time.monotonic() - started
     assert dumped.returncode == 0 and "</html>" in dumped.stdout, dumped.stderr[-3000:]
     shot = tmp / "report.png"
-    chromium(url, tmp / "profile", f"--screenshot={shot}", "--window-size=1400,2000")
+    chromium(url, tmp / "profile", f"--screenshot={shot}", "--window-size=1280,2000")
     print(f"\nHTML report {report} ({report.stat().st_size:,} bytes); Chromium load + dump {load_s:.2f} s; "
           f"screenshot {shot}")
     return {"summary": summary, "cell": cell, "flipped": flipped, "dom": dumped.stdout, "shot": shot,
@@ -172,5 +172,24 @@ def test_a_reader_filters_clicks_into_the_flagged_cell_and_searches_a_question(p
             assert _not_blank(drawn)
             print(f"the deltas plot as Chromium drew it: {drawn}")
             print(f"\nscreenshot after the clicks: {page['tmp'] / 'clicked.png'}")
+        finally:
+            browser.close()
+
+
+def test_the_forest_plot_fits_a_1280_pixel_window(page: dict[str, Any]) -> None:
+    """A laptop's browser window: the plot is drawn whole inside it, never scrolled sideways."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu",
+                                                                          "--disable-background-networking"])
+        try:
+            view = browser.new_page(viewport={"width": 1280, "height": 900})
+            view.goto(page["report"].as_uri())
+            box = view.locator("figure.forest svg").bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 1280 and box["width"] > 500
+            shot = page["tmp"] / "forest-1280.png"
+            view.locator("figure.forest").screenshot(path=str(shot))
+            assert _not_blank(shot)
+            print(f"\nthe plot in a 1,280-px window: {shot}")
         finally:
             browser.close()

@@ -164,6 +164,6 @@ def test_two_runs_compare_each_cell_with_itself_through_the_same_hook(tmp_path: 
     result = compare_runs(a, b)
     assert result["cells"][0]["letters.mismatch"]["diff"] == pytest.approx(0.1)
     markdown = render_compare(result, "markdown")
-    header, _, row = markdown.split("\n\n")[2].splitlines()[:3]
+    header, _, row = next(block for block in markdown.split("\n\n") if block.startswith("| ")).splitlines()[:3]
     column = header.split(" | ").index("mismatch B vs A")
     assert row.split(" | ")[0] == "| fixon" and row.split(" | ")[column] == "0.1"

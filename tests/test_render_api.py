@@ -27,10 +27,10 @@ def run(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
 
 
 def test_the_formats_are_the_cli_choices_terminal_first() -> None:
-    assert list(FORMATS) == ["terminal", "markdown", "csv", "json", "html", "junit"]
+    assert list(FORMATS) == ["terminal", "markdown", "csv", "json", "html", "headline", "junit"]
 
 
-@pytest.mark.parametrize("fmt", ["markdown", "csv", "json", "html"])
+@pytest.mark.parametrize("fmt", ["markdown", "csv", "json", "html", "headline"])
 def test_a_text_format_returns_its_document_ending_in_a_newline(run: tuple[Path, dict], fmt: str) -> None:
     run_path, summary = run
     text = render(summary, fmt, run_path)

@@ -119,7 +119,8 @@ def test_the_markdown_shows_the_toy_eval_in_the_matrix_pivot_legend_and_details(
     assert "`toy-run/dp8-fixoff/toy.samples.jsonl`" in md
     assert "**s-0**" in md and "**s-2**" in md and "**s-3**" not in md  # the crashed samples, from its samples file
     html = gfm().render(md)
-    assert html.count("<details>") == html.count("</details>") == 2  # no question flipped: the checks and the crashes
+    # no question flipped: the fold under the paste, the checks in it, and the crashes
+    assert html.count("<details>") == html.count("</details>") == 3
 
 
 def test_the_csv_has_the_toy_fields_and_a_diff_and_p_value_per_reference(toy_run: tuple[Path, dict]) -> None:

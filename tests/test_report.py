@@ -126,8 +126,9 @@ def test_hostile_output_cannot_break_the_table_or_the_details(hostile_run: tuple
     md = render(summary, "markdown", run_path)
     html = rendered(md)
     assert "script" not in html.starts and "\x1b" not in md and "\u202e" not in md
-    assert html.starts["details"] == html.ends["details"] == 3  # the checks; dp8-fixoff's flips and its collapse evidence
-    assert html.starts["summary"] == 3
+    # the fold under the paste and, in it, every check; dp8-fixoff's flips and its collapse evidence
+    assert html.starts["details"] == html.ends["details"] == 4
+    assert html.starts["summary"] == 4
     assert html.starts["pre"] == html.ends["pre"]
     assert html.starts.get("table") == html.ends.get("table") == 4  # two pivots, the matrix and the checks
     # The reader sees the model's words, minus control sequences, exactly as written.
@@ -142,10 +143,10 @@ def test_hostile_output_cannot_break_the_table_or_the_details(hostile_run: tuple
 
 def test_title_names_model_engine_source_shas_and_date(hostile_run: tuple[Path, dict]) -> None:
     _, summary = hostile_run
-    first = render(summary, "markdown").splitlines()[0]
-    assert first.startswith("### evalkit · sim/test-model on sim · ")
+    first = render(summary, "markdown").splitlines()[2]  # under the headline
+    assert first.startswith("<sub>evalkit · sim/test-model on sim · ")
     assert "aaaaaaaaaaaa (fix=fixon)" in first and "bbbbbbbbbbbb (fix=fixoff)" in first
-    assert first.endswith("2026-12-03 02:00 UTC")
+    assert "2026-12-03 02:00 UTC · run " in first
     assert "hunter2" not in render(summary, "markdown")  # a clone URL's credential never reaches the PR
 
 
@@ -175,6 +176,7 @@ def test_flipped_questions_and_evidence_are_folded(hostile_run: tuple[Path, dict
     run_path, summary = hostile_run
     html = rendered(render(summary, "markdown", run_path))
     assert html.summaries == [
+        "All cells, every check, engine sources",
         "Every check (outcome · adjusted p · minimum detectable effect)",
         "dp8-fixoff: flipped questions (7 to wrong, 0 to right vs baseline; 7 to wrong, 0 to right vs twin)",
         "dp8-fixoff: 2 of 4 long generations collapsed",
@@ -221,7 +223,8 @@ def test_terminal_shows_the_table_and_no_control_sequences(hostile_run: tuple[Pa
 
 def test_a_narrow_terminal_leaves_out_unmarked_columns_and_says_which(hostile_run: tuple[Path, dict]) -> None:
     """Folded into a too-narrow terminal, a table's values become unreadable stacks: columns go,
-    least telling first, but never the cell, its status or a column that marks a broken threshold."""
+    least telling first, never the cell or its status, and a column that marks a broken threshold
+    only when nothing else is left to go."""
     _, summary = hostile_run
     wide, narrow = io.StringIO(), io.StringIO()
     render(summary, "terminal", console=Console(file=wide, width=250, color_system=None))
@@ -231,7 +234,8 @@ def test_a_narrow_terminal_leaves_out_unmarked_columns_and_says_which(hostile_ru
     assert max(map(len, lines)) <= 90
     (note,) = [line for line in lines if line.startswith("left out at 90 columns: ")]
     assert "Δ flexible vs baseline" not in note and "GSM8K flexible" not in note  # they mark broken thresholds
-    header = "\n".join(lines[:8])
+    title = next(i for i, line in enumerate(lines) if line.strip().startswith("evalkit · "))
+    header = "\n".join(lines[title:title + 8])
     assert "cell" in header and "status" in header and "flexible" in header
     assert "GSM8K strict" in wide.getvalue() and "GSM8K strict" in note
 

@@ -60,7 +60,8 @@ def demo_config(tmp: Path, name: str, seed: int, repetition: bool) -> Path:
 def make_demo_runs(tmp: Path) -> dict[str, Path]:
     """Runs A and B under tmp/results (cached for the session: other test modules reuse them).
     Run A runs as a GitHub Actions step would: `step_summary` is its $GITHUB_STEP_SUMMARY, which
-    held one line before, and `a_stdout` its standard output (the annotations; -q prints nothing else)."""
+    held one line before, and `a_stdout` its standard output (the annotations, and the report: -q
+    silences only the progress on stderr)."""
     if not _RUNS:
         results = tmp / "results"
         step_summary = tmp / "step-summary.md"
@@ -101,7 +102,7 @@ def test_markdown_of_a_real_run_one_row_per_cell_documented_columns(demo_runs: d
     body = found.bodies[matrix]
     assert [row[0].split(" ")[0].strip("*") for row in body] == read_json(demo_runs["a"] / "run.json")["cells"]
     assert all(len(row) == len(cols) for row in body)
-    assert md.startswith("### evalkit · sim/deepseek-v4 on sim · ")
+    assert md.splitlines()[2].startswith("<sub>evalkit · sim/deepseek-v4 on sim · ")  # under the headline
     assert found.headers[0] == ["parallel · graph", "fixon", "fixoff", "Δ fixoff − fixon"]
     assert [row[0] for row in found.bodies[0]] == ["tp8 · full", "dp8 · piecewise"]
     fences = [t for t in gfm().parse(md) if t.type == "fence"]

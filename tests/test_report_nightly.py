@@ -26,7 +26,12 @@ case "$1" in
       wait $sleeper
     fi
     exit "${FAKE_EXIT:-0}" ;;
-  report) echo "### evalkit report for $2"; exit "${FAKE_REPORT_EXIT:-0}" ;;
+  report)
+    case "$*" in
+      *"--format headline"*) echo "1 of 12 cells broke: dp8-piecewise-fixoff" ;;
+      *) echo "### evalkit report for $2" ;;
+    esac
+    exit "${FAKE_REPORT_EXIT:-0}" ;;
   history) echo "REGRESSION s"; exit "${FAKE_JUDGE_EXIT:-0}" ;;
 esac
 """
@@ -60,11 +65,15 @@ def test_exit_code_is_evalkit_s_and_the_report_is_written(env: dict[str, str], c
     Path(env["RESULTS_DIR"]).mkdir()
     done = run(env, "--limit", "5", FAKE_EXIT=str(code))
     assert done.returncode == code, done.stderr
-    matrix, report, html, *judge = calls(env)
+    matrix, report, html, *rest = calls(env)
+    judge = [call for call in rest if call.startswith("history ")]
+    (headline,) = [call for call in rest if call.startswith("report ")]
     run_id = matrix.split("--run-id ")[1].split(" ")[0]
     assert matrix == f"matrix --model demo --run-id {run_id} --results-dir {env['RESULTS_DIR']} --quiet --limit 5"
     assert report == f"report {run_id} --results-dir {env['RESULTS_DIR']} --format markdown"
     assert html == f"report {run_id} --results-dir {env['RESULTS_DIR']} --format html -o {env['RESULTS_DIR']}/{run_id}.html"
+    assert headline == f"report {run_id} --results-dir {env['RESULTS_DIR']} --format headline"
+    assert f"exit {code} " in done.stderr and "1 of 12 cells broke: dp8-piecewise-fixoff" in done.stderr
     (md,) = reports(env)
     assert md.read_text() == f"### evalkit report for {run_id}\n"
     assert judge == ([] if code == 130 else [f"history judge --results-dir {env['RESULTS_DIR']}"])
@@ -88,10 +97,12 @@ def test_bad_input_or_a_held_lock_exits_without_a_report(env: dict[str, str], co
 def test_notify_runs_on_failure_with_the_verdict_in_its_environment(env: dict[str, str], tmp_path: Path) -> None:
     Path(env["RESULTS_DIR"]).mkdir()
     note = tmp_path / "note.txt"
-    notify = f'echo "$EVALKIT_EXIT_CODE $EVALKIT_VERDICT $EVALKIT_RUN_ID" > {note}; cat "$EVALKIT_REPORT" >> {note}'
+    notify = (f'echo "$EVALKIT_EXIT_CODE $EVALKIT_VERDICT $EVALKIT_RUN_ID" > {note}; echo "$EVALKIT_HEADLINE" >> {note}; '
+              f'cat "$EVALKIT_REPORT" >> {note}')
     assert run(env, FAKE_EXIT="1", NOTIFY=notify).returncode == 1
-    first, second = note.read_text().splitlines()
-    assert first.startswith("1 threshold broken nightly-") and second.startswith("### evalkit report for nightly-")
+    first, headline, report = note.read_text().splitlines()
+    assert first.startswith("1 threshold broken nightly-") and report.startswith("### evalkit report for nightly-")
+    assert headline == "1 of 12 cells broke: dp8-piecewise-fixoff"  # the mail subject a team reads
 
 
 def test_notify_skips_success_unless_asked_and_its_failure_keeps_the_code(env: dict[str, str], tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def test_a_summary_from_before_renders_as_if_it_recorded_the_built_in_metrics(fm
     data = old_summary()
     with_metrics = copy.deepcopy(data) | {"metrics": recorded.records(registry.metrics())}
     shown = render(data, fmt)
-    assert shown and "tp8-fixoff" in shown
+    assert shown and ("tp8-fixoff" in shown or fmt == "headline")  # a headline names the cells that broke
     if fmt != "json":
         assert shown == render(with_metrics, fmt)
 

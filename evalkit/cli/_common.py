@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES.items())
 """The exit-code table of `evalkit --help` and `evalkit matrix --help`, from evalkit.errors.EXIT_CODES."""
 
-FORMATS = ["terminal", "markdown", "csv", "json", "html", "junit"]
+FORMATS = ["terminal", "markdown", "csv", "json", "html", "headline", "junit"]
 """`report` and `compare` --format choices: evalkit.render.FORMATS's keys (not imported here: the CLI
 starts without the renderers)."""
 
@@ -52,10 +53,16 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     sys.exit(code)
 
 
+PIPED_WIDTH = 200
+"""Columns of a console without a TTY (CI logs, cron mail) when `COLUMNS` does not say."""
+
+
 def console(stderr: bool = False) -> Console:
-    """A wide console even without a TTY (CI logs, cron mail), so tables do not fold into columns."""
+    """The terminal's console; without a TTY, `COLUMNS` wide when set (rich reads it), else
+    PIPED_WIDTH, so a CI log's tables do not fold into rich's 80-column default."""
     out = Console(stderr=stderr)
-    return out if out.is_terminal else Console(stderr=stderr, width=200)
+    columns = os.environ.get("COLUMNS", "")
+    return out if out.is_terminal or columns.isdigit() else Console(stderr=stderr, width=PIPED_WIDTH)
 
 
 def echo_output(text: str | None) -> None:

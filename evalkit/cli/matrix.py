@@ -64,7 +64,8 @@ if TYPE_CHECKING:
 @click.option("--strict", is_flag=True, help="Exit 5 when nothing broke but a failing threshold's check is "
               "INCONCLUSIVE (its test could not have seen the margin): for nightlies that must not pass on too little data.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json on stdout; progress stays on stderr.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines (the report, the results folder and the "
+              "headline still print).")
 @click.pass_context
 def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only: tuple[str, ...], limit: int | None,
            dry_run: bool, run_id: str | None, resume_run: str | None, results_dir: Path, cache_dir: Path,
@@ -109,9 +110,9 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
                    f"{outcome.run_path.name}", err=True)
     if as_json:
         show_run(outcome.summary, outcome.run_path, "json")
-    elif not quiet:
+    else:
         show_run(outcome.summary, outcome.run_path, "terminal")
-        console().print(f"results: {outcome.run_path}")
+    _last_lines(outcome, as_json)
     if junit_path is not None:
         write_report(outcome.summary, outcome.run_path, "junit", junit_path)
     table = outcome.run_path / "table.md"
@@ -120,6 +121,17 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     if notify:
         _notify(notify, outcome.run_path / "table.md", outcome.summary["exit_code"])
     sys.exit(strict_exit_code(outcome.summary) if strict and not outcome.interrupted else outcome.exit_code)
+
+
+def _last_lines(outcome: MatrixOutcome, as_json: bool) -> None:
+    """Where the results are, then the headline as the very last line (on stderr under --json,
+    whose stdout is the document): what a reader of a CI log or a terminal scrolls to."""
+    from evalkit.render.terminal import headline_markup
+    from evalkit.verdict.summary import RunSummary
+
+    out = console(stderr=as_json)
+    out.print(f"results: {outcome.run_path}", highlight=False, soft_wrap=True)
+    out.print(headline_markup(RunSummary.model_validate(outcome.summary)), highlight=False, soft_wrap=True)
 
 
 def _bisect_regressions(outcome: MatrixOutcome, request: MatrixRequest, progress: Progress) -> MatrixOutcome:

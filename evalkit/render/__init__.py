@@ -16,6 +16,7 @@ The layers, each in its module:
   legend read from the eval registry (a new eval's metrics appear with no edit here);
 * details.py: what the summary leaves out (flipped questions' answers, event samples), read
   from the run folder;
+* headline.py: the one line about cells that every format opens with (`--format headline`: only it);
 * terminal.py, markdown.py (+ markdown_details.py), csv.py, html.py (+ html_details.py): the renderers.
 
 A new format is one module with `report(summary, details)` and `comparison(result)` and one entry
@@ -34,7 +35,8 @@ from rich.console import Console, RenderableType
 
 from evalkit.render import csv, html, junit, markdown, terminal
 from evalkit.render.details import Details, load_details
-from evalkit.verdict.summary import RunSummary
+from evalkit.render.headline import headline
+from evalkit.verdict.summary import RunSummary, Verdict
 
 Output = str | Sequence[RenderableType]
 """A document (text), or for a console format the renderables to print in order."""
@@ -60,6 +62,8 @@ FORMATS: dict[str, Format] = {
     "csv": Format(lambda summary, details: csv.report(summary), csv.comparison),
     "json": Format(lambda summary, details: _json(summary.dump()), _json),
     "html": Format(html.report, html.comparison, reads_run=True),
+    "headline": Format(lambda summary, details: headline(summary) + "\n",
+                       lambda result: "B against A: " + headline(Verdict.model_validate(result)) + "\n"),
     "junit": Format(lambda summary, details: junit.report(summary, markdown.report(summary, details)),
                     lambda result: junit.comparison(result, markdown.comparison(result)), reads_run=True),
 }

@@ -20,7 +20,7 @@ from evalkit.redact import strip_userinfo
 from evalkit.render.compare_table import flip_specs, flips
 from evalkit.render.engine_log import checks_text
 from evalkit.render.table import AGAINST
-from evalkit.render.text import csv_safe
+from evalkit.render.text import csv_safe, no_local_paths
 from evalkit.verdict.summary import CheckRecord, JudgedCell, RunSummary
 
 Share = tuple[Eval, tuple[MetricSpec, ...]]
@@ -68,7 +68,8 @@ def _to_csv(records: list[dict[str, Any]]) -> str:
 
 
 def records(summary: RunSummary) -> list[dict[str, Any]]:
-    """One record per cell: axes, status, source, flat metrics, deltas and p-values, flags."""
+    """One record per cell: axes, status, source, flat metrics, deltas and p-values, flags (local
+    paths cut like every report's: summary.json keeps them whole)."""
     axes = list(dict.fromkeys(a for c in summary.cells for a in c.axes))
     shares = _shares(summary.specs())
     compared = [name for share in shares for name in _compared(share)]
@@ -79,10 +80,10 @@ def records(summary: RunSummary) -> list[dict[str, Any]]:
         rec: dict[str, Any] = {"run_id": summary.run_id, "model": summary.model, "engine": summary.engine,
                                "started_at": summary.started_at, "cell": cell.id}
         rec |= {f"axis.{a}": cell.axes.get(a) for a in axes}
-        rec |= {"status": cell.status, "error": cell.error,
-                "source_repo": strip_userinfo(src.repo or "") or None if src else None,
+        rec |= {"status": cell.status, "error": no_local_paths(cell.error) if cell.error else None,
+                "source_repo": no_local_paths(strip_userinfo(src.repo or "")) or None if src else None,
                 "source_ref": src.ref if src else None, "source_sha": src.sha if src else None,
-                "engine_version": cell.engine_version, "import_origin": cell.imports.origin if cell.imports else None,
+                "engine_version": cell.engine_version, "import_origin": no_local_paths(cell.imports.origin or "") or None if cell.imports else None,
                 "effective_mode": cell.effective_mode, "ran_as_asked": cell.ran_as.agrees if cell.ran_as else None,
                 "log_checks": checks_text(cell.log_checks)}
         rec |= _flat_columns(cell.metrics, fields)

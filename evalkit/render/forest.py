@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,40 +108,64 @@ def panels(summary: RunSummary) -> list[Panel]:
     return out
 
 
+PNG_DPI = 120
+WIDTH_INCHES = 7.5
+"""900 pixels at PNG_DPI, a GitHub PR column's width, so the PNG is shown at its own size, never
+shrunk; in the HTML page 720 CSS pixels (SVG points are 4/3 of a pixel)."""
+
+
+def _label(key: tuple[str, str], outcome: str | None) -> str:
+    cell, reference = key
+    return f"{cell} vs {reference}" + (f"  {outcome}" if outcome in ("FAIL", "INCONCLUSIVE") else "")
+
+
 def _figure(summary: RunSummary) -> Any:
-    """The matplotlib figure (None when nothing was compared)."""
+    """The matplotlib figure (None when nothing was compared): the panels side by side, one row of
+    labels on the left for all of them (a row is a cell and a reference), WIDTH_INCHES wide."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError as e:
         raise ConfigError("the deltas plot needs matplotlib: pip install matplotlib") from e
     found = panels(summary)
     if not found:
         return None
-    most = max(len(p.rows) for p in found)
-    fig, axes = plt.subplots(1, len(found), squeeze=False, sharey=False,
-                             figsize=(4.8 * len(found) + 2.6, 1.6 + ROW_INCHES * most), layout="constrained")
+    keys = list(dict.fromkeys((r.cell, r.reference) for panel in found for r in panel.rows))
+    worst: dict[tuple[str, str], str | None] = {}
+    for panel in found:
+        for r in panel.rows:
+            now = worst.get((r.cell, r.reference))
+            if _RANK.get(r.outcome or "", 0) > _RANK.get(now or "", 0):
+                worst[(r.cell, r.reference)] = r.outcome
+    y_of = {key: len(keys) - 1 - i for i, key in enumerate(keys)}
+    fig, axes = plt.subplots(1, len(found), squeeze=False, sharey=True,
+                             figsize=(WIDTH_INCHES, 1.5 + ROW_INCHES * len(keys)), layout="constrained")
     for panel, ax in zip(found, axes[0]):
-        ys = list(range(len(panel.rows)))[::-1]
-        for y, r in zip(ys, panel.rows):
+        for r in panel.rows:
             colour = _COLOURS.get(r.outcome, _COLOURS[None])
-            ax.errorbar([100 * r.diff], [y], xerr=[[100 * (r.diff - r.low)], [100 * (r.high - r.diff)]],
+            ax.errorbar([100 * r.diff], [y_of[(r.cell, r.reference)]],
+                        xerr=[[100 * (r.diff - r.low)], [100 * (r.high - r.diff)]],
                         fmt="o" if r.reference == "baseline" else "s", color=colour, ecolor=colour, capsize=2,
                         markersize=4, linewidth=1.2)
         ax.axvline(0, color="black", linewidth=0.8)
         for margin in panel.margins:
             ax.axvline(100 * margin, color="#6d4c41", linestyle="--", linewidth=0.9)
-        ax.set_yticks(ys, [f"{r.cell} vs {r.reference}" + (f"  {r.outcome}" if r.outcome in ("FAIL", "INCONCLUSIVE")
-                                                           else "") for r in panel.rows], fontsize=8)
-        for label, r in zip(ax.get_yticklabels(), panel.rows):
-            label.set_color(_COLOURS.get(r.outcome, "black") if r.outcome in ("FAIL", "INCONCLUSIVE") else "black")
-        ax.set_ylim(-0.7, len(panel.rows) - 0.3)
-        ax.set_xlabel(f"Δ {panel.spec.display.label}, points (95% interval)", fontsize=9)
+        ax.set_ylim(-0.7, len(keys) - 0.3)
+        ax.set_xlabel(textwrap.fill(f"Δ {panel.spec.display.label}, points (95% interval)", 20 if len(found) > 2 else 40),
+                      fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+        ax.tick_params(axis="x", labelsize=8)
         ax.grid(True, axis="x", alpha=0.3)
-    fig.suptitle(f"evalkit {summary.run_id}: differences from the baseline (o) and the twin (■); "
-                 "dashed: threshold margins", fontsize=10)
+    first = axes[0][0]
+    first.set_yticks([y_of[key] for key in keys], [_label(key, worst.get(key)) for key in keys], fontsize=8)
+    for label, key in zip(first.get_yticklabels(), keys):
+        outcome = worst.get(key)
+        label.set_color(_COLOURS[outcome] if outcome in ("FAIL", "INCONCLUSIVE") else "black")
+    fig.suptitle(f"evalkit {summary.run_id}: differences from the baseline (o) and the twin (■)\n"
+                 "dashed: threshold margins; red FAIL, amber INCONCLUSIVE", fontsize=9)
     return fig
 
 
@@ -168,7 +193,7 @@ def png(summary: RunSummary, out_path: Path) -> bool:
     if fig is None:
         return False
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_path, dpi=120)
+    fig.savefig(out_path, dpi=PNG_DPI)
     _close(fig)
     return True
 

@@ -15,6 +15,7 @@ from evalkit.evals.base import Comparison, Eval, MetricSpec
 from evalkit.redact import strip_userinfo
 from evalkit.render.gpus import box_text
 from evalkit.render.numbers import date_text
+from evalkit.render.text import no_local_paths
 from evalkit.verdict.summary import RunSummary, Verdict
 
 SIM_NOTE = "Engine: evalkit's SIMULATED engine (not a real model): figures show the pipeline, not a model."
@@ -41,11 +42,13 @@ class ImportGroup:
 
 
 def sources(summary: RunSummary) -> list[EngineSource]:
-    """Distinct engine sources (repo, ref, sha) with the cells built from each, in run order."""
+    """Distinct engine sources (repo, ref, sha) with the cells built from each, in run order (a
+    local repo's path cut to its last parts, render/text.py `no_local_paths`)."""
     groups: dict[tuple[str, str, str], list[str]] = {}
     for cell in summary.cells:
         if src := cell.source:
-            groups.setdefault((strip_userinfo(src.repo or ""), src.ref or "", src.sha or ""), []).append(cell.id)
+            groups.setdefault((no_local_paths(strip_userinfo(src.repo or "")), src.ref or "", src.sha or ""),
+                              []).append(cell.id)
     return [EngineSource(r, ref, sha, ids) for (r, ref, sha), ids in groups.items()]
 
 
@@ -56,9 +59,9 @@ def imports(summary: RunSummary) -> list[ImportGroup]:
     groups: dict[tuple[str, str, str], list[str]] = {}
     for cell in summary.cells:
         if found := cell.imports:
-            said = {True: "inside its source tree", False: f"OUTSIDE its source tree {found.tree}",
+            said = {True: "inside its source tree", False: f"OUTSIDE its source tree {no_local_paths(found.tree or '')}",
                     None: "no source tree"}[found.inside]
-            groups.setdefault((found.package, found.origin or "nowhere", said), []).append(cell.id)
+            groups.setdefault((found.package, no_local_paths(found.origin or "nowhere"), said), []).append(cell.id)
     return [ImportGroup(p, o, s, ids) for (p, o, s), ids in groups.items()]
 
 

@@ -40,8 +40,10 @@ from evalkit.render.compare_table import (
 )
 from evalkit.render.details import Details
 from evalkit.render.header import SIM_NOTE, facts, legend, sources, title, verdict_line
+from evalkit.render.headline import headline
 from evalkit.render.html_details import cell_sections, esc
 from evalkit.render.table import Pivot, columns, pivots, table_rows
+from evalkit.render.text import no_local_paths
 from evalkit.verdict.summary import CellRow, RunSummary, Verdict
 
 MARKS = {"fail": "✗", "warn": "⚠"}
@@ -60,7 +62,8 @@ details.cell{border:1px solid #ccd;margin:.4em 0;padding:.3em .6em}details.cell>
 ul.ids{display:flex;flex-wrap:wrap;gap:.3em;list-style:none;padding:0;margin:.2em 0}
 ul.ids li{background:#eef;padding:0 .4em;border-radius:3px}.filters{margin:1em 0;display:flex;gap:1em}
 .filters input,.filters select{font:inherit;padding:.2em .4em}[hidden]{display:none!important}
-code{overflow-wrap:anywhere}
+code{overflow-wrap:anywhere}figure.forest{margin:.4em 0}figure.forest svg{width:100%;max-width:1000px;height:auto}
+table.matrix{display:block;overflow-x:auto;max-width:100%}
 """
 
 SCRIPT = """
@@ -164,8 +167,10 @@ def _flags(summary: RunSummary | Verdict) -> list[str]:
 
 
 def _verdict(summary: RunSummary | Verdict, whose: str = "") -> str:
+    """The headline (render/headline.py), the page's first line, with the threshold tallies under it."""
     ok, words = verdict_line(summary)
-    return f'<p class="verdict {"ok" if ok else "bad"}">{"✔" if ok else "✗"} {esc(whose + words)}</p>'
+    return (f'<p class="verdict {"ok" if ok else "bad"}">{"✔" if ok else "✗"} {esc(whose + headline(summary))}</p>'
+            f'<p class="tallies">{esc(whose + words)}</p>')
 
 
 FILTERS = ('<div class="filters"><label>Cell or axis value <input id="filter-cell" type="search"></label>'
@@ -178,7 +183,7 @@ def report(summary: RunSummary, details: Details) -> str:
     """The run as one HTML page: facts, verdict, pivots, all cells, thresholds, drill-downs."""
     attrs = {cell.id: filter_attrs(cell) for cell in summary.cells}
     heading = title(summary)
-    parts = [f"<h1>{esc(heading)}</h1>", f'<p class="facts">{esc(" · ".join(facts(summary, details.run)))}</p>']
+    parts = [_verdict(summary), f"<h1>{esc(heading)}</h1>", f'<p class="facts">{esc(" · ".join(facts(summary, details.run)))}</p>']
     srcs = sources(summary)
     if srcs:
         parts.append("<ul class=\"sources\">" + "".join(
@@ -186,7 +191,6 @@ def report(summary: RunSummary, details: Details) -> str:
             f"<code>{esc(s.sha or '?')}</code>: {esc(', '.join(s.cells))}</li>" for s in srcs) + "</ul>")
     if summary.simulated:
         parts.append(f'<p class="note">{esc(SIM_NOTE)}</p>')
-    parts.append(_verdict(summary))
     parts += [_pivot(p) for p in pivots(summary)]
     if plot := forest.svg(summary):
         parts += ["<h2>Differences</h2>", f'<figure class="forest">{plot}</figure>']
@@ -194,7 +198,7 @@ def report(summary: RunSummary, details: Details) -> str:
     parts += _checks(summary) + _flags(summary)
     parts += ["<h2>Cells</h2>", cell_sections(summary, details, attrs)]
     if summary.command:
-        command = shlex.join(redact_argv(str(a) for a in summary.command))
+        command = shlex.join(redact_argv(no_local_paths(str(a)) for a in summary.command))
         parts.append(f"<h2>Reproduce</h2><pre>{esc(command, 4_000)}</pre>")
     return page(heading, "\n".join(parts))
 
@@ -208,7 +212,8 @@ def comparison(result: dict[str, Any]) -> str:
     """The compare table as one HTML page, B's verdict against A (its checks, its broken
     thresholds), and each cell's flipped question ids folded."""
     heading = compare_title(result)
-    parts = [f"<h1>{esc(heading)}</h1>",
+    verdict = Verdict.model_validate(result)
+    parts = [_verdict(verdict, "B against A: "), f"<h1>{esc(heading)}</h1>",
              f"<ul><li>A: {esc(run_facts(result['a']))}</li><li>B: {esc(run_facts(result['b']))}</li></ul>"]
     if result["a"]["simulated"] or result["b"]["simulated"]:
         parts.append(f'<p class="note">{esc(SIM_NOTE)}</p>')
@@ -220,8 +225,7 @@ def comparison(result: dict[str, Any]) -> str:
                    for row, texts in zip(result["cells"], compare_rows(result)))
     parts += [FILTERS, f'<table class="compare"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>',
               f'<p class="legend">{esc(compare_legend(result))}</p>']
-    verdict = Verdict.model_validate(result)
-    parts += [_verdict(verdict, "B against A: "), *_checks(verdict), *_flags(verdict)]
+    parts += [*_checks(verdict), *_flags(verdict)]
     for row in result["cells"]:
         for spec in flip_specs(specs):
             paired = flips(row, spec)

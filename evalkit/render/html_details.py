@@ -37,7 +37,7 @@ from evalkit.render.details import (
 )
 from evalkit.render.engine_log import checks_text, ran_text
 from evalkit.render.gpus import cell_rows
-from evalkit.render.text import truncate
+from evalkit.render.text import no_local_paths, truncate
 from evalkit.verdict.summary import CellRow, RunSummary
 
 MAX_SAMPLE_CHARS = 4_000
@@ -223,6 +223,7 @@ def _facts(cell: CellRow, engine: EngineFacts) -> str:
     if engine.log_tail:
         rows.append(("engine log (end)", engine.log_tail))
     blocks = ("error", "engine argv", "engine log (end)")
+    rows = [(k, no_local_paths(v)) for k, v in rows]  # a page is shared: no /home/alice/...
     body = "".join(f"<tr><th>{esc(k)}</th><td>{esc_block(v, 4_000) if k in blocks else esc(v)}</td></tr>"
                    for k, v in rows)
     return f'<table class="facts">{body}</table>'

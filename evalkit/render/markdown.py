@@ -29,10 +29,11 @@ from evalkit.render.compare_table import (
 from evalkit.render.details import Details
 from evalkit.render.engine_log import engine_log_lines, engine_log_title
 from evalkit.render.header import SIM_NOTE, facts, imports, legend, sources, title, verdict_line
+from evalkit.render.headline import headline
 from evalkit.render.markdown_details import details_sections, id_list
 from evalkit.render.regressions import regression_lines
 from evalkit.render.table import Pivot, columns, pivots, table_rows
-from evalkit.render.text import html_text, md_cell, md_code, md_fence
+from evalkit.render.text import html_text, md_cell, md_code, md_fence, no_local_paths
 from evalkit.verdict.summary import RunSummary, Verdict
 
 FAIL_MARK, WARN_MARK = "❌", "⚠️"
@@ -76,55 +77,98 @@ def _checks(summary: RunSummary | Verdict) -> list[str]:
             *md_table((md_cell(h) for h in headers), body), "", "</details>", ""]
 
 
-def _flags(summary: RunSummary | Verdict) -> list[str]:
-    """`#### Thresholds`: each broken (FAIL) or warned threshold's message, a run's or a comparison's."""
-    flags = [f for c in summary.cells for f in c.flags]
-    if not flags:
-        return []
-    return ["#### Thresholds", "", *(f"- {FAIL_MARK} **FAIL** {md_cell(f.message)}" if f.action == "fail"
-                                     else f"- {WARN_MARK} warn {md_cell(f.message)}" for f in flags), ""]
-
-
 def _reproduce(summary: RunSummary) -> list[str]:
     if not summary.command:
         return []
-    command = redact_argv(str(a) for a in summary.command)  # `--api-key X` must not reach a PR
+    command = redact_argv(no_local_paths(str(a)) for a in summary.command)  # `--api-key X` must not reach a PR
     return ["---", "", "Reproduce:", "", md_fence(shlex.join(command), "sh"), ""]
 
 
-def report(summary: RunSummary, details: Details) -> str:
-    """GitHub markdown for a PR: title, verdict, pivots, the matrix, flags, details, command."""
+PASTE_LINES = 60
+"""Lines the paste above the fold may take for a 12-cell matrix: what a reviewer reads in a PR."""
+REPORT_CHARS = 50_000
+"""The whole report's budget, well inside the 65,536 characters of a GitHub comment: the
+per-cell evidence (markdown_details.py) gets what the rest leaves."""
+
+
+def _failed(summary: RunSummary | Verdict) -> list[str]:
+    """`#### Failed checks`: each broken failing threshold's message (warnings go under the fold)."""
+    flags = [f for c in summary.cells for f in c.flags if f.action == "fail"]
+    if not flags:
+        return []
+    return ["#### Failed checks", "", *(f"- {FAIL_MARK} **FAIL** {md_cell(f.message)}" for f in flags), ""]
+
+
+def _warnings(summary: RunSummary | Verdict) -> list[str]:
+    flags = [f for c in summary.cells for f in c.flags if f.action != "fail"]
+    if not flags:
+        return []
+    return ["#### Warnings", "", *(f"- {WARN_MARK} warn {md_cell(f.message)}" for f in flags), ""]
+
+
+def headline_text(summary: RunSummary | Verdict, whose: str = "") -> str:
+    """The report's first line: ✅ or ❌ and the headline (render/headline.py), bold."""
+    ok, _ = verdict_line(summary)
+    return f"{'✅' if ok else FAIL_MARK} **{md_cell(whose + headline(summary), limit=2000)}**"
+
+
+def _paste(summary: RunSummary, details: Details) -> list[str]:
+    """What a reviewer reads without a click: the headline, the run in a line, the pivots, the
+    failed checks and the tallies."""
     ok, words = verdict_line(summary)
-    lines = [f"### {md_cell(title(summary), limit=1000)}", "", md_cell(" · ".join(facts(summary, details.run))), ""]
+    lines = [headline_text(summary), "", f"<sub>{html_text(title(summary))} · {html_text(' · '.join(facts(summary, details.run)))}</sub>", ""]
+    if summary.simulated:
+        lines += [f"> {md_cell(SIM_NOTE)}", ""]
+    for p in pivots(summary):
+        lines += [f"#### {md_cell(p.title)}", "", *_pivot(p), ""]
+    lines += _failed(summary)
+    if bisected := regression_lines(summary):
+        lines += ["#### Regressions bisected", "", *(f"- {md_cell(line, limit=1000)}" for line in bisected), ""]
+    return [*lines, md_cell(words), ""]
+
+
+def _folded(summary: RunSummary) -> list[str]:
+    """Under the fold: the engine sources, the matrix of all cells, every check and the warnings."""
+    lines = []
     for src in sources(summary):
         lines.append(f"- engine source {md_code(src.repo)} @ {md_code(src.ref)} → "
                      f"{md_code(src.sha or '?')}: {md_cell(', '.join(src.cells))}")
     for found in imports(summary):
         lines.append(f"- engine package {md_code(found.package)} imported from {md_code(found.origin)} "
                      f"({md_cell(found.said)}): {md_cell(', '.join(found.cells))}")
-    if sources(summary) or imports(summary):
+    if lines:
         lines.append("")
-    if summary.simulated:
-        lines += [f"> {md_cell(SIM_NOTE)}", ""]
-    lines += [f"{'✅' if ok else FAIL_MARK} **{md_cell(words)}**", ""]
-    for p in pivots(summary):
-        lines += [f"#### {md_cell(p.title)}", "", *_pivot(p), ""]
     lines += ["#### All cells", "", *_matrix(summary), "", md_cell(legend(summary), limit=1000), ""]
-    lines += _checks(summary) + _flags(summary)
-    if bisected := regression_lines(summary):
-        lines += ["#### Regressions bisected", "", *(f"- {md_cell(line, limit=1000)}" for line in bisected), ""]
+    lines += _checks(summary) + _warnings(summary)
     if log_lines := engine_log_lines(summary):
-        lines += [f"<details><summary>{html_text(engine_log_title(summary))}</summary>", "",
-                  *(f"- {md_cell(line)}" for line in log_lines), "", "</details>", ""]
-    lines += details_sections(summary, details)
-    lines += _reproduce(summary)
+        lines += [f"**{md_cell(engine_log_title(summary))}**", "", *(f"- {md_cell(line)}" for line in log_lines), ""]
+    return lines
+
+
+def report(summary: RunSummary, details: Details) -> str:
+    """GitHub markdown for a PR: the paste (headline, pivots, failed checks), then, folded, all
+    cells, every check, each cell's evidence and the command that reproduces the run."""
+    lines = _paste(summary, details)
+    lines += ["<details><summary>All cells, every check, engine sources</summary>", "", *_folded(summary),
+              "</details>", ""]
+    tail = _reproduce(summary)
+    used = sum(len(line) + 1 for line in lines + tail)
+    budget = REPORT_CHARS - used
+    for _ in range(3):  # the sections' own lines (summaries, counts) come on top of their budget
+        sections = details_sections(summary, details, budget)
+        over = used + sum(len(line) + 1 for line in sections) - REPORT_CHARS
+        if over <= 0 or budget <= 0:
+            break
+        budget -= over
+    lines += sections + tail
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def comparison(result: dict[str, Any]) -> str:
     """The compare table for a PR, B's verdict against A (its checks, its broken thresholds), and
     each cell's flipped question ids folded."""
-    lines = [f"### {md_cell(compare_title(result), limit=1000)}", "",
+    verdict = Verdict.model_validate(result)
+    lines = [headline_text(verdict, "B against A: "), "", f"### {md_cell(compare_title(result), limit=1000)}", "",
              f"- A: {md_cell(run_facts(result['a']))}", f"- B: {md_cell(run_facts(result['b']))}", ""]
     if result["a"]["simulated"] or result["b"]["simulated"]:
         lines += [f"> {md_cell(SIM_NOTE)}", ""]
@@ -133,10 +177,9 @@ def comparison(result: dict[str, Any]) -> str:
     body = [[md_cell(texts[c.key]) for c in cols] for texts in compare_rows(result)]
     lines += md_table((md_cell(c.header) for c in cols), body)
     lines += ["", md_cell(compare_legend(result), limit=1000), ""]
-    verdict = Verdict.model_validate(result)
-    ok, words = verdict_line(verdict)
-    lines += [f"{'✅' if ok else FAIL_MARK} **B against A: {md_cell(words)}**", ""]
-    lines += _checks(verdict) + _flags(verdict)
+    _, words = verdict_line(verdict)
+    lines += [f"B against A: {md_cell(words)}", ""]
+    lines += _checks(verdict) + _failed(verdict) + _warnings(verdict)
     lines += [line for row in result["cells"] for spec in flip_specs(specs)
               for line in _compare_flips(row, spec, specs)]
     return "\n".join(lines).rstrip("\n") + "\n"

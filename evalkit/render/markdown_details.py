@@ -67,14 +67,18 @@ def _flip_example(ev: Eval, qid: str, cell_id: str, ref_id: str, answers: dict[s
 
 
 def _flips(spec: MetricSpec, ev: Eval, cell: CellRow, details: Details, budget: _Budget) -> list[str]:
-    """One <details> block for a cell with questions of `spec` flipped against a reference."""
+    """One <details> block for a cell with questions of `spec` flipped against a reference; the
+    ids too take from the budget (a 48-cell matrix flips thousands), and once it is spent the block
+    says where they are."""
     answers = details.samples.get(ev.name, {})
     parts, counts, shown = [], [], set()
     for f in cell_flips(cell, spec.name):
         word, ref, wrong, right = f.word, f.reference, f.wrong, f.right
         counts.append(f"{len(wrong)} to wrong, {len(right)} to right vs {word}")
-        parts += [(f"**vs {word} {md_cell(ref)}**: right there, wrong here ({len(wrong)}): {id_list(wrong) or '-'}; "
-                   f"wrong there, right here ({len(right)}): {id_list(right) or '-'}"), ""]
+        ids = (f"**vs {word} {md_cell(ref)}**: right there, wrong here ({len(wrong)}): {id_list(wrong) or '-'}; "
+               f"wrong there, right here ({len(right)}): {id_list(right) or '-'}")
+        parts += [ids if budget.take(ids) else f"**vs {word} {md_cell(ref)}**: the ids are in the run's summary.json "
+                  f"(`flipped_to_wrong`, `flipped_to_right`)", ""]
         for qid in [q for q in wrong if q not in shown][:MAX_EXAMPLES]:
             example = _flip_example(ev, qid, cell.id, ref, answers)
             if example and budget.take("\n".join(example)):
@@ -162,21 +166,26 @@ def _capitalized(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def details_sections(summary: RunSummary, details: Details) -> list[str]:
+def details_sections(summary: RunSummary, details: Details, chars: int = MAX_DETAILS_CHARS) -> list[str]:
     """`#### Flipped questions (<label>)`, `#### <Delta label> evidence` (events, parted) and
-    `#### <Label>: worst places` sections, with their blocks."""
-    budget = _Budget(MAX_DETAILS_CHARS)
+    `#### <Label>: worst places` sections, with their blocks, in at most `chars` characters of
+    bodies (at most MAX_DETAILS_CHARS: the report's own budget may leave less)."""
+    budget = _Budget(max(0, min(chars, MAX_DETAILS_CHARS)))
     cells, out = summary.cells, []
+    first = sorted(cells, key=lambda cell: not cell.flags)  # cells with broken thresholds spend the budget first
     for ev, spec in with_evals(summary.specs()):
         if spec.display.details == "flips":
             heading = f"Flipped questions ({spec.display.label})"
-            blocks = [line for cell in cells for line in _flips(spec, ev, cell, details, budget)]
+            found = {cell.id: _flips(spec, ev, cell, details, budget) for cell in first}
+            blocks = [line for cell in cells for line in found[cell.id]]
         elif spec.display.details in ("events", "parted"):
             heading = f"{_capitalized(spec.display.delta_label or spec.display.label)} evidence"
-            blocks = [line for cell in cells for line in _events(spec, ev, cell, details, budget, summary.run_id)]
+            found = {cell.id: _events(spec, ev, cell, details, budget, summary.run_id) for cell in first}
+            blocks = [line for cell in cells for line in found[cell.id]]
         elif spec.display.details == "worst":
             heading = f"{_capitalized(spec.display.label)}: worst places"
-            blocks = [line for cell in cells for line in _worst(spec, cell, budget)]
+            found = {cell.id: _worst(spec, cell, budget) for cell in first}
+            blocks = [line for cell in cells for line in found[cell.id]]
         else:
             continue
         if blocks:

@@ -21,6 +21,7 @@ from typing import Generic, TypeVar
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.render.numbers import delta_text
+from evalkit.render.text import no_local_paths
 from evalkit.verdict.summary import CellRow, Delta, Flag, RunSummary
 
 AGAINST = (("vs_baseline", "baseline"), ("vs_ab", "twin"))
@@ -41,9 +42,10 @@ class Column(Generic[Source]):
 
 
 def _status(cell: CellRow) -> str:
+    """`ok`, or the status and its error (local paths cut: render/text.py `no_local_paths`)."""
     if cell.status == "ok":
         return "ok"
-    return f"{cell.status}: {cell.error}" if cell.error else cell.status
+    return f"{cell.status}: {no_local_paths(cell.error)}" if cell.error else cell.status
 
 
 def _value(spec: MetricSpec) -> Callable[[CellRow], str]:

@@ -10,7 +10,10 @@ A PR comment is read by people who did not write it, so every renderer escapes f
 * code spans and fences (`md_code`, `md_fence`): opened with more backticks than the content
   holds, so the content cannot close them;
 * the terminal (`term_text`): rich markup escaped and control sequences dropped;
-* CSV (`csv_safe`): text a spreadsheet would run as a formula gets a leading quote.
+* CSV (`csv_safe`): text a spreadsheet would run as a formula gets a leading quote;
+* a local absolute path (`no_local_paths`: an engine's argv, where its package imported from,
+  the command that made the run) keeps its last two parts, `…/evalkit/__init__.py`: a report is
+  pasted where other people read it, and `/home/alice/...` is neither theirs nor telling.
 """
 
 from __future__ import annotations
@@ -27,6 +30,18 @@ MAX_CELL_CHARS = 300
 """Longest text in one table cell (error messages): the whole message is in cell.json."""
 MAX_EXCERPT_CHARS = 600
 """Longest model output in one `<pre>` block."""
+
+
+_LOCAL_PATH = re.compile(r"(?<![\w.:/~-])/(?:[^\s/'\"`<>|;,()]+/)*[^\s/'\"`<>|;,()]+")
+"""An absolute path: a `/` that starts a token (not a URL's, not a ratio's like 21/64), then parts."""
+
+
+def no_local_paths(text: str) -> str:
+    """`text` with every absolute path cut to its last two parts behind `…/` (`/tmp` alone stays)."""
+    def short(match: re.Match[str]) -> str:
+        parts = match.group(0).strip("/").split("/")
+        return match.group(0) if len(parts) < 2 else "…/" + "/".join(parts[-2:])
+    return _LOCAL_PATH.sub(short, text)
 
 
 def truncate(text: str, limit: int) -> str:
