@@ -64,8 +64,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._chars import FORMAT_BEFORE, INVALID, codepoints, join_pieces, piece_ends, soup_events
-from ._salad import SaladStream, longest_run, salad_marks
+from ._chars import FORMAT_BEFORE, INVALID, codepoints, join_pieces, soup_events
+from ._salad import BEFORE, SaladStream, longest_run, salad_marks
 from ._settings import DetectorSettings
 from ._stutter import cusum_from, cusum_steps, lookahead, stutter_flags
 
@@ -218,11 +218,14 @@ class GarbleStream:
             return False
         self._next_update = n + UPDATE_EVERY
         final = n - self._ahead
+        # one window serves every rule: the stutter flags not yet final and what they read, and
+        # the new pieces with the BEFORE pieces the word-salad marks read
+        lo = max(0, min(self._done - self._ahead, self._pieces_done - BEFORE))
+        window = pieces[lo:n]
+        text, ends = join_pieces(window)
+        points = codepoints(text)
+        flags, heads = stutter_flags(x[lo:n], window, s, ends, text, points)
         if final > self._done:
-            lo = max(0, self._done - self._ahead)
-            window = pieces[lo:n]
-            text = "".join(window)
-            flags, heads = stutter_flags(x[lo:n], window, s, piece_ends(window), text, codepoints(text))
             flags, words = flags[self._done - lo : final - lo], heads.word[self._done - lo : final - lo]
             score = cusum_from(cusum_steps(flags, s.stutter_rate, words), self._score) if flags.any() else None
             if score is None:  # nothing doubled: the CUSUM only falls
@@ -235,25 +238,25 @@ class GarbleStream:
             return True
         if len(pieces) <= self._pieces_done:
             return False
-        text = self._tail + "".join(pieces[self._pieces_done : n])
-        invalid_at, switch_at = soup_events(text)
+        start = int(ends[self._pieces_done - lo - 1]) if self._pieces_done > lo else 0  # where the new pieces start
         offset = len(self._tail)
+        chunk = self._tail + text[start:]
+        invalid_at, switch_at = soup_events(chunk)
         switch_at = switch_at[switch_at >= offset]  # the tail's are counted; it gives a format its "%"
         if switch_at.size:
-            ends = np.cumsum([len(p) for p in pieces[self._pieces_done : n]]) + offset
-            new = self._pieces_done + np.searchsorted(ends, switch_at, side="right")
+            new = self._pieces_done + np.searchsorted(ends[self._pieces_done - lo :] - start + offset, switch_at, side="right")
             # Events more than a window before the new ones can share no window with them.
             keep = [e for e in self._switches if e > int(new[0]) - s.script_window]
             self._switches = keep + new.tolist()
             if peak_window_count(np.array(self._switches, dtype=np.int64), s.script_window)[0] >= s.min_script_switches * self._scale:
                 self._fired_soup = True
         counted = invalid_at[invalid_at >= offset - self._held_invalid]  # a held character is judged again
-        self._held_invalid = bool(counted.size) and int(counted[-1]) == len(text) - 1 and text[-1] in _HELD
+        self._held_invalid = bool(counted.size) and int(counted[-1]) == len(chunk) - 1 and chunk[-1] in _HELD
         self._invalid += len(counted) - self._held_invalid
-        self._tail = text[-FORMAT_BEFORE:]
+        self._tail = chunk[-FORMAT_BEFORE:]
         self._pieces_done = n
         salad = self._salad
-        salad.update(x, pieces, n, s.salad_window)
+        salad.update(salad_marks(x[lo:n], heads, ends, points), lo, n, s.salad_window)
         if salad.peak >= s.min_salad_words * self._scale:
             return True
         if peak_window_count(np.array(salad.breaks, dtype=np.int64), s.salad_window)[0] >= s.min_salad_breaks * self._scale:

@@ -27,13 +27,11 @@ stream keeps them up to date exactly (:class:`SaladStream`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ._chars import codepoints, piece_ends
-from ._stutter import Heads, piece_heads
+from ._stutter import Heads
 
 _SHORT = 4
 """A sentence end counts after a word of at least four letters (the piece holds its space):
@@ -89,9 +87,9 @@ def longest_run(marks: SaladMarks) -> tuple[int, int, int]:
 
 
 class SaladStream:
-    """The longest run and the sentence breaks of a stream, kept up to date from the pieces
-    that arrived since the last update (and :data:`BEFORE` before them): the open run is
-    carried, so at every update they equal :func:`salad_marks` of everything received."""
+    """The longest run and the sentence breaks of a stream, kept up to date from the marks of
+    the pieces that arrived since the last update (read with :data:`BEFORE` pieces before
+    them): the open run is carried, so at every update they equal those of everything received."""
 
     def __init__(self) -> None:
         self.done = 0
@@ -99,14 +97,10 @@ class SaladStream:
         self.peak = 0
         self.breaks: list[int] = []
 
-    def update(self, x: np.ndarray, pieces: Sequence[str], n: int, window: int) -> None:
-        """Count pieces ``[done, n)`` of ``pieces`` (ids ``x``); keep the breaks that can still
+    def update(self, marks: SaladMarks, lo: int, n: int, window: int) -> None:
+        """Count pieces ``[done, n)`` from ``marks``, the :func:`salad_marks` of pieces ``[lo,
+        n)`` (``lo <= done - BEFORE`` where there are so many); keep the breaks that can still
         share a ``window`` of tokens with later ones."""
-        lo = max(0, self.done - BEFORE)
-        text = "".join(pieces[lo:n])
-        points = codepoints(text)
-        ends = piece_ends(pieces[lo:n])
-        marks = salad_marks(x[lo:n], piece_heads(ends, points), ends, points)
         counted, breaker = marks.counted[self.done - lo :], marks.breaker[self.done - lo :]
         if breaker.any():
             first = int(np.argmax(breaker))
