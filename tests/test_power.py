@@ -11,7 +11,6 @@ import pytest
 from scipy.stats import binom, false_discovery_control, fisher_exact, hypergeom
 
 from evalkit.stats import power as power_module
-
 from evalkit.stats.multiplicity import adjust, benjamini_hochberg, holm
 from evalkit.stats.power import (
     equivalence_margin,
