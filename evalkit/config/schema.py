@@ -196,7 +196,9 @@ class Threshold(StrictModel):
     one-sided tests at `alpha`: the contract "must not move"). Every check is PASS, FAIL or
     INCONCLUSIVE (verdict/checks.py): a tested delta that is not significant is INCONCLUSIVE when the
     smallest drop its test could see with probability `power` (its MDE) exceeds the margin
-    times `inconclusive_factor`.
+    times `inconclusive_factor`, or, for a detect-only check (`detects`), the change it exists to
+    catch: a margin a run cannot resolve (64 generations and a 5-point collapse margin) still
+    PASSES a healthy cell when the run could have seen the bug class the check is for.
     """
 
     metric: str = Field(description="A registered eval's metric, e.g. gsm8k.flexible.")
@@ -213,6 +215,8 @@ class Threshold(StrictModel):
     power: float = Field(0.8, gt=0, lt=1, description="Power at which the check's MDE is reported.")
     inconclusive_factor: float = Field(2.0, ge=1, description="A non-significant check is INCONCLUSIVE when its "
                                        "MDE exceeds the margin times this (NeMo Evaluator uses 2; 1 is strict).")
+    detects: float | None = Field(None, gt=0, description="Detect-only: the change the check exists to catch (0.2 = "
+                                  "20 points, at least the margin); not significant, it PASSES when its MDE is within it.")
     action: Literal["fail", "warn"] = "fail"
     _spec: MetricSpec | None = PrivateAttr(None)
 
@@ -234,6 +238,7 @@ class Threshold(StrictModel):
         spec = registry.metric(self.metric, _known_specs(info))
         self._fits_pairwise(set_checks[0], spec)
         self._fits_equivalence(set_checks[0], spec)
+        self._fits_detects(set_checks[0])
         self._spec = spec
         return self
 
@@ -247,6 +252,13 @@ class Threshold(StrictModel):
             raise ValueError(f"{check}: {self.metric} is not scored per question (equivalence is tested on paired marks)")
         if self.alpha is None or self.alpha >= 0.5:
             raise ValueError(f"{check}: set alpha (below 0.5): two one-sided tests at alpha, a {{1 - 2 alpha}} interval")
+
+    def _fits_detects(self, check: str) -> None:
+        """Detect-only needs a test (a p and an MDE) on a drop or rise, and a change to catch at least the margin."""
+        if self.detects is not None and (check.startswith("equivalent") or self.kind.own_value or self.alpha is None):
+            raise ValueError(f"detects: only a max_drop_* or max_rise_* check with alpha can be detect-only (got {check})")
+        if self.detects is not None and self.detects < getattr(self, check):
+            raise ValueError(f"detects: {self.detects:g} is below the margin {check}: {getattr(self, check):g}")
 
     def _fits_pairwise(self, check: str, spec: MetricSpec | None) -> None:
         """A metric measured between two cells (PAIRWISE) has no value of its own and no p-value,
