@@ -16,6 +16,7 @@ from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.render.numbers import p_text
 from evalkit.stats.multiplicity import METHOD_WORDS
+from evalkit.verdict.plan import data_size
 from evalkit.verdict.summary import CellRow, CheckRecord, JudgedCell, RunSummary, Verdict
 
 OUTCOME_ORDER = ("FAIL", "INCONCLUSIVE", "NOT_CHECKED", "PASS")
@@ -199,16 +200,17 @@ def advice(unsure: list[tuple[str, CheckRecord]], specs: list[MetricSpec]) -> st
     if first.check.startswith("equivalent"):
         return (f"{_cells(unsure)}: {_ns(checks)} {_unit(first.metric)} do not show ±{_scaled(first.metric, first.margin, specs)}"
                 + _asks(checks, first, key) + "; or widen the margin")
-    unseen = [c for c in checks if not _moved_past(c)]
+    unseen_pairs = [(cid, c) for cid, c in unsure if not _moved_past(c)]
+    unseen = [c for _, c in unseen_pairs]
     parts = []
     if unseen:
         worst = max(unseen, key=lambda c: float("inf") if c.mde is None else c.mde)
         way = "drop" if first.check.startswith("max_drop") else "rise"
-        sees = (f"see no {way} at all at alpha {first.alpha:g}" if worst.mde is None else
-                f"see a {way} of {_scaled(first.metric, worst.mde, specs)} or more")
         bar = (f"the {_scaled(first.metric, first.detects, specs)} it exists to catch" if first.detects is not None
-               else f"{first.factor or 0:g} x the {_scaled(first.metric, first.margin, specs)} margin")
-        parts.append(f"{_ns(unseen)} {_unit(first.metric)} per cell {sees} (power {_power(first)}), more than {bar}"
+               else f"{first.factor or 0:g} x its margin of {_scaled(first.metric, first.margin, specs)}")
+        sees = (f"could not show a {way} of any size at alpha {first.alpha:g}" if worst.mde is None else
+                f"see a {way} of {_scaled(first.metric, worst.mde, specs)} or more ({_power(first)}), more than {bar}")
+        parts.append(f"{_cells(unseen_pairs)}: {_ns(unseen)} {_unit(first.metric)} per cell {sees}"
                      + _asks(unseen, first, key) + _wider(worst, first))
     if moved := [(cid, c) for cid, c in unsure if _moved_past(c)]:
         parts.append(f"{_cells(moved)} moved past the margin without significance: a rerun or {more} decide it")
@@ -239,8 +241,11 @@ def _asks(checks: list[CheckRecord], first: CheckRecord, key: str | None) -> str
         return ""
     target = "the change it exists to catch" if first.detects is not None else "the margin"
     ev = registry.eval_of(first.metric)
-    if ev is not None and ev.size is not None and needed > ev.size:
-        return f"; {target} asks for n ≈ {needed}, more than the {ev.size} {ev.name} holds"
+    size = data_size(ev) if ev is not None else None
+    if ev is not None and size is not None and needed > size:
+        scored = max(c.n or 0 for c in checks)
+        return (f"; {target} asks for n ≈ {needed}, more than the {size} {_unit(first.metric)} {ev.name} holds"
+                + (f" (this run scored {scored}: no --limit, {key} unset, scores them all)" if scored < size and key else ""))
     return f"; {target} asks for n ≈ {needed} per cell" + (f": set {key} to {needed} (and no --limit below it)" if key else "")
 
 
@@ -249,7 +254,7 @@ def _wider(worst: CheckRecord, first: CheckRecord) -> str:
     if worst.mde is None or first.detects is not None:
         return ""
     wider = math.ceil(worst.mde / (first.factor or 1) * 200) / 200  # a half-point step, at or above
-    return f", or widen {first.check} to {wider:g}"
+    return f", or widen the margin to {wider:g}"
 
 
 def _ns(checks: list[CheckRecord]) -> str:
@@ -265,7 +270,7 @@ def _unit(metric: str) -> str:
 
 
 def _power(check: CheckRecord) -> str:
-    return f"{check.power or 0.8:.0%} at alpha {check.alpha:g}" if check.alpha is not None else "at the noise floor"
+    return f"power {check.power or 0.8:.0%} at alpha {check.alpha:g}" if check.alpha is not None else "the noise floor"
 
 
 def _cells(unsure: list[tuple[str, CheckRecord]]) -> str:
