@@ -5,26 +5,40 @@ other cell, end to end for three sim seeds (tests/test_sim_noise.py checks the s
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CONFIGS
+from tests.conftest import CONFIGS, ROOT
 
 BUGGY = "dp8-piecewise-fixoff"
 
 
-def run_demo(tmp_path: Path, seed: int, *args: str, extra: str = "") -> dict:
+def run_demo(tmp_path: Path, seed: int, *args: str, extra: str = "", shown: list[str] | None = None) -> dict:
+    """The demo's summary.json; with `shown`, the run prints what `evalkit matrix --model demo`
+    prints (200 columns) and its lines are appended there."""
     config = tmp_path / "demo.yaml"
     config.write_text((CONFIGS / "demo.yaml").read_text().replace('"--sim-seed", "0"', f'"--sim-seed", "{seed}"') + extra)
+    output = [] if shown is not None else ["--json", "--quiet"]
     done = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(config), "--run-id",
-                           f"seed{seed}", "--json", "--quiet", "--lock-file", str(tmp_path / "lock"), *args],
-                          cwd=tmp_path, capture_output=True, text=True,
+                           f"seed{seed}", *output, "--lock-file", str(tmp_path / "lock"), *args],
+                          cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"},
                           timeout=900)
     assert done.returncode == 1, done.stderr[-3000:]  # thresholds broken: the demo's bug is found
-    return json.loads(done.stdout)
+    if shown is None:
+        return json.loads(done.stdout)
+    shown.extend(line.rstrip() for line in done.stdout.splitlines())
+    return json.loads((tmp_path / "results" / f"seed{seed}" / "summary.json").read_text())
+
+
+def readme_sample() -> list[str]:
+    """The block under README.md's "What the demo prints"."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("## What the demo prints", 1)[1].split("```\n", 2)[1]
+    return block.rstrip("\n").splitlines()
 
 
 def collapsed_in(summary: dict, cell_id: str) -> int:
@@ -51,9 +65,14 @@ def outcomes(summary: dict, healthy: bool = True) -> dict[str, set[str]]:
 
 @pytest.mark.timeout(900)
 def test_the_readme_demo_flags_only_the_buggy_cell(tmp_path: Path) -> None:
-    """Seed 0, every question, exactly as `evalkit matrix --model demo` runs it."""
-    summary = run_demo(tmp_path, 0)
+    """Seed 0, every question, exactly as `evalkit matrix --model demo` runs it; the README's
+    sample is what it prints, lines left out but none changed (in order)."""
+    shown: list[str] = []
+    summary = run_demo(tmp_path, 0, shown=shown)
     check_only_buggy_flagged(summary)
+    sample, rest = readme_sample(), iter(shown)
+    missing = [line for line in sample if not any(line == printed for printed in rest)]
+    assert len(sample) > 20 and not missing, "README.md's demo sample is not what the demo prints:\n" + "\n".join(missing)
     # At the demo's n, 1319 questions and 64 long generations, a healthy cell PASSes every check,
     # none is INCONCLUSIVE (issue 38): every GSM8K comparison could have seen a 2-point drop (MDE
     # at most 2 x margin); the collapse checks are detect-only: 64 generations cannot resolve the
