@@ -69,7 +69,38 @@ def test_results_folder_that_cannot_be_written(tmp_path: Path, monkeypatch: pyte
     (tmp_path / "a-file").write_text("")
     done = in_process(tmp_path, monkeypatch, "matrix", "--config", "cfg.yaml", "--results-dir", "a-file/results")
     assert done.exit_code == 2
-    assert "a-file/results: results folder is not writable" in done.stderr
+    assert done.stderr == "error: a-file/results: results folder is under a file, not a folder (--results-dir)\n"
+    done = in_process(tmp_path, monkeypatch, "matrix", "--config", "cfg.yaml", "--results-dir", "a-file")
+    assert done.stderr == "error: a-file: results folder is a file, not a folder (--results-dir)\n"
+
+
+def test_a_bad_baseline_names_the_field_and_never_prints_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "cfg.yaml").write_text(GOOD.replace("baseline: {parallel: tp8,", "baseline: {parallel: tp9,"))
+    done = in_process(tmp_path, monkeypatch, "matrix", "--config", "cfg.yaml")
+    assert done.exit_code == 2
+    assert done.stderr == "error: cfg.yaml: baseline: parallel='tp9' is not a value of parallel (tp8, dp8)\n"
+
+
+def test_every_error_of_a_config_is_listed_one_line_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = GOOD.replace("num_fewshot: 3", "num_fewshot: -1").replace("count: 64", "count: 0").replace("startup: 120", "startup: -5")
+    (tmp_path / "cfg.yaml").write_text(bad)
+    done = in_process(tmp_path, monkeypatch, "matrix", "--config", "cfg.yaml")
+    assert done.exit_code == 2
+    # the thresholds on evals whose section failed are not blamed for it
+    assert done.stderr.splitlines() == [
+        "error: cfg.yaml: evals.gsm8k.num_fewshot: Input should be greater than or equal to 0 (got -1)",
+        "error: cfg.yaml: evals.repetition.count: Input should be greater than or equal to 1 (got 0)",
+        "error: cfg.yaml: timeouts.startup: Input should be greater than 0 (got -5)"]
+
+
+def test_a_usage_error_reads_like_the_others(tmp_path: Path) -> None:
+    done = evalkit(tmp_path, "matrix", "--model", "demo", "--limt", "3")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "error: No such option '--limt'. (Did you mean one of: '--junit', '--limit', '--quiet'?)",
+        "Try 'python -m evalkit.cli matrix --help' for help."]
+    unknown = evalkit(tmp_path, "matrx")
+    assert unknown.returncode == 2 and unknown.stderr.startswith("error: No such command 'matrx'.")
 
 
 def test_existing_run_is_never_overwritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

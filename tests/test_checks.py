@@ -3,13 +3,18 @@ outcome needs, the family adjustment across cells, equivalence, and the exit cod
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from evalkit.config import parse_config
-from evalkit.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_THRESHOLD
+from evalkit.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_THRESHOLD, ConfigError
+from evalkit.render.checks import check_lines
 from evalkit.store import write_json, write_jsonl
 from evalkit.verdict.deltas import strict_exit_code, summarize
+from evalkit.verdict.summary import RunSummary
 
 
 def make_run(tmp_path: Path, n: int, cells: dict[str, tuple[int, int]]) -> Path:
@@ -99,3 +104,35 @@ def test_equivalence_passes_only_inside_the_margin_and_fails_when_shown_outside(
     assert check["outcome"] == "INCONCLUSIVE" and check["n_needed"] > 100 and check["ci"][0] < -0.02
     (flag,) = summary["cells"][2]["flags"]
     assert "outside ±2 points (90% CI" in flag["message"]
+
+
+def test_a_detect_only_check_passes_when_it_could_see_the_change_it_exists_to_catch(tmp_path: Path) -> None:
+    # 50 questions, one flipped each way: MDE ~25 points, far above 2 x a 2-point margin
+    run = make_run(tmp_path / "healthy", 50, {"c": (1, 1)})
+    assert outcomes(summarize(run, config(["c"])))["c"] == "INCONCLUSIVE"
+    assert outcomes(summarize(run, config(["c"], detects=0.3)))["c"] == "PASS"  # it sees a 30-point drop
+    unsure = summarize(run, config(["c"], detects=0.2))["cells"][1]["checks"][0]
+    assert unsure["outcome"] == "INCONCLUSIVE" and unsure["n_needed"] > 50  # the n a 20-point drop needs
+    # a significant drop past the margin still FAILs: 15 of 30 right answers lost, none gained
+    assert outcomes(summarize(make_run(tmp_path / "broken", 50, {"c": (15, 0)}), config(["c"], detects=0.3)))["c"] == "FAIL"
+
+
+def test_detects_is_refused_where_it_has_no_test_or_is_below_the_margin() -> None:
+    for rule, words in (({"detects": 0.2, "alpha": None}, "detects: only a max_drop_* or max_rise_* check with alpha"),
+                        ({"detects": 0.01}, "detects: 0.01 is below the margin max_drop_vs_baseline: 0.02")):
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            config(["c"], **rule)
+
+
+def test_an_inconclusive_threshold_says_once_what_the_run_saw_what_the_margin_asks_and_the_key(tmp_path: Path) -> None:
+    run = make_run(tmp_path, 50, {"c1": (1, 1), "c2": (1, 1)})
+    summary = RunSummary.model_validate(summarize(run, config(["c1", "c2"])))
+    (line,) = check_lines(summary)
+    needed = summary.cells[1].checks[0].n_needed  # type: ignore[index]
+    assert line.startswith("#1 gsm8k.flexible max_drop_vs_baseline 0.02 alpha 0.01 (Holm over 2 cells): 0 PASS, "
+                           "2 INCONCLUSIVE, 0 FAIL. 2 cells (c1, c2): 50 questions per cell see a drop of ")
+    # 4% of the questions flip: a 2-point margin needs more questions than GSM8K has, all 1319 the most to run
+    assert (f"points or more (power 80% at alpha 0.01), more than 2 x its margin of 2.0 points; the margin asks for "
+            f"n ≈ {needed}, more than the 1319 questions gsm8k holds (this run scored 50: no --limit, evals.gsm8k.limit "
+            "unset, scores them all), or widen the margin to 0.13") in line and needed > 1319
+    assert line.count("50 questions") == 1  # said once for the threshold, not once per cell

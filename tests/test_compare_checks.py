@@ -96,7 +96,7 @@ def test_every_format_says_pass_fail_or_inconclusive_with_the_mde(tmp_path: Path
         assert done.exit_code == EXIT_THRESHOLD, done.output
         return done.output
 
-    line = f"#1 {RULE} (Holm over 3 cells): 1 PASS, 1 INCONCLUSIVE (tp8-fixoff: MDE"
+    line = f"#1 {RULE} (Holm over 3 cells): 1 PASS, 1 INCONCLUSIVE, 1 FAIL. tp8-fixoff: "
     for fmt in ("terminal", "markdown", "html"):
         # the terminal folds long lines; markdown escapes `_` and bolds FAIL; HTML wraps it in <b>
         text = " ".join(shown(fmt).split()).replace("\\_", "_").replace("**", "").replace("<b>", "").replace("</b>", "")

@@ -127,3 +127,13 @@ def test_readme_links_reach_pages_and_headings_that_exist() -> None:
         target = ROOT / path if path else readme
         assert target.is_file(), f"README.md links {link}: no {path}"
         assert not anchor or anchor in anchors(target), f"README.md links {link}: no heading #{anchor} in {path or 'README.md'}"
+
+
+def test_the_readme_has_two_set_up_commands_and_ci_runs_the_second() -> None:
+    """A new user's two commands (issue 38 item 10): a venv, evalkit installed in it and the demo
+    run; then the test suite, the very command `.ci/run` runs first."""
+    set_up = (ROOT / "README.md").read_text(encoding="utf-8").split("## Set up", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```sh\n(.*?)\n```", set_up, flags=re.S)
+    assert len(commands) == 2, commands
+    assert "python3 -m venv .venv" in commands[0] and commands[0].endswith("evalkit matrix --model demo")
+    assert commands[1] in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()

@@ -236,8 +236,8 @@ axes:
          "c.yaml: engine.log[0]: set exactly one of must_appear, must_not_appear"),
         ("log: [{must_appear: 'Engine kwargs'}]", "log: [{must: a}]", "c.yaml: engine.log[0].must: unknown key"),
         ("when: {graph: piecewise}", "when: {graph: pw}",
-         "c.yaml: (top level): axes.fix.fixon.log[0].when: graph='pw' is not a value of graph (full, piecewise)"),
-        ("when: {graph: piecewise}", "when: {mode: piecewise}", "(top level): axes.fix.fixon.log[0].when: 'mode' is not an axis"),
+         "c.yaml: axes.fix.fixon.log[0].when: graph='pw' is not a value of graph (full, piecewise)"),
+        ("when: {graph: piecewise}", "when: {mode: piecewise}", "c.yaml: axes.fix.fixon.log[0].when: 'mode' is not an axis"),
     ],
 )
 def test_bad_log_assertions_are_one_line_naming_the_field(tmp_path: Path, old: str, new: str, message: str) -> None:

@@ -320,6 +320,18 @@ def test_the_built_in_evals_give_today_s_table_exactly(history: History) -> None
     assert [line.rstrip() for line in table.splitlines()] == TODAY_S_TABLE.splitlines()
 
 
+def test_a_trend_never_shows_a_delta_between_runs_of_another_n_without_saying_so(history: History) -> None:
+    """Night 2 was a `--limit 10` run: its score is not compared with night 1's 20 questions, and
+    night 3, full again, is compared with night 1, the last run alike, by name."""
+    for day, right, n in ((1, 19, 20), (2, 8, 10), (3, 17, 20)):
+        cell = cell_record("tp8-fixon", {"parallel": "tp8", "fix": "fixon"}, CellSpec(right=right))
+        cell["metrics"]["gsm8k"] |= {"n": n, "flexible": right / n, "strict": right / n}
+        history.record_cell(run_info(f"night-{day}", f"2026-12-0{day}T02:00:00+00:00"), cell, flat_metrics(cell))
+    text = " ".join(rendered(trend_table(history.trend("sim/deepseek-v4"), "t", None), width=240).split())
+    assert "n 20→10; no earlier run alike" in text and "-15.0" not in text  # 0.80 vs 0.95 is no trend
+    assert "n 10→20; -10.0 since night-1" in text  # 0.85 vs night 1's 0.95, not vs night 2's 0.80
+
+
 def test_columns_and_panels_follow_the_report_s_metric_specs() -> None:
     columns = layout()
     assert columns.headers() == ["strict", "flexible", "Δ flexible", "collapse", "tokens/s", "TPOT", "n"]

@@ -3,12 +3,14 @@ published figure: MDEs (stats/power.py), the family adjustment (stats/multiplici
 
 from __future__ import annotations
 
+import itertools
 import sys
 
 import numpy as np
 import pytest
-from scipy.stats import false_discovery_control, fisher_exact
+from scipy.stats import binom, false_discovery_control, fisher_exact, hypergeom
 
+from evalkit.stats import power as power_module
 from evalkit.stats.multiplicity import adjust, benjamini_hochberg, holm
 from evalkit.stats.power import (
     equivalence_margin,
@@ -71,6 +73,32 @@ def test_the_fisher_power_is_the_simulated_rejection_rate() -> None:
     hits = sum(fisher_exact([[k, n - k], [r, n - r]], alternative="greater")[1] < alpha
                for k, r in zip(rng.binomial(n, base + rise, trials), rng.binomial(n, base, trials)))
     assert hits / trials == pytest.approx(fisher_power(n, n, base, rise, alpha), abs=0.04)
+
+
+def _fisher_power_as_scipy_sums_it(n: int, n_ref: int, base_rate: float, rise: float, alpha: float) -> float:
+    """stats/power.py's fisher_power before issue 38: scipy's `hypergeom.sf` per table (the reference)."""
+    rate = min(1.0, base_rate + rise)
+    k = power_module._likely(n, rate)[:, None]
+    k_ref = power_module._likely(n_ref, base_rate)[None, :]
+    p = hypergeom.sf(k - 1, n + n_ref, k + k_ref, n)
+    weight = binom.pmf(k, n, rate) * binom.pmf(k_ref, n_ref, base_rate)
+    return float(np.sum(weight * (p < alpha)))
+
+
+@pytest.mark.parametrize("n, n_ref", [(8, 16), (64, 64), (180, 64), (256, 32)])
+def test_the_fast_fisher_power_equals_scipys_table_by_table_sum(n: int, n_ref: int) -> None:
+    for base, rise, alpha in itertools.product([0.0, 1 / 64, 0.1, 0.5], [0.01, 0.05, 0.2], [0.01, 0.05]):
+        assert fisher_power(n, n_ref, base, rise, alpha) == _fisher_power_as_scipy_sums_it(n, n_ref, base, rise, alpha)
+
+
+def test_the_demo_collapse_figures_are_those_of_the_table_by_table_sum() -> None:
+    # computed with the reference above before the fast sum: 64 generations see 13.9 points,
+    # a 5-point rise needs 180 per cell (327 at a 1-in-64 base rate)
+    assert fisher_mde(64, 64, 0.0, 0.01) == 0.1385
+    assert fisher_n(0.05, 0.0, 0.01) == 180
+    assert fisher_n(0.05, 1 / 64, 0.01) == 327
+    assert _fisher_power_as_scipy_sums_it(180, 180, 0.0, 0.05, 0.01) >= 0.8 > _fisher_power_as_scipy_sums_it(
+        179, 179, 0.0, 0.05, 0.01)
 
 
 def test_more_samples_make_smaller_mdes_and_the_n_needed_reaches_the_margin() -> None:

@@ -254,8 +254,9 @@ def test_a_run_id_with_a_path_in_it_is_refused_before_anything_is_made(tmp_path:
 def test_a_results_dir_that_cannot_be_made_is_a_config_error(tmp_path: Path) -> None:
     blocker = tmp_path / "results"
     blocker.write_text("a file, not a folder")
-    for results_dir in (blocker, blocker / "sub"):
-        with pytest.raises(ConfigError, match=r"results folder is not writable \(") as caught:
+    for results_dir, words in ((blocker, "results folder is a file, not a folder (--results-dir)"),
+                               (blocker / "sub", "results folder is under a file, not a folder (--results-dir)")):
+        with pytest.raises(ConfigError, match=re.escape(words)) as caught:
             RunStore(results_dir, "r1").create()
         assert str(caught.value).startswith(f"{results_dir}: ")
         assert isinstance(caught.value.__cause__, OSError)

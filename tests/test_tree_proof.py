@@ -121,7 +121,8 @@ def test_a_cell_whose_package_imports_from_outside_its_tree_fails_before_its_eng
     assert cell["error"]["type"] == "TreeNotProven"
     assert cell["error"]["message"] == (f"engine package 'fakeserve' would import from {installed}, not from the "
                                         f"cell's source tree {root} ({run['shas']['one'][:12]}): the engine was not "
-                                        "started")
+                                        "started; set engine.package to the package the tree holds (a plugin or a "
+                                        "fix module, not the engine), or the source's subdir to the folder it lives in")
     assert cell["imports"] == {"package": "fakeserve", "origin": str(installed), "tree": str(root), "inside": False,
                                "error": None}
     assert "engine_pid" not in cell and not (run["path"] / "wrongdir" / "engine.log").exists()

@@ -19,7 +19,7 @@ from typing import Any
 
 from evalkit.bisect.sequential import Count, PairedCounts, StepTest
 from evalkit.config import MatrixConfig
-from evalkit.config.schema import ThresholdKind
+from evalkit.config.thresholds import ThresholdKind
 from evalkit.evals import recorded, registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.evals.capabilities import Subsets

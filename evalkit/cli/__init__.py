@@ -20,7 +20,7 @@ import click
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 from evalkit import __version__
-from evalkit.cli._common import EXIT_CODES_HELP
+from evalkit.cli._common import EXIT_CODES_HELP, _Group
 from evalkit.cli.bisect import bisect
 from evalkit.cli.calibrate import calibrate
 from evalkit.cli.cell import cell
@@ -34,7 +34,7 @@ from evalkit.cli.report import report
 from evalkit.run.signals import ignore_stop_signals
 
 
-@click.group(epilog=EXIT_CODES_HELP)
+@click.group(cls=_Group, epilog=EXIT_CODES_HELP)
 @click.version_option(__version__, prog_name="evalkit")
 def main() -> None:
     """evalkit: did this change break model accuracy in any serving configuration?

@@ -29,7 +29,28 @@ starts without the renderers)."""
 Decorator = Callable[[Any], Any]
 
 
-class _Command(click.Command):
+class _UsageError(click.UsageError):
+    """click's usage error worded like evalkit's others: `error: No such option: --limt (Possible
+    options: --limit)`, then where the help is; no usage block in front of it. Exit 2, bad input."""
+
+    def show(self, file: Any = None) -> None:
+        fail_lines = [f"error: {line}" for line in self.format_message().splitlines() or [""]]
+        if self.ctx is not None:
+            fail_lines.append(f"Try '{self.ctx.command_path} --help' for help.")
+        click.echo("\n".join(fail_lines), err=True)
+
+
+class _Parsing:
+    """Usage errors of parsing (an unknown option, a missing argument) as `_UsageError`s."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)  # type: ignore[misc]
+        except click.UsageError as e:
+            raise _UsageError(e.format_message(), e.ctx or ctx) from e
+
+
+class _Command(_Parsing, click.Command):
     """Expected errors print as one line `error: ...` and exit with the error class's code; Ctrl-C and
     SIGTERM alike end the command with `interrupted` and 130 (run/signals.py)."""
 
@@ -44,12 +65,26 @@ class _Command(click.Command):
             sys.exit(EXIT_INTERRUPTED)
 
 
-class _Group(_Command, click.Group):
-    """A command with subcommands (`evalkit history judge`), its errors handled as a command's."""
+class _Group(_Parsing, click.Group):
+    """The `evalkit` group: an unknown command is a usage error worded like the others (each
+    command handles its own errors and signals)."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as e:
+            raise _UsageError(e.format_message(), e.ctx or ctx) from e
+
+
+class _CommandGroup(_Command, _Group):
+    """A command with subcommands (`evalkit history`, `evalkit history judge`): its own errors
+    handled as a command's."""
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    click.echo(f"error: {message}", err=True)
+    """`error: ...`, one line per error (a config with three bad fields lists all three)."""
+    for line in message.splitlines() or [""]:
+        click.echo(f"error: {line}", err=True)
     sys.exit(code)
 
 

@@ -30,7 +30,7 @@ def detect(files: tuple[Path, ...], field: str, finish_reason: str | None, as_js
     \b
     Examples:
       evalkit detect transcript.txt
-      evalkit detect results/latest/dp8-piecewise-fixoff/repetition.samples.jsonl --json
+      evalkit detect results/*/dp8-piecewise-fixoff/repetition.samples.jsonl --json   # every run of a cell
     """
     from evalkit.evals.detector import analyze_text
 

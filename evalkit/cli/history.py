@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from evalkit.cli._common import _Command, _Group, console, results_dir_option
+from evalkit.cli._common import _Command, _CommandGroup, console, results_dir_option
 from evalkit.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from evalkit.history.judge import Judged
 
 
-@click.group(cls=_Group, invoke_without_command=True)
+@click.group(cls=_CommandGroup, invoke_without_command=True)
 @click.option("--model", "-m", help="Model name (run.json `model`) or config name (e.g. demo).")
 @click.option("--cell", "cells", multiple=True, metavar="CELL", help="Only this cell id (repeatable).")
 @click.option("--since", metavar="DATE", help="Runs started on or after: YYYY-MM-DD, an ISO time, or 7d / 12h.")

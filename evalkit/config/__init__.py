@@ -1,4 +1,5 @@
-"""Matrix configs: the typed schema (schema.py), the YAML loader (loader.py), `--model` lookup (lookup.py)."""
+"""Matrix configs: the typed schema (schema.py, thresholds.py), the YAML loader (loader.py), `--model` lookup
+(lookup.py), and the matrix of cells a config expands to (cells.py)."""
 
 from evalkit.config.base import StrictModel
 from evalkit.config.catalog import Catalog
@@ -16,10 +17,10 @@ from evalkit.config.schema import (
     MatrixConfig,
     SlurmSettings,
     Source,
-    Threshold,
     Timeouts,
     config_model,
 )
+from evalkit.config.thresholds import Threshold
 
 __all__ = [
     "ABAxis", "AxisValue", "Catalog", "Devices", "EngineConfig", "EngineSettings", "Evals", "Executor", "LogAssertion", "MatrixConfig", "SlurmSettings", "Source", "StrictModel", "Threshold", "Timeouts", "config_model",

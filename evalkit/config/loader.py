@@ -1,4 +1,4 @@
-"""YAML -> MatrixConfig, with every failure as one line naming the file and the field.
+"""YAML -> MatrixConfig, with every failure listed, one line each naming the file and the field.
 
 PyYAML is strict-ened on two points that silently change a matrix: duplicate keys (PyYAML keeps
 the last) and YAML 1.1 booleans (`on`/`off`/`yes`/`no` would turn axis values into True/False).
@@ -56,17 +56,28 @@ def _format_location(loc: tuple[int | str, ...]) -> str:
     return "".join(parts) or "(top level)"
 
 
+SHOWN_INPUT = 60
+"""Longest repr of a bad value quoted in an error: a model-level error's input is the whole config
+(issue 38: a bad `baseline:` printed ~1,900 characters); its message names the field instead."""
+
+
 def format_validation_error(path: Path | str, error: ValidationError) -> str:
-    """One line: the file, the first failing field path and what was expected."""
-    first = error.errors()[0]
-    where = _format_location(first["loc"])
-    message = first["msg"].removeprefix("Value error, ")
-    if first["type"] == "extra_forbidden":
-        message = "unknown key (not a field of this section)"
-    elif "input" in first and first["type"] not in ("missing", "model_type"):
-        message += f" (got {first['input']!r})"
-    more = f" (+{error.error_count() - 1} more)" if error.error_count() > 1 else ""
-    return f"{path}: {where}: {message}{more}"
+    """Every error, one line each: the file, the failing field path and what was expected (a
+    field that a model-level check names in its message is not prefixed `(top level)`)."""
+    lines, found_all = [], error.errors()
+    if any(found["loc"][:1] == ("evals",) for found in found_all):
+        # a bad evals section leaves its metrics unknown: the thresholds naming them are not at fault
+        found_all = [f for f in found_all if not f["msg"].startswith("Value error, unknown metric")]
+    for found in found_all:
+        where = _format_location(found["loc"])
+        message = found["msg"].removeprefix("Value error, ")
+        if found["type"] == "extra_forbidden":
+            message = "unknown key (not a field of this section)"
+        elif "input" in found and found["type"] not in ("missing", "model_type") and found["loc"]:
+            shown = repr(found["input"])
+            message += f" (got {shown})" if len(shown) <= SHOWN_INPUT else ""
+        lines.append(f"{path}: {message}" if where == "(top level)" and ": " in message else f"{path}: {where}: {message}")
+    return "\n".join(lines)
 
 
 def parse_config(data: Any, path: Path | str) -> MatrixConfig:

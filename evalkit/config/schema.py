@@ -12,12 +12,10 @@ was expected``.
 from __future__ import annotations
 
 import re
-from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     Field,
-    PrivateAttr,
     ValidationInfo,
     create_model,
     field_validator,
@@ -27,9 +25,10 @@ from pydantic import (
 from evalkit.config.base import StrictModel
 from evalkit.config.catalog import Catalog
 from evalkit.config.log_assertion import LogAssertion
+from evalkit.config.thresholds import METRICS_CONTEXT, Threshold
 
 if TYPE_CHECKING:
-    from evalkit.evals.base import Eval, MetricSpec
+    from evalkit.evals.base import Eval
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_STARTUP_TIMEOUT_S = 45 * 60  # ATOM's CI waits 45 x 60 s for a large model
@@ -151,140 +150,6 @@ class Evals(StrictModel):
         if isinstance(info.context, dict):
             info.context[METRICS_CONTEXT] = registry.metrics(self)
         return self
-
-
-METRICS_CONTEXT = "metrics"
-"""The validation context's key holding the config's metric specs (set by `Evals`)."""
-
-
-def _known_specs(info: ValidationInfo) -> list[MetricSpec]:
-    """The metrics a threshold may name: its config's (the validation context), or the evals'
-    fixed ones for a threshold validated alone."""
-    from evalkit.evals import registry
-
-    known = info.context.get(METRICS_CONTEXT) if isinstance(info.context, dict) else None
-    return registry.metrics() if known is None else known
-
-
-CHECKS = ("min", "max", "max_drop_vs_baseline", "max_drop_ab", "max_rise_vs_baseline", "max_rise_ab",
-          "equivalent_vs_baseline", "equivalent_ab")
-
-
-class ThresholdKind(str, Enum):
-    """What a check bounds, parsed once from its name: `max_drop_ab` is MAX_DROP (against the
-    fix-on twin). Flags and summary.json keep the name; code asks the kind."""
-
-    MIN = "min"
-    MAX = "max"
-    MAX_DROP = "max_drop"
-    MAX_RISE = "max_rise"
-    EQUIVALENT = "equivalent"
-
-    @classmethod
-    def of(cls, check: str) -> ThresholdKind:
-        """The kind of a check name (a Threshold field, a flag's `check`); ValueError for no check."""
-        return cls(check.removesuffix("_vs_baseline").removesuffix("_ab"))
-
-    @property
-    def own_value(self) -> bool:
-        """Bounds a cell's own value (min, max), not its delta against a reference."""
-        return self in (ThresholdKind.MIN, ThresholdKind.MAX)
-
-
-class Threshold(StrictModel):
-    """One rule; exactly one of the checks is set.
-
-    `min`/`max` bound a cell's own value; `max_drop_*`/`max_rise_*` bound its delta against the
-    baseline cell or against its fix-on twin (`ab`), in absolute units (0.02 = 2 points);
-    `equivalent_*` passes only when the paired difference is shown to lie inside +-margin (two
-    one-sided tests at `alpha`: the contract "must not move"). Every check is PASS, FAIL or
-    INCONCLUSIVE (verdict/checks.py): a tested delta that is not significant is INCONCLUSIVE when the
-    smallest drop its test could see with probability `power` (its MDE) exceeds the margin
-    times `inconclusive_factor`.
-    """
-
-    metric: str = Field(description="A registered eval's metric, e.g. gsm8k.flexible.")
-    min: float | None = None
-    max: float | None = None
-    max_drop_vs_baseline: float | None = Field(None, ge=0)
-    max_drop_ab: float | None = Field(None, ge=0)
-    max_rise_vs_baseline: float | None = Field(None, ge=0)
-    max_rise_ab: float | None = Field(None, ge=0)
-    equivalent_vs_baseline: float | None = Field(None, gt=0)
-    equivalent_ab: float | None = Field(None, gt=0)
-    alpha: float | None = Field(None, gt=0, lt=1, description="Count a delta only when p < alpha "
-                                "(the family-adjusted p, see `multiplicity`).")
-    power: float = Field(0.8, gt=0, lt=1, description="Power at which the check's MDE is reported.")
-    inconclusive_factor: float = Field(2.0, ge=1, description="A non-significant check is INCONCLUSIVE when its "
-                                       "MDE exceeds the margin times this (NeMo Evaluator uses 2; 1 is strict).")
-    action: Literal["fail", "warn"] = "fail"
-    _spec: MetricSpec | None = PrivateAttr(None)
-
-    @field_validator("metric")
-    @classmethod
-    def _known_metric(cls, metric: str, info: ValidationInfo) -> str:
-        names = [spec.name for spec in _known_specs(info)]
-        if metric not in names:
-            raise ValueError(f"unknown metric (known: {', '.join(names)})")
-        return metric
-
-    @model_validator(mode="after")
-    def _one_check(self, info: ValidationInfo) -> Threshold:
-        set_checks = [c for c in CHECKS if getattr(self, c) is not None]
-        if len(set_checks) != 1:
-            raise ValueError(f"set exactly one of {', '.join(CHECKS)} (got {set_checks or 'none'})")
-        from evalkit.evals import registry
-
-        spec = registry.metric(self.metric, _known_specs(info))
-        self._fits_pairwise(set_checks[0], spec)
-        self._fits_equivalence(set_checks[0], spec)
-        self._spec = spec
-        return self
-
-    def _fits_equivalence(self, check: str, spec: MetricSpec | None) -> None:
-        """Two one-sided tests need paired marks (the shared questions) and a level."""
-        from evalkit.evals.base import Comparison
-
-        if ThresholdKind.of(check) is not ThresholdKind.EQUIVALENT:
-            return
-        if spec is None or spec.comparison is not Comparison.PAIRED:
-            raise ValueError(f"{check}: {self.metric} is not scored per question (equivalence is tested on paired marks)")
-        if self.alpha is None or self.alpha >= 0.5:
-            raise ValueError(f"{check}: set alpha (below 0.5): two one-sided tests at alpha, a {{1 - 2 alpha}} interval")
-
-    def _fits_pairwise(self, check: str, spec: MetricSpec | None) -> None:
-        """A metric measured between two cells (PAIRWISE) has no value of its own and no p-value,
-        and moves one way only from the reference against itself (a divergence rises from 0, an
-        agreement drops from 1): other rules could never break, and would pass silently."""
-        from evalkit.evals.base import Comparison
-
-        if spec is None or spec.comparison is not Comparison.PAIRWISE:
-            return
-        way = ThresholdKind.MAX_DROP if spec.higher_is_better else ThresholdKind.MAX_RISE
-        if ThresholdKind.of(check) is not way:
-            raise ValueError(f"{check}: {self.metric} is measured between two cells: use {way.value}_vs_baseline "
-                             f"or {way.value}_ab")
-        if self.alpha is not None:
-            raise ValueError(f"alpha: {self.metric} has no test (a value between two cells, with a noise floor "
-                             "from repeats instead)")
-
-    @property
-    def spec(self) -> MetricSpec | None:
-        """The metric's spec as the threshold's config reports it (kind, label, n), resolved when
-        validated: the checks read it here, never from what another config made known."""
-        return self._spec
-
-    @property
-    def check(self) -> str:
-        return next(c for c in CHECKS if getattr(self, c) is not None)
-
-    @property
-    def kind(self) -> ThresholdKind:
-        return ThresholdKind.of(self.check)
-
-    @property
-    def value(self) -> float:
-        return float(getattr(self, self.check))
 
 
 class Timeouts(StrictModel):

@@ -8,6 +8,7 @@ written before checks existed has none, and shows none.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -15,6 +16,7 @@ from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.render.numbers import p_text
 from evalkit.stats.multiplicity import METHOD_WORDS
+from evalkit.verdict.plan import data_size
 from evalkit.verdict.summary import CellRow, CheckRecord, JudgedCell, RunSummary, Verdict
 
 OUTCOME_ORDER = ("FAIL", "INCONCLUSIVE", "NOT_CHECKED", "PASS")
@@ -70,7 +72,9 @@ def why(check: CheckRecord, specs: list[MetricSpec]) -> str:
         words = f"not shown inside ±{_scaled(metric, margin, specs)}"
     elif mde is None:
         words = "no drop could be detected at this n" if check.p is not None else "no test"
-    elif mde > (margin or 0) * (factor := check.factor or 0):
+    elif check.detects is not None and mde > check.detects:
+        words = f"MDE {_scaled(metric, mde, specs)} > the {_scaled(metric, check.detects, specs)} it exists to catch"
+    elif check.detects is None and mde > (margin or 0) * (factor := check.factor or 0):
         words = f"MDE {_scaled(metric, mde, specs)} > {factor:g} x margin {_scaled(metric, margin, specs)}"
     else:
         words = f"change {_scaled(metric, abs(check.diff or 0), specs)} beyond the margin but not significant"
@@ -158,8 +162,9 @@ def check_table(summary: RunSummary | Verdict) -> tuple[list[str], list[list[str
 
 
 def check_lines(summary: RunSummary | Verdict) -> list[str]:
-    """Per threshold: `#2 gsm8k.flexible max_drop_vs_baseline 0.02 alpha 0.01 (Holm over 11 cells):
-    9 PASS, 2 INCONCLUSIVE (tp8-eager: MDE 2.6 points > 2 x margin 2.0 points), 0 FAIL`."""
+    """Per threshold: `#4 repetition.collapse_rate max_rise_vs_baseline 0.05 alpha 0.01 (Holm over 11
+    cells): 0 PASS, 11 INCONCLUSIVE, 0 FAIL`, and when some are INCONCLUSIVE, once, in words a
+    reader acts on (`advice`): what the run could see, what the margin asks, the key that changes it."""
     out, specs = [], summary.specs()
     for index, rule in rules(summary):
         found = [(cell.id, c) for cell in summary.cells for c in cell.checks or [] if c.threshold == index]
@@ -167,12 +172,111 @@ def check_lines(summary: RunSummary | Verdict) -> list[str]:
         family = (f" ({METHOD_WORDS.get(tested.multiplicity, tested.multiplicity)} over {tested.family} cells)"
                   if tested and tested.family > 1 else "")
         counts = {o: sum(c.outcome == o for _, c in found) for o in ("PASS", "INCONCLUSIVE", "FAIL", "NOT_CHECKED")}
-        unsure = [(cid, c) for cid, c in found if c.outcome == "INCONCLUSIVE"]
-        named = "; ".join(f"{cid}: {why(c, specs)}" for cid, c in unsure[:MAX_NAMED])
-        more = f"; and {len(unsure) - MAX_NAMED} more" if len(unsure) > MAX_NAMED else ""
-        words = [f"{counts['PASS']} PASS", f"{counts['INCONCLUSIVE']} INCONCLUSIVE" + (f" ({named}{more})" if named else ""),
-                 f"{counts['FAIL']} FAIL"]
+        words = [f"{counts['PASS']} PASS", f"{counts['INCONCLUSIVE']} INCONCLUSIVE", f"{counts['FAIL']} FAIL"]
         if counts["NOT_CHECKED"]:
             words.append(f"{counts['NOT_CHECKED']} not checked")
-        out.append(f"#{index + 1} {rule}{family}: " + ", ".join(words))
+        unsure = [(cid, c) for cid, c in found if c.outcome == "INCONCLUSIVE"]
+        said = f". {advice(unsure, specs)}" if unsure else ""
+        out.append(f"#{index + 1} {rule}{family}: " + ", ".join(words) + said)
     return out
+
+
+def advice(unsure: list[tuple[str, CheckRecord]], specs: list[MetricSpec]) -> str:
+    """One threshold's INCONCLUSIVE checks in plain words, said once for all its cells: what the
+    run could see (the n and the MDE, or the interval), what the margin asks, and the config key
+    that changes it. A nightly that says "inconclusive" without this teaches its readers to ignore
+    it (issue 38); one that says "64 generations see 13.9 points, 5 needs 180: set
+    evals.repetition.count" gets fixed."""
+    checks = [c for _, c in unsure]
+    first = checks[0]
+    key = n_key(first.metric)
+    more = f"more {_unit(first.metric)} ({key} or --limit)" if key else f"more {_unit(first.metric)}"
+    if first.check in ("min", "max"):
+        lows = [c.ci[0] if first.check == "min" else c.ci[1] for c in checks if c.ci]
+        edge = (min(lows) if first.check == "min" else max(lows)) if lows else None
+        return (f"{_cells(unsure)} within sampling reach of {first.margin or 0:g}: {_ns(checks)} {_unit(first.metric)} "
+                f"put its {first.ci_level:.0%} interval across it" + (f" (to {edge:.3f})" if edge is not None else "")
+                + f"; {more} or a limit further from the expected value decide it")
+    if first.check.startswith("equivalent"):
+        return (f"{_cells(unsure)}: {_ns(checks)} {_unit(first.metric)} do not show ±{_scaled(first.metric, first.margin, specs)}"
+                + _asks(checks, first, key) + "; or widen the margin")
+    unseen_pairs = [(cid, c) for cid, c in unsure if not _moved_past(c)]
+    unseen = [c for _, c in unseen_pairs]
+    parts = []
+    if unseen:
+        worst = max(unseen, key=lambda c: float("inf") if c.mde is None else c.mde)
+        way = "drop" if first.check.startswith("max_drop") else "rise"
+        bar = (f"the {_scaled(first.metric, first.detects, specs)} it exists to catch" if first.detects is not None
+               else f"{first.factor or 0:g} x its margin of {_scaled(first.metric, first.margin, specs)}")
+        sees = (f"could not show a {way} of any size at alpha {first.alpha:g}" if worst.mde is None else
+                f"see a {way} of {_scaled(first.metric, worst.mde, specs)} or more ({_power(first)}), more than {bar}")
+        parts.append(f"{_cells(unseen_pairs)}: {_ns(unseen)} {_unit(first.metric)} per cell {sees}"
+                     + _asks(unseen, first, key) + _wider(worst, first))
+    if moved := [(cid, c) for cid, c in unsure if _moved_past(c)]:
+        parts.append(f"{_cells(moved)} moved past the margin without significance: a rerun or {more} decide it")
+    return "; ".join(parts)
+
+
+def n_key(metric: str) -> str | None:
+    """The config key that sets how many questions or samples a metric's eval scores per cell
+    (`evals.repetition.count`, `evals.gsm8k.limit`); None when its settings have none."""
+    ev = registry.eval_of(metric)
+    if ev is None:
+        return None
+    fields = ev.settings_model.model_fields
+    name = next((f for f in ("count", "limit") if f in fields), None)
+    return f"evals.{ev.name}.{name}" if name else None
+
+
+def _moved_past(check: CheckRecord) -> bool:
+    """INCONCLUSIVE though its test could see the margin: the change went past it, not significantly."""
+    bar = check.detects if check.detects is not None else (check.margin or 0) * (check.factor or 0)
+    return check.mde is not None and check.mde <= bar
+
+
+def _asks(checks: list[CheckRecord], first: CheckRecord, key: str | None) -> str:
+    """`; the 5.0-point margin asks for n ≈ 180 per cell: set evals.repetition.count` (or: more than the data holds)."""
+    needed = max((c.n_needed for c in checks if c.n_needed), default=None)
+    if needed is None:
+        return ""
+    target = "the change it exists to catch" if first.detects is not None else "the margin"
+    ev = registry.eval_of(first.metric)
+    size = data_size(ev) if ev is not None else None
+    if ev is not None and size is not None and needed > size:
+        scored = max(c.n or 0 for c in checks)
+        return (f"; {target} asks for n ≈ {needed}, more than the {size} {_unit(first.metric)} {ev.name} holds"
+                + (f" (this run scored {scored}: no --limit, {key} unset, scores them all)" if scored < size and key else ""))
+    return f"; {target} asks for n ≈ {needed} per cell" + (f": set {key} to {needed} (and no --limit below it)" if key else "")
+
+
+def _wider(worst: CheckRecord, first: CheckRecord) -> str:
+    """`, or widen max_rise_vs_baseline to 0.07`: the margin this run's MDE would PASS at."""
+    if worst.mde is None or first.detects is not None:
+        return ""
+    wider = math.ceil(worst.mde / (first.factor or 1) * 200) / 200  # a half-point step, at or above
+    return f", or widen the margin to {wider:g}"
+
+
+def _ns(checks: list[CheckRecord]) -> str:
+    """`64`, or `49-50` when the cells' n differ."""
+    ns = sorted({c.n for c in checks if c.n})
+    return "?" if not ns else str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
+
+
+def _unit(metric: str) -> str:
+    """What an eval's n counts: questions for paired marks, samples for counts."""
+    spec = registry.metric(metric)
+    return "questions" if spec is not None and spec.comparison is Comparison.PAIRED else "samples"
+
+
+def _power(check: CheckRecord) -> str:
+    return f"power {check.power or 0.8:.0%} at alpha {check.alpha:g}" if check.alpha is not None else "the noise floor"
+
+
+def _cells(unsure: list[tuple[str, CheckRecord]]) -> str:
+    """`tp8-eager-fixon`, or `5 cells (tp8-full-fixon, ...)`: who, briefly."""
+    ids = [cid for cid, _ in unsure]
+    if len(ids) == 1:
+        return ids[0]
+    named = ", ".join(ids[:MAX_NAMED]) + (f" and {len(ids) - MAX_NAMED} more" if len(ids) > MAX_NAMED else "")
+    return f"{len(ids)} cells ({named})"

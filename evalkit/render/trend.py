@@ -7,7 +7,8 @@ decides what a reader sees, from each metric's `MetricSpec`, so a new eval needs
   (`spec.display.key`: ``strict``, ``flexible``, ``collapse``), three decimals;
 * the headline: the first of those with a `delta_label` (GSM8K flexible). It alone gets a change
   column right after its value, ``Δ <delta_label>``: the change since the cell's previous run that
-  measured it, in points for a share (PAIRED, COUNT), else the plain difference. One Δ column keeps
+  measured it, in points for a share (PAIRED, COUNT), else the plain difference; between runs
+  that are not alike (n, eval setup) it says what differs and the change since the last alike run. One Δ column keeps
   the table readable, and the headline is the one number a nightly is judged by;
 * ``n``, last: the headline eval's sample count (``<eval>.n``; ``gsm8k.n``);
 * plot panels: every metric with a `pivot`, in eval order, that some point has a value of
@@ -111,23 +112,40 @@ def _utc_minute(point: Point) -> str:
 
 
 def _rows(series: list[Point], spec: MetricSpec | None) -> list[tuple[Point, str]]:
-    """Each point with the change of `spec` since the cell's previous run that measured it, or,
-    where the eval's setup changed between the two (another n-shot, endpoint, lm-eval version),
-    `setup: <fields>` instead: a delta between unlike scores is not a trend."""
-    out, previous, previous_setup = [], None, None
+    """Each point with the change of `spec` since the cell's previous run that measured it. Where
+    the two runs are not alike (another n: a `--limit`, a changed count; another eval setup: n-shot,
+    endpoint, lm-eval version) the change says what differs instead (`n 1319→50`, `setup:
+    num_fewshot`), then the change since the cell's last run that is alike, naming it: a delta
+    between a 1,319-question and a 50-question score is not a trend (issue 38)."""
+    out: list[tuple[Point, str]] = []
+    measured: list[tuple[Point, float]] = []
     scale = 100 if spec is not None and spec.comparison in SHARES else 1
     eval_name = spec.name.split(".", 1)[0] if spec is not None else ""
     for p in series:
         value = p.metrics.get(spec.name) if spec is not None else None
-        setup = p.setups.get(eval_name)
-        differs: list[str] = setup_differences(previous_setup, setup) if value is not None and previous is not None else []
-        if differs:
-            change = f"setup: {', '.join(differs)}"
-        else:
-            change = "-" if value is None or previous is None else f"{(value - previous) * scale:+.1f}"
+        change = "-"
+        if value is not None and measured:
+            last_value, differs = measured[-1][1], _unlike(measured[-1][0], p, eval_name)
+            change = f"{(value - last_value) * scale:+.1f}"
+            if differs:
+                alike = next(((q, v) for q, v in reversed(measured[:-1]) if not _unlike(q, p, eval_name)), None)
+                change = "; ".join(differs) + (f"; {(value - alike[1]) * scale:+.1f} since {alike[0].run_id}"
+                                               if alike else "; no earlier run alike")
         if value is not None:
-            previous, previous_setup = value, setup
+            measured.append((p, value))
         out.append((p, change))
+    return out
+
+
+def _unlike(a: Point, b: Point, eval_name: str) -> list[str]:
+    """What makes two runs' scores of one eval incomparable: `n 1319→50`, `setup: num_fewshot`
+    ([] when alike, or when a run predates what would tell: no n, no fingerprint)."""
+    out = []
+    n_a, n_b = a.metrics.get(f"{eval_name}.n"), b.metrics.get(f"{eval_name}.n")
+    if n_a and n_b and n_a != n_b:
+        out.append(f"n {_count(n_a)}→{_count(n_b)}")
+    if fields := setup_differences(a.setups.get(eval_name), b.setups.get(eval_name)):
+        out.append(f"setup: {', '.join(fields)}")
     return out
 
 

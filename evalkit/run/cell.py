@@ -281,7 +281,9 @@ def _prove_tree(job: CellJob, record: CellRecord, launch: CellLaunch) -> None:
     if outside is not None:
         sha = job.source.sha[:12] if job.source else "?"
         raise TreeNotProven(f"engine package {proof.package!r} would import from {outside}, not from the cell's "
-                            f"source tree {launch.tree} ({sha}): the engine was not started")
+                            f"source tree {launch.tree} ({sha}): the engine was not started; set engine.package "
+                            "to the package the tree holds (a plugin or a fix module, not the engine), or the "
+                            "source's subdir to the folder it lives in")
 
 
 def _engine_for(launch: CellLaunch, config: MatrixConfig, log_path: Path) -> EngineProcess:

@@ -25,7 +25,8 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy.stats import binom, hypergeom, norm
+from scipy.special import gammaln
+from scipy.stats import binom, norm
 
 from evalkit.stats.tests import newcombe_paired
 
@@ -78,9 +79,32 @@ def fisher_power(n: int, n_ref: int, base_rate: float, rise: float, alpha: float
         return 0.0
     k = _likely(n, rate)[:, None]
     k_ref = _likely(n_ref, base_rate)[None, :]
-    p = hypergeom.sf(k - 1, n + n_ref, k + k_ref, n)
+    p = _fisher_tails(n, n_ref, k.ravel(), k_ref.ravel())
     weight = binom.pmf(k, n, rate) * binom.pmf(k_ref, n_ref, base_rate)
     return float(np.sum(weight * (p < alpha)))
+
+
+def _fisher_tails(n: int, n_ref: int, k: np.ndarray, k_ref: np.ndarray) -> np.ndarray:
+    """Fisher's one-sided p-value P(X >= k_i), X ~ Hypergeom(n + n_ref, k_i + k_ref_j, n), for
+    every pair (i, j) at once. A table's p-value depends on k and the total t = k + k_ref only, so
+    each total's hypergeometric pmf is computed once over its support, from one table of log
+    factorials, and summed from the far tail (a cumulative sum, smallest terms first); scipy's
+    `hypergeom.sf` summed each table's tail anew, 93% of `evalkit compare`'s time (issue 38).
+    tests/test_power.py holds the power it gives equal to scipy's, table by table."""
+    whole = n + n_ref
+    log_fact = gammaln(np.arange(1, whole + 2, dtype=float))  # log_fact[m] = log(m!)
+    totals = np.unique(k[:, None] + k_ref[None, :])[:, None]
+    x = np.arange(int(k.min()), min(int(totals[-1, 0]), n) + 1)[None, :]  # every tail asked, to the support's end
+    inside = (x <= totals) & (n - x <= whole - totals)
+    t, xs = np.broadcast_arrays(totals, x)
+    t, xs = np.where(inside, t, 0), np.where(inside, xs, 0)
+    log_pmf = (log_fact[t] - log_fact[xs] - log_fact[t - xs]
+               + log_fact[whole - t] - log_fact[n - xs] - log_fact[np.maximum(whole - t - n + xs, 0)]
+               - (log_fact[whole] - log_fact[n] - log_fact[n_ref]))
+    pmf = np.where(inside, np.exp(log_pmf), 0.0)
+    tails = np.cumsum(pmf[:, ::-1], axis=1)[:, ::-1]  # tails[t, x - k.min()] = P(X >= x | total t)
+    rows = np.searchsorted(totals[:, 0], k[:, None] + k_ref[None, :])
+    return np.minimum(tails[rows, np.broadcast_to(k[:, None] - int(k.min()), rows.shape)], 1.0)
 
 
 def _likely(n: int, rate: float) -> np.ndarray:
@@ -103,6 +127,7 @@ def _smallest(detects: Callable[[float], bool], top: float) -> float | None:
     return round(high * STEP, 4)
 
 
+@functools.lru_cache(maxsize=4096)
 def mcnemar_mde(n: int, discordance: float, alpha: float, power: float = POWER) -> float | None:
     """Smallest drop `mcnemar_power` detects with probability >= power; None: none up to all n."""
     if n <= 0:
@@ -110,6 +135,7 @@ def mcnemar_mde(n: int, discordance: float, alpha: float, power: float = POWER) 
     return _smallest(lambda d: mcnemar_power(n, discordance, d, alpha) >= power, 1 - discordance)
 
 
+@functools.lru_cache(maxsize=4096)
 def fisher_mde(n: int, n_ref: int, base_rate: float, alpha: float, power: float = POWER) -> float | None:
     """Smallest rise of a rate `fisher_power` detects with probability >= power; None: none."""
     if n <= 0 or n_ref <= 0:
@@ -134,6 +160,7 @@ def _smallest_n(detects: Callable[[int], bool], most: int) -> int | None:
     return min(high, most)
 
 
+@functools.lru_cache(maxsize=4096)
 def mcnemar_n(margin: float, discordance: float, alpha: float, power: float = POWER) -> int | None:
     """Questions needed for a drop of `margin` to be detected with probability >= power."""
     if margin <= 0 or discordance + margin > 1:
@@ -145,6 +172,7 @@ def mcnemar_n(margin: float, discordance: float, alpha: float, power: float = PO
     return _smallest_n(lambda n: mcnemar_power(n, discordance, margin, alpha) >= power, most=int(4 * guess) + 100)
 
 
+@functools.lru_cache(maxsize=4096)
 def fisher_n(margin: float, base_rate: float, alpha: float, power: float = POWER) -> int | None:
     """Samples per side (cell and reference alike) for a rise of `margin` to be detected."""
     if margin <= 0 or base_rate + margin > 1:
@@ -182,6 +210,7 @@ def equivalence_margin(n: int, discordance: float, alpha: float, power: float = 
     return float(half + norm.ppf(1 - (1 - power) / 2) * sd)
 
 
+@functools.lru_cache(maxsize=4096)
 def equivalence_n(margin: float, discordance: float, alpha: float, power: float = POWER) -> int | None:
     """Questions two one-sided tests need to show equivalence within `margin` (`equivalence_margin`
     solved for n, bounded by Connor's normal approximation times four)."""

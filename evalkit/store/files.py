@@ -128,6 +128,10 @@ class RunStore:
             probe = self.results_dir / f".write-probe.{os.getpid()}.tmp"
             probe.write_text("")
             probe.unlink()
+        except FileExistsError as e:
+            raise ConfigError(f"{self.results_dir}: results folder is a file, not a folder (--results-dir)") from e
+        except NotADirectoryError as e:
+            raise ConfigError(f"{self.results_dir}: results folder is under a file, not a folder (--results-dir)") from e
         except OSError as e:
             raise ConfigError(f"{self.results_dir}: results folder is not writable ({e.strerror})") from e
         try:

@@ -9,7 +9,10 @@ cell (the summary row's `checks`, one record each):
   alpha. Otherwise it is INCONCLUSIVE when its test could not have seen a change of the margin:
   its MDE (stats/power.py: from its n and the observed discordance for paired marks, the reference's
   rate for counts) exceeds margin x `inconclusive_factor`, or the change is beyond the margin
-  without significance; else PASS. Without a test (no alpha, a continuous value, a value between
+  without significance; else PASS. A detect-only threshold (`detects`, the change it exists to
+  catch) is FAIL as above, else PASS when its test could have seen that change (MDE <= detects),
+  else INCONCLUSIVE: a margin smaller than the run resolves no longer leaves healthy cells
+  INCONCLUSIVE every night, and the bug class is still caught. Without a test (no alpha, a continuous value, a value between
   two cells) the MDE is the noise floor of repeats when known;
 * `equivalent_*` PASSES when two one-sided tests show the paired difference inside +-margin
   (adjusted p below alpha), FAILS when it is shown beyond the margin, else INCONCLUSIVE;
@@ -29,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalkit.config import MatrixConfig, Threshold
-from evalkit.config.schema import ThresholdKind
+from evalkit.config.thresholds import ThresholdKind
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.stats.multiplicity import METHOD_WORDS, Method, adjust
@@ -53,7 +56,8 @@ _TEST_NAMES = {Comparison.PAIRED: "McNemar", Comparison.COUNT: "Fisher"}
 def rule_text(threshold: Threshold) -> str:
     """`gsm8k.flexible max_drop_vs_baseline 0.02 alpha 0.01`: a threshold in one line."""
     alpha = f" alpha {threshold.alpha:g}" if threshold.alpha is not None else ""
-    return f"{threshold.metric} {threshold.check} {threshold.value:g}{alpha}"
+    detects = f" detects {threshold.detects:g}" if threshold.detects is not None else ""
+    return f"{threshold.metric} {threshold.check} {threshold.value:g}{alpha}{detects}"
 
 
 def _against(check: str) -> str:
@@ -79,6 +83,7 @@ def assess(threshold: Threshold, index: int, row: dict[str, Any], metrics: dict[
     base: dict[str, Any] = {"threshold": index, "rule": rule_text(threshold), "metric": metric, "check": check,
                             "margin": limit, "action": threshold.action, "alpha": threshold.alpha,
                             "power": threshold.power, "factor": threshold.inconclusive_factor,
+                            "detects": threshold.detects,
                             "reference": None, "value": metrics.get(metric), "diff": None, "n": None,
                             "p": None, "p_adj": None, "mde": None, "n_needed": None, "outcome": None}
     if threshold.kind.own_value:
@@ -181,6 +186,8 @@ def decide(record: dict[str, Any], p_adj: float | None, p_equivalent_adj: float 
     mde = record["mde"]
     if beyond and significant:
         out["outcome"] = FAIL
+    elif record.get("detects") is not None:
+        out["outcome"] = PASS if p_adj is not None and mde is not None and mde <= record["detects"] else INCONCLUSIVE
     elif beyond or (p_adj is not None and (mde is None or mde > margin * factor)) or p_adj is None and mde is not None and mde > margin * factor:
         out["outcome"] = INCONCLUSIVE
     else:
@@ -189,10 +196,11 @@ def decide(record: dict[str, Any], p_adj: float | None, p_equivalent_adj: float 
 
 
 def _with_n_needed(record: dict[str, Any]) -> dict[str, Any]:
-    """An INCONCLUSIVE tested check says how many questions (or samples) its margin needs."""
+    """An INCONCLUSIVE tested check says how many questions (or samples) its margin needs (a
+    detect-only check: the change it exists to catch)."""
     if record["outcome"] != INCONCLUSIVE or record["alpha"] is None:
         return record
-    alpha, power, margin = record["alpha"], record["power"], record["margin"]
+    alpha, power, margin = record["alpha"], record["power"], record.get("detects") or record["margin"]
     if ThresholdKind.of(record["check"]) is ThresholdKind.EQUIVALENT:
         return record | {"n_needed": equivalence_n(margin, record["discordance"], alpha, power)}
     if "discordance" in record:

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from evalkit.config import MatrixConfig, Threshold
-from evalkit.config.schema import ThresholdKind
+from evalkit.config.thresholds import ThresholdKind
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison
+from evalkit.evals.base import Comparison, Eval
+from evalkit.evals.prompts import load_prompt_set
 from evalkit.stats.power import (
     equivalence_margin,
     equivalence_n,
@@ -59,16 +61,27 @@ def noise_from(calibration: Path | None) -> Noise:
 
 
 def planned_n(config: MatrixConfig, metric: str, limit: int | None) -> int | None:
-    """Questions or samples the metric's eval will score per cell: its `count` setting, else the
-    eval's size, capped by --limit (as the run caps them)."""
+    """Questions or samples the metric's eval will score per cell: its `count` or `limit`
+    setting, else all its data holds (`data_size`), capped by --limit (as the run caps them)."""
     ev = registry.eval_of(metric)
     if ev is None:
         return None
     settings = getattr(config.evals, ev.name, None)
-    n = getattr(settings, "count", None) or ev.size
+    n = getattr(settings, "count", None) or getattr(settings, "limit", None) or data_size(ev, settings)
     if n is None:
         return limit
     return min(n, limit) if limit else n
+
+
+def data_size(ev: Eval, settings: Any | None = None) -> int | None:
+    """The most questions or samples `ev` can score per cell: its fixed size (GSM8K's 1319), else
+    the prompt set its settings (or their default) name: the repetition check's 72 long prompts.
+    No n a verdict asks for may exceed it (issue 38: "n 1502" on 1319 questions)."""
+    if ev.size is not None:
+        return ev.size
+    field = ev.settings_model.model_fields.get("prompt_set")
+    name = getattr(settings, "prompt_set", None) or (field.default if field is not None else None)
+    return len(load_prompt_set(name).prompts) if isinstance(name, str) else None
 
 
 def _pts(x: float | None) -> str:
@@ -93,6 +106,7 @@ def threshold_line(threshold: Threshold, n: int | None, noise: Noise) -> str:
                 f"(TensorRT-LLM's room, one-sided {alpha or 0.05:g}): a limit closer to the expected value flakes")
     if alpha is None or spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
         return f"{head}: no test (a change beyond the margin and the noise floor fails)"
+    target = threshold.detects or margin  # a detect-only check is powered for the change it exists to catch
     if spec.comparison is Comparison.PAIRED:
         d = noise.discordance.get(threshold.metric, ASSUMED_DISCORDANCE)
         what = f"{d:.1%} of questions flipping between healthy runs ({'assumed' if threshold.metric not in noise.discordance else 'measured'})"
@@ -100,16 +114,28 @@ def threshold_line(threshold: Threshold, n: int | None, noise: Noise) -> str:
             mde, needed = equivalence_margin(n, d, alpha, power), equivalence_n(margin, d, alpha, power)
             kind = "smallest margin TOST shows"
         else:
-            mde, needed = mcnemar_mde(n, d, alpha, power), mcnemar_n(margin, d, alpha, power)
+            mde, needed = mcnemar_mde(n, d, alpha, power), mcnemar_n(target, d, alpha, power)
             kind = "MDE"
     else:
         r = noise.base_rate.get(threshold.metric, ASSUMED_BASE_RATE)
         what = f"base rate {r:.1%} ({'assumed' if threshold.metric not in noise.base_rate else 'measured'})"
-        mde, needed, kind = fisher_mde(n, n, r, alpha, power), fisher_n(margin, r, alpha, power), "MDE"
-    verdict = ("INCONCLUSIVE expected on a healthy cell" if mde is None or mde > margin * threshold.inconclusive_factor
-               else "a healthy cell can PASS")
-    return (f"{head}: n {n}, {kind} {_pts(mde)} at power {power:.0%} ({what}); margin {_pts(margin)} needs "
-            f"n {_needed(needed)}; {verdict}")
+        mde, needed, kind = fisher_mde(n, n, r, alpha, power), fisher_n(target, r, alpha, power), "MDE"
+    bar = threshold.detects if threshold.detects is not None else margin * threshold.inconclusive_factor
+    verdict = "INCONCLUSIVE expected on a healthy cell" if mde is None or mde > bar else "a healthy cell can PASS"
+    if threshold.detects is not None:
+        verdict = f"detect-only, the {_pts(threshold.detects)} it exists to catch {_n_asked(needed, threshold)}: {verdict}"
+    else:
+        verdict = f"margin {_pts(margin)} {_n_asked(needed, threshold)}; {verdict}"
+    return f"{head}: n {n}, {kind} {_pts(mde)} at power {power:.0%} ({what}); {verdict}"
+
+
+def _n_asked(needed: int | None, threshold: Threshold) -> str:
+    """`needs n 180`, or that the n is more than the eval's data holds (never an n it cannot have)."""
+    ev = registry.eval_of(threshold.metric)
+    size = data_size(ev) if ev is not None else None
+    if needed is not None and size is not None and needed > size:
+        return f"would need n {needed}, more than the {size} the data holds"
+    return f"needs n {_needed(needed)}"
 
 
 def plan_lines(config: MatrixConfig, limit: int | None, noise: Noise) -> list[str]:

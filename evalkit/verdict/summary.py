@@ -182,6 +182,25 @@ class CheckRecord(_Open):
         return self._extra("factor")
 
     @property
+    def detects(self) -> Number | None:
+        """A detect-only check's change to catch: an MDE within it PASSES a non-significant check."""
+        return self._extra("detects")
+
+    @property
+    def alpha(self) -> Number | None:
+        return self._extra("alpha")
+
+    @property
+    def power(self) -> Number | None:
+        """The power at which `mde` is stated."""
+        return self._extra("power")
+
+    @property
+    def n(self) -> int | None:
+        """Questions or samples per cell the check was decided on."""
+        return self._extra("n")
+
+    @property
     def reference(self) -> str | None:
         return self._extra("reference")
 
