@@ -14,6 +14,7 @@ questions that flip between runs of one engine are its noise floor.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib.util
 import json
@@ -42,6 +43,7 @@ from evalkit.evals.base import (
     setup_fingerprint,
 )
 from evalkit.evals.lm_eval_adapter import TASK_DIR, ResponseMeta, evaluate, lm_eval_version, prompt_key
+from evalkit.evals.subsets import SubsetRule, pick
 from evalkit.store.files import file_hash, write_jsonl
 
 
@@ -55,7 +57,11 @@ class GSM8KSettings(EvalSettings):
     num_concurrent: int = Field(16, ge=1)
     max_retries: int = Field(3, ge=0)
     timeout: float | None = Field(None, gt=0, description="Per-request seconds; default scales with max_gen_toks.")
-    limit: int | None = Field(None, ge=1, description="First N test questions only.")
+    limit: int | None = Field(None, ge=1, description="At most N test questions, chosen by `subset`.")
+    subset: SubsetRule = Field("stratified", description=(
+        "Which N questions a limit asks (evals/subsets.py): stratified (by solution steps), random, or first "
+        "(lm-eval's own prefix); the same in every cell and run, recorded in the setup."))
+    subset_seed: int = Field(0, description="Seed of a stratified or random subset.")
     seed: int = 1234
     repeats: int = Field(1, ge=1, description="Runs of GSM8K per cell; questions flipping between them are its noise floor.")
 
@@ -165,9 +171,26 @@ def doc_ids(ids: Sequence[str]) -> list[int]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def solution_steps() -> tuple[int, ...]:
+    """Per test question, the lines of its reference solution before ``####``: the stratum of a
+    stratified subset (more steps, harder question; the first 200 questions have fewer)."""
+    with check_data()["test"].open(encoding="utf-8") as f:
+        return tuple(json.loads(line)["answer"].split("####")[0].strip().count("\n") + 1 for line in f)
+
+
+def questions(settings: GSM8KSettings, limit: int | None) -> list[int] | None:
+    """The test questions a run capped at `limit` asks, by `settings.subset` (evals/subsets.py);
+    None where lm-eval's own `limit` does it: no limit, one covering the split, or the `first` N."""
+    steps = solution_steps()
+    if limit is None or limit >= len(steps) or settings.subset == "first":
+        return None
+    return pick(steps, limit, settings.subset, settings.subset_seed)
+
+
 def run_gsm8k(settings: GSM8KSettings, ctx: EvalContext) -> EvalResult:
-    """Score GSM8K on `ctx.server` (up to `ctx.limit`, else `settings.limit`, questions) over the
-    run's task YAML; per-question records keep both filters' marks and the finish reason,
+    """Score GSM8K on `ctx.server` (up to `ctx.limit`, else `settings.limit`, questions, picked by
+    `settings.subset`) over the run's task YAML; per-question records keep both filters' marks and the finish reason,
     canonical through the engine's map (`server.wire`) and raw: ATOM answers a cut with
     `max_tokens` (atom/model_engine/scheduler.py at 0e9804c21), which `cut_by_max_gen_toks` counts.
 
@@ -175,9 +198,10 @@ def run_gsm8k(settings: GSM8KSettings, ctx: EvalContext) -> EvalResult:
     prompts a full run asks them with, so their marks pair with a full run's.
     """
     check_endpoint(settings, ctx.server)
-    docs = doc_ids(ctx.only) if ctx.only is not None else None
+    limit = ctx.limit or settings.limit
+    docs = doc_ids(ctx.only) if ctx.only is not None else questions(settings, limit)
     out, meta = evaluate(ctx, TASK_NAME, settings, label="gsm8k", log="gsm8k.log",
-                         limit=None if docs is not None else ctx.limit or settings.limit, samples=docs)
+                         limit=None if docs is not None else limit, samples=docs)
     result = _collect(out, meta)
     result.metrics["endpoint"] = settings.endpoint
     result.metrics["chat_template"] = (
@@ -192,7 +216,9 @@ def run_gsm8k(settings: GSM8KSettings, ctx: EvalContext) -> EvalResult:
 def setup_fields(settings: GSM8KSettings, task_dir: Path, metrics: Mapping[str, Any]) -> dict[str, Any]:
     """Everything a GSM8K score depends on besides the engine: compared before any delta.
 
-    Not in it: `limit` (cells pair on the questions both answered), the client's concurrency,
+    In it: the rule and seed that pick a limited run's questions (`subset`), never N itself
+    (cells pair on the questions both answered, so a run of 50 pairs with a full one when the
+    rule is the same). Not in it: the client's concurrency,
     retries and timeouts (they change how fast, not what is answered), and file paths (the
     same data on another machine is the same setup: the data is hashed instead).
     """
@@ -207,6 +233,7 @@ def setup_fields(settings: GSM8KSettings, task_dir: Path, metrics: Mapping[str, 
         "num_fewshot": metrics.get("num_fewshot"),
         "generation_kwargs": task["generation_kwargs"],
         "seed": settings.seed,
+        "subset": {"rule": settings.subset, "seed": settings.subset_seed},
         "data": file_hash(*(data_dir() / name for name in DATA_FILES)),
         "lm_eval_version": metrics.get("lm_eval_version"),
         "tokenizer": "the server's (text requests, tokenized_requests false)",
