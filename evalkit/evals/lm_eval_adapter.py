@@ -19,6 +19,7 @@ Importing this module changes nothing: no environment variable, no lm-eval globa
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import copy
@@ -99,6 +100,11 @@ class ResponseMeta:
     progress: Callable[[int], None] | None = None
     """Called with the number of answers received so far (the live view's `gsm8k n/N`)."""
     answered: int = 0
+    allowed_failures: int = 0
+    """Requests that may fail for good (every retry spent) and be recorded as unscorable rather
+    than fail the eval: the caller's share of its questions (GSM8K's `max_unscorable`); one
+    more fails it at once, so a dead engine costs one round of retries, not one per question."""
+    failures: int = 0
     first_request: float | None = None
     last_answer: float | None = None
     """monotonic() of the first request and the last answer: the request phase, for timings."""
@@ -115,6 +121,18 @@ class ResponseMeta:
         self.last_answer = time.monotonic()
         if self.progress is not None:
             self.progress(self.answered)
+
+    def fail(self, prompt: str, error: BaseException, max_retries: int) -> bool:
+        """A request failed: True when it was its last attempt and is recorded as unscorable
+        (its answer stays empty, its `error` says why), False when it is retried or is one
+        failure too many (the caller raises)."""
+        entry = self.by_prompt.setdefault(prompt, {"attempts": 0})
+        if entry["attempts"] < max_retries or self.failures >= self.allowed_failures:
+            return False
+        self.failures += 1
+        timed_out = isinstance(error, (TimeoutError, asyncio.TimeoutError))
+        entry["error"] = "timeout" if timed_out else f"engine error: {type(error).__name__}: {str(error)[:200]}"
+        return True
 
     def attempt(self, prompt: str) -> None:
         if self.first_request is None:
@@ -156,6 +174,10 @@ def _register_backends() -> None:
             token = _PROMPT.set(key)
             try:
                 return await super().amodel_call(session, sem, messages, **kwargs)  # type: ignore[misc]
+            except Exception as e:  # BaseException (a cancelled task, Ctrl-C) always propagates
+                if meta is None or not meta.fail(key, e, self.max_retries):  # type: ignore[attr-defined]
+                    raise
+                return [""] * (len(messages) if isinstance(messages, list) else 1)
             finally:
                 _PROMPT.reset(token)
 
@@ -358,7 +380,7 @@ def _pin_fewshot(task: Any) -> None:
 
 def evaluate(
     ctx: EvalContext, task_name: str, client: ClientSettings, *, label: str, log: str, limit: int | None = None,
-    samples: Sequence[int] | None = None,
+    samples: Sequence[int] | None = None, max_unscorable: float = 0.0,
 ) -> tuple[dict[str, Any], ResponseMeta]:
     """Run one lm-eval task of the run's task folder against `ctx.server`, its progress on
     `ctx.progress`; lm-eval's output dict and the response metadata.
@@ -366,7 +388,9 @@ def evaluate(
     `client`: the endpoint, seed and backend settings; `log`: the cell's log file lm-eval writes
     to; `samples`: just these documents (indices into the test split; lm-eval's `samples=`,
     which excludes `limit`), asked with the prompts a full run asks them with. Finish reasons
-    go through the engine's map (`server.wire`).
+    go through the engine's map (`server.wire`). `max_unscorable`: the share of requests that
+    may fail after every retry and come back empty with their `error` recorded (lm-eval itself
+    fails the whole run on the first); 0 keeps lm-eval's behaviour.
 
     Any lm-eval failure becomes an EvalError (lm-eval raises bare exceptions: RetryError,
     ClientError, ...), so a bad server is that cell's error, not a crash of the matrix; `label`
@@ -389,7 +413,8 @@ def evaluate(
         # Sorted: lm-eval maps the k-th document it iterates (in split order) to samples[k].
         limit, subset = None, {task_name: sorted(set(samples))}
     total = len(subset[task_name]) if subset else min(limit or size, size)
-    meta = ResponseMeta(progress=lambda done: ctx.progress(done, total), wire=ctx.server.wire)
+    meta = ResponseMeta(progress=lambda done: ctx.progress(done, total), wire=ctx.server.wire,
+                        allowed_failures=int(max_unscorable * total))
     token = _META.set(meta)
     try:
         with _log_to(ctx.cell_dir / log):
@@ -408,7 +433,9 @@ def evaluate(
                 fewshot_random_seed=client.seed,
             )
     except Exception as e:  # noqa: BLE001 - see the docstring
-        raise EvalError(f"{label}: lm-eval failed: {type(e).__name__}: {e}") from e
+        over = (f" after {meta.failures} of {total} requests failed for good (at most {meta.allowed_failures} may)"
+                if meta.allowed_failures else "")
+        raise EvalError(f"{label}: lm-eval failed{over}: {type(e).__name__}: {e}") from e
     finally:
         _META.reset(token)
     if out is None:
