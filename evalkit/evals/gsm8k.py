@@ -13,7 +13,6 @@ questions that flip between runs of one engine are its noise floor.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import importlib.util
@@ -42,6 +41,7 @@ from evalkit.evals.base import (
     floor_of_repeats,
     setup_fingerprint,
 )
+from evalkit.evals.gsm8k_repeats import SHORT, WORST, repeat, repeat_figures
 from evalkit.evals.lm_eval_adapter import TASK_DIR, ResponseMeta, evaluate, lm_eval_version, prompt_key
 from evalkit.evals.subsets import SubsetRule, pick
 from evalkit.store.files import file_hash, write_jsonl
@@ -69,12 +69,13 @@ class GSM8KSettings(EvalSettings):
     cut_is_unscorable: bool = Field(False, description=(
         "Count an answer cut by max_gen_toks as unscorable rather than scored as it stands. Off by default: "
         "a collapsing engine runs to the limit, and that cut is the bug's own signature."))
-    repeats: int = Field(1, ge=1, description="Runs of GSM8K per cell; questions flipping between them are its noise floor.")
+    repeats: int = Field(1, ge=1, description=(
+        "Runs of GSM8K per cell on its engine: every run, the worst (`gsm8k.flexible_worst`, gated by a `min`) "
+        "and the spread are reported; questions flipping between runs are its noise floor."))
 
 
 TASK_NAME = "evalkit_gsm8k"
 FILTERS = ("strict-match", "flexible-extract")
-SHORT = {"strict": "strict-match", "flexible": "flexible-extract"}
 GSM8K_TEST_SIZE = 1319
 DATA_FILES = ("train.jsonl", "test.jsonl")
 
@@ -345,28 +346,6 @@ def combine(parts: list[EvalResult]) -> EvalResult:
     return EvalResult(metrics, samples, texts=[text for part in parts for text in part.texts])
 
 
-def _repeat(settings: GSM8KSettings, ctx: EvalContext, first: EvalResult) -> dict[str, Any]:
-    """Run GSM8K again on the same engine; the questions that flip between runs are the noise floor.
-
-    Several real configuration bugs were nondeterministic, and so are some healthy engines: a
-    delta no larger than re-running the same cell is not a regression.
-    """
-    from evalkit.stats.tests import noise_floor
-
-    runs = [first]
-    for i in range(2, settings.repeats + 1):
-        result = run_gsm8k(settings, dataclasses.replace(ctx, progress=ctx.progress.labelled(f"gsm8k repeat {i}")))
-        write_jsonl(ctx.cell_dir / f"gsm8k.repeat{i}.samples.jsonl", result.samples)
-        runs.append(result)
-    ids = [row["id"] for row in first.samples]
-    floors = {}
-    for short, name in SHORT.items():
-        marks = [{row["id"]: row[f"{name}.correct"] for row in r.samples} for r in runs]
-        floors[short] = noise_floor([[m[i] for i in ids] for m in marks], ids=ids).to_dict()
-    return {"n": len(runs), "accuracy": [{"strict": r.metrics["strict"], "flexible": r.metrics["flexible"]} for r in runs],
-            "noise_floor": floors}
-
-
 def _with_ci(flat: Mapping[str, Any]) -> str:
     value, ci = flat.get("gsm8k.flexible"), flat.get("gsm8k.flexible_ci95")
     if value is None:
@@ -404,6 +383,15 @@ class GSM8K(Eval):
         csv_fields=("gsm8k.strict", "gsm8k.flexible", "gsm8k.n", "gsm8k.strict_stderr", "gsm8k.flexible_stderr",
                     "gsm8k.strict_ci95", "gsm8k.flexible_ci95", "gsm8k.cut_by_max_gen_toks", "gsm8k.retries", "gsm8k.n_eff", "gsm8k.unscorable"))
 
+    def metrics_for(self, settings: GSM8KSettings | None) -> tuple[MetricSpec, ...]:
+        return (*self.metrics, WORST) if settings is not None and settings.repeats > 1 else self.metrics
+
+    def metrics_in(self, raw: Mapping[str, Any]) -> tuple[MetricSpec, ...]:
+        return (*self.metrics, WORST) if repeat_figures(raw) else self.metrics
+
+    def known_spec(self, name: str) -> MetricSpec | None:
+        return WORST if name == WORST.name else super().known_spec(name)
+
     def check(self, settings: GSM8KSettings) -> None:
         check_data()
 
@@ -413,7 +401,7 @@ class GSM8K(Eval):
     def run(self, ctx: EvalContext, settings: GSM8KSettings) -> EvalResult:
         result = run_gsm8k(settings, ctx)
         if settings.repeats > 1 and ctx.only is None:  # a subset is a step's batch: no noise floor of its own
-            result.metrics["repeats"] = _repeat(settings, ctx, result)
+            result.metrics["repeats"] = repeat(lambda again: run_gsm8k(settings, again), settings.repeats, ctx, result)
         return result
 
     def combine(self, parts: list[EvalResult]) -> EvalResult:
@@ -430,7 +418,7 @@ class GSM8K(Eval):
         for short in SHORT:
             p = proportion(round(raw[short] * n_eff), n_eff)
             out[f"gsm8k.{short}_ci95"] = [p.low, p.high]
-        return out
+        return out | repeat_figures(raw)
 
 
 EVAL = registry.register(GSM8K())
