@@ -29,6 +29,13 @@ def test_a_stratified_subset_keeps_each_strata_share_of_the_whole_set() -> None:
             assert abs(chosen[stratum] - n * count / len(steps)) < 1, (n, stratum)
 
 
+@pytest.mark.parametrize("rule", RULES)
+def test_a_smaller_subset_is_part_of_every_larger_one_so_two_limits_still_pair(rule: str) -> None:
+    steps = solution_steps()
+    subsets = [set(pick(steps, n, rule, 0)) for n in (1, 30, 40, 200, 1319)]  # type: ignore[arg-type]
+    assert all(small <= large for small, large in zip(subsets, subsets[1:]))
+
+
 def test_the_first_questions_are_not_a_fair_sample_and_the_default_subset_is() -> None:
     steps = solution_steps()
     two_steps = Counter(steps)[2] / len(steps)

@@ -6,15 +6,16 @@ in evalkit's copy the first 200 hold 32% two-step solutions against 25% in all 1
 limited run draws its questions (`pick`):
 
 * ``stratified`` (the default): the questions grouped by a stratum (GSM8K: the number of
-  solution steps in the reference answer, a proxy of difficulty), each stratum given its share
-  of N (largest remainders), then drawn at random inside it;
+  solution steps in the reference answer, a proxy of difficulty), each stratum holding its share
+  of N to within one question, drawn at random inside it;
 * ``random``: N drawn at random from the whole split;
 * ``first``: the first N, lm-eval's own `--limit` (kept by name, for runs that must match
   an older one or another tool's prefix).
 
 The draw depends only on the rule, the seed, N and the split: every cell and every run of a
 matrix asks the same questions, so paired comparisons stay paired, and `rule` and `seed` go
-into the eval's setup fingerprint.
+into the eval's setup fingerprint. A smaller N asks a part of a larger N's questions (`order`),
+so runs at two limits still pair on all the smaller one asked.
 """
 
 from __future__ import annotations
@@ -27,25 +28,36 @@ SubsetRule = Literal["stratified", "random", "first"]
 RULES: tuple[SubsetRule, ...] = ("stratified", "random", "first")
 
 
-def pick(strata: Sequence[Hashable], n: int, rule: SubsetRule, seed: int) -> list[int]:
-    """Indices (sorted) of the `n` documents a limited run asks, out of ``len(strata)``;
-    `strata[i]` is document i's stratum (ignored unless `rule` is stratified). All of them when
-    n covers the split."""
+def order(strata: Sequence[Hashable], rule: SubsetRule, seed: int) -> list[int]:
+    """Every document index, in the order a limited run takes them: the first N of it are the N
+    asked, so a smaller subset is part of every larger one (a run at --limit 30 pairs all its
+    questions with one at --limit 40 or a full run). `strata[i]` is document i's stratum.
+
+    stratified: each stratum's documents shuffled, then position after position the stratum
+    furthest below its share of the positions so far gives its next one (ties: the larger
+    stratum, then the first in order), so every prefix holds each stratum's share of it to within
+    one document; random: all shuffled; first: as they are."""
     size = len(strata)
-    if n >= size:
-        return list(range(size))
     if rule == "first":
-        return list(range(n))
+        return list(range(size))
     rng = random.Random(f"evalkit-subset:{rule}:{seed}")  # a str seed hashes the same in every process
     if rule == "random":
-        return sorted(rng.sample(range(size), n))
+        return rng.sample(range(size), size)
     groups: dict[Hashable, list[int]] = {}
     for i, stratum in enumerate(strata):
         groups.setdefault(stratum, []).append(i)
-    order = sorted(groups, key=str)
-    quotas = {key: n * len(groups[key]) / size for key in order}
-    taken = {key: int(quotas[key]) for key in order}
-    by_remainder = sorted(order, key=lambda key: (-(quotas[key] - taken[key]), -len(groups[key]), str(key)))
-    for key in by_remainder[: n - sum(taken.values())]:
+    keys = sorted(groups, key=lambda key: (-len(groups[key]), str(key)))
+    queues = {key: rng.sample(groups[key], len(groups[key])) for key in keys}
+    taken = dict.fromkeys(keys, 0)
+    out = []
+    for position in range(1, size + 1):
+        key = max(keys, key=lambda k: position * len(groups[k]) / size - taken[k] if taken[k] < len(groups[k]) else -size)
+        out.append(queues[key][taken[key]])
         taken[key] += 1
-    return sorted(i for key in order for i in rng.sample(groups[key], taken[key]))
+    return out
+
+
+def pick(strata: Sequence[Hashable], n: int, rule: SubsetRule, seed: int) -> list[int]:
+    """Indices (sorted) of the `n` documents a limited run asks, out of ``len(strata)``: the
+    first n of `order`; all of them when n covers the split."""
+    return sorted(order(strata, rule, seed)[:n])
