@@ -97,3 +97,14 @@ def test_without_a_history_the_plan_says_so_and_creates_none(tmp_path: Path) -> 
     assert f"# wall time: no history at {db} (every run of a config records one)" in result.output
     assert "#   cost: 8 more GSM8K runs per cell (9x GSM8K's time; no history to put it in minutes)" in result.output
     assert not db.parent.exists()
+
+
+def test_an_evals_set_up_is_not_scaled_when_the_history_holds_two_sample_counts(tmp_path: Path) -> None:
+    """25 s for 100 questions and 55 s for 400: 15 s of set-up and 0.1 s a question, so 1319
+    questions take 147 s, not the 330 s that 25 s scaled by 13 would say."""
+    with History(tmp_path / "history.db") as history:
+        record(history, "n1", "2026-12-01T02:00:00", "tp8-full-fixon", 20.0, 25.0, 100, 47.0)
+        record(history, "n2", "2026-12-02T02:00:00", "tp8-full-fixon", 20.0, 55.0, 400, 77.0)
+        time = cell_times(history, "demo")["tp8-full-fixon"]
+    assert time.fixed_s["gsm8k"] == pytest.approx(15.0) and time.per_sample_s["gsm8k"] == pytest.approx(0.1)
+    assert time.estimate({"gsm8k": 1319}, {})[1] == {"gsm8k": pytest.approx(15 + 131.9)}

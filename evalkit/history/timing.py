@@ -1,11 +1,14 @@
 """How long a config's cells took in earlier runs: what `evalkit plan` estimates a run's wall time from.
 
 A cell's time is its engine's start-up (until ready and warmed up: `engine_ready_s`), each eval's
-time (`<eval>_s`) and what is left of `total_s` (the stop, the GPU release, the records). The
-eval times are read per sample and per repeat (`<eval>.n`, `<eval>.repeats` of the same record),
-so an estimate for another `--limit` or another number of repeats scales them; start-up and the
-rest do not depend on either. Each figure is the median over the cell's latest finished runs
-(`LATEST`): one slow night (a cold cache, a busy box) does not move it.
+time (`<eval>_s`) and what is left of `total_s` (the stop, the GPU release, the records). An
+eval's time is read against its samples times its repeats (`<eval>.n`, `<eval>.repeats` of the
+same record), so an estimate for another `--limit` or another number of repeats scales it: a
+straight line through the runs when they scored two or more sample counts (its intercept is the
+eval's set-up: lm-eval's, the first cell's imports), else through zero, which overstates an
+estimate far above the n measured by that set-up times the ratio. Start-up and the rest depend
+on neither, and are medians over the cell's latest finished runs (`LATEST`), as is the
+per-sample time through zero: one slow night (a cold cache, a busy box) does not move them.
 
 Only cells that finished (`status = 'ok'`) of runs of the same config name count: a cell that
 failed stopped early, and another config's engine is another engine.
@@ -35,6 +38,9 @@ class CellTime:
     """The rest of the cell's total: stop, GPU release, records."""
     per_sample_s: dict[str, float] = field(default_factory=dict)
     """Per eval, seconds per sample per repeat (where the record says how many samples)."""
+    fixed_s: dict[str, float] = field(default_factory=dict)
+    """Per eval of `per_sample_s`, its seconds whatever the samples (0 unless two sample counts
+    were measured)."""
     samples: dict[str, float] = field(default_factory=dict)
     """Per eval of `per_sample_s`, the samples it scored (median): an estimate's n where the
     plan cannot know it (a prompt set of its own length)."""
@@ -47,14 +53,15 @@ class CellTime:
         evals = {}
         for name, n in samples.items():
             if name in self.per_sample_s:
-                evals[name] = self.per_sample_s[name] * (n or self.samples[name]) * repeats.get(name, 1)
+                evals[name] = (self.fixed_s.get(name, 0.0)
+                               + self.per_sample_s[name] * (n or self.samples[name]) * repeats.get(name, 1))
             elif name in self.eval_s:
                 evals[name] = self.eval_s[name]
         return self.startup_s + sum(evals.values()) + self.other_s, evals
 
 
-Figures = tuple[float, float, dict[str, tuple[float, float]], dict[str, float]]
-"""One finished cell's start-up and rest seconds, per eval (seconds per sample, samples), and the
+Figures = tuple[float, float, dict[str, tuple[float, float, float]], dict[str, float]]
+"""One finished cell's start-up and rest seconds, per eval (seconds, samples, repeats), and the
 seconds of evals without a sample count."""
 
 
@@ -64,7 +71,7 @@ def _figures(timings: dict[str, Any], metrics: dict[str, Any]) -> Figures | None
     if not isinstance(total, (int, float)):
         return None
     startup = float(timings.get("engine_ready_s") or timings.get("engine_start_s") or 0.0)
-    per_sample: dict[str, tuple[float, float]] = {}
+    per_sample: dict[str, tuple[float, float, float]] = {}
     plain: dict[str, float] = {}
     for key, value in timings.items():
         if not key.endswith("_s") or key.startswith(("engine_", "gpu_", "total")) or not isinstance(value, (int, float)):
@@ -72,7 +79,7 @@ def _figures(timings: dict[str, Any], metrics: dict[str, Any]) -> Figures | None
         name = key.removesuffix("_s")
         n, runs = metrics.get(f"{name}.n"), metrics.get(f"{name}.repeats") or 1
         if isinstance(n, (int, float)) and n > 0:
-            per_sample[name] = (float(value) / (n * runs), float(n))
+            per_sample[name] = (float(value), float(n), float(runs))
         else:
             plain[name] = float(value)
     evals = sum(float(timings[f"{name}_s"]) for name in (*per_sample, *plain))
@@ -81,6 +88,19 @@ def _figures(timings: dict[str, Any], metrics: dict[str, Any]) -> Figures | None
 
 def _median(values: list[float]) -> float:
     return float(statistics.median(values))
+
+
+def _line(points: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """(seconds whatever the samples, seconds per sample and repeat) of one eval's runs
+    (seconds, samples, repeats): a least-squares line over two or more sample counts (its
+    intercept kept between 0 and the fastest run), else the median ratio through zero."""
+    xs, ys = [n * k for _, n, k in points], [seconds for seconds, _, _ in points]
+    if len(set(xs)) > 1:
+        slope, intercept = statistics.linear_regression(xs, ys)
+        if slope > 0:
+            fixed = min(max(intercept, 0.0), min(ys))
+            return fixed, _median([(y - fixed) / x for x, y in zip(xs, ys)])
+    return 0.0, _median([y / x for x, y in zip(xs, ys)])
 
 
 def cell_times(history: History, config_name: str, latest: int = LATEST) -> dict[str, CellTime]:
@@ -98,11 +118,13 @@ def cell_times(history: History, config_name: str, latest: int = LATEST) -> dict
     for cell_id, runs in found.items():
         if not runs:
             continue
-        names = {name for _, _, per, _ in runs for name in per}
-        plain_names = {name for _, _, _, plain in runs for name in plain} - names
+        names = sorted({name for _, _, per, _ in runs for name in per})
+        plain_names = {name for _, _, _, plain in runs for name in plain} - set(names)
+        lines = {name: _line([r[2][name] for r in runs if name in r[2]]) for name in names}
         out[cell_id] = CellTime(
             runs=len(runs), startup_s=_median([r[0] for r in runs]), other_s=_median([r[1] for r in runs]),
-            per_sample_s={name: _median([r[2][name][0] for r in runs if name in r[2]]) for name in sorted(names)},
-            samples={name: _median([r[2][name][1] for r in runs if name in r[2]]) for name in sorted(names)},
+            per_sample_s={name: per for name, (_, per) in lines.items()},
+            fixed_s={name: fixed for name, (fixed, _) in lines.items()},
+            samples={name: _median([r[2][name][1] for r in runs if name in r[2]]) for name in names},
             eval_s={name: _median([r[3][name] for r in runs if name in r[3]]) for name in sorted(plain_names)})
     return out
