@@ -106,8 +106,8 @@ def test_repeats_give_a_noise_floor_and_a_delta_inside_it_is_not_a_regression(tm
                     cwd=tmp_path).stdout
     every = off["metrics"]["gsm8k.flexible_repeats"]
     assert "| GSM8K worst repeat (spread: every run) |" in table
-    assert (f"| {min(every):.3f} of 2 (spread {(max(every) - min(every)) * 100:.1f} pts: "
-            f"{every[0]:.3f} {every[1]:.3f}) |") in table
+    assert (f"{min(every):.3f} of 2 (spread {(max(every) - min(every)) * 100:.1f} pts: "
+            f"{every[0]:.3f} {every[1]:.3f})") in table  # bold where its `min` FAILs
     assert any(f["check"] == "max_drop_ab" for f in off["flags"])
     record = json.loads((tmp_path / "results" / "rep" / "dp8-piecewise-fixoff" / "cell.json").read_text())
     assert record["metrics"]["gsm8k"]["repeats"]["n"] == 2
