@@ -26,7 +26,7 @@ from evalkit.evals.gsm8k import GSM8KSettings  # noqa: E402
 from evalkit.evals.lm_eval_adapter import TASK_DIR  # noqa: E402
 from tests.conftest import running_sim  # noqa: E402
 
-OWN_HOOKS = ("amodel_call", "parse_generations", "record", "attempt", "_prompt_key")
+OWN_HOOKS = ("amodel_call", "parse_generations", "record", "attempt", "fail", "prompt_key")
 
 
 def main() -> None:
@@ -64,7 +64,7 @@ def main() -> None:
         "evalkit: endpoint probe": cumulative(lambda f, n: n == "check_endpoint"),
     }
     parts["lm-eval: the rest of evaluate (bookkeeping, sample logging)"] = total - sum(parts.values())
-    hooks = own(lambda f, n: f.endswith("evals/gsm8k.py") and n in OWN_HOOKS)
+    hooks = own(lambda f, n: f.endswith("evals/lm_eval_backends.py") and n in OWN_HOOKS)
     print(f"run_gsm8k under cProfile: {total:.2f} s (1319 questions, {args.fewshot}-shot, concurrency {args.concurrency})")
     for name, seconds in parts.items():
         print(f"  {name:<66} {seconds:5.2f} s {seconds / total:6.1%}")

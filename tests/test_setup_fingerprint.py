@@ -150,10 +150,11 @@ def test_each_setting_that_changes_a_score_changes_the_fingerprint(tmp_path: Pat
         return fingerprint(gsm8k_setup(settings, tmp_path, metrics))["hash"]
 
     base = gsm8k_hash()
-    for change in ({"endpoint": "chat"}, {"max_gen_toks": 512}, {"until": ["\n\n"]}, {"seed": 7}):
+    for change in ({"endpoint": "chat"}, {"max_gen_toks": 512}, {"until": ["\n\n"]}, {"seed": 7},
+                   {"subset": "first"}, {"subset_seed": 1}):
         assert gsm8k_hash(**change) != base, change
     for change in ({"num_concurrent": 64}, {"max_retries": 0}, {"timeout": 5.0}, {"limit": 10}):
-        assert gsm8k_hash(**change) == base, change  # speed and subsets do not change what is answered
+        assert gsm8k_hash(**change) == base, change  # speed and N do not change what a question's answer is
 
     def repetition_hash(token_ids: bool = True, **changes: Any) -> str:
         return fingerprint(repetition_setup(RepetitionSettings(**changes), "v1", token_ids))["hash"]

@@ -302,6 +302,12 @@ class Eval:
         report, compare and thresholds know them whatever config this process read. Default: `metrics`."""
         return self.metrics
 
+    def known_spec(self, name: str) -> MetricSpec | None:
+        """The spec called `name` among all this eval may report, with what JSON cannot hold (its
+        `text`, `noise_floor`): a stored run's recorded specs get them back here
+        (evals/recorded.py). Default: among the fixed `metrics`."""
+        return next((spec for spec in self.metrics if spec.name == name), None)
+
     @property
     def samples_file(self) -> str:
         return f"{self.name}.samples.jsonl"

@@ -13,7 +13,7 @@ questions that flip between runs of one engine are its noise floor.
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import hashlib
 import importlib.util
 import json
@@ -41,7 +41,10 @@ from evalkit.evals.base import (
     floor_of_repeats,
     setup_fingerprint,
 )
-from evalkit.evals.lm_eval_adapter import TASK_DIR, ResponseMeta, evaluate, lm_eval_version, prompt_key
+from evalkit.evals.gsm8k_repeats import SHORT, WORST, repeat, repeat_figures
+from evalkit.evals.lm_eval_adapter import TASK_DIR, evaluate, lm_eval_version
+from evalkit.evals.lm_eval_backends import ResponseMeta, prompt_key
+from evalkit.evals.subsets import SubsetRule, pick
 from evalkit.store.files import file_hash, write_jsonl
 
 
@@ -55,14 +58,25 @@ class GSM8KSettings(EvalSettings):
     num_concurrent: int = Field(16, ge=1)
     max_retries: int = Field(3, ge=0)
     timeout: float | None = Field(None, gt=0, description="Per-request seconds; default scales with max_gen_toks.")
-    limit: int | None = Field(None, ge=1, description="First N test questions only.")
+    limit: int | None = Field(None, ge=1, description="At most N test questions, chosen by `subset`.")
+    subset: SubsetRule = Field("stratified", description=(
+        "Which N questions a limit asks (evals/subsets.py): stratified (by solution steps), random, or first "
+        "(lm-eval's own prefix); the same in every cell and run, recorded in the setup."))
+    subset_seed: int = Field(0, description="Seed of a stratified or random subset.")
     seed: int = 1234
-    repeats: int = Field(1, ge=1, description="Runs of GSM8K per cell; questions flipping between them are its noise floor.")
+    max_unscorable: float = Field(0.02, ge=0, le=1, description=(
+        "Share of questions that may go unscored (the engine erred or timed out after every retry, or a cut "
+        "answer where `cut_is_unscorable`); above it the cell is an error, not an accuracy drop."))
+    cut_is_unscorable: bool = Field(False, description=(
+        "Count an answer cut by max_gen_toks as unscorable rather than scored as it stands. Off by default: "
+        "a collapsing engine runs to the limit, and that cut is the bug's own signature."))
+    repeats: int = Field(1, ge=1, description=(
+        "Runs of GSM8K per cell on its engine: every run, the worst (`gsm8k.flexible_worst`, gated by a `min`) "
+        "and the spread are reported; questions flipping between runs are its noise floor."))
 
 
 TASK_NAME = "evalkit_gsm8k"
 FILTERS = ("strict-match", "flexible-extract")
-SHORT = {"strict": "strict-match", "flexible": "flexible-extract"}
 GSM8K_TEST_SIZE = 1319
 DATA_FILES = ("train.jsonl", "test.jsonl")
 
@@ -165,9 +179,26 @@ def doc_ids(ids: Sequence[str]) -> list[int]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def solution_steps() -> tuple[int, ...]:
+    """Per test question, the lines of its reference solution before ``####``: the stratum of a
+    stratified subset (more steps, harder question; the first 200 questions have fewer)."""
+    with check_data()["test"].open(encoding="utf-8") as f:
+        return tuple(json.loads(line)["answer"].split("####")[0].strip().count("\n") + 1 for line in f)
+
+
+def questions(settings: GSM8KSettings, limit: int | None) -> list[int] | None:
+    """The test questions a run capped at `limit` asks, by `settings.subset` (evals/subsets.py);
+    None where lm-eval's own `limit` does it: no limit, one covering the split, or the `first` N."""
+    steps = solution_steps()
+    if limit is None or limit >= len(steps) or settings.subset == "first":
+        return None
+    return pick(steps, limit, settings.subset, settings.subset_seed)
+
+
 def run_gsm8k(settings: GSM8KSettings, ctx: EvalContext) -> EvalResult:
-    """Score GSM8K on `ctx.server` (up to `ctx.limit`, else `settings.limit`, questions) over the
-    run's task YAML; per-question records keep both filters' marks and the finish reason,
+    """Score GSM8K on `ctx.server` (up to `ctx.limit`, else `settings.limit`, questions, picked by
+    `settings.subset`) over the run's task YAML; per-question records keep both filters' marks and the finish reason,
     canonical through the engine's map (`server.wire`) and raw: ATOM answers a cut with
     `max_tokens` (atom/model_engine/scheduler.py at 0e9804c21), which `cut_by_max_gen_toks` counts.
 
@@ -175,10 +206,12 @@ def run_gsm8k(settings: GSM8KSettings, ctx: EvalContext) -> EvalResult:
     prompts a full run asks them with, so their marks pair with a full run's.
     """
     check_endpoint(settings, ctx.server)
-    docs = doc_ids(ctx.only) if ctx.only is not None else None
+    limit = ctx.limit or settings.limit
+    docs = doc_ids(ctx.only) if ctx.only is not None else questions(settings, limit)
     out, meta = evaluate(ctx, TASK_NAME, settings, label="gsm8k", log="gsm8k.log",
-                         limit=None if docs is not None else ctx.limit or settings.limit, samples=docs)
-    result = _collect(out, meta)
+                         limit=None if docs is not None else limit, samples=docs, max_unscorable=settings.max_unscorable)
+    result = _collect(out, meta, settings.cut_is_unscorable)
+    _refuse_unscorable(result, settings, ctx.cell_dir)
     result.metrics["endpoint"] = settings.endpoint
     result.metrics["chat_template"] = (
         "the server's own (lm-eval apply_chat_template, few-shot as multi-turn)" if settings.endpoint == "chat" else None
@@ -192,7 +225,9 @@ def run_gsm8k(settings: GSM8KSettings, ctx: EvalContext) -> EvalResult:
 def setup_fields(settings: GSM8KSettings, task_dir: Path, metrics: Mapping[str, Any]) -> dict[str, Any]:
     """Everything a GSM8K score depends on besides the engine: compared before any delta.
 
-    Not in it: `limit` (cells pair on the questions both answered), the client's concurrency,
+    In it: the rule and seed that pick a limited run's questions (`subset`), never N itself
+    (cells pair on the questions both answered, so a run of 50 pairs with a full one when the
+    rule is the same). Not in it: the client's concurrency,
     retries and timeouts (they change how fast, not what is answered), and file paths (the
     same data on another machine is the same setup: the data is hashed instead).
     """
@@ -207,13 +242,35 @@ def setup_fields(settings: GSM8KSettings, task_dir: Path, metrics: Mapping[str, 
         "num_fewshot": metrics.get("num_fewshot"),
         "generation_kwargs": task["generation_kwargs"],
         "seed": settings.seed,
+        "subset": {"rule": settings.subset, "seed": settings.subset_seed},
         "data": file_hash(*(data_dir() / name for name in DATA_FILES)),
         "lm_eval_version": metrics.get("lm_eval_version"),
         "tokenizer": "the server's (text requests, tokenized_requests false)",
     }
 
 
-def _collect(out: dict[str, Any], meta: ResponseMeta) -> EvalResult:
+def _refuse_unscorable(result: EvalResult, settings: GSM8KSettings, cell_dir: Path) -> None:
+    """More unscorable questions than `max_unscorable` allows make the cell an error (its samples
+    kept beside it): what is left to score is no longer the set the other cells answered."""
+    n, lost = result.metrics["n"], result.metrics["unscorable"]
+    if lost and lost > settings.max_unscorable * n:
+        write_jsonl(cell_dir / "gsm8k.unscorable.samples.jsonl", result.samples)
+        why = ", ".join(f"{k} {reason}" for reason, k in result.metrics["unscorable_by"].items())
+        raise EvalError(f"gsm8k: {lost} of {n} questions unscorable ({why}), over evals.gsm8k.max_unscorable "
+                        f"{settings.max_unscorable:g}: a cell error, not an accuracy drop")
+
+
+def unscorable_reason(row: Mapping[str, Any], cut_is_unscorable: bool) -> str | None:
+    """Why a question's answer cannot be scored (its request failed for good, or it was cut where
+    cuts are unscorable), None when it can."""
+    if row.get("error"):
+        return "timeout" if row["error"] == "timeout" else "engine error"
+    if cut_is_unscorable and row.get("finish_reason") == "length":
+        return "cut by max_gen_toks"
+    return None
+
+
+def _collect(out: dict[str, Any], meta: ResponseMeta, cut_is_unscorable: bool = False) -> EvalResult:
     scores = out["results"][TASK_NAME]
     by_doc: dict[int, dict[str, Any]] = {}
     for s in out["samples"][TASK_NAME]:
@@ -234,6 +291,10 @@ def _collect(out: dict[str, Any], meta: ResponseMeta) -> EvalResult:
         row[f"{name}.extracted"] = s["filtered_resps"][0]
         row[f"{name}.correct"] = bool(s["exact_match"])
     samples = [by_doc[k] for k in sorted(by_doc)]
+    for row in samples:
+        if (reason := unscorable_reason(row, cut_is_unscorable)) is not None:
+            row["unscorable"] = reason
+            row.update({f"{name}.correct": None for name in FILTERS})  # neither right nor wrong: unpaired
     metrics: dict[str, Any] = {
         "strict": float(scores["exact_match,strict-match"]),
         "strict_stderr": scores["exact_match_stderr,strict-match"],
@@ -247,12 +308,29 @@ def _collect(out: dict[str, Any], meta: ResponseMeta) -> EvalResult:
     for key in ("strict_stderr", "flexible_stderr"):
         value = metrics[key]
         metrics[key] = None if isinstance(value, str) or value != value else float(value)  # "N/A"/nan at n < 2
+    if metrics["unscorable"]:
+        metrics |= _rates(samples)  # lm-eval counted the empty answers wrong; they are no answers
     return EvalResult(metrics, samples, texts=[(str(r["response"]), r.get("finish_reason")) for r in samples])
 
 
-def _counts(samples: list[dict[str, Any]]) -> dict[str, int]:
-    """What a cell's GSM8K metrics count over its questions' records."""
-    return {"n": len(samples),
+def _rates(samples: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Both filters' accuracy and its stderr over the scorable questions, by lm-eval's own
+    aggregation of exact_match (`mean`, `mean_stderr`)."""
+    from lm_eval.api.metrics import mean, mean_stderr
+
+    out: dict[str, float | None] = {}
+    for short, name in SHORT.items():
+        marks = [float(row[f"{name}.correct"]) for row in samples if row[f"{name}.correct"] is not None]
+        out[short] = mean(marks) if marks else 0.0
+        out[f"{short}_stderr"] = float(mean_stderr(marks)) if len(marks) > 1 else None
+    return out
+
+
+def _counts(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a cell's GSM8K metrics count over its questions' records: `n` asked, `n_eff` scored."""
+    reasons = [row["unscorable"] for row in samples if row.get("unscorable")]
+    return {"n": len(samples), "n_eff": len(samples) - len(reasons), "unscorable": len(reasons),
+            "unscorable_by": {reason: reasons.count(reason) for reason in sorted(set(reasons))},
             "cut_by_max_gen_toks": sum(1 for r in samples if r.get("finish_reason") == "length"),
             "empty_responses": sum(1 for r in samples if not str(r["response"]).strip()),
             "retries": sum(max(0, r.get("attempts", 1) - 1) for r in samples)}
@@ -262,46 +340,19 @@ def combine(parts: list[EvalResult]) -> EvalResult:
     """GSM8K runs on disjoint question subsets as one run over all of them: lm-eval's own
     aggregation of exact_match (the mean, with its stderr `mean_stderr`) over every question's
     mark, the counts over every record, the setup and versions of the first part."""
-    from lm_eval.api.metrics import mean, mean_stderr
-
     samples = sorted((row for part in parts for row in part.samples), key=lambda row: row["doc_id"])
-    metrics = {**parts[0].metrics, **_counts(samples)}
+    metrics = {**parts[0].metrics, **_counts(samples), **_rates(samples)}
     metrics.pop("requests_s", None)  # a phase of one part, not of the whole
-    for short, name in SHORT.items():
-        marks = [float(row[f"{name}.correct"]) for row in samples]
-        metrics[short] = mean(marks)
-        metrics[f"{short}_stderr"] = float(mean_stderr(marks)) if len(marks) > 1 else None
     metrics["parts"] = [part.metrics["n"] for part in parts]
     return EvalResult(metrics, samples, texts=[text for part in parts for text in part.texts])
-
-
-def _repeat(settings: GSM8KSettings, ctx: EvalContext, first: EvalResult) -> dict[str, Any]:
-    """Run GSM8K again on the same engine; the questions that flip between runs are the noise floor.
-
-    Several real configuration bugs were nondeterministic, and so are some healthy engines: a
-    delta no larger than re-running the same cell is not a regression.
-    """
-    from evalkit.stats.tests import noise_floor
-
-    runs = [first]
-    for i in range(2, settings.repeats + 1):
-        result = run_gsm8k(settings, dataclasses.replace(ctx, progress=ctx.progress.labelled(f"gsm8k repeat {i}")))
-        write_jsonl(ctx.cell_dir / f"gsm8k.repeat{i}.samples.jsonl", result.samples)
-        runs.append(result)
-    ids = [row["id"] for row in first.samples]
-    floors = {}
-    for short, name in SHORT.items():
-        marks = [{row["id"]: row[f"{name}.correct"] for row in r.samples} for r in runs]
-        floors[short] = noise_floor([[m[i] for i in ids] for m in marks], ids=ids).to_dict()
-    return {"n": len(runs), "accuracy": [{"strict": r.metrics["strict"], "flexible": r.metrics["flexible"]} for r in runs],
-            "noise_floor": floors}
 
 
 def _with_ci(flat: Mapping[str, Any]) -> str:
     value, ci = flat.get("gsm8k.flexible"), flat.get("gsm8k.flexible_ci95")
     if value is None:
         return "-"
-    return f"{value:.3f} ({ci[0]:.3f}–{ci[1]:.3f})" if ci else f"{value:.3f}"
+    lost = f" n_eff {flat.get('gsm8k.n_eff')}" if flat.get("gsm8k.unscorable") else ""  # of fewer than asked
+    return (f"{value:.3f} ({ci[0]:.3f}–{ci[1]:.3f})" if ci else f"{value:.3f}") + lost
 
 
 def describe_sample(sample: Mapping[str, Any]) -> dict[str, Any]:
@@ -331,7 +382,16 @@ class GSM8K(Eval):
     display = EvalDisplay(
         title="GSM8K", describe_sample=describe_sample,
         csv_fields=("gsm8k.strict", "gsm8k.flexible", "gsm8k.n", "gsm8k.strict_stderr", "gsm8k.flexible_stderr",
-                    "gsm8k.strict_ci95", "gsm8k.flexible_ci95", "gsm8k.cut_by_max_gen_toks", "gsm8k.retries"))
+                    "gsm8k.strict_ci95", "gsm8k.flexible_ci95", "gsm8k.cut_by_max_gen_toks", "gsm8k.retries", "gsm8k.n_eff", "gsm8k.unscorable"))
+
+    def metrics_for(self, settings: GSM8KSettings | None) -> tuple[MetricSpec, ...]:
+        return (*self.metrics, WORST) if settings is not None and settings.repeats > 1 else self.metrics
+
+    def metrics_in(self, raw: Mapping[str, Any]) -> tuple[MetricSpec, ...]:
+        return (*self.metrics, WORST) if repeat_figures(raw) else self.metrics
+
+    def known_spec(self, name: str) -> MetricSpec | None:
+        return WORST if name == WORST.name else super().known_spec(name)
 
     def check(self, settings: GSM8KSettings) -> None:
         check_data()
@@ -342,7 +402,7 @@ class GSM8K(Eval):
     def run(self, ctx: EvalContext, settings: GSM8KSettings) -> EvalResult:
         result = run_gsm8k(settings, ctx)
         if settings.repeats > 1 and ctx.only is None:  # a subset is a step's batch: no noise floor of its own
-            result.metrics["repeats"] = _repeat(settings, ctx, result)
+            result.metrics["repeats"] = repeat(lambda again: run_gsm8k(settings, again), settings.repeats, ctx, result)
         return result
 
     def combine(self, parts: list[EvalResult]) -> EvalResult:
@@ -351,13 +411,15 @@ class GSM8K(Eval):
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         from evalkit.stats.tests import proportion
 
+        n_eff = raw.get("n_eff", raw["n"])  # runs stored before unscorable questions were counted apart
         out = {"gsm8k.strict": raw["strict"], "gsm8k.flexible": raw["flexible"], "gsm8k.n": raw["n"],
+               "gsm8k.n_eff": n_eff, "gsm8k.unscorable": raw.get("unscorable", 0),
                "gsm8k.strict_stderr": raw.get("strict_stderr"), "gsm8k.flexible_stderr": raw.get("flexible_stderr"),
                "gsm8k.cut_by_max_gen_toks": raw.get("cut_by_max_gen_toks"), "gsm8k.retries": raw.get("retries")}
         for short in SHORT:
-            p = proportion(round(raw[short] * raw["n"]), raw["n"])
+            p = proportion(round(raw[short] * n_eff), n_eff)
             out[f"gsm8k.{short}_ci95"] = [p.low, p.high]
-        return out
+        return out | repeat_figures(raw)
 
 
 EVAL = registry.register(GSM8K())

@@ -2,10 +2,10 @@
 
 What this module adds to `lm_eval.evaluator.simple_evaluate`, for every task:
 
-* backends `evalkit-completions` / `evalkit-chat-completions`: lm-eval's own local-completions
-  and local-chat-completions clients plus a record, per prompt, of the server's
-  `finish_reason`, token counts and request attempts (lm-eval keeps text only; answers cut by
-  `max_gen_toks` and hidden retries are what silently changes scores);
+* backends `evalkit-completions` / `evalkit-chat-completions` (lm_eval_backends.py): lm-eval's
+  own clients plus a record, per prompt, of the server's `finish_reason`, token counts and
+  request attempts (lm-eval keeps text only; answers cut by `max_gen_toks` and hidden retries
+  are what silently changes scores);
 * a Task built once per process and deep-copied per cell (`task_for_cell`);
 * lm-eval's log sent to the cell's own log file, one file per thread (cells run side by side);
 * lm-eval's Jinja templates compiled once (`compile_template`);
@@ -19,25 +19,19 @@ Importing this module changes nothing: no environment variable, no lm-eval globa
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import contextvars
 import copy
 import functools
-import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from evalkit.errors import EvalError
-from evalkit.evals import cancel
 from evalkit.evals.base import EvalContext, Server
-from evalkit.wire import Wire
+from evalkit.evals.lm_eval_backends import _META, ResponseMeta, _register_backends
 
 BACKENDS = {"completions": "evalkit-completions", "chat": "evalkit-chat-completions"}
 TASK_DIR = "lm_eval_tasks"
@@ -88,108 +82,6 @@ def lm_eval_version() -> str:
     from importlib.metadata import version
 
     return version("lm-eval")
-
-
-@dataclass
-class ResponseMeta:
-    """What lm-eval's client drops: per prompt, the server's finish reason (canonical, through the
-    engine's map, and raw as `engine_finish_reason`), usage and attempts."""
-
-    by_prompt: dict[str, dict[str, Any]] = field(default_factory=dict)
-    wire: Wire = field(default_factory=Wire)
-    """The engine's dialect: its raw finish reasons -> evalkit's (ATOM answers `max_tokens`)."""
-    progress: Callable[[int], None] | None = None
-    """Called with the number of answers received so far (the live view's `gsm8k n/N`)."""
-    answered: int = 0
-    first_request: float | None = None
-    last_answer: float | None = None
-    """monotonic() of the first request and the last answer: the request phase, for timings."""
-
-    def record(self, prompt: str, choice: dict[str, Any], usage: dict[str, Any] | None) -> None:
-        entry = self.by_prompt.setdefault(prompt, {"attempts": 0})
-        entry["completion_tokens"] = (usage or {}).get("completion_tokens")
-        entry["prompt_tokens"] = (usage or {}).get("prompt_tokens")
-        if "finish_reason" not in entry:  # first answer for this prompt (a retry answers again)
-            self.answered += 1
-        raw = choice.get("finish_reason")
-        entry["finish_reason"] = self.wire.finish(raw)
-        entry["engine_finish_reason"] = raw
-        self.last_answer = time.monotonic()
-        if self.progress is not None:
-            self.progress(self.answered)
-
-    def attempt(self, prompt: str) -> None:
-        if self.first_request is None:
-            self.first_request = time.monotonic()
-        self.by_prompt.setdefault(prompt, {"attempts": 0})["attempts"] += 1
-
-    @property
-    def requests_s(self) -> float | None:
-        if self.first_request is None or self.last_answer is None:
-            return None
-        return round(self.last_answer - self.first_request, 3)
-
-
-_META: contextvars.ContextVar[ResponseMeta | None] = contextvars.ContextVar("evalkit_meta", default=None)
-_PROMPT: contextvars.ContextVar[str | None] = contextvars.ContextVar("evalkit_prompt", default=None)
-
-
-def prompt_key(messages: Any) -> str:
-    """The key of one request's prompt in `ResponseMeta.by_prompt` (text, or the chat JSON)."""
-    if isinstance(messages, list) and len(messages) == 1:
-        messages = messages[0]
-    return messages if isinstance(messages, str) else json.dumps(messages, sort_keys=True, default=str)
-
-
-def _register_backends() -> None:
-    """`evalkit-completions` / `evalkit-chat-completions`: lm-eval's backends plus metadata capture."""
-    from lm_eval.api.registry import MODEL_REGISTRY, register_model
-    from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompletionsAPI
-
-    if "evalkit-completions" in MODEL_REGISTRY:
-        return
-
-    class _Recording:
-        async def amodel_call(self, session: Any, sem: Any, messages: Any, **kwargs: Any) -> Any:  # noqa: D401
-            key = prompt_key(messages)
-            meta = _META.get()
-            if meta is not None:
-                meta.attempt(key)
-            token = _PROMPT.set(key)
-            try:
-                return await super().amodel_call(session, sem, messages, **kwargs)  # type: ignore[misc]
-            finally:
-                _PROMPT.reset(token)
-
-        async def get_batched_requests(self, *args: Any, **kwargs: Any) -> Any:
-            """lm-eval's requests, in the loop its `asyncio.run` started: cancelled when the run stops
-            (`cancel.until_stopped`), their orphans quiet (`_quiet_orphans`)."""
-            asyncio.get_running_loop().set_exception_handler(_quiet_orphans)
-            return await cancel.until_stopped(super().get_batched_requests(*args, **kwargs))  # type: ignore[misc]
-
-        def parse_generations(self, outputs: Any, **kwargs: Any) -> list[str]:
-            meta, key = _META.get(), _PROMPT.get()
-            if meta is not None and key is not None and isinstance(outputs, dict):
-                for choice in outputs.get("choices") or []:
-                    meta.record(key, choice, outputs.get("usage"))
-            return super().parse_generations(outputs, **kwargs)  # type: ignore[misc]
-
-    register_model("evalkit-completions")(type("EvalkitCompletions", (_Recording, LocalCompletionsAPI), {}))
-    register_model("evalkit-chat-completions")(type("EvalkitChatCompletions", (_Recording, LocalChatCompletion), {}))
-
-
-def _quiet_orphans(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-    """The loop's error handler while lm-eval's requests run: a request task whose failure nobody
-    awaited is not reported again.
-
-    lm-eval awaits its request tasks in turn (`tqdm_asyncio.gather`) and stops at the first that
-    fails; the others' failures (every request of a stopped or crashed engine) are reported by
-    asyncio when the tasks are collected, often after evalkit printed its verdict: ~1,900 lines of
-    `Task exception was never retrieved` for one interrupted cell. Each was already logged by
-    lm-eval to the cell's log, and the first is the eval's error. Anything else goes to asyncio.
-    """
-    if context.get("message") != "Task exception was never retrieved":
-        loop.default_exception_handler(context)
 
 
 class _ThisThread(logging.Filter):
@@ -380,7 +272,7 @@ def _pin_fewshot(task: Any) -> None:
 
 def evaluate(
     ctx: EvalContext, task_name: str, client: ClientSettings, *, label: str, log: str, limit: int | None = None,
-    samples: Sequence[int] | None = None,
+    samples: Sequence[int] | None = None, max_unscorable: float = 0.0,
 ) -> tuple[dict[str, Any], ResponseMeta]:
     """Run one lm-eval task of the run's task folder against `ctx.server`, its progress on
     `ctx.progress`; lm-eval's output dict and the response metadata.
@@ -388,7 +280,9 @@ def evaluate(
     `client`: the endpoint, seed and backend settings; `log`: the cell's log file lm-eval writes
     to; `samples`: just these documents (indices into the test split; lm-eval's `samples=`,
     which excludes `limit`), asked with the prompts a full run asks them with. Finish reasons
-    go through the engine's map (`server.wire`).
+    go through the engine's map (`server.wire`). `max_unscorable`: the share of requests that
+    may fail after every retry and come back empty with their `error` recorded (lm-eval itself
+    fails the whole run on the first); 0 keeps lm-eval's behaviour.
 
     Any lm-eval failure becomes an EvalError (lm-eval raises bare exceptions: RetryError,
     ClientError, ...), so a bad server is that cell's error, not a crash of the matrix; `label`
@@ -417,7 +311,8 @@ def evaluate(
         # Sorted: lm-eval maps the k-th document it iterates (in split order) to samples[k].
         limit, subset = None, {task_name: sorted(set(samples))}
     total = len(subset[task_name]) if subset else min(limit or size, size)
-    meta = ResponseMeta(progress=lambda done: ctx.progress(done, total), wire=ctx.server.wire)
+    meta = ResponseMeta(progress=lambda done: ctx.progress(done, total), wire=ctx.server.wire,
+                        allowed_failures=int(max_unscorable * total))
     token = _META.set(meta)
     try:
         with _log_to(ctx.cell_dir / log):
@@ -437,7 +332,9 @@ def evaluate(
                 fewshot_random_seed=client.seed,
             )
     except Exception as e:  # noqa: BLE001 - see the docstring
-        raise EvalError(f"{label}: lm-eval failed: {type(e).__name__}: {e}") from e
+        over = (f" after {meta.failures} of {total} requests failed for good (at most {meta.allowed_failures} may)"
+                if meta.allowed_failures else "")
+        raise EvalError(f"{label}: lm-eval failed{over}: {type(e).__name__}: {e}") from e
     finally:
         _META.reset(token)
     if out is None:

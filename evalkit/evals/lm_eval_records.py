@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.evals.base import EvalResult
-from evalkit.evals.lm_eval_adapter import ResponseMeta, lm_eval_version, prompt_key
+from evalkit.evals.lm_eval_adapter import lm_eval_version
+from evalkit.evals.lm_eval_backends import ResponseMeta, prompt_key
 from evalkit.evals.lm_eval_catalogue import TaskInfo
 from evalkit.store import file_hash
 

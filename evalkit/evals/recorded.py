@@ -38,7 +38,7 @@ def records(specs: Iterable[MetricSpec]) -> list[dict[str, Any]]:
 
 def _fixed(name: str) -> MetricSpec | None:
     ev = registry.eval_of(name)
-    return next((spec for spec in ev.metrics if spec.name == name), None) if ev is not None else None
+    return ev.known_spec(name) if ev is not None else None
 
 
 def spec(recorded: Mapping[str, Any]) -> MetricSpec:

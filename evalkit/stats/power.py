@@ -232,3 +232,21 @@ def gate_room(n: int, alpha: float = 0.05, sigma: float = 0.5) -> float:
     """TensorRT-LLM's distance from the reference to the threshold, z(alpha) sqrt(2 sigma^2 / n):
     the sampling noise of a run of n 0/1 scores against a reference of n (GSM8K 1319: 0.0320)."""
     return float(norm.ppf(1 - alpha) * math.sqrt(2 * sigma * sigma / n))
+
+
+def catch_probability(failure_rate: float, repeats: int) -> float:
+    """The chance that `repeats` independent runs show at least once a failure that shows in a
+    share `failure_rate` of runs: 1 - (1 - p)^k."""
+    return 1.0 - (1.0 - failure_rate) ** repeats
+
+
+def repeats_needed(failure_rate: float, catch: float = 0.9) -> int:
+    """The fewest independent runs that show, with probability `catch`, a failure that shows in a
+    share `failure_rate` of runs: the smallest k with 1 - (1 - p)^k >= catch (1 in 4 at 90%: 8).
+    An intermittent bug (ATOM's DP-attention + PIECEWISE + speculative entry failed one run in
+    four, issue 39) passes a single nightly run most nights."""
+    if not 0 < failure_rate <= 1 or not 0 < catch < 1:
+        raise ValueError("failure_rate must be in (0, 1] and catch in (0, 1)")
+    if failure_rate == 1:
+        return 1
+    return max(1, math.ceil(math.log(1 - catch) / math.log(1 - failure_rate) - 1e-12))

@@ -141,11 +141,12 @@ def _own_value(threshold: Threshold, metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 def _n_of(spec: MetricSpec | None, metrics: dict[str, Any]) -> int | None:
-    """The n behind a share: a count's `n_metric`, else the eval's `<eval>.n` (GSM8K's questions)."""
+    """The n behind a share: a count's `n_metric`, else the eval's `<eval>.n_eff` (GSM8K's scored
+    questions: an unscorable one is no evidence) or `<eval>.n`."""
     if spec is None or spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
         return None
     ev = registry.eval_of(spec.name)
-    n = metrics.get(spec.n_metric or (f"{ev.name}.n" if ev else ""))
+    n = metrics.get(spec.n_metric or "") or (metrics.get(f"{ev.name}.n_eff", metrics.get(f"{ev.name}.n")) if ev else None)
     return int(n) if isinstance(n, (int, float)) and n > 0 else None
 
 
