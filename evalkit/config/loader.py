@@ -76,7 +76,8 @@ def format_validation_error(path: Path | str, error: ValidationError) -> str:
         elif "input" in found and found["type"] not in ("missing", "model_type") and found["loc"]:
             shown = repr(found["input"])
             message += f" (got {shown})" if len(shown) <= SHOWN_INPUT else ""
-        lines.append(f"{path}: {message}" if where == "(top level)" and ": " in message else f"{path}: {where}: {message}")
+        line = f"{path}: {message}" if where == "(top level)" and ": " in message else f"{path}: {where}: {message}"
+        lines.append("".join(c if c.isprintable() else repr(c)[1:-1] for c in line))  # a key "\r" stays on its line
     return "\n".join(lines)
 
 
