@@ -14,7 +14,7 @@ from evalkit.api.matrix import MatrixOutcome, MatrixRequest
 from evalkit.cli import main
 from tests.test_report_helpers import hand_made
 
-SUMMARY = hand_made({"exit_code": 0}).model_dump(mode="json")
+SUMMARY = hand_made({"exit_code": 130, "status": "interrupted"}).model_dump(mode="json")
 """An interrupted run with no cell finished, as summary.json holds it."""
 
 
@@ -44,7 +44,10 @@ def test_options_become_the_request(requests: list[MatrixRequest]) -> None:
 def test_an_interrupted_run_says_how_to_resume_and_exits_130(requests: list[MatrixRequest]) -> None:
     result = CliRunner().invoke(main, ["matrix", "--resume", "r7", "--json"])
     assert result.exit_code == 130 and requests[0].resume == "r7"
-    assert result.stderr == "interrupted: finished cells kept; continue with: evalkit matrix --resume r7\n"
+    # under --json, stdout is the data: what to do next, where the results are and the headline go to stderr
+    resume, where, headline = result.stderr.splitlines()
+    assert resume == "interrupted: finished cells kept; continue with: evalkit matrix --resume r7"
+    assert where.startswith("results: ") and where.endswith("r7") and headline.endswith("run interrupted: no cell finished")
     assert json.loads(result.stdout) == SUMMARY
 
 

@@ -143,7 +143,9 @@ def headline(summary: RunSummary | Verdict) -> str:
         parts.append(f"{len(undecided)} other cell{'s' if len(undecided) > 1 else ''} undecided")
     elif undecided:
         parts.append(f"{len(undecided)} of {n} cells could not be decided: {_undecided(undecided, specs)}")
-    if not parts:
+    if not parts and n == 0:
+        parts.append("no cell finished")
+    elif not parts:
         passed = sum(c.outcome == "PASS" for row in summary.cells for c in checks_of(row))
         parts.append(f"all {n} cells held" + (f" ({passed} checks PASS)" if passed else ""))
     elif not broke and not not_run:
