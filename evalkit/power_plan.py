@@ -51,13 +51,13 @@ def noise_from(calibration: Path | None) -> Noise:
 
 
 def planned_n(config: MatrixConfig, metric: str, limit: int | None) -> int | None:
-    """Questions or samples the metric's eval will score per cell: its `count` setting, else the
-    eval's size, capped by --limit (as the run caps them)."""
+    """Questions or samples the metric's eval will score per cell: its `count` (or GSM8K's `limit`)
+    setting, else the eval's size, capped by --limit (as the run caps them)."""
     ev = registry.eval_of(metric)
     if ev is None:
         return None
     settings = getattr(config.evals, ev.name, None)
-    n = getattr(settings, "count", None) or ev.size
+    n = getattr(settings, "count", None) or getattr(settings, "limit", None) or ev.size
     if n is None:
         return limit
     return min(n, limit) if limit else n

@@ -58,6 +58,9 @@ class GSM8KSettings(EvalSettings):
     limit: int | None = Field(None, ge=1, description="First N test questions only.")
     seed: int = 1234
     repeats: int = Field(1, ge=1, description="Runs of GSM8K per cell; questions flipping between them are its noise floor.")
+    data_dir: str | None = Field(
+        None, description="A folder with train.jsonl and test.jsonl in GSM8K's format (relative to the working "
+                          "directory) scored by the same lm-eval task and filters; default: the GSM8K copy evalkit ships.")
 
 
 TASK_NAME = "evalkit_gsm8k"
@@ -67,8 +70,11 @@ GSM8K_TEST_SIZE = 1319
 DATA_FILES = ("train.jsonl", "test.jsonl")
 
 
-def data_dir() -> Path:
-    """The GSM8K copy shipped in the package (MIT licence beside it)."""
+def data_dir(settings: GSM8KSettings | None = None) -> Path:
+    """The config's `data_dir` (a task in GSM8K's format, e.g. the answers model's own arithmetic
+    problems: docs/real-answers.md), else the GSM8K copy shipped in the package (MIT licence beside it)."""
+    if settings is not None and settings.data_dir is not None:
+        return Path(settings.data_dir).expanduser()
     return Path(str(resources.files("evalkit") / "data" / "gsm8k"))
 
 
@@ -101,7 +107,7 @@ def write_task_yaml(directory: Path, settings: GSM8KSettings) -> Path:
     upstream = Path(next(iter(spec.submodule_search_locations))) / "tasks" / "gsm8k" / "gsm8k.yaml"
     with upstream.open(encoding="utf-8") as f:
         upstream_until = yaml.load(f, Loader=_IgnoreTagsLoader)["generation_kwargs"]["until"]
-    files = check_data()
+    files = check_data(data_dir(settings))
     task: dict[str, Any] = {
         "include": str(upstream),
         "task": TASK_NAME,
@@ -207,7 +213,7 @@ def setup_fields(settings: GSM8KSettings, task_dir: Path, metrics: Mapping[str, 
         "num_fewshot": metrics.get("num_fewshot"),
         "generation_kwargs": task["generation_kwargs"],
         "seed": settings.seed,
-        "data": file_hash(*(data_dir() / name for name in DATA_FILES)),
+        "data": file_hash(*(data_dir(settings) / name for name in DATA_FILES)),
         "lm_eval_version": metrics.get("lm_eval_version"),
         "tokenizer": "the server's (text requests, tokenized_requests false)",
     }
@@ -334,7 +340,7 @@ class GSM8K(Eval):
                     "gsm8k.strict_ci95", "gsm8k.flexible_ci95", "gsm8k.cut_by_max_gen_toks", "gsm8k.retries"))
 
     def check(self, settings: GSM8KSettings) -> None:
-        check_data()
+        check_data(data_dir(settings))
 
     def prepare(self, run_dir: Path, settings: GSM8KSettings) -> None:
         write_task_yaml(run_dir / TASK_DIR, settings)

@@ -50,11 +50,15 @@ def check_version(base_url: str, profile: Profile, source: ResolvedSource | None
     if record.imports is not None and record.imports.inside is not None:
         witnesses.append(Witness(kind="import", status="match" if record.imports.inside else "mismatch",
                                  message=f"{record.imports.package} imports from {record.imports.origin}"))
-    found = match_source(version, source.sha) if profile.version_path else None
+    # A tree that is not the engine's own package (`engine.package` names a plugin the engine loads,
+    # docs/real-answers.md) is witnessed by its import path alone: the engine's version and the file
+    # its start-up line names are the installed engine's, rightly outside the plugin's tree.
+    engine_tree = record.imports is None or record.imports.package == profile.package
+    found = match_source(version, source.sha) if profile.version_path and engine_tree else None
     if found is not None:
         witnesses.append(Witness(kind="version", status=found.status,
                                  message=f"{found.message} ({error})" if error else found.message))
-    if tree is not None and profile.startup_file_pattern:
+    if tree is not None and profile.startup_file_pattern and engine_tree:
         witnesses.append(_log_witness(logged_file(log_text, profile.startup_file_pattern), tree))
     if not witnesses:
         return
