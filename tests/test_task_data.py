@@ -66,8 +66,9 @@ def test_plan_counts_gsm8k_s_limit_not_the_whole_test_set() -> None:
     assert planned_n(config, "gsm8k.flexible", 50) == 50
 
 
-@pytest.mark.parametrize(("package", "status"), [("fastrope", "match"), ("vllm", "mismatch")])
-def test_a_plugin_tree_is_proven_by_its_import_path_alone(tmp_path: Path, package: str, status: str) -> None:
+@pytest.mark.parametrize(("package", "plugin", "status"), [("fastrope", True, "match"), ("vllm", False, "mismatch")])
+def test_a_plugin_tree_is_proven_by_its_import_path_alone(tmp_path: Path, package: str, plugin: bool,
+                                                          status: str) -> None:
     """vLLM logs its own api_server.py from site-packages: outside a plugin's tree, and rightly so.
     For a tree of vLLM itself the same line is a loud mismatch."""
     config = load_config(CONFIGS / "vllm-answers.yaml")
@@ -78,7 +79,7 @@ def test_a_plugin_tree_is_proven_by_its_import_path_alone(tmp_path: Path, packag
     source = ResolvedSource(repo="repo", ref="v0.1", sha="4" * 40, worktree=tree)
     log = "/venv/lib/python3.11/site-packages/vllm/entrypoints/openai/api_server.py:24: DeprecationWarning: x\n"
     check_version("http://127.0.0.1:9", get_profile("vllm"), source, record, cell.id, PlainProgress(), tree=tree,
-                  log_text=log)
+                  log_text=log, plugin=plugin)
     assert record.engine_check is not None and record.engine_check.status == status
-    if package == "fastrope":
+    if plugin:
         assert [w.kind for w in record.engine_check.witnesses] == ["import"]

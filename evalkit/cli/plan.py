@@ -67,8 +67,8 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
         if cell.source is not None:
             builds.setdefault((cell.source.repo, cell.source.ref), describe_setup(
                 cell.source, cache_dir, config.engine.python or sys.executable,
-                # a tree of another package (a plugin the engine loads) is not the engine's own build
-                isolated.launch.profile.builds_from_source and launch.package == isolated.launch.profile.package))
+                # a plugin's tree (`engine.plugin`) is not the engine's own build
+                isolated.launch.profile.builds_from_source and not config.engine.plugin))
         for line in describe_isolation(isolated, shared_resources(config, cell)):
             click.echo(f"  {line}")
     if builds:
