@@ -15,7 +15,7 @@ import argparse
 import statistics
 from collections import Counter
 
-from evalkit.evals.gsm8k import solution_steps
+from evalkit.evals.gsm8k import data_dir, solution_steps
 from evalkit.evals.subsets import RULES, pick
 
 
@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[50, 100, 200, 500])
     parser.add_argument("--seeds", type=int, default=200)
     args = parser.parse_args()
-    steps = solution_steps()
+    steps = solution_steps(data_dir())
     full = statistics.fmean(steps)
     print(f"GSM8K test: {len(steps)} questions, mean solution steps {full:.3f}")
     print("| N | rule | mean steps | |distance| mean / p95 | largest stratum gap (points) mean / p95 |")

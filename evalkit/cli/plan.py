@@ -98,7 +98,9 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
             click.echo(f"  catalog: {describe_entry(entry) if isinstance(entry, CatalogEntry) else entry}")
         if cell.source is not None:
             builds.setdefault((cell.source.repo, cell.source.ref), describe_setup(
-                cell.source, cache_dir, config.engine.python or sys.executable, isolated.launch.profile.builds_from_source))
+                cell.source, cache_dir, config.engine.python or sys.executable,
+                # a plugin's tree (`engine.plugin`) is not the engine's own build
+                isolated.launch.profile.builds_from_source and not config.engine.plugin))
         for line in describe_isolation(isolated, shared_resources(config, cell)):
             click.echo(f"  {line}")
     for line in catalog_lines(config, cells, entries):

@@ -125,6 +125,9 @@ class EngineConfig(StrictModel):
         None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="The engine's top-level package, whose import path proves which tree runs (default: the "
                     "profile's; the `command` profile has none unless given here).")
+    plugin: bool = Field(
+        False, description="The axes' source trees hold a plugin the engine loads (`package` names it), not the "
+                           "engine: only its import path witnesses the tree, no build is expected (docs/real-answers.md).")
 
 
 class Evals(StrictModel):

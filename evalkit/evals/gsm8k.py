@@ -73,6 +73,9 @@ class GSM8KSettings(EvalSettings):
     repeats: int = Field(1, ge=1, description=(
         "Runs of GSM8K per cell on its engine: every run, the worst (`gsm8k.flexible_worst`, gated by a `min`) "
         "and the spread are reported; questions flipping between runs are its noise floor."))
+    data_dir: str | None = Field(
+        None, description="A folder with train.jsonl and test.jsonl in GSM8K's format (relative to the working "
+                          "directory) scored by the same lm-eval task and filters; default: the GSM8K copy evalkit ships.")
 
 
 TASK_NAME = "evalkit_gsm8k"
@@ -81,8 +84,11 @@ GSM8K_TEST_SIZE = 1319
 DATA_FILES = ("train.jsonl", "test.jsonl")
 
 
-def data_dir() -> Path:
-    """The GSM8K copy shipped in the package (MIT licence beside it)."""
+def data_dir(settings: GSM8KSettings | None = None) -> Path:
+    """The config's `data_dir` (a task in GSM8K's format, e.g. the answers model's own arithmetic
+    problems: docs/real-answers.md), else the GSM8K copy shipped in the package (MIT licence beside it)."""
+    if settings is not None and settings.data_dir is not None:
+        return Path(settings.data_dir).expanduser()
     return Path(str(resources.files("evalkit") / "data" / "gsm8k"))
 
 
@@ -115,7 +121,7 @@ def write_task_yaml(directory: Path, settings: GSM8KSettings) -> Path:
     upstream = Path(next(iter(spec.submodule_search_locations))) / "tasks" / "gsm8k" / "gsm8k.yaml"
     with upstream.open(encoding="utf-8") as f:
         upstream_until = yaml.load(f, Loader=_IgnoreTagsLoader)["generation_kwargs"]["until"]
-    files = check_data()
+    files = check_data(data_dir(settings))
     task: dict[str, Any] = {
         "include": str(upstream),
         "task": TASK_NAME,
@@ -179,18 +185,19 @@ def doc_ids(ids: Sequence[str]) -> list[int]:
     return out
 
 
-@functools.lru_cache(maxsize=1)
-def solution_steps() -> tuple[int, ...]:
-    """Per test question, the lines of its reference solution before ``####``: the stratum of a
-    stratified subset (more steps, harder question; the first 200 questions have fewer)."""
-    with check_data()["test"].open(encoding="utf-8") as f:
+@functools.lru_cache(maxsize=4)
+def solution_steps(directory: Path) -> tuple[int, ...]:
+    """Per test question of the data in `directory`, the lines of its reference solution before
+    ``####``: the stratum of a stratified subset (more steps, harder question; the first 200
+    questions have fewer)."""
+    with check_data(directory)["test"].open(encoding="utf-8") as f:
         return tuple(json.loads(line)["answer"].split("####")[0].strip().count("\n") + 1 for line in f)
 
 
 def questions(settings: GSM8KSettings, limit: int | None) -> list[int] | None:
     """The test questions a run capped at `limit` asks, by `settings.subset` (evals/subsets.py);
     None where lm-eval's own `limit` does it: no limit, one covering the split, or the `first` N."""
-    steps = solution_steps()
+    steps = solution_steps(data_dir(settings))
     if limit is None or limit >= len(steps) or settings.subset == "first":
         return None
     return pick(steps, limit, settings.subset, settings.subset_seed)
@@ -243,7 +250,7 @@ def setup_fields(settings: GSM8KSettings, task_dir: Path, metrics: Mapping[str, 
         "generation_kwargs": task["generation_kwargs"],
         "seed": settings.seed,
         "subset": {"rule": settings.subset, "seed": settings.subset_seed},
-        "data": file_hash(*(data_dir() / name for name in DATA_FILES)),
+        "data": file_hash(*(data_dir(settings) / name for name in DATA_FILES)),
         "lm_eval_version": metrics.get("lm_eval_version"),
         "tokenizer": "the server's (text requests, tokenized_requests false)",
     }
@@ -394,7 +401,7 @@ class GSM8K(Eval):
         return WORST if name == WORST.name else super().known_spec(name)
 
     def check(self, settings: GSM8KSettings) -> None:
-        check_data()
+        check_data(data_dir(settings))
 
     def prepare(self, run_dir: Path, settings: GSM8KSettings) -> None:
         write_task_yaml(run_dir / TASK_DIR, settings)

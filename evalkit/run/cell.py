@@ -179,7 +179,7 @@ def _run(job: CellJob, record: CellRecord, control: CellControl, body: EvalsBody
     if job.base_url:
         record.launch = {"base_url": job.base_url, "note": EXTERNAL_NOTE}
         check_version(job.base_url, get_profile(job.config.engine.profile), job.source, record, job.cell.id,
-                      job.progress)
+                      job.progress, plugin=job.config.engine.plugin)
         wire = get_profile(job.config.engine.profile).wire(token_ids=False)
         body(job, Server(job.base_url, job.config.served, wire), record)
     else:
@@ -243,7 +243,7 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
                 log = engine.launch_log()  # read once: an engine's start-up log can run to megabytes
                 _read_engine_log(job, launch, log, engine, record)
                 check_version(launch.base_url, launch.profile, job.source, record, job.cell.id, job.progress,
-                              tree=launch.tree, log_text=log)
+                              tree=launch.tree, log_text=log, plugin=job.config.engine.plugin)
                 job.update("ready", f"in {ready.warmup_s:.1f} s")
                 try:
                     with gpus.sampling():

@@ -35,7 +35,8 @@ Status = Literal["match", "mismatch", "unknown"]
 
 
 def check_version(base_url: str, profile: Profile, source: ResolvedSource | None, record: CellRecord,
-                  cell_id: str, progress: Progress, tree: Path | None = None, log_text: str = "") -> None:
+                  cell_id: str, progress: Progress, tree: Path | None = None, log_text: str = "",
+                  plugin: bool = False) -> None:
     """Record the engine's version and, for a source tree, whether the engine runs it, from every
     witness there is (`tree`: where its package must import from; `log_text`: this launch's engine
     log); a mismatch is also a `warning` line in the live progress, at once, not only in the report."""
@@ -50,11 +51,15 @@ def check_version(base_url: str, profile: Profile, source: ResolvedSource | None
     if record.imports is not None and record.imports.inside is not None:
         witnesses.append(Witness(kind="import", status="match" if record.imports.inside else "mismatch",
                                  message=f"{record.imports.package} imports from {record.imports.origin}"))
-    found = match_source(version, source.sha) if profile.version_path else None
+    # A plugin's tree (`engine.plugin`, docs/real-answers.md) is witnessed by its import path alone:
+    # the engine's version and the file its start-up line names are the installed engine's, rightly
+    # outside the plugin's checkout.
+    engine_tree = not plugin
+    found = match_source(version, source.sha) if profile.version_path and engine_tree else None
     if found is not None:
         witnesses.append(Witness(kind="version", status=found.status,
                                  message=f"{found.message} ({error})" if error else found.message))
-    if tree is not None and profile.startup_file_pattern:
+    if tree is not None and profile.startup_file_pattern and engine_tree:
         witnesses.append(_log_witness(logged_file(log_text, profile.startup_file_pattern), tree))
     if not witnesses:
         return

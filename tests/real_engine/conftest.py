@@ -134,12 +134,32 @@ def render_report(report: dict[str, Any]) -> str:
         for f in faults:
             lines.append(f"- {f['id']}: {f['status']} {f['error_type']} ({f['message'][:120]}); pids seen {f['pids']}, "
                          f"alive after: {f['alive_after']}")
+    lines += _answers_lines(report)
     parsers = report.get("parsers")
     if parsers:
         lines += ["", "## Argument parsers", ""]
         for name, result in parsers.items():
             lines.append(f"- {name}: {result}")
     return "\n".join(lines) + "\n"
+
+
+def _answers_lines(report: dict[str, Any]) -> list[str]:
+    """The answers matrix and bisect (tests/real_engine/test_answers.py), when they ran."""
+    lines: list[str] = []
+    matrix = report.get("answers_matrix")
+    if matrix:
+        lines += ["", f"## Answers matrix `configs/vllm-answers.yaml` ({matrix['wall_s']} s, exit {matrix['exit_code']})", "",
+                  "| cell | plugin sha | GSM8K flexible (strict), n | collapsed | disagree | cell s | checks |",
+                  "|---|---|---|---|---|---|---|"]
+        for c in matrix["cells"]:
+            lines.append(f"| {c['id']} | {c['sha']} | {c['flexible']:.3f} ({c['strict']:.3f}), {c['n']} | "
+                         f"{c['collapsed']}/{c['rep_n']} | {c['disagree']}/{c['cons_n']} | {c['cell_s']} | "
+                         f"{'; '.join(c['checks']) or '-'} |")
+    found = report.get("answers_bisect")
+    if found:
+        lines += ["", f"## Answers bisect ({found['wall_s']} s): first bad {found['first_bad']} {found['subject']!r}, "
+                  f"{found['steps']} steps ({found['folder']})"]
+    return lines
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

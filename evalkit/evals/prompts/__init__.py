@@ -17,6 +17,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 from importlib import resources
+from importlib.abc import Traversable
+from pathlib import Path
 
 from evalkit.errors import ConfigError
 
@@ -40,8 +42,12 @@ class PromptSet:
 
 
 def load_prompt_set(name: str = DEFAULT_PROMPT_SET) -> PromptSet:
-    """Load a shipped prompt set by name; a missing or malformed file is a ConfigError naming it."""
-    path = resources.files(__name__) / f"{name}.jsonl"
+    """Load a shipped prompt set by name, or a set of the same format from a file when `name` ends
+    in ``.jsonl`` (a path, relative to the working directory: a model's own prompts, e.g. the
+    answers model's arithmetic questions, docs/real-answers.md); a missing or malformed file is a
+    ConfigError naming it. Either way the version is the file's SHA-256."""
+    path: Traversable = (Path(name).expanduser() if name.endswith(".jsonl")
+                         else resources.files(__name__) / f"{name}.jsonl")
     if not path.is_file():
         raise ConfigError(f"evals.repetition.prompt_set: no prompt set {name!r} ({path})")
     raw = path.read_bytes()
