@@ -67,6 +67,8 @@ def workdir(demo_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     for run in results.glob("*/run.json"):
         run.write_text(run.read_text().replace('"config_path": "', '"config_path": "configs/demo.yaml", "was": "'))
     (root / "transcript.txt").write_text("the model said this once and then stopped\n")
+    # a real dashboard export (ATOM's, trimmed: tests/data/atom-dashboard.md) for `history --import data.js`
+    shutil.copy(Path(__file__).parent / "data" / "atom-dashboard.js", root / "data.js")
     CliRunner().invoke(main, ["history", "--import", "all", "--results-dir", str(results)], catch_exceptions=False)
     return root
 

@@ -51,7 +51,8 @@ def history(ctx: click.Context, model: str | None, cells: tuple[str, ...], since
     \b
     Examples:
       evalkit history --import all
-      evalkit history --import data.js --db nightly.db && evalkit history judge --db nightly.db
+      evalkit history --import data.js --db nightly.db    # a github-action-benchmark dashboard
+      evalkit history judge --db nightly.db
       evalkit history --model demo --cell dp8-piecewise-fixoff --since 7d
       evalkit history --model demo --plot trend.png
       evalkit history --model demo --format benchmark-json --better smaller > collapse.json
