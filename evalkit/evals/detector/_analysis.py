@@ -242,11 +242,12 @@ def analyze(
     loop_signals = fired_rules(m, s, natural_end=natural_end, scale=1.0)
     joined = join_pieces(pieces) if pieces is not None else None
     g_tokens, g_pieces, g_joined = t, pieces, joined  # what stutter and soup read: the tokens, or the text's pieces
+    given = text if isinstance(text, str) else None  # what the pieces join to, known
     if isinstance(text, str):
         text_pieces = split_pieces(text)
         text = SplitText(text_pieces, piece_ids(text_pieces))
     if text is not None:
-        g_tokens, g_pieces, g_joined = text.ids, text.pieces, join_pieces(text.pieces)
+        g_tokens, g_pieces, g_joined = text.ids, text.pieces, join_pieces(text.pieces, given)
     g = measure_garble(g_tokens, g_pieces, s, natural_end=natural_end, joined=g_joined)
     garble_signals = garble_rules(g, s, scale=1.0)
     signals = loop_signals + garble_signals

@@ -98,8 +98,9 @@ def soup_events(text: str, points: np.ndarray | None = None) -> tuple[np.ndarray
     if points.dtype == np.uint8:
         invalid = np.flatnonzero(ASCII_INVALID[points])
         return _without_csi(invalid, points), np.zeros(0, dtype=np.int64)
-    invalid = _without_csi(np.flatnonzero(_BMP_INVALID[np.minimum(points, 0xFFFF)]), points)
     wide = points > 0x7F  # every switch has a non-ASCII letter on one side
+    bmp = points if int(points.max()) <= 0xFFFF else np.minimum(points, 0xFFFF)
+    invalid = _without_csi(np.flatnonzero(_BMP_INVALID[bmp]), points)
     at = np.flatnonzero(wide[1:] | wide[:-1]) + 1  # at[k]: the pair (at[k] - 1, at[k]) holds one
     before = _script_of(points[at - 1])
     foreign = _FOREIGN[before, _script_of(points[at])]
@@ -146,15 +147,17 @@ def piece_ends(pieces: Sequence[str]) -> np.ndarray:
     return np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
 
 
-def join_pieces(pieces: Sequence[str]) -> tuple[str, np.ndarray]:
+def join_pieces(pieces: Sequence[str], text: str | None = None) -> tuple[str, np.ndarray]:
     """The text of ``pieces`` and :func:`piece_ends`. Joining them once more with a NUL between
     pieces, whose positions numpy finds, costs about half of measuring every piece in Python;
-    a text that holds a NUL itself (soup) is measured piece by piece."""
+    a text that holds a NUL itself (soup) is measured piece by piece. ``text``: the pieces
+    joined, when the caller has it (a text it split)."""
+    joined = "".join(pieces) if text is None else text
     marked = "\x00".join(pieces)
     cuts = np.flatnonzero(codepoints(marked) == 0)
     if len(cuts) != max(0, len(pieces) - 1):
-        return "".join(pieces), piece_ends(pieces)
+        return joined, piece_ends(pieces)
     ends = np.empty(len(pieces), dtype=np.int64)
     ends[:-1] = cuts - np.arange(len(cuts))
     ends[-1:] = len(marked) - len(cuts)
-    return "".join(pieces), ends  # a second join is cheaper than removing the NULs
+    return joined, ends  # a second join is cheaper than removing the NULs

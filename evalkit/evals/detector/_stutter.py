@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
-from ._chars import ASCII_LETTER, ASCII_LOWER, BMP_ALPHABET, BMP_LOWER, BMP_WORD, is_letter
+from ._chars import ASCII_LETTER, ASCII_LOWER, BMP_ALPHABET, BMP_LOWER, BMP_WORD, codepoints, is_letter, join_pieces
 from ._settings import DetectorSettings
 
 
@@ -35,7 +36,8 @@ _WORD = re.compile("(?<![^\\W_])[^\\W\\d_]{2}|[\u1100-\u11ff\u3040-\u30ff\u3130-
 "3rd" or "10px" are part of a number), or one CJK or Hangul character."""
 
 
-def doubled_flags(x: np.ndarray, pieces: Sequence[str], max_unit: int, max_copies: int = 3) -> np.ndarray:
+def doubled_flags(x: np.ndarray, pieces: Sequence[str], max_unit: int, max_copies: int = 3,
+                  joined: tuple[str, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Per token: covered by a unit of at most ``max_unit`` tokens written two to
     ``max_copies`` times in a row (not preceded or followed by one more copy) that holds a word
     (see ``_WORD``; read from ``pieces``, aligned with ``x``) and no line break, and is not
@@ -46,13 +48,16 @@ def doubled_flags(x: np.ndarray, pieces: Sequence[str], max_unit: int, max_copie
 
     A unit of p tokens written twice needs p tokens in a row equal to the token p before them,
     so unit lengths with fewer such tokens are skipped (in healthy text, usually most of them),
-    and only the candidate units are read as text."""
+    and only the candidate units are read as text: one by one when they are few, else all at
+    once from per-character tables of the text (``joined``: the text, its piece ends and code
+    points, when the caller has them)."""
     n = len(x)
     flags = np.zeros(n, dtype=bool)
     if n < 2:
         return flags
     eqs = {p: x[p:] == x[:-p] for p in range(1, min(max_unit, n // 2) + 1)}  # eq[p][j]: x[j + p] == x[j]
     search = _WORD.search
+    found: list[tuple[np.ndarray, int, int]] = []  # (unit starts, p, copies) of the candidates
     for p, eq in eqs.items():
         if np.count_nonzero(eq) < p:  # usual in healthy text
             continue
@@ -68,15 +73,78 @@ def doubled_flags(x: np.ndarray, pieces: Sequence[str], max_unit: int, max_copie
         for copies in range(2, max_copies + 1):
             more = np.zeros(len(square), dtype=bool)  # more[i]: one more copy follows
             more[: max(0, len(square) - (copies - 1) * p)] = square[(copies - 1) * p :]
-            for i in np.flatnonzero(start & ~more).tolist():
+            found.append((np.flatnonzero(start & ~more), p, copies))
+            start = start & more
+            if not start.any():
+                break
+    if sum(len(f[0]) for f in found) <= _FEW:
+        for starts, p, copies in found:
+            for i in starts.tolist():
                 unit = "".join(pieces[i : i + p])
                 before = pieces[i - 1][-1:] if i else ""  # what the unit's first letters follow
                 if "\n" not in unit and search(before + unit, len(before)):
                     flags[i : i + copies * p] = True
-            start = start & more
-            if not start.any():
-                break
-    return flags
+        return flags
+    return _units_with_words(found, pieces, n, joined)
+
+
+_FEW = 48
+"""Candidate units up to which reading each as text in Python is cheaper than the tables."""
+_LETTER = re.compile(r"[^\W\d_]")
+_ALNUM = re.compile(r"[^\W_]")
+_CJK = re.compile(_WORD.pattern.split("|", 1)[1])
+
+
+@cache
+def _bmp_tables() -> tuple[np.ndarray, ...]:
+    """Per code point below U+10000: matches ``_LETTER``, ``_ALNUM``, ``_CJK`` (as ``re`` decides)."""
+    bmp = "".join(map(chr, range(0x10000)))
+    out = []
+    for pattern in (_LETTER, _ALNUM, _CJK):
+        table = np.zeros(0x10000, dtype=bool)
+        table[[m.start() for m in pattern.finditer(bmp)]] = True
+        out.append(table)
+    return tuple(out)
+
+
+def _units_with_words(found: list[tuple[np.ndarray, int, int]], pieces: Sequence[str], n: int,
+                      joined: tuple[str, np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """:func:`doubled_flags`' test of every candidate at once: the unit of pieces ``[i, i + p)``
+    holds no line break and a ``_WORD`` match, its lookbehind reading the last character of
+    piece ``i - 1`` (none when that piece is empty), as ``_WORD.search(before + unit)`` does."""
+    if joined is None:
+        text, ends = join_pieces(pieces)
+        points = codepoints(text)
+    else:
+        text, ends, points = joined
+    letter_t, alnum_t, cjk_t = _bmp_tables()
+    bmp = points if points.dtype == np.uint8 else np.minimum(points, 0xFFFF)
+    letter, alnum, cjk = letter_t[bmp], alnum_t[bmp], cjk_t[bmp]
+    for k in np.flatnonzero(points > 0xFFFF).tolist():  # beyond the BMP: no CJK of _WORD's ranges
+        letter[k], alnum[k] = _LETTER.match(text[k]) is not None, _ALNUM.match(text[k]) is not None
+    length = len(points)
+    pair = np.zeros(length, dtype=bool)  # pair[k]: letters at k and k + 1
+    pair[:-1] = letter[:-1] & letter[1:]
+    two = pair.copy()  # two[k]: a _WORD match of two letters starts at k, read in the whole text
+    two[1:] &= ~alnum[:-1]
+    zero = np.zeros(1, dtype=np.int64)
+    two_sum = np.concatenate((zero, np.cumsum(two)))
+    cjk_sum = np.concatenate((zero, np.cumsum(cjk)))
+    line_sum = np.concatenate((zero, np.cumsum(points == 10)))
+    starts = np.concatenate((zero, ends[:-1]))
+    lows, highs = [zero], [zero]
+    for first, p, copies in found:
+        a, b = starts[first], ends[first + p - 1]
+        has = (cjk_sum[b] > cjk_sum[a]) | (two_sum[np.maximum(b - 1, a)] > two_sum[a])
+        # a piece before the unit that is empty: the lookbehind reads nothing
+        empty_before = (first > 0) & (starts[np.maximum(first - 1, 0)] == a)
+        has |= empty_before & (b - a >= 2) & pair[np.minimum(a, length - 1)]
+        ok = has & (line_sum[b] == line_sum[a])
+        lows.append(first[ok])
+        highs.append(first[ok] + copies * p)
+    low, high = np.concatenate(lows), np.concatenate(highs)
+    cover = np.cumsum(np.bincount(low, minlength=n + 1) - np.bincount(high, minlength=n + 1))
+    return cover[:n] > 0
 
 
 GLUED_HALF = 16
@@ -109,11 +177,11 @@ def piece_heads(ends: np.ndarray, points: np.ndarray) -> Heads:
     starts = np.empty_like(ends)
     starts[:1] = 0
     starts[1:] = ends[:-1]
-    padded = np.append(points, points.dtype.type(0))  # a piece may end the text: read a 0 past it
-    spaced = (padded[starts] == 32) & (starts < ends)
+    last = max(len(points) - 1, 0)  # a piece may end the text: read inside it, masked below
+    spaced = (points[np.minimum(starts, last)] == 32) & (starts < ends) if len(points) else starts < 0
     first = starts + spaced
-    c = padded[first]
     has = first < ends
+    c = points[np.minimum(first, last)] if len(points) else np.zeros(len(ends), dtype=points.dtype)
     if points.dtype == np.uint8:
         letter = word = ASCII_LETTER[c] & has
         lower = ASCII_LOWER[c] & has
@@ -169,15 +237,16 @@ def stutter_flags(x: np.ndarray, pieces: Sequence[str], s: DetectorSettings, end
     or glued to its copy (:func:`glued_flags`); and the pieces' :class:`Heads` (``word``: what
     the stutter CUSUM counts)."""
     heads = piece_heads(ends, points)
-    return doubled_flags(x, pieces, s.stutter_unit, s.stutter_copies) | glued_flags(heads, ends, text, points), heads
+    return doubled_flags(x, pieces, s.stutter_unit, s.stutter_copies, (text, ends, points)) | glued_flags(heads, ends, text, points), heads
 
 
 def cusum_steps(flags: np.ndarray, rate: float, words: np.ndarray | None = None) -> np.ndarray:
     """Per-mille CUSUM increments of ``flags`` with reference ``rate`` (integers: exact); with
     ``words``, a token that is neither flagged nor a word adds nothing."""
     k = round(rate * 1000)
-    rest = -k if words is None else np.where(words, -k, 0)
-    return np.where(flags, 1000 - k, rest).astype(np.int64)
+    steps = np.full(len(flags), -k, dtype=np.int64) if words is None else words.astype(np.int64) * -k
+    steps[flags] = 1000 - k
+    return steps
 
 
 def cusum_from(steps: np.ndarray, start: int) -> np.ndarray:
