@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from evalkit.config.cells import expand
-from evalkit.verdict.plan import planned_n
-from evalkit.store.records import CellRecord, ImportInfo
 
 from evalkit.config import load_config
+from evalkit.config.cells import expand
 from evalkit.engine.sources import ResolvedSource
 from evalkit.errors import ConfigError, EvalError
 from evalkit.evals import gsm8k
@@ -21,6 +19,8 @@ from evalkit.evals.prompts import load_prompt_set
 from evalkit.profiles import get_profile
 from evalkit.run.engine_report import check_version
 from evalkit.run.progress import PlainProgress
+from evalkit.store.records import CellRecord, ImportInfo
+from evalkit.verdict.plan import planned_n
 from tests.conftest import CONFIGS
 
 ROW = {"question": "Ava has 12 coins and buys 30 more. How many coins does Ava have now?",
