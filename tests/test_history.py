@@ -143,7 +143,8 @@ def test_three_recorded_runs_give_three_points_per_cell_in_time_order(history: H
     assert {cell: len(points) for cell, points in series.items()} == {"tp8-fixon": 3, "dp8-fixoff": 3}
     assert [p.run_id for p in series["dp8-fixoff"]] == ["night-1", "night-2", "night-3"]
     assert flexible(series["dp8-fixoff"]) == [0.95, 0.8, 0.6]
-    assert series["dp8-fixoff"][0].metrics == {"gsm8k.strict": 0.95, "gsm8k.flexible": 0.95, "gsm8k.n": 20}
+    assert series["dp8-fixoff"][0].metrics == {"gsm8k.strict": 0.95, "gsm8k.flexible": 0.95, "gsm8k.n": 20,
+                                               "gsm8k.n_eff": 20.0, "gsm8k.unscorable": 0.0}
 
 
 def test_trend_filters_by_config_name_cell_and_since(history: History) -> None:
@@ -194,7 +195,8 @@ def test_import_of_a_stored_run_records_its_metrics(tmp_path: Path) -> None:
         failed_metrics = store.db.execute("SELECT COUNT(*) FROM cell_metrics WHERE cell_id = 'tp8-fixoff'").fetchone()
         run = store.db.execute("SELECT model, config_name, engine, limit_n, run_path FROM runs").fetchone()
     # Every numeric flat metric is a row; lists (the _ci95 pairs) stay in the JSON column only.
-    assert metrics == {"gsm8k.strict": 0.9, "gsm8k.flexible": 0.9, "gsm8k.n": 20, "repetition.collapse_rate": 0.5,
+    assert metrics == {"gsm8k.strict": 0.9, "gsm8k.flexible": 0.9, "gsm8k.n": 20, "gsm8k.n_eff": 20.0,
+                       "gsm8k.unscorable": 0.0, "repetition.collapse_rate": 0.5,
                        "repetition.n": 2, "repetition.collapsed": 1}
     assert legacy == (0.9, 0.9, 20, 0.5, 2, 1, "ok")  # m001's columns are still filled, for users' SQL
     assert failed == ("error", "engine died", None) and failed_metrics == (0,)
@@ -334,7 +336,7 @@ def test_a_trend_never_shows_a_delta_between_runs_of_another_n_without_saying_so
 
 def test_columns_and_panels_follow_the_report_s_metric_specs() -> None:
     columns = layout()
-    assert columns.headers() == ["strict", "flexible", "Δ flexible", "collapse", "tokens/s", "TPOT", "n"]
+    assert columns.headers() == ["strict", "flexible", "Δ flexible", "collapse", "tokens/s", "TPOT", "spec_acceptance", "n"]
     assert (columns.headline.name, columns.n_metric) == ("gsm8k.flexible", "gsm8k.n")
     both = [Point("r", "c", None, "m", "sim", "ok", None, {"gsm8k.flexible": 0.9, "repetition.collapse_rate": 0.1})]
     assert [panel_label(spec) for spec in panels(both)] == ["GSM8K flexible accuracy", "collapse rate"]
@@ -348,7 +350,7 @@ def test_a_new_eval_s_metric_is_recorded_trended_and_shown(history: History, wor
     record(history, info, "tp8-fixon", CellSpec(right=19), words={"count": 42, "note": "not a number"})
     [point] = history.trend("demo")
     assert point.metrics["words.count"] == 42 and "words.note" not in point.metrics
-    assert layout().headers() == ["strict", "flexible", "Δ flexible", "collapse", "tokens/s", "TPOT", "words", "n"]
+    assert layout().headers() == ["strict", "flexible", "Δ flexible", "collapse", "tokens/s", "TPOT", "spec_acceptance", "words", "n"]
     assert [spec.name for spec in panels([point])] == ["gsm8k.flexible", "words.count"]
     row = next(line for line in rendered(trend_table([point], "t"), width=160).splitlines() if "night-1" in line)
     assert [cell.strip() for cell in row.strip("│").split("│")][5:] == ["0.950", "0.950", "-", "42.000", "20"]  # no collapse measured: no column
