@@ -145,8 +145,12 @@ def problems(tmp_path: Path, out: Outcome) -> list[str]:
         found.append(f"exited {out.exit_s:.1f} s after the signal")
     if match := AFTER_VERDICT.search(out.output):
         found.append(f"printed {match.group(0)!r}")
-    last = out.output.rstrip().splitlines()[-1] if out.output.strip() else ""
-    if not (last.startswith("results: ") or last == "interrupted"):
+    lines = out.output.rstrip().splitlines() or [""]
+    last, before = lines[-1], (lines[-2] if len(lines) > 1 else "")
+    # the verdict ends with where the results are, then the headline (OK / NOT OK ...), or `interrupted`
+    verdict_last = last == "interrupted" or last.startswith("results: ") or (
+        before.startswith("results: ") and last.startswith(("OK ", "NOT OK ")))
+    if not verdict_last:
         found.append(f"the last line is {last!r}, not the verdict's")
     if not run_done and out.code == 130 and not re.search(r"\]\s+run\s+interrupted SIG(INT|TERM): stopping ", out.output):
         found.append("no line said at once what stops")
