@@ -23,6 +23,7 @@ from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.render.checks import checks_of, why
 from evalkit.render.numbers import p_text
+from evalkit.render.text import no_local_paths
 from evalkit.verdict.summary import CellRow, CheckRecord, JudgedCell, RunSummary, Verdict
 
 NAMED_CELLS = 2
@@ -136,7 +137,7 @@ def headline(summary: RunSummary | Verdict) -> str:
                      + (f"; also {_ids(rest)}" if rest else ""))
     if not_run:
         first = not_run[0]
-        reason = f" ({first.status}: {first.error})" if first.error else f" ({first.status})"
+        reason = f" ({first.status}: {no_local_paths(first.error)})" if first.error else f" ({first.status})"
         parts.append(f"{len(not_run)} of {n} cells did not run: {_ids([c.id for c in not_run])}"
                      + (reason if len(not_run) == 1 else ""))
     if undecided and parts:  # the checks say why: the headline is about what broke

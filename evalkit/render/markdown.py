@@ -103,7 +103,7 @@ def _warnings(summary: RunSummary | Verdict) -> list[str]:
     flags = [f for c in summary.cells for f in c.flags if f.action != "fail"]
     if not flags:
         return []
-    return ["#### Warnings", "", *(f"- {WARN_MARK} warn {md_cell(f.message)}" for f in flags), ""]
+    return ["#### Warnings", "", *(f"- {WARN_MARK} warn {md_cell(no_local_paths(f.message))}" for f in flags), ""]
 
 
 def headline_text(summary: RunSummary | Verdict, whose: str = "") -> str:
