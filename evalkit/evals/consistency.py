@@ -45,7 +45,7 @@ from evalkit.evals.base import (
     fingerprint,
 )
 from evalkit.evals.detector import split_text
-from evalkit.evals.http_client import MAX_ATTEMPTS, Bounded, back_off, is_transient, pooled_client
+from evalkit.evals.http_client import Bounded, Tries, pooled_client, with_retries
 from evalkit.evals.prompts import Prompt, load_prompt_set
 
 CONTEXT_CHARS = 120
@@ -68,19 +68,16 @@ class ConsistencySettings(EvalSettings):
 async def _generate(client: httpx.AsyncClient, settings: ConsistencySettings, server: Server,
                     item: Prompt) -> dict[str, Any]:
     """One copy: its text and finish reason. Transient failures (connection, 429/5xx) are asked
-    again with backoff, as divergence.py's prefills are (it cites where the engines answer a
-    failed non-streamed request with a 5xx)."""
+    again with backoff (`with_retries`), as divergence.py's prefills are (it cites where the
+    engines answer a failed non-streamed request with a 5xx)."""
     body = {"model": server.served_name, "prompt": item.prompt, "max_tokens": settings.max_tokens, "temperature": 0}
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        try:
-            response = await client.post("/v1/completions", json=body)
-            response.raise_for_status()
-            choice = (response.json().get("choices") or [None])[0]
-            break
-        except (httpx.TransportError, httpx.HTTPStatusError, ValueError) as e:
-            if not is_transient(e) or attempt == MAX_ATTEMPTS:
-                raise EvalError(f"consistency: prompt {item.id}: {type(e).__name__}: {e}") from e
-            await back_off(attempt)
+
+    async def ask(_: Tries) -> Any:
+        response = await client.post("/v1/completions", json=body)
+        response.raise_for_status()
+        return (response.json().get("choices") or [None])[0]
+
+    choice = await with_retries(ask, f"consistency: prompt {item.id}")
     if not isinstance(choice, Mapping) or not isinstance(choice.get("text"), str):
         raise EvalError(f"consistency: prompt {item.id}: the answer has no choices[0].text")
     raw = choice.get("finish_reason")

@@ -55,7 +55,7 @@ from evalkit.evals.base import (
     floor_of_repeats,
     setup_fingerprint,
 )
-from evalkit.evals.http_client import MAX_ATTEMPTS, Bounded, back_off, is_transient, pooled_client
+from evalkit.evals.http_client import Bounded, Tries, pooled_client, with_retries
 from evalkit.evals.prompts import Prompt, load_prompt_set
 from evalkit.store.files import once_per_file_state, read_jsonl, write_jsonl
 
@@ -131,23 +131,20 @@ def parse_prompt_logprobs(item: Prompt, answer: Mapping[str, Any]) -> dict[str, 
 
 async def _score(client: httpx.AsyncClient, settings: DivergenceSettings, served_name: str,
                  item: Prompt) -> dict[str, Any]:
-    """One prefill of one text; transient failures (connection, 429/5xx) are retried with backoff.
+    """One prefill of one text; transient failures (connection, 429/5xx) are retried with backoff
+    (`with_retries`), and the samples row says how often it was asked (`attempts`).
 
     Unlike a stream, a non-streamed answer cannot carry an error inside a 200: vLLM 0.34.0 raises
     GenerationError on an `error` finish (entrypoints/openai/completion/serving.py:655) and answers
     it with HTTP 500 (entrypoints/serve/exception_handling/error_response.py:60-67); SGLang 0.5.23
     raises an HTTP error for an aborted non-streamed request (managers/tokenizer_manager.py:1916-1921,
     `_handle_abort_finish_reason`). Both are retried here like any other 5xx."""
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        try:
-            response = await client.post("/v1/completions", json=_body(settings, served_name, item.prompt))
-            response.raise_for_status()
-            answer = response.json()
-            break
-        except (httpx.TransportError, httpx.HTTPStatusError, ValueError) as e:
-            if not is_transient(e) or attempt == MAX_ATTEMPTS:
-                raise EvalError(f"divergence: text {item.id}: {type(e).__name__}: {e}") from e
-            await back_off(attempt)
+    async def ask(tries: Tries) -> tuple[Any, int]:
+        response = await client.post("/v1/completions", json=_body(settings, served_name, item.prompt))
+        response.raise_for_status()
+        return response.json(), tries.attempt
+
+    answer, attempt = await with_retries(ask, f"divergence: text {item.id}")
     parse = parse_echo if settings.request == "echo" else parse_prompt_logprobs
     scored = {key: values[:settings.max_tokens] for key, values in parse(item, answer).items()}
     return {"id": item.id, "kind": item.kind, "n_tokens": len(scored["tokens"]), "attempts": attempt, **scored}

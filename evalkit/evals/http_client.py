@@ -1,23 +1,35 @@
 """How the HTTP evals talk to a server: one pooled client, bounded concurrency with progress,
-and one retry policy (which failures are transient, how long to back off, how often to try).
+and one retry policy (which failures are transient, how long to back off, how often to try),
+applied by one loop, `with_retries`.
 
-repetition.py (streams) and divergence.py (prefills) each wrote these once; one home keeps
-their retries alike, so a flaky server fails or recovers the same way whichever eval asked."""
+repetition.py (streams), divergence.py (prefills) and consistency.py (short generations) each
+wrote these once; one home keeps their retries alike, so a flaky server fails or recovers the
+same way, with the same message, whichever eval asked."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar, cast
 
 import httpx
+
+from evalkit.errors import EvalError, StreamBroken
 
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 """Statuses worth asking again: overloaded (429) or failing for now (5xx); repetition.py and
 divergence.py cite where the engines answer their transient errors with these."""
 MAX_ATTEMPTS = 4
 """Tries per request before a transient failure is the cell's error."""
+RETRIED: tuple[type[Exception], ...] = (httpx.TransportError, httpx.HTTPStatusError, StreamBroken,
+                                        json.JSONDecodeError, UnicodeDecodeError)
+"""The failures of a request on the wire, which `with_retries` turns into a retry or an EvalError:
+no answer (connection, timeout), an error status, a stream cut before `[DONE]` or ended by an
+error event (`StreamBroken`), a body or stream chunk that is not JSON. Anything else is a bug of
+evalkit's (a detector's ValueError) and is raised as it is, not retried."""
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -38,6 +50,39 @@ def is_transient(error: Exception) -> bool:
 async def back_off(attempt: int) -> None:
     """Exponential, capped at 8 s, jittered by +-50% so retries of many requests do not align."""
     await asyncio.sleep(min(8.0, 0.5 * 2**attempt) * (0.5 + random.random()))
+
+
+@dataclass
+class Tries:
+    """One request's tries so far, for the try under way: what the earlier ones failed with (a
+    sample records how often it was asked, and repetition.py how many streams ended in an error
+    event)."""
+
+    failed: list[Exception] = field(default_factory=list)
+
+    @property
+    def attempt(self) -> int:
+        """This try's number, from 1."""
+        return len(self.failed) + 1
+
+
+async def with_retries(request: Callable[[Tries], Awaitable[R]], what: str) -> R:
+    """`request` until it returns, retrying its `RETRIED` failures that are transient with
+    `back_off`, at most MAX_ATTEMPTS tries. A failure that is not transient fails at once, a
+    transient one still there at the last try fails with how often it was tried: both as an
+    EvalError naming `what` (the eval and the item: "divergence: text gsm8k-train-0") and
+    carrying the server's own message."""
+    tries = Tries()
+    while True:
+        try:
+            return await request(tries)
+        except RETRIED as e:
+            transient = is_transient(e)
+            if not transient or tries.attempt == MAX_ATTEMPTS:
+                suffix = f" (attempt {tries.attempt} of {MAX_ATTEMPTS})" if transient else ""
+                raise EvalError(f"{what}: {type(e).__name__}: {e}{suffix}") from e
+            await back_off(tries.attempt)
+            tries.failed.append(e)
 
 
 class Bounded(Generic[T, R]):

@@ -41,7 +41,7 @@ from evalkit.evals.base import (
     setup_fingerprint,
 )
 from evalkit.evals.detector import DetectorSettings, StreamingDetector, analyze_text, is_text_collapsed, split_text
-from evalkit.evals.http_client import MAX_ATTEMPTS, Bounded, back_off, is_transient, pooled_client
+from evalkit.evals.http_client import Bounded, Tries, pooled_client, with_retries
 from evalkit.evals.prompts import Prompt, load_prompt_set
 from evalkit.store.files import read_jsonl
 from evalkit.wire import TokenIdsRequest, Wire
@@ -189,8 +189,9 @@ async def _generate(client: httpx.AsyncClient, asking: _Asking, item: Prompt) ->
     """One prompt: stream, detect, maybe abort early.
 
     Transient failures (connection errors, 429/5xx, a stream cut before `[DONE]` or ended by an
-    error event, a broken chunk) restart the prompt from scratch with backoff: greedy decoding
-    regenerates the same text, and `attempts` and `stream_errors` record that it happened.
+    error event, a broken chunk) restart the prompt from scratch with backoff (`with_retries`):
+    greedy decoding regenerates the same text, and `attempts` and `stream_errors` record that it
+    happened.
     Other HTTP errors fail at once; so does a transient failure still there after MAX_ATTEMPTS,
     with the engine's own message, so a failed stream is never judged as a (truncated) sample.
 
@@ -199,9 +200,9 @@ async def _generate(client: httpx.AsyncClient, asking: _Asking, item: Prompt) ->
     `stream_completion_response`), which must not turn a cut into a natural end. It is judged
     in the engine's canonical terms (`wire.finish`); the sample keeps the raw one too.
     """
-    stream_errors = 0
     settings, ids_via, wire = asking.settings, asking.ids_via, asking.server.wire
-    for attempt in range(1, MAX_ATTEMPTS + 1):
+
+    async def ask(tries: Tries) -> dict[str, Any]:
         detector = StreamingDetector(settings.detector)
         pending: list[int] = []  # ids are fed in batches: one detector call per FEED_BATCH tokens
         pending_text: list[str] = []  # with the text of those ids, for stutter and soup
@@ -209,56 +210,49 @@ async def _generate(client: httpx.AsyncClient, asking: _Asking, item: Prompt) ->
         raw_reason: str | None = None
         aborted = False
         source = "token_ids" if ids_via else "text_split"
-        try:
-            async for text, ids, reason in _stream(client, asking, item.prompt):
-                text_parts.append(text)
-                if ids_via and ids is None and text:
-                    raise EvalError(f"repetition: prompt {item.id}: the server sent no token ids "
-                                    "although its profile says it returns them")
-                if ids is not None:
-                    pending += ids
-                    pending_text.append(text)
-                    collapsed = False
-                    if len(pending) >= FEED_BATCH:
-                        collapsed = detector.feed(pending, text="".join(pending_text))
-                        pending, pending_text = [], []
-                else:
-                    collapsed = detector.feed_text(text) if text else False
-                raw_reason = raw_reason or reason
-                if collapsed and settings.early_abort:
-                    aborted = True
-                    break
+        async for text, ids, reason in _stream(client, asking, item.prompt):
+            text_parts.append(text)
+            if ids_via and ids is None and text:
+                raise EvalError(f"repetition: prompt {item.id}: the server sent no token ids "
+                                "although its profile says it returns them")
+            if ids is not None:
+                pending += ids
+                pending_text.append(text)
+                collapsed = False
+                if len(pending) >= FEED_BATCH:
+                    collapsed = detector.feed(pending, text="".join(pending_text))
+                    pending, pending_text = [], []
             else:
-                if ids_via:
-                    detector.feed(pending, text="".join(pending_text))
-            finish_reason = "aborted" if aborted else wire.finish(raw_reason)
-            analysis = detector.finish(finish_reason)
-            text = "".join(text_parts)
-            # Token-id evidence shows ids; for a reader, the same verdict's evidence as text.
-            text_evidence = (dataclasses.asdict(analyze_text(text, finish_reason=finish_reason,
-                                                            settings=settings.detector).evidence)
-                             if analysis.collapsed and ids_via else None)
-            return {
-                "id": item.id,
-                "kind": item.kind,
-                "token_source": source,
-                "attempts": attempt,
-                "stream_errors": stream_errors,
-                "finish_reason": finish_reason,
-                "engine_finish_reason": raw_reason,
-                "collapsed": analysis.collapsed,
-                **analysis.to_dict(),
-                "text_evidence": text_evidence,
-                "text": text,
-            }
-        except (httpx.TransportError, httpx.HTTPStatusError, StreamBroken, json.JSONDecodeError) as e:
-            stream_errors += isinstance(e, StreamErrorEvent)
-            transient = is_transient(e)
-            if not transient or attempt == MAX_ATTEMPTS:
-                tries = f" (attempt {attempt} of {MAX_ATTEMPTS})" if transient else ""
-                raise EvalError(f"repetition: prompt {item.id}: {type(e).__name__}: {e}{tries}") from e
-            await back_off(attempt)
-    raise AssertionError("unreachable")
+                collapsed = detector.feed_text(text) if text else False
+            raw_reason = raw_reason or reason
+            if collapsed and settings.early_abort:
+                aborted = True
+                break
+        else:
+            if ids_via:
+                detector.feed(pending, text="".join(pending_text))
+        finish_reason = "aborted" if aborted else wire.finish(raw_reason)
+        analysis = detector.finish(finish_reason)
+        text = "".join(text_parts)
+        # Token-id evidence shows ids; for a reader, the same verdict's evidence as text.
+        text_evidence = (dataclasses.asdict(analyze_text(text, finish_reason=finish_reason,
+                                                        settings=settings.detector).evidence)
+                         if analysis.collapsed and ids_via else None)
+        return {
+            "id": item.id,
+            "kind": item.kind,
+            "token_source": source,
+            "attempts": tries.attempt,
+            "stream_errors": sum(isinstance(e, StreamErrorEvent) for e in tries.failed),
+            "finish_reason": finish_reason,
+            "engine_finish_reason": raw_reason,
+            "collapsed": analysis.collapsed,
+            **analysis.to_dict(),
+            "text_evidence": text_evidence,
+            "text": text,
+        }
+
+    return await with_retries(ask, f"repetition: prompt {item.id}")
 
 
 def select_prompts(prompts: Sequence[Prompt], only: Sequence[str] | None) -> list[Prompt]:
