@@ -17,9 +17,9 @@ from click.testing import CliRunner
 
 from evalkit.cli import main
 from evalkit.config import parse_config
-from evalkit.evals import registry
-from evalkit.evals.base import EvalContext, Server
-from evalkit.evals.consistency import EVAL, ConsistencySettings, compare_copies, summarize
+from evalkit.evals import base, registry
+from evalkit.evals.base import EvalContext, Server, setup_fingerprint
+from evalkit.evals.consistency import EVAL, ConsistencySettings, compare_copies, setup_fields, summarize
 from evalkit.evals.prompts import Prompt
 from evalkit.store import read_json, read_jsonl
 from tests.sim_helpers import SimServer
@@ -56,6 +56,18 @@ def test_the_disagree_share_and_the_median_parting_place() -> None:
     # parting at pieces 1 (" b"/" x"), 4 (" e"/" f") and 0: the median is 1
     assert summarize(rows) == {"n": 4, "disagree": 3, "disagree_rate": 0.75, "diverge_at_median": 1}
     assert summarize(rows[:1])["diverge_at_median"] is None
+
+
+def test_its_setup_is_fingerprinted_as_every_eval_s_and_as_results_stored_before(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The setup is stored through `setup_fingerprint`, which adds evalkit's version; the hash is
+    the one evalkit stored when this eval built its fingerprint itself, so a stored run still
+    compares with a new one of the same setup (deltas refuse pairs whose hashes differ)."""
+    monkeypatch.setattr(base, "__version__", "0.1.0")
+    assert setup_fingerprint(setup_fields(ConsistencySettings(), "v1")) == {
+        "hash": "a1fbc4a77e9a58e8",
+        "fields": {"prompt_set": "long_generation_v1", "prompt_set_version": "v1", "copies": 4, "max_tokens": 64,
+                   "concurrency": 64, "seed": 0, "evalkit_version": "0.1.0"}}
 
 
 def test_its_metrics_exist_only_where_a_config_names_it() -> None:

@@ -42,7 +42,7 @@ from evalkit.evals.base import (
     MetricDisplay,
     MetricSpec,
     Server,
-    fingerprint,
+    setup_fingerprint,
 )
 from evalkit.evals.detector import split_text
 from evalkit.evals.http_client import Bounded, Tries, pooled_client, with_retries
@@ -140,12 +140,9 @@ def setup_fields(settings: ConsistencySettings, version: str) -> dict[str, Any]:
     """What the disagreement depends on besides the engine: the prompts, how many copies, how long,
     and how the copies are mixed (the shuffle's seed and the requests in flight decide which
     batches they share). Not in it: `count` (like `--limit`: Fisher's test takes each cell's K),
-    timeouts."""
-    import evalkit
-
+    timeouts. evalkit's version is added by `setup_fingerprint`."""
     return {"prompt_set": settings.prompt_set, "prompt_set_version": version, "copies": settings.copies,
-            "max_tokens": settings.max_tokens, "concurrency": settings.concurrency, "seed": settings.seed,
-            "evalkit_version": evalkit.__version__}
+            "max_tokens": settings.max_tokens, "concurrency": settings.concurrency, "seed": settings.seed}
 
 
 def _k_of_n(flat: Mapping[str, Any]) -> str:
@@ -210,7 +207,7 @@ class Consistency(Eval):
         samples = cancel.run(_run_all(settings, ctx, items))
         metrics = {**summarize(samples), "copies": settings.copies, "max_tokens": settings.max_tokens,
                    "prompt_set": prompt_set.id, "prompt_set_version": prompt_set.version}
-        metrics[SETUP_KEY] = fingerprint(setup_fields(settings, prompt_set.version))
+        metrics[SETUP_KEY] = setup_fingerprint(setup_fields(settings, prompt_set.version))
         return EvalResult(metrics, samples)
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
