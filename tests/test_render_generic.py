@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, Eval, EvalDisplay, EvalSettings, MetricDisplay, MetricSpec
+from evalkit.evals.base import Comparison, Eval, EvalDisplay, EvalSettings, Evidence, MetricDisplay, MetricSpec
 from evalkit.evals.recorded import specs_of
 from evalkit.render import render, render_compare, table
 from evalkit.render.compare_table import compare_columns
@@ -41,7 +41,7 @@ class Toy(Eval):
                                  pivot="Toy score by configuration")),
         MetricSpec("toy.crash_rate", Comparison.COUNT,
                    MetricDisplay("crash rate", key="crash", column="crashes", text=_crashes, delta_label="crash",
-                                 details="events"),
+                                 details=Evidence.EVENTS),
                    higher_is_better=False, count_metric="toy.crashed", n_metric="toy.n", event_field="crashed"),
     )
     display = EvalDisplay(csv_fields=("toy.score", "toy.crash_rate", "toy.crashed", "toy.n"))
@@ -121,6 +121,23 @@ def test_the_markdown_shows_the_toy_eval_in_the_matrix_pivot_legend_and_details(
     html = gfm().render(md)
     # no question flipped: the fold under the paste, the checks in it, and the crashes
     assert html.count("<details>") == html.count("</details>") == 3
+
+
+def test_an_eval_names_its_kind_of_evidence_or_its_word_and_a_misspelt_word_fails_where_it_is_defined() -> None:
+    assert MetricDisplay("crash rate", details="events").details is Evidence.EVENTS
+    with pytest.raises(ValueError, match="'event' is not a valid Evidence"):
+        MetricDisplay("crash rate", details="event")  # type: ignore[arg-type]
+
+
+def test_a_kind_of_evidence_this_evalkit_does_not_know_is_shown_as_none(toy_run: tuple[Path, dict]) -> None:
+    """A summary from a newer evalkit may record a kind this one lacks: the report renders, with no
+    section for it, as for a metric that asks for none."""
+    run_path, summary = toy_run
+    for record in summary["metrics"]:
+        if record["name"] == "toy.crash_rate":
+            record["details"] = "from_the_future"
+    md = render(summary, "markdown", run_path) or ""
+    assert "dp8-fixoff" in md and "#### Crash evidence" not in md and "**s-0**" not in md
 
 
 def test_the_csv_has_the_toy_fields_and_a_diff_and_p_value_per_reference(toy_run: tuple[Path, dict]) -> None:

@@ -66,6 +66,23 @@ class Comparison(str, Enum):
     """Shown, never compared."""
 
 
+class Evidence(str, Enum):
+    """The kind of examples a report shows of a metric (`MetricDisplay.details`): which rows the
+    eval leaves for them and what they are. The evals name it, the report reads and draws it
+    (render/details.py's `SHOWN`: one entry per kind, for every format); a str, so summary.json
+    records the word."""
+
+    FLIPS = "flips"
+    """PAIRED: the questions that flipped against the baseline and the twin."""
+    EVENTS = "events"
+    """COUNT: the samples where the event happened (`event_field`), e.g. the detector's evidence."""
+    PARTED = "parted"
+    """COUNT: the same samples, each with identical requests' texts and where they part, as
+    evals/consistency.py writes them."""
+    WORST = "worst"
+    """PAIRWISE: the `worst` places the eval's `pairwise` found, with the text around them."""
+
+
 @dataclass(frozen=True)
 class MetricDisplay:
     """What a report shows of one metric: none of it changes what is measured or compared, so a
@@ -87,14 +104,16 @@ class MetricDisplay:
     value between the two cells rather than a difference: `<delta_label> vs baseline`)."""
     pivot: str | None = None
     """When set, a pivot of this metric by configuration with this title."""
-    details: str | None = None
-    """What the report's details section shows: "flips" (PAIRED: the questions that flipped),
-    "events" (COUNT: the samples where the event happened, e.g. the detector's evidence),
-    "parted" (COUNT: the same samples, each with identical requests' texts where they part, as
-    evals/consistency.py writes them) or "worst" (PAIRWISE: the `worst` places the eval's
-    `pairwise` found, with the text around them)."""
+    details: Evidence | None = None
+    """What the report's details section shows (`Evidence`); None: nothing."""
     event_words: str | None = None
     """COUNT: what `k of n` counts, in the report's words ("long generations collapsed")."""
+
+    def __post_init__(self) -> None:
+        """A plugin may name the kind by its word ("events"): kept as the `Evidence` it names, so
+        a misspelt one fails where the eval is defined, not in a report."""
+        if self.details is not None:
+            object.__setattr__(self, "details", Evidence(self.details))
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from evalkit.evals.base import (
     EvalDisplay,
     EvalResult,
     EvalSettings,
+    Evidence,
     MetricDisplay,
     MetricSpec,
     Server,
@@ -155,7 +156,7 @@ def _k_of_n(flat: Mapping[str, Any]) -> str:
 SPECS = (
     MetricSpec("consistency.disagree_rate", Comparison.COUNT,
                MetricDisplay("consistency disagree rate", key="disagree", column="disagree (k/K)", text=_k_of_n,
-                             delta_label="disagree", details="parted",
+                             delta_label="disagree", details=Evidence.PARTED,
                              event_words="prompts whose identical requests disagreed"),
                higher_is_better=False, count_metric="consistency.disagree", n_metric="consistency.n",
                event_field="disagree"),

@@ -49,6 +49,7 @@ from evalkit.evals.base import (
     EvalDisplay,
     EvalResult,
     EvalSettings,
+    Evidence,
     MetricDisplay,
     MetricSpec,
     Server,
@@ -198,7 +199,7 @@ _FACTS = {"kl_mean": ("kl", "worst_kl"), "kl_p99": ("kl", "worst_kl"), "logprob_
 
 SPECS = (
     MetricSpec("divergence.kl_p99", Comparison.PAIRWISE,
-               MetricDisplay("KL p99", key="kl_p99", delta_label="KL p99", details="worst"),
+               MetricDisplay("KL p99", key="kl_p99", delta_label="KL p99", details=Evidence.WORST),
                higher_is_better=False, noise_floor=floor_of_repeats("kl_p99")),
     MetricSpec("divergence.kl_mean", Comparison.PAIRWISE, MetricDisplay("KL mean", key="kl_mean"),
                higher_is_better=False, noise_floor=floor_of_repeats("kl_mean")),
@@ -206,7 +207,7 @@ SPECS = (
                MetricDisplay("top-1 agreement", key="top1", delta_label="top-1 agree"),
                noise_floor=floor_of_repeats("top1_agreement")),
     MetricSpec("divergence.logprob_abs_mean", Comparison.PAIRWISE,
-               MetricDisplay("mean |Δ logprob|", key="logprob_abs", details="worst"),
+               MetricDisplay("mean |Δ logprob|", key="logprob_abs", details=Evidence.WORST),
                higher_is_better=False, noise_floor=floor_of_repeats("logprob_abs_mean")),
 )
 """The eval's metrics, all measured between two cells (`Divergence.metrics_for` a config naming it)."""
@@ -307,7 +308,7 @@ class Divergence(Eval):
                                  "p_value": None, "texts": result["texts"], "positions": result["positions"]}
         if spread:
             found[spread] = result[spread]
-        if worst and metric.display.details == "worst":
+        if worst and metric.display.details is Evidence.WORST:
             found["worst"] = result[worst]
         return found
 

@@ -35,6 +35,7 @@ from evalkit.evals.base import (
     EvalDisplay,
     EvalResult,
     EvalSettings,
+    Evidence,
     MetricDisplay,
     MetricSpec,
     Server,
@@ -383,7 +384,7 @@ class GSM8K(Eval):
         MetricSpec("gsm8k.flexible", Comparison.PAIRED,
                    MetricDisplay("GSM8K flexible", key="flexible", column="GSM8K flexible (95% CI)", text=_with_ci,
                                  delta_label="flexible", pivot="GSM8K flexible (95% CI) by configuration",
-                                 details="flips"),
+                                 details=Evidence.FLIPS),
                    mark_field="flexible-extract.correct", noise_floor=floor_of_repeats("flexible", "max_pairwise_diff")),
     )
     display = EvalDisplay(

@@ -35,6 +35,7 @@ from evalkit.evals.base import (
     EvalDisplay,
     EvalResult,
     EvalSettings,
+    Evidence,
     MetricDisplay,
     MetricSpec,
     fingerprint,
@@ -199,7 +200,7 @@ def specs(task: str, scores: list[tuple[str, bool, bool]]) -> list[MetricSpec]:
             f"lm_eval.{task}.{key}", Comparison.PAIRED if paired else Comparison.CONTINUOUS,
             MetricDisplay(label, key=f"{task}.{key}", column=label if head else None,
                           delta_label=label if head else None, pivot=f"{label} by configuration" if head else None,
-                          details="flips" if head and paired else None),
+                          details=Evidence.FLIPS if head and paired else None),
             higher_is_better=higher, mark_field=f"{task}.{key}" if paired else None,
         ))
     return out

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, Eval, MetricDisplay, MetricSpec
+from evalkit.evals.base import Comparison, Eval, Evidence, MetricDisplay, MetricSpec
 
 _CALLABLES = ("text", "noise_floor")
 """Fields a summary cannot hold: taken from the eval's fixed spec of the same name."""
@@ -29,6 +29,7 @@ def record(spec: MetricSpec) -> dict[str, Any]:
     but the callables; the kind as its word)."""
     out = {name: getattr(spec, name) for name in _CORE} | {name: getattr(spec.display, name) for name in _DISPLAY}
     out["comparison"] = spec.comparison.value
+    out["details"] = spec.display.details.value if spec.display.details is not None else None
     return out
 
 
@@ -42,10 +43,13 @@ def _fixed(name: str) -> MetricSpec | None:
 
 
 def spec(recorded: Mapping[str, Any]) -> MetricSpec:
-    """A recorded spec as a MetricSpec (fields a newer evalkit added are ignored)."""
+    """A recorded spec as a MetricSpec (fields a newer evalkit added are ignored, and so is a kind
+    of evidence it added: the report shows none)."""
     fixed = _fixed(recorded["name"])
-    display = MetricDisplay(**{k: v for k, v in recorded.items() if k in _DISPLAY},
-                            text=fixed.display.text if fixed is not None else None)
+    shown = {k: v for k, v in recorded.items() if k in _DISPLAY}
+    if shown.get("details") not in set(Evidence):
+        shown["details"] = None
+    display = MetricDisplay(**shown, text=fixed.display.text if fixed is not None else None)
     core = {k: v for k, v in recorded.items() if k in _CORE}
     core["comparison"] = Comparison(core["comparison"])
     return MetricSpec(**core, display=display, noise_floor=fixed.noise_floor if fixed is not None else None)

@@ -35,6 +35,7 @@ from evalkit.evals.base import (
     EvalDisplay,
     EvalResult,
     EvalSettings,
+    Evidence,
     MetricDisplay,
     MetricSpec,
     Server,
@@ -385,7 +386,7 @@ class Repetition(Eval):
         MetricSpec("repetition.collapse_rate", Comparison.COUNT,
                    MetricDisplay("collapse rate", key="collapse", column="collapse rate (k/n)", text=_k_of_n,
                                  delta_label="collapse", pivot="Collapse rate (k/n) by configuration",
-                                 details="events", event_words="long generations collapsed"),
+                                 details=Evidence.EVENTS, event_words="long generations collapsed"),
                    higher_is_better=False, count_metric="repetition.collapsed", n_metric="repetition.n",
                    event_field="collapsed"),
     )

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.evals.base import Comparison, Evidence, MetricSpec
 from evalkit.evals.recorded import specs_of
 from evalkit.render.header import tests_used
 from evalkit.render.numbers import date_text, num
@@ -34,7 +34,7 @@ def delta_specs(specs: list[MetricSpec]) -> list[MetricSpec]:
 
 def flip_specs(specs: list[MetricSpec]) -> list[MetricSpec]:
     """The paired metrics whose flipped questions a comparison lists (details "flips")."""
-    return [spec for spec in specs if spec.display.details == "flips" and spec.comparison is Comparison.PAIRED]
+    return [spec for spec in specs if spec.display.details is Evidence.FLIPS and spec.comparison is Comparison.PAIRED]
 
 
 def flips_suffix(spec: MetricSpec, specs: list[MetricSpec]) -> str:

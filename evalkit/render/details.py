@@ -2,15 +2,16 @@
 
 summary.json holds numbers and question ids, not model text (a 13,190-question run would not fit
 in memory otherwise). The markdown report folds examples under each cell, so they are read here,
-and only the rows it shows, streamed:
+and only the rows it shows, streamed. `SHOWN` says, per kind of evidence a metric asks for
+(`MetricDisplay.details`, an `Evidence`), what is read and how every format shows it:
 
-* for a metric with details "flips": the questions that flipped to wrong against the baseline or
-  the twin, from the eval's samples file of the cell and of its reference;
-* for a metric with details "events": the samples whose `event_field` is true (e.g. the collapsed
-  generations), from the eval's samples file of each cell where the event happened;
-* for a metric with details "parted": the same rows, each holding identical requests' texts and
-  where they part (the consistency eval's disagreeing prompts);
-* for a metric with details "worst" (PAIRWISE): nothing is read, the places its eval found worst
+* `Section.FLIPS` (`Evidence.FLIPS`): the questions that flipped to wrong against the baseline
+  or the twin, from the eval's samples file of the cell and of its reference;
+* `Section.EVENTS` (`Evidence.EVENTS`, `Evidence.PARTED`): the samples whose `event_field` is
+  true (the collapsed generations; for PARTED, identical requests' texts and where they part:
+  the consistency eval's disagreeing prompts), from the samples file of each cell where the
+  event happened;
+* `Section.WORST` (`Evidence.WORST`, PAIRWISE): nothing is read, the places its eval found worst
   are in the summary already, a few short texts per comparison (`cell_worst`).
 
 Missing files are simply absent: a report of a hand-made or half-finished run still renders.
@@ -21,13 +22,62 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from evalkit.evals.base import Evidence, MetricDisplay, MetricSpec
 from evalkit.evals.recorded import with_evals
 from evalkit.render.table import AGAINST
 from evalkit.store import read_json, read_jsonl
 from evalkit.verdict.summary import CellRow, RunSummary
+
+
+class Section(Enum):
+    """The block every format draws per cell for a metric's evidence, and what `load_details`
+    reads for it."""
+
+    FLIPS = "flips"
+    """Per reference, the flipped questions and a few with the eval's account of them (the rows
+    of the cell and of its references)."""
+    EVENTS = "events"
+    """A few of the samples where the event happened (the cell's rows with `event_field` set)."""
+    WORST = "worst"
+    """Per reference, the worst places, with the text around each (in the summary: nothing read)."""
+
+
+def _capitalized(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+@dataclass(frozen=True)
+class Shown:
+    """How the report shows one kind of evidence, in every format."""
+
+    section: Section
+    heading: Callable[[MetricDisplay], str]
+    """The title of a metric's evidence (the markdown report's section)."""
+    parted: bool = False
+    """EVENTS: each sample is identical requests parting (`parted_facts`, each continuation), not
+    the detector's evidence (`event_facts`, the excerpt around the onset)."""
+
+
+def _events_heading(display: MetricDisplay) -> str:
+    return f"{_capitalized(display.delta_label or display.label)} evidence"
+
+
+SHOWN: dict[Evidence, Shown] = {
+    Evidence.FLIPS: Shown(Section.FLIPS, lambda display: f"Flipped questions ({display.label})"),
+    Evidence.EVENTS: Shown(Section.EVENTS, _events_heading),
+    Evidence.PARTED: Shown(Section.EVENTS, _events_heading, parted=True),
+    Evidence.WORST: Shown(Section.WORST, lambda display: f"{_capitalized(display.label)}: worst places"),
+}
+"""Each kind of evidence: what the details read and how the markdown and HTML reports draw it."""
+
+
+def shown(spec: MetricSpec) -> Shown | None:
+    """How the report shows `spec`'s evidence (None: it asks for none)."""
+    return SHOWN[spec.display.details] if spec.display.details is not None else None
 
 
 @dataclass(frozen=True)
@@ -52,7 +102,7 @@ class Details:
     samples: dict[str, dict[str, dict[str, dict[str, Any]]]] = field(default_factory=dict)
     """eval name -> cell id -> sample id -> that cell's row, for flipped questions only."""
     events: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
-    """metric name -> cell id -> the samples where its event happened (details "events" and "parted")."""
+    """metric name -> cell id -> the samples where its event happened (`Section.EVENTS`)."""
     engines: dict[str, EngineFacts] = field(default_factory=dict)
     """cell id -> how its engine ran (cell.json and engine.log)."""
 
@@ -148,12 +198,13 @@ def load_details(run_path: Path, summary: RunSummary) -> Details:
         details.run = {k: v for k, v in read_json(run_path / "run.json").items() if k != "config"}
     wanted: dict[tuple[str, str, str], set[str]] = {}  # (eval, samples file, cell) -> ids: one read per file
     for ev, spec in with_evals(summary.specs()):
+        section = how.section if (how := shown(spec)) is not None else None
         for cell in summary.cells:
-            if spec.display.details == "flips" and (ids := flipped_to_wrong(cell, spec.name)):
+            if section is Section.FLIPS and (ids := flipped_to_wrong(cell, spec.name)):
                 refs = {deltas.reference for against, _ in AGAINST if (deltas := cell.against(against)) is not None}
                 for cell_id in {cell.id, *refs}:
                     wanted.setdefault((ev.name, ev.samples_file, cell_id), set()).update(ids)
-            elif (spec.display.details in ("events", "parted") and spec.event_field and spec.count_metric
+            elif (section is Section.EVENTS and spec.event_field and spec.count_metric
                   and cell.metrics.get(spec.count_metric)):
                 event = spec.event_field
                 details.events.setdefault(spec.name, {})[cell.id] = _read(

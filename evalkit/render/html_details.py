@@ -1,17 +1,18 @@
 """The HTML report's per-cell drill-down: one `<details>` per cell (html.py lays out the page).
 
 Each holds the cell's status and error, engine source and SHA, timings, then per metric that asks
-for details (MetricSpec.details), in the summary's order (`RunSummary.specs`):
+for details (`MetricDisplay.details`), in the summary's order (`RunSummary.specs`), drawn as
+details.SHOWN says for its kind of evidence:
 
-* "flips": the questions that flipped against the baseline and the twin (ids, searchable), and
-  for those that went wrong the eval's account of both sides (`EvalDisplay.describe_sample`): the
-  extracted answers, the target and this cell's response;
-* "events": a few of the samples where the event happened (the collapsed generations) with the
-  detector's evidence, the excerpt's onset wrapped in `<mark>`;
-* "parted": a few prompts whose identical requests disagreed, the text they share before they
-  part and each copy's continuation in `<mark>`;
-* "worst": per reference, the places a PAIRWISE metric was largest, the token in `<mark>` in
-  the text around it, or why the eval refused to compare.
+* `Section.FLIPS`: the questions that flipped against the baseline and the twin (ids,
+  searchable), and for those that went wrong the eval's account of both sides
+  (`EvalDisplay.describe_sample`): the extracted answers, the target and this cell's response;
+* `Section.EVENTS`: a few of the samples where the event happened (the collapsed generations)
+  with the detector's evidence, the excerpt's onset wrapped in `<mark>`; for `Evidence.PARTED`,
+  a few prompts whose identical requests disagreed, the text they share before they part and
+  each copy's continuation in `<mark>`;
+* `Section.WORST`: per reference, the places a PAIRWISE metric was largest, the token in `<mark>`
+  in the text around it, or why the eval refused to compare.
 
 Every text goes through `esc`/`esc_block`: control characters dropped, then `html.escape(quote=True)`.
 """
@@ -29,11 +30,13 @@ from evalkit.redact import strip_userinfo
 from evalkit.render.details import (
     Details,
     EngineFacts,
+    Section,
     cell_flips,
     cell_worst,
     event_facts,
     parted_copies,
     parted_facts,
+    shown,
 )
 from evalkit.render.engine_log import checks_text, ran_text
 from evalkit.render.gpus import cell_rows
@@ -157,7 +160,7 @@ def _parted(sample: dict[str, Any]) -> str:
             f"{esc(parted_facts(sample))}</p>{variants}</div>")
 
 
-def _events(spec: MetricSpec, ev: Eval, cell: CellRow, details: Details, run_id: str) -> str:
+def _events(spec: MetricSpec, ev: Eval, cell: CellRow, details: Details, run_id: str, parted: bool) -> str:
     samples = details.events.get(spec.name, {}).get(cell.id) or []
     m = cell.metrics
     if not samples and not m.get(spec.count_metric or ""):
@@ -165,7 +168,7 @@ def _events(spec: MetricSpec, ev: Eval, cell: CellRow, details: Details, run_id:
     words = spec.display.event_words or f"samples {spec.event_field}"
     rest = len(samples) - MAX_EVENT_SAMPLES
     where = f"{run_id}/{cell.id}/{ev.samples_file}"
-    show = _parted if spec.display.details == "parted" else _evidence
+    show = _parted if parted else _evidence
     return (f'<div class="events"><h4>{esc(m.get(spec.count_metric or ""))} of {esc(m.get(spec.n_metric or ""))} '
             f"{esc(words)}</h4>{''.join(show(s) for s in samples[:MAX_EVENT_SAMPLES])}"
             f"<p>{'And ' + str(rest) + ' more; all' if rest > 0 else 'All'} samples: <code>{esc(where)}</code> "
@@ -236,11 +239,14 @@ def cell_sections(summary: RunSummary, details: Details, attrs: dict[str, str]) 
     for cell in summary.cells:
         blocks = []
         for ev, spec in with_evals(summary.specs()):
-            if spec.display.details == "flips":
+            how = shown(spec)
+            if how is None:
+                continue
+            if how.section is Section.FLIPS:
                 blocks.append(_flips(spec, ev, cell, details))
-            elif spec.display.details in ("events", "parted"):
-                blocks.append(_events(spec, ev, cell, details, summary.run_id))
-            elif spec.display.details == "worst":
+            elif how.section is Section.EVENTS:
+                blocks.append(_events(spec, ev, cell, details, summary.run_id, how.parted))
+            else:
                 blocks.append(_worst(spec, cell))
         failed = any(f.action == "fail" for f in cell.flags)
         flagged = ' <span class="mark">✗</span>' if failed else ""

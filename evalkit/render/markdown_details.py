@@ -1,16 +1,17 @@
 """The markdown report's folded `<details>`: flipped questions and event evidence, per cell.
 
-One section per metric that asks for details (MetricSpec.details), in the summary's order (`RunSummary.specs`):
+One section per metric that asks for details (`MetricDisplay.details`), in the summary's order
+(`RunSummary.specs`), drawn as details.SHOWN says for its kind of evidence:
 
-* "flips": per cell, the questions that flipped against the baseline and the twin, and a few
-  that went wrong with the eval's own account of them (`EvalDisplay.describe_sample`);
-* "events": per cell where the event happened, a few of those samples with the detector's
-  evidence (kind: loop, stutter or soup, signals, period, onset, where it fired, excerpt, repeated
-  unit, end of the text);
-* "parted": per cell where identical requests disagreed, a few prompts with the text the copies
-  share before they part and each copy's continuation (between ⟦ ⟧);
-* "worst": per cell and reference, the places a PAIRWISE metric was largest, with the text
-  around each (the token itself between ⟦ ⟧), or why the eval refused to compare.
+* `Section.FLIPS`: per cell, the questions that flipped against the baseline and the twin, and a
+  few that went wrong with the eval's own account of them (`EvalDisplay.describe_sample`);
+* `Section.EVENTS`: per cell where the event happened, a few of those samples with the
+  detector's evidence (kind: loop, stutter or soup, signals, period, onset, where it fired,
+  excerpt, repeated unit, end of the text); for `Evidence.PARTED`, per cell where identical
+  requests disagreed, a few prompts with the text the copies share before they part and each
+  copy's continuation (between ⟦ ⟧);
+* `Section.WORST`: per cell and reference, the places a PAIRWISE metric was largest, with the
+  text around each (the token itself between ⟦ ⟧), or why the eval refused to compare.
 
 Model text appears only in `<pre>` blocks (text.html_pre), and all bodies share one character
 budget, so the comment stays under GitHub's 65,536 characters; past it, blocks say where to look.
@@ -23,7 +24,16 @@ from typing import Any
 from evalkit.clean import clean
 from evalkit.evals.base import Eval, MetricSpec
 from evalkit.evals.recorded import with_evals
-from evalkit.render.details import Details, cell_flips, cell_worst, event_facts, parted_copies, parted_facts
+from evalkit.render.details import (
+    Details,
+    Section,
+    cell_flips,
+    cell_worst,
+    event_facts,
+    parted_copies,
+    parted_facts,
+    shown,
+)
 from evalkit.render.text import html_pre, html_text, md_cell, md_code, truncate
 from evalkit.verdict.summary import CellRow, RunSummary
 
@@ -122,9 +132,9 @@ def _parted(sample: dict[str, Any]) -> list[str]:
 
 
 def _events(spec: MetricSpec, ev: Eval, cell: CellRow, details: Details, budget: _Budget,
-            run_id: str) -> list[str]:
+            run_id: str, parted: bool) -> list[str]:
     """One <details> block for a cell where `spec`'s event happened: a few samples' evidence
-    (the detector's, or for "parted" where identical requests part)."""
+    (the detector's, or with `parted` where identical requests part)."""
     samples = details.events.get(spec.name, {}).get(cell.id) or []
     m = cell.metrics
     if not samples and not m.get(spec.count_metric or ""):
@@ -133,7 +143,7 @@ def _events(spec: MetricSpec, ev: Eval, cell: CellRow, details: Details, budget:
     line = f"{cell.id}: {m.get(spec.count_metric or '')} of {m.get(spec.n_metric or '')} {words}"
     parts = [f"<details><summary>{html_text(line)}</summary>", ""]
     for sample in samples[:MAX_EXAMPLES]:
-        block = _parted(sample) if spec.display.details == "parted" else _evidence(sample)
+        block = _parted(sample) if parted else _evidence(sample)
         if budget.take("\n".join(block)):
             parts += block
     rest = len(samples) - MAX_EXAMPLES
@@ -162,32 +172,23 @@ def _worst(spec: MetricSpec, cell: CellRow, budget: _Budget) -> list[str]:
     return out
 
 
-def _capitalized(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
 def details_sections(summary: RunSummary, details: Details, chars: int = MAX_DETAILS_CHARS) -> list[str]:
     """`#### Flipped questions (<label>)`, `#### <Delta label> evidence` (events, parted) and
-    `#### <Label>: worst places` sections, with their blocks, in at most `chars` characters of
-    bodies (at most MAX_DETAILS_CHARS: the report's own budget may leave less)."""
+    `#### <Label>: worst places` sections (`Shown.heading`), with their blocks, in at most `chars`
+    characters of bodies (at most MAX_DETAILS_CHARS: the report's own budget may leave less)."""
     budget = _Budget(max(0, min(chars, MAX_DETAILS_CHARS)))
     cells, out = summary.cells, []
     first = sorted(cells, key=lambda cell: not cell.flags)  # cells with broken thresholds spend the budget first
     for ev, spec in with_evals(summary.specs()):
-        if spec.display.details == "flips":
-            heading = f"Flipped questions ({spec.display.label})"
-            found = {cell.id: _flips(spec, ev, cell, details, budget) for cell in first}
-            blocks = [line for cell in cells for line in found[cell.id]]
-        elif spec.display.details in ("events", "parted"):
-            heading = f"{_capitalized(spec.display.delta_label or spec.display.label)} evidence"
-            found = {cell.id: _events(spec, ev, cell, details, budget, summary.run_id) for cell in first}
-            blocks = [line for cell in cells for line in found[cell.id]]
-        elif spec.display.details == "worst":
-            heading = f"{_capitalized(spec.display.label)}: worst places"
-            found = {cell.id: _worst(spec, cell, budget) for cell in first}
-            blocks = [line for cell in cells for line in found[cell.id]]
-        else:
+        how = shown(spec)
+        if how is None:
             continue
-        if blocks:
-            out += [f"#### {md_cell(heading)}", "", *blocks]
+        if how.section is Section.FLIPS:
+            found = {cell.id: _flips(spec, ev, cell, details, budget) for cell in first}
+        elif how.section is Section.EVENTS:
+            found = {cell.id: _events(spec, ev, cell, details, budget, summary.run_id, how.parted) for cell in first}
+        else:
+            found = {cell.id: _worst(spec, cell, budget) for cell in first}
+        if blocks := [line for cell in cells for line in found[cell.id]]:
+            out += [f"#### {md_cell(how.heading(spec.display))}", "", *blocks]
     return out
