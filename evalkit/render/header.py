@@ -106,13 +106,15 @@ def facts(summary: RunSummary, run: dict[str, Any]) -> list[str]:
 def verdict_line(summary: RunSummary | Verdict) -> tuple[bool, str]:
     """(ok, sentence): the run's (or a comparison's) verdict in words."""
     n, failed, broken, warned = len(summary.cells), summary.failed_cells, summary.broken_thresholds, summary.warnings
-    ok = not failed and not broken and summary.status != "interrupted"
+    ok = summary.exit_code == 0  # a cell not run, a run not finished, --strict's INCONCLUSIVE: never OK
     words = [f"{broken} threshold{'s' if broken != 1 else ''} broken", f"{failed} of {n} cells failed to run",
              f"{warned} warning{'s' if warned != 1 else ''}"]
     if unsure := summary.inconclusive_checks:  # too little evidence to pass: --strict exits 5 on it
         words.insert(1, f"{unsure} check{'s' if unsure != 1 else ''} INCONCLUSIVE")
     if summary.status == "interrupted":
         words.insert(0, "run interrupted")
+    elif summary.status == "running":  # still running, or killed before it could say so
+        words.insert(0, "run not finished")
     return ok, ", ".join(words) + f"; exit {summary.exit_code}"
 
 
