@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from evalkit.cli._common import FORMATS, _Command, console, results_dir_option
+from evalkit.cli._common import _Command, console, results_dir_option
 from evalkit.cli._github import in_github_actions, publish
 from evalkit.cli.report import check_output, deliver, output_option
 from evalkit.errors import (
@@ -18,6 +18,7 @@ from evalkit.errors import (
     EXIT_OK,
     EXIT_THRESHOLD,
 )
+from evalkit.render import FORMATS
 
 COMPARE_EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in (
     (EXIT_OK, "no failing threshold FAILed in B against A"),
@@ -32,7 +33,7 @@ COMPARE_EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" fo
 @click.command(cls=_Command, epilog=COMPARE_EXIT_CODES)
 @click.argument("run_a")
 @click.argument("run_b", default="latest")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="terminal", show_default=True)
 @output_option
 @click.option("--strict", is_flag=True, help="Exit 5 when nothing FAILed but a failing threshold's check is "
               "INCONCLUSIVE (too few questions to see its margin): for a PR gate that must not pass on too little data.")
