@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from evalkit.cli._common import _Command, console, results_dir_option
-from evalkit.cli._github import in_github_actions, publish
 from evalkit.cli.report import check_output, deliver, output_option
 from evalkit.errors import (
     EXIT_BAD_INPUT,
@@ -53,6 +52,7 @@ def compare(run_a: str, run_b: str, fmt: str, output: Path | None, strict: bool,
       evalkit compare 20261201-020000-demo latest --format html -o compare.html
       evalkit compare 20261201-020000-demo latest --format junit -o compare-junit.xml --strict
     """
+    from evalkit.api.publish import append_step_summary, in_github_actions
     from evalkit.store import resolve_run
     from evalkit.verdict.compare import compare_runs
     from evalkit.verdict.deltas import strict_exit_code
@@ -64,8 +64,9 @@ def compare(run_a: str, run_b: str, fmt: str, output: Path | None, strict: bool,
         from evalkit.render import render_compare
 
         markdown = render_compare(result, "markdown") or ""
-        publish(markdown, str(output) if output and fmt == "markdown" else f"evalkit compare {run_a} {run_b}",
-                stdout_is_data=fmt != "terminal" and output is None)
+        whole_report = str(output) if output and fmt == "markdown" else f"evalkit compare {run_a} {run_b}"
+        for warning in append_step_summary(markdown, whole_report):
+            click.echo(warning, err=True)
     sys.exit(strict_exit_code(result) if strict else result["exit_code"])
 
 

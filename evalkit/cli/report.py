@@ -90,16 +90,6 @@ def report(run: str, fmt: str, output: Path | None, plot_path: Path | None, resu
                    "drawn", err=True)
 
 
-def write_report(summary: RunSummary | Mapping[str, Any], run_path: Path, fmt: str, output: Path) -> None:
-    """A run's report in a document format, written whole to `output` (its path on stderr)."""
-    from evalkit.render import render
-
-    text = render(summary, fmt, run_path)
-    assert text is not None, f"{fmt} is a document format"
-    _write_whole(text, output)
-    click.echo(f"{fmt}: {output}", err=True)
-
-
 def show_run(summary: RunSummary | Mapping[str, Any], run_path: Path, fmt: str, output: Path | None = None) -> None:
     """Print a run's summary on stdout in one of FORMATS, or write it to `output` (also `evalkit
     matrix`'s report)."""
