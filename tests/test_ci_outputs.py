@@ -186,14 +186,14 @@ def test_junit_is_valid_and_reports_each_cell_and_check_as_ci_reporters_read_it(
 
 def test_junit_errors_for_a_cell_that_did_not_run_and_drops_what_xml_cannot_hold(
         junit_schema: xmlschema.XMLSchema) -> None:
-    from evalkit.render.junit import report
+    from evalkit.render.junit import run_document
 
     summary = {"run_id": "r", "model": "m", "engine": "sim", "cells": [
         {"id": "dead", "status": "error", "error": "engine exited with code 1 \x1b[31m\x00", "flags": []},
         {"id": "later", "status": "skipped", "error": "over the run budget", "flags": []},
         {"id": "old", "status": "ok", "flags": [{"metric": "gsm8k.flexible", "check": "min", "limit": 0.9,
                                                  "action": "fail", "message": "old: GSM8K flexible 0.8 < min 0.9"}]}]}
-    text = report(hand_made(summary), "# report")
+    text = run_document(hand_made(summary), "# report")
     junit_schema.validate(io.StringIO(text))
     suite = next(iter(JUnitXml.fromstring(text.encode())))
     assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (4, 1, 1, 1)
@@ -274,7 +274,7 @@ def test_report_plot_writes_the_png_of_a_real_run_and_the_html_holds_it(demo_run
 
 
 def test_compare_as_junit_has_a_testcase_per_check_and_per_cell_run(junit_schema: xmlschema.XMLSchema) -> None:
-    from evalkit.render.junit import comparison
+    from evalkit.render.junit import comparison_document
 
     def check(outcome: str, **more: object) -> dict:
         return {"threshold": 0, "rule": "gsm8k.flexible max_drop 0.02 alpha 0.01", "reference": "main-1", "metric": "gsm8k.flexible",
@@ -294,7 +294,7 @@ def test_compare_as_junit_has_a_testcase_per_check_and_per_cell_run(junit_schema
              "checks": [check("NOT_CHECKED", why="eval setup differs (num_fewshot)")]},
             {"id": "dropped", "in": "a", "status_a": "ok", "status_b": None},
             {"id": "crashed", "in": "both", "status_a": "ok", "status_b": "error"}]}
-    text = comparison(result, "# compare")
+    text = comparison_document(result, "# compare")
     junit_schema.validate(io.StringIO(text))
     suite = next(iter(JUnitXml.fromstring(text.encode())))
     outcome = {(c.classname.rsplit(".", 1)[-1], c.name): {type(r).__name__ for r in c.result} for c in suite}

@@ -57,8 +57,12 @@ def test_history_without_a_model_names_the_recorded_models(tmp_path: Path) -> No
     assert (result.exit_code, result.output) == (2, "error: give --model NAME; recorded models: none yet\n")
 
 
-def test_format_choices_are_the_renderers_formats() -> None:
-    from evalkit.cli._common import FORMATS
-    from evalkit.render import FORMATS as RENDERERS
+def test_format_choices_are_the_renderers_formats_read_without_importing_a_renderer() -> None:
+    from evalkit.render import BISECT_FORMATS, FORMATS
 
-    assert FORMATS == list(RENDERERS)
+    for command, formats in (("report", FORMATS), ("compare", FORMATS), ("bisect", BISECT_FORMATS)):
+        option = next(p for p in main.commands[command].params if p.name == "fmt")
+        assert isinstance(option.type, click.Choice) and list(option.type.choices) == list(formats), command
+    code = "import sys, evalkit.cli; print(' '.join(m for m in sys.modules if m.startswith('evalkit.render.')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""

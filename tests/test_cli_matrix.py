@@ -31,14 +31,32 @@ def requests(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[MatrixRequ
     return seen
 
 
-def test_options_become_the_request(requests: list[MatrixRequest]) -> None:
+def test_options_become_the_request(requests: list[MatrixRequest], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
     CliRunner().invoke(main, ["matrix", "-m", "demo", "--only", "graph=full", "--limit", "5", "--no-lock",
-                              "--no-history", "--executor", "slurm", "--max-parallel", "2", "--json"])
+                              "--no-history", "--executor", "slurm", "--max-parallel", "2", "--json",
+                              "--junit", "ci/junit.xml", "--notify", "post --channel ci", "--bisect-on-regression"])
     (request,) = requests
     assert (request.model, request.only, request.limit, request.executor, request.max_parallel) == (
         "demo", ("graph=full",), 5, "slurm", 2)
     assert not request.lock and not request.history and request.resume is None
     assert request.results_dir == Path("results") and request.command_line[0] == "evalkit"
+    # what the run delivers is the library's work too: the command only asks for it
+    assert (request.junit, request.notify, request.bisect_on_regression, request.github) == (
+        Path("ci/junit.xml"), "post --channel ci", True, True)
+
+
+def test_what_the_library_hands_back_is_printed_annotations_where_the_runner_reads_them(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    outcome = MatrixOutcome(tmp_path / "r7", SUMMARY, interrupted=True, annotations=("::error title=evalkit::broke",),
+                            warnings=("warning: --notify post exited with 1",))
+    monkeypatch.setattr(api, "run_matrix", lambda request, progress=None: outcome)
+    plain = CliRunner().invoke(main, ["matrix", "--resume", "r7", "--junit", "j.xml"])
+    assert plain.stdout.splitlines()[-1] == "::error title=evalkit::broke"
+    assert plain.stderr.splitlines()[-2:] == ["junit: j.xml", "warning: --notify post exited with 1"]
+    as_json = CliRunner().invoke(main, ["matrix", "--resume", "r7", "--json"])
+    assert json.loads(as_json.stdout) == SUMMARY  # stdout is the document: the annotation goes to stderr
+    assert as_json.stderr.splitlines()[-2:] == ["::error title=evalkit::broke", "warning: --notify post exited with 1"]
 
 
 def test_an_interrupted_run_says_how_to_resume_and_exits_130(requests: list[MatrixRequest]) -> None:

@@ -11,14 +11,19 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
+from junitparser import JUnitXml
 
 import evalkit
 from evalkit import MatrixOutcome, MatrixRequest, run_matrix
+from evalkit.api.publish import notify
 from evalkit.errors import EXIT_INTERRUPTED, ConfigError, LockHeld
+from evalkit.render.github import workflow_commands
 from evalkit.run.lock import DeviceLock
 from evalkit.store import read_json
+from evalkit.verdict.summary import RunSummary
 from tests.conftest import CONFIGS, running_sim
 
 TWO_CELLS = ("parallel=dp8,graph=piecewise",)
@@ -39,10 +44,26 @@ def request(tmp_path: Path, **fields: object) -> MatrixRequest:
     return MatrixRequest(**{**base, **fields})  # type: ignore[arg-type]
 
 
-def test_a_run_writes_its_folder_summary_table_and_history_and_returns_the_outcome(tmp_path: Path) -> None:
-    command = ("evalkit", "matrix", "--model", "demo", "--limit", "20")
-    with DeviceLock(tmp_path / "devices.lock", "other-run"):  # the simulator needs no device lock
-        outcome = run_matrix(request(tmp_path, command_line=command))
+COMMAND = ("evalkit", "matrix", "--model", "demo", "--limit", "20")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, MatrixOutcome]:
+    """One small run, read by the tests below: asked, as a script in a GitHub Actions step would,
+    for the JUnit file, the step summary and a notify hook (a shell writing its argument and
+    EVALKIT_EXIT_CODE to hook.txt)."""
+    tmp_path = tmp_path_factory.mktemp("api-run")
+    hook = f"sh -c 'echo \"$0 $EVALKIT_EXIT_CODE\" > {tmp_path / 'hook.txt'}'"
+    with DeviceLock(tmp_path / "devices.lock", "other-run"), pytest.MonkeyPatch.context() as env:  # the simulator needs no device lock
+        env.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "step-summary.md"))
+        outcome = run_matrix(request(tmp_path, command_line=COMMAND, junit=tmp_path / "ci" / "junit.xml", github=True,
+                                     notify=hook))
+    return tmp_path, outcome
+
+
+def test_a_run_writes_its_folder_summary_table_and_history_and_returns_the_outcome(
+        finished: tuple[Path, MatrixOutcome]) -> None:
+    tmp_path, outcome = finished
     run = tmp_path / "results" / "r"
     assert isinstance(outcome, MatrixOutcome) and outcome.run_path == run and not outcome.interrupted
     assert outcome.summary == read_json(run / "summary.json")
@@ -52,7 +73,7 @@ def test_a_run_writes_its_folder_summary_table_and_history_and_returns_the_outco
     table = (run / "table.md").read_text()
     assert "dp8-piecewise-fixoff" in table and "evalkit matrix --model demo --limit 20" in table
     info = read_json(run / "run.json")
-    assert (info["schema_version"], info["status"], info["command"], info["limit"]) == (1, "complete", list(command), 20)
+    assert (info["schema_version"], info["status"], info["command"], info["limit"]) == (1, "complete", list(COMMAND), 20)
     assert info["only"] == list(TWO_CELLS) and info["simulated"] is True
     with sqlite3.connect(tmp_path / "results" / "history.db") as db:  # the default history database
         assert db.execute("SELECT count(*) FROM cells WHERE run_id = 'r'").fetchone() == (2,)
@@ -112,6 +133,27 @@ def test_bad_input_is_raised_before_anything_is_created(tmp_path: Path, fields: 
     with pytest.raises(error, match=words):
         run_matrix(request(tmp_path, **fields))
     assert not (tmp_path / "results").exists()
+
+
+def test_a_run_asked_for_junit_github_and_notify_delivers_each_and_returns_what_to_print(
+        finished: tuple[Path, MatrixOutcome]) -> None:
+    tmp_path, outcome = finished
+    table = outcome.run_path / "table.md"
+    suite = next(iter(JUnitXml.fromfile(str(tmp_path / "ci" / "junit.xml"))))
+    assert {p.name: p.value for p in suite.properties()}["run_id"] == "r"
+    assert [c.classname for c in suite if c.name == "runs"] == [f"evalkit.r.{cell['id']}" for cell in outcome.summary["cells"]]
+    system_out = ElementTree.parse(tmp_path / "ci" / "junit.xml").getroot().find("testsuite/system-out")
+    assert system_out is not None and system_out.text == table.read_text(encoding="utf-8")
+    assert (tmp_path / "step-summary.md").read_text(encoding="utf-8") == table.read_text(encoding="utf-8")
+    assert list(outcome.annotations) == workflow_commands(RunSummary.model_validate(outcome.summary))
+    assert (tmp_path / "hook.txt").read_text().split() == [str(table), str(outcome.summary["exit_code"])]
+    assert outcome.warnings == ()
+
+
+def test_a_notify_hook_that_fails_or_cannot_start_is_a_warning(tmp_path: Path) -> None:
+    assert notify("false", tmp_path / "table.md", 1) == ["warning: --notify false exited with 1"]
+    (warning,) = notify(str(tmp_path / "no-such-hook"), tmp_path / "table.md", 0)
+    assert warning.startswith(f"warning: --notify {tmp_path / 'no-such-hook'}: ") and "No such file" in warning
 
 
 def test_the_device_lock_held_by_another_run_is_raised_before_anything_is_created(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalkit.api.publish import publish
 from evalkit.config import MatrixConfig, resolve_config
 from evalkit.config.cells import Cell, baseline_cell, expand, select
 from evalkit.errors import EXIT_INTERRUPTED, ConfigError, Interrupted
@@ -72,6 +73,18 @@ class MatrixRequest(CommandRequest):
     wait_for_gpus: float | None = None
     """Seconds to wait for GPUs other processes use before the first cell (`--wait-for-gpus`);
     default the config's `timeouts.gpus_busy` (0: refuse at once, `GpusBusy`, exit 4)."""
+    bisect_on_regression: bool = False
+    """Bisect each cell that breaks a failing threshold it passed in the previous run of this config
+    (bisect/on_regression.py) and add the first bad commit to summary.json and table.md; never
+    changes the exit code. Skipped for an interrupted run."""
+    junit: Path | None = None
+    """Also write the run as JUnit XML here (one testcase per cell x threshold check)."""
+    github: bool = False
+    """Publish to GitHub Actions (api/publish.py): table.md appended to `$GITHUB_STEP_SUMMARY` and
+    the annotations returned in the outcome. `evalkit matrix` sets it when `GITHUB_ACTIONS=true`."""
+    notify: str | None = None
+    """A command (split as a shell would, run without one) run after the run with table.md's path
+    appended and `EVALKIT_EXIT_CODE` set."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,11 @@ class MatrixOutcome:
     """What summary.json holds."""
     interrupted: bool
     """Stopped by Ctrl-C or SIGTERM: finished cells kept, `MatrixRequest(resume=...)` completes it."""
+    annotations: tuple[str, ...] = ()
+    """With `github`: the workflow commands (one per broken threshold or failed cell) to print
+    where the runner reads them."""
+    warnings: tuple[str, ...] = ()
+    """What a delivery could not do (the step summary not writable, the notify hook failing), to show."""
 
     @property
     def exit_code(self) -> int:
@@ -94,12 +112,21 @@ def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> Matr
     """Load and check the config, plan the cells, preflight the executor, take the lock, run,
     then write summary.json, table.md and the history.
 
+    Then, as the request asks: `bisect_on_regression`, the JUnit file, GitHub Actions' step summary
+    and annotations, the notify hook (api/publish.py).
+
     Raises ConfigError, SourceError, LockHeld (GpusBusy: other processes use the GPUs) or EvalError
     for bad input, before anything is created. `progress` hears every cell's states (default: nothing is shown); the caller closes it.
     """
     config, config_path, request = _resolve(request)
+    progress = progress or Silent()
     with registry.using(config.evals):  # an eval the config names (evals.plugins) is known until the report is written
-        return _run(config, config_path, request, progress or Silent())
+        outcome = _run(config, config_path, request, progress)
+        if request.bisect_on_regression and not outcome.interrupted:
+            outcome = _bisect_regressions(outcome, request, progress)
+        annotations, warnings = publish(outcome.run_path, outcome.summary, request.junit, request.github,
+                                        request.notify)
+    return dataclasses.replace(outcome, annotations=tuple(annotations), warnings=tuple(warnings))
 
 
 def _run(config: MatrixConfig, config_path: Path, request: MatrixRequest, progress: Progress) -> MatrixOutcome:
@@ -179,6 +206,15 @@ def _external_server(config: MatrixConfig, request: MatrixRequest, progress: Pro
     if note:
         progress.update(EXTERNAL_CELL, "served model", note)
     return config.model_copy(update={"served_name": name}), dataclasses.replace(request, base_url=root)
+
+
+def _bisect_regressions(outcome: MatrixOutcome, request: MatrixRequest, progress: Progress) -> MatrixOutcome:
+    """Bisect the run's new regressions, then its summary and table.md again with what they found."""
+    from evalkit.bisect.on_regression import bisect_regressions
+
+    bisect_regressions(outcome.run_path, outcome.summary, request.results_dir, request.cache_dir, request.lock_file,
+                       request.lock, progress)
+    return dataclasses.replace(outcome, summary=refresh_verdict(outcome.run_path))
 
 
 def refresh_verdict(run_path: Path) -> dict[str, Any]:

@@ -22,10 +22,6 @@ if TYPE_CHECKING:
 EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES.items())
 """The exit-code table of `evalkit --help` and `evalkit matrix --help`, from evalkit.errors.EXIT_CODES."""
 
-FORMATS = ["terminal", "markdown", "csv", "json", "html", "headline", "junit"]
-"""`report` and `compare` --format choices: evalkit.render.FORMATS's keys (not imported here: the CLI
-starts without the renderers)."""
-
 Decorator = Callable[[Any], Any]
 
 

@@ -17,6 +17,7 @@ from evalkit.cli._common import (
     results_dir_option,
 )
 from evalkit.errors import BISECT_EXIT_CODES
+from evalkit.render import BISECT_FORMATS
 
 BISECT_EXIT_HELP = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in BISECT_EXIT_CODES.items())
 
@@ -36,7 +37,7 @@ BISECT_EXIT_HELP = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for 
 @cache_dir_option()
 @lock_file_option
 @click.option("--no-lock", is_flag=True, help="Do not take the device lock.")
-@click.option("--format", "fmt", type=click.Choice(["terminal", "markdown", "json"]), default="terminal", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(BISECT_FORMATS), default="terminal", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print bisect.json on stdout; progress stays on stderr.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 def bisect(model: str | None, config_path: Path | None, cell_id: str | None, good: str | None, bad: str | None,

@@ -8,8 +8,7 @@ from typing import Any
 
 import click
 
-from evalkit.cli._common import FORMATS, _Command, console, results_dir_option
-from evalkit.cli._github import in_github_actions, publish
+from evalkit.cli._common import _Command, console, results_dir_option
 from evalkit.cli.report import check_output, deliver, output_option
 from evalkit.errors import (
     EXIT_BAD_INPUT,
@@ -18,6 +17,7 @@ from evalkit.errors import (
     EXIT_OK,
     EXIT_THRESHOLD,
 )
+from evalkit.render import FORMATS
 
 COMPARE_EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in (
     (EXIT_OK, "no failing threshold FAILed in B against A"),
@@ -32,7 +32,7 @@ COMPARE_EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" fo
 @click.command(cls=_Command, epilog=COMPARE_EXIT_CODES)
 @click.argument("run_a")
 @click.argument("run_b", default="latest")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="terminal", show_default=True)
 @output_option
 @click.option("--strict", is_flag=True, help="Exit 5 when nothing FAILed but a failing threshold's check is "
               "INCONCLUSIVE (too few questions to see its margin): for a PR gate that must not pass on too little data.")
@@ -52,6 +52,7 @@ def compare(run_a: str, run_b: str, fmt: str, output: Path | None, strict: bool,
       evalkit compare 20261201-020000-demo latest --format html -o compare.html
       evalkit compare 20261201-020000-demo latest --format junit -o compare-junit.xml --strict
     """
+    from evalkit.api.publish import append_step_summary, in_github_actions
     from evalkit.store import resolve_run
     from evalkit.verdict.compare import compare_runs
     from evalkit.verdict.deltas import strict_exit_code
@@ -63,8 +64,9 @@ def compare(run_a: str, run_b: str, fmt: str, output: Path | None, strict: bool,
         from evalkit.render import render_compare
 
         markdown = render_compare(result, "markdown") or ""
-        publish(markdown, str(output) if output and fmt == "markdown" else f"evalkit compare {run_a} {run_b}",
-                stdout_is_data=fmt != "terminal" and output is None)
+        whole_report = str(output) if output and fmt == "markdown" else f"evalkit compare {run_a} {run_b}"
+        for warning in append_step_summary(markdown, whole_report):
+            click.echo(warning, err=True)
     sys.exit(strict_exit_code(result) if strict else result["exit_code"])
 
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,13 +18,11 @@ from evalkit.cli._common import (
     only_option,
     results_dir_option,
 )
-from evalkit.cli._github import publish
 from evalkit.cli.plan import plan
-from evalkit.cli.report import show_run, write_report
+from evalkit.cli.report import show_run
 
 if TYPE_CHECKING:
-    from evalkit.api.matrix import MatrixOutcome, MatrixRequest
-    from evalkit.run.options import Progress
+    from evalkit.api.matrix import MatrixOutcome
 
 
 @click.command(cls=_Command, epilog=EXIT_CODES_HELP)
@@ -85,6 +80,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
       evalkit matrix --config my.yaml --base-url http://127.0.0.1:8000/v1   # a running server
     """
     from evalkit.api.matrix import MatrixRequest, run_matrix
+    from evalkit.api.publish import in_github_actions
     from evalkit.run.progress import make_progress
     from evalkit.verdict.deltas import strict_exit_code
 
@@ -97,29 +93,24 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
         results_dir=results_dir, cache_dir=cache_dir, base_url=base_url, served_name=served_name, executor=executor, max_parallel=max_parallel,
         lock_file=lock_file, lock=not no_lock, history_db=history_db, history=not no_history,
         command_line=("evalkit", *sys.argv[1:]), wait_for_gpus=wait_for_gpus,
+        bisect_on_regression=bisect_on_regression, junit=junit_path, github=in_github_actions(), notify=notify,
     )
     progress = make_progress(quiet)
     try:
         outcome = run_matrix(request, progress)
-        if bisect_on_regression and not outcome.interrupted:
-            outcome = _bisect_regressions(outcome, request, progress)
     finally:
         progress.close()
     if outcome.interrupted:
         click.echo("interrupted: finished cells kept; continue with: evalkit matrix --resume "
                    f"{outcome.run_path.name}", err=True)
-    if as_json:
-        show_run(outcome.summary, outcome.run_path, "json")
-    else:
-        show_run(outcome.summary, outcome.run_path, "terminal")
+    show_run(outcome.summary, outcome.run_path, "json" if as_json else "terminal")
     _last_lines(outcome, as_json)
     if junit_path is not None:
-        write_report(outcome.summary, outcome.run_path, "junit", junit_path)
-    table = outcome.run_path / "table.md"
-    if table.is_file():
-        publish(table.read_text(encoding="utf-8"), str(table), outcome.summary, stdout_is_data=as_json)
-    if notify:
-        _notify(notify, outcome.run_path / "table.md", outcome.summary["exit_code"])
+        click.echo(f"junit: {junit_path}", err=True)
+    for line in outcome.annotations:  # where the runner reads workflow commands: stdout, unless it carries the document
+        click.echo(line, err=as_json)
+    for warning in outcome.warnings:
+        click.echo(warning, err=True)
     sys.exit(strict_exit_code(outcome.summary) if strict and not outcome.interrupted else outcome.exit_code)
 
 
@@ -132,28 +123,3 @@ def _last_lines(outcome: MatrixOutcome, as_json: bool) -> None:
     out = console(stderr=as_json)
     out.print(f"results: {outcome.run_path}", highlight=False, soft_wrap=True)
     out.print(headline_markup(RunSummary.model_validate(outcome.summary)), highlight=False, soft_wrap=True)
-
-
-def _bisect_regressions(outcome: MatrixOutcome, request: MatrixRequest, progress: Progress) -> MatrixOutcome:
-    """Bisect the run's new regressions, then its summary and table.md again with what they found."""
-    from evalkit.api.matrix import refresh_verdict
-    from evalkit.bisect.on_regression import bisect_regressions
-
-    bisect_regressions(outcome.run_path, outcome.summary, request.results_dir, request.cache_dir, request.lock_file,
-                       request.lock, progress)
-    return dataclasses.replace(outcome, summary=refresh_verdict(outcome.run_path))
-
-
-def _notify(command: str, markdown_path: Path, exit_code: int) -> None:
-    """The --notify hook: argv from `command` plus the report path; its failure is reported, not fatal."""
-    import subprocess
-
-    argv = [*shlex.split(command), str(markdown_path.resolve())]
-    try:
-        done = subprocess.run(argv, env={**os.environ, "EVALKIT_EXIT_CODE": str(exit_code)}, timeout=300, check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        click.echo(f"warning: --notify {argv[0]}: {e}", err=True)
-        return
-    if done.returncode != 0:
-        click.echo(f"warning: --notify {argv[0]} exited with {done.returncode}", err=True)
-

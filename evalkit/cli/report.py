@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from evalkit.cli._common import FORMATS, _Command, console, echo_output, results_dir_option
+from evalkit.cli._common import _Command, console, echo_output, results_dir_option
+from evalkit.render import FORMATS
 
 if TYPE_CHECKING:  # the CLI imports the library where a command runs (`--help` stays fast)
     from evalkit.verdict.summary import RunSummary
@@ -23,7 +24,8 @@ def output_option(f: Any) -> Any:
 def check_output(fmt: str, output: Path | None) -> None:
     """-o needs a document: the terminal format prints itself."""
     if output is not None and fmt == "terminal":
-        raise click.UsageError("-o/--output needs a document format: --format markdown, csv, json, html or junit")
+        documents = ", ".join(f for f in FORMATS if f != "terminal")
+        raise click.UsageError(f"-o/--output needs a document format: --format {documents}")
 
 
 def deliver(text: str | None, output: Path | None) -> None:
@@ -45,7 +47,7 @@ def _write_whole(text: str, output: Path) -> None:
 
 @click.command(cls=_Command)
 @click.argument("run", default="latest")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal",
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="terminal",
               show_default=True, help="markdown: for a PR comment; csv: one row per cell; json: summary.json; "
                                       "html: one self-contained page (use with -o); junit: JUnit XML for CI test "
                                       "reporters (one testcase per cell x threshold check).")
@@ -86,16 +88,6 @@ def report(run: str, fmt: str, output: Path | None, plot_path: Path | None, resu
         drawn = png(summary, plot_path)
         click.echo(f"plot: {plot_path}" if drawn else "plot: no cell was compared with a baseline or twin: nothing "
                    "drawn", err=True)
-
-
-def write_report(summary: RunSummary | Mapping[str, Any], run_path: Path, fmt: str, output: Path) -> None:
-    """A run's report in a document format, written whole to `output` (its path on stderr)."""
-    from evalkit.render import render
-
-    text = render(summary, fmt, run_path)
-    assert text is not None, f"{fmt} is a document format"
-    _write_whole(text, output)
-    click.echo(f"{fmt}: {output}", err=True)
 
 
 def show_run(summary: RunSummary | Mapping[str, Any], run_path: Path, fmt: str, output: Path | None = None) -> None:

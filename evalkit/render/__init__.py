@@ -17,57 +17,67 @@ The layers, each in its module:
 * details.py: what the summary leaves out (flipped questions' answers, event samples), read
   from the run folder;
 * headline.py: the one line about cells that every format opens with (`--format headline`: only it);
-* terminal.py, markdown.py (+ markdown_details.py), csv.py, html.py (+ html_details.py): the renderers.
+* terminal.py, markdown.py (+ markdown_details.py), csv.py, json_document.py, html.py (+ html_details.py),
+  junit.py: the renderers.
 
-A new format is one module with `report(summary, details)` and `comparison(result)` and one entry
-in FORMATS.
+A new format is one module under evalkit/render/ with `report(summary, details)` and
+`comparison(result)` (the `Renderer` protocol) and one entry in FORMATS, naming that module. The
+entries are names, the modules imported when a format is first rendered: the CLI reads its
+`--format` choices from FORMATS without paying for any renderer.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping, Sequence
+import importlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from rich.console import Console, RenderableType
 
-from evalkit.render import csv, html, junit, markdown, terminal
-from evalkit.render.details import Details, load_details
-from evalkit.render.headline import headline
-from evalkit.verdict.summary import RunSummary, Verdict
+if TYPE_CHECKING:
+    from evalkit.render.details import Details
+    from evalkit.verdict.summary import RunSummary
 
 Output = str | Sequence[RenderableType]
 """A document (text), or for a console format the renderables to print in order."""
 
 
+class Renderer(Protocol):
+    """What a format's module holds."""
+
+    def report(self, summary: RunSummary, details: Details) -> Output: ...
+
+    def comparison(self, result: dict[str, Any]) -> Output: ...
+
+
 @dataclass(frozen=True)
 class Format:
-    """One output format: how it renders a run's report and a run comparison."""
+    """One output format: the module under evalkit.render that renders it."""
 
-    report: Callable[[RunSummary, Details], Output]
-    comparison: Callable[[dict[str, Any]], Output]
+    module: str
     reads_run: bool = False
     """The report shows material from the run folder (run.json, samples): load_details first."""
 
-
-def _json(document: dict[str, Any]) -> str:
-    return json.dumps(document, indent=2) + "\n"
+    def renderer(self) -> Renderer:
+        """The format's module, imported on first use."""
+        return cast(Renderer, importlib.import_module(f"{__name__}.{self.module}"))
 
 
 FORMATS: dict[str, Format] = {
-    "terminal": Format(terminal.report, terminal.comparison, reads_run=True),
-    "markdown": Format(markdown.report, markdown.comparison, reads_run=True),
-    "csv": Format(lambda summary, details: csv.report(summary), csv.comparison),
-    "json": Format(lambda summary, details: _json(summary.dump()), _json),
-    "html": Format(html.report, html.comparison, reads_run=True),
-    "headline": Format(lambda summary, details: headline(summary) + "\n",
-                       lambda result: "B against A: " + headline(Verdict.model_validate(result)) + "\n"),
-    "junit": Format(lambda summary, details: junit.report(summary, markdown.report(summary, details)),
-                    lambda result: junit.comparison(result, markdown.comparison(result)), reads_run=True),
+    "terminal": Format("terminal", reads_run=True),
+    "markdown": Format("markdown", reads_run=True),
+    "csv": Format("csv"),
+    "json": Format("json_document"),
+    "html": Format("html", reads_run=True),
+    "headline": Format("headline"),
+    "junit": Format("junit", reads_run=True),
 }
 """Format name -> renderer; the CLI's `--format` choices, in this order (terminal first)."""
+
+BISECT_FORMATS = ("terminal", "markdown", "json")
+"""What a bisect's report (render/bisect.py, from bisect.json) is written in: `evalkit bisect --format`."""
 
 
 def _emit(out: Output, console: Console | None) -> str | None:
@@ -89,15 +99,18 @@ def render(summary: RunSummary | Mapping[str, Any], fmt: str, run_path: Path | N
     rich Console on stdout) and returns None. `run_path` is the run's folder, for run facts and
     folded examples; without it those are left out.
     """
+    from evalkit.render.details import Details, load_details
+    from evalkit.verdict.summary import RunSummary
+
     form = FORMATS[fmt]
     model = summary if isinstance(summary, RunSummary) else RunSummary.model_validate(summary)
     details = load_details(run_path, model) if form.reads_run and run_path is not None else Details()
-    return _emit(form.report(model, details), console)
+    return _emit(form.renderer().report(model, details), console)
 
 
 def render_compare(result: dict[str, Any], fmt: str, console: Console | None = None) -> str | None:
     """Two runs compared (comparison.compare_runs) in format `fmt`, returned or printed as render()."""
-    return _emit(FORMATS[fmt].comparison(result), console)
+    return _emit(FORMATS[fmt].renderer().comparison(result), console)
 
 
-__all__ = ["FORMATS", "Details", "Format", "load_details", "render", "render_compare"]
+__all__ = ["BISECT_FORMATS", "FORMATS", "Format", "Output", "Renderer", "render", "render_compare"]

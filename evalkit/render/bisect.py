@@ -28,8 +28,6 @@ from evalkit.render.markdown import md_table
 from evalkit.render.numbers import p_text
 from evalkit.render.text import MAX_EXCERPT_CHARS, md_cell, md_code, md_fence, term_text, truncate
 
-FORMATS = ("terminal", "markdown", "json")
-
 VERDICT_MARK = {"good": "good", "bad": "BAD", "untestable": "untestable"}
 _STYLE = {"FAIL": "red", "INCONCLUSIVE": "yellow"}
 
@@ -198,7 +196,7 @@ def as_json(record: dict[str, Any]) -> str:
 
 
 def render(record: dict[str, Any], fmt: str) -> str | Sequence[RenderableType]:
-    """The report in `fmt` (terminal: renderables to print; markdown, json: text)."""
+    """The report in `fmt`, one of evalkit.render.BISECT_FORMATS (terminal: renderables to print; markdown, json: text)."""
     if fmt == "terminal":
         return terminal(record)
     return markdown(record) if fmt == "markdown" else as_json(record)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, MetricSpec
@@ -22,6 +22,9 @@ from evalkit.render.engine_log import checks_text
 from evalkit.render.table import AGAINST
 from evalkit.render.text import csv_safe, no_local_paths
 from evalkit.verdict.summary import CheckRecord, JudgedCell, RunSummary
+
+if TYPE_CHECKING:
+    from evalkit.render.details import Details
 
 Share = tuple[Eval, tuple[MetricSpec, ...]]
 """One eval and its metrics among those a summary or a comparison records."""
@@ -144,7 +147,8 @@ def comparison_records(result: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def report(summary: RunSummary) -> str:
+def report(summary: RunSummary, details: Details) -> str:
+    """One row per cell; the run folder's details are not columns."""
     return _to_csv(records(summary))
 
 

@@ -1,6 +1,6 @@
 """GitHub Actions: a run's verdict where the workflow page shows it.
 
-Two outputs, both pure functions of the summary (the CLI writes them):
+Two outputs, both pure functions of the summary (api/publish.py delivers them):
 
 * workflow-command annotations, one `::error` per broken failing threshold and per cell that did
   not run, one `::warning` per warning flag. Values are escaped as GitHub's own toolkit does

@@ -18,6 +18,7 @@ each renderer escapes it for its target.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
@@ -25,6 +26,9 @@ from evalkit.render.checks import checks_of, why
 from evalkit.render.numbers import p_text
 from evalkit.render.text import no_local_paths
 from evalkit.verdict.summary import CellRow, CheckRecord, JudgedCell, RunSummary, Verdict
+
+if TYPE_CHECKING:
+    from evalkit.render.details import Details
 
 NAMED_CELLS = 2
 """Broken cells named with their figures; the rest are listed by id only."""
@@ -156,3 +160,13 @@ def headline(summary: RunSummary | Verdict) -> str:
         line = f"run interrupted: {line}"
     return line
 
+
+
+def report(summary: RunSummary, details: Details) -> str:
+    """`--format headline`: only the line."""
+    return headline(summary) + "\n"
+
+
+def comparison(result: dict[str, Any]) -> str:
+    """A comparison's line, said to be B judged against A."""
+    return "B against A: " + headline(Verdict.model_validate(result)) + "\n"

@@ -31,10 +31,15 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.render.checks import checks_of
+from evalkit.render.markdown import comparison as markdown_comparison
+from evalkit.render.markdown import report as markdown_report
 from evalkit.verdict.summary import CellRow, CheckRecord, JudgedCell, RunSummary
+
+if TYPE_CHECKING:
+    from evalkit.render.details import Details
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _SKIPPED = ("INCONCLUSIVE", "NOT_CHECKED")
@@ -119,7 +124,17 @@ def _properties(summary: RunSummary) -> list[tuple[str, str]]:
     return props
 
 
-def report(summary: RunSummary, markdown: str) -> str:
+def report(summary: RunSummary, details: Details) -> str:
+    """The run as a JUnit XML document, its markdown report in the suite's system-out."""
+    return run_document(summary, markdown_report(summary, details))
+
+
+def comparison(result: dict[str, Any]) -> str:
+    """Two runs compared as a JUnit XML document, the comparison's markdown in system-out."""
+    return comparison_document(result, markdown_comparison(result))
+
+
+def run_document(summary: RunSummary, markdown: str) -> str:
     """The run as a JUnit XML document; `markdown` is the report put in the suite's system-out."""
     run_id = summary.run_id
     root = ET.Element("testsuites", name="evalkit")
@@ -159,7 +174,7 @@ def _compare_cell(suite: ET.Element, row: Mapping[str, Any], judged: JudgedCell,
     _add_checks(suite, classname, judged, counts)
 
 
-def comparison(result: Mapping[str, Any], markdown: str) -> str:
+def comparison_document(result: Mapping[str, Any], markdown: str) -> str:
     """Two runs compared (comparison.compare_runs) as a JUnit XML document, `markdown` in system-out."""
     a, b = result["a"], result["b"]
     root = ET.Element("testsuites", name="evalkit compare")
