@@ -12,6 +12,7 @@ the finished cells and still writes summary.json and table.md, and the outcome s
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from evalkit.config import MatrixConfig, resolve_config
 from evalkit.config.cells import Cell, baseline_cell, expand, select
 from evalkit.errors import EXIT_INTERRUPTED, ConfigError, Interrupted
-from evalkit.evals import registry
 from evalkit.evals.capabilities import ReadsEarlierCells
 from evalkit.run import gpus
 from evalkit.run.cell import CellJob, run_cell
@@ -98,8 +98,7 @@ def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> Matr
     for bad input, before anything is created. `progress` hears every cell's states (default: nothing is shown); the caller closes it.
     """
     config, config_path, request = _resolve(request)
-    with registry.using(config.evals):  # an eval the config names (evals.plugins) is known until the report is written
-        return _run(config, config_path, request, progress or Silent())
+    return _run(config, config_path, request, progress or Silent())
 
 
 def _run(config: MatrixConfig, config_path: Path, request: MatrixRequest, progress: Progress) -> MatrixOutcome:
@@ -117,7 +116,8 @@ def _run(config: MatrixConfig, config_path: Path, request: MatrixRequest, progre
     )
     prepared = prepare(config, config_path, cells, options, progress)
     history_path = request.history_db or history.default_db_path(options.results_dir)
-    on_cell_done = (history.cell_recorder(history_path, options.results_dir, options.run_id, flat_metrics)
+    flat = functools.partial(flat_metrics, evals=config.evals.evalset)
+    on_cell_done = (history.cell_recorder(history_path, options.results_dir, options.run_id, flat)
                     if request.history else None)
     local_engines = not prepared.options.base_url and prepared.options.executor == "local"
     interrupted = False
@@ -131,7 +131,7 @@ def _run(config: MatrixConfig, config_path: Path, request: MatrixRequest, progre
         store = prepared.store
     summary = _write_verdict(store.path, config)
     if request.history:
-        history.record_finished_run(history_path, store.path, flat_metrics)
+        history.record_finished_run(history_path, store.path, flat)
     return MatrixOutcome(store.path, summary, interrupted)
 
 
@@ -159,7 +159,7 @@ def _plan(config: MatrixConfig, request: MatrixRequest) -> tuple[MatrixConfig, l
         baseline = baseline_cell(every_cell, config)  # a baseline that is not a cell is bad input, caught now
         cells = select(every_cell, request.only, config)
         if baseline is not None and any(isinstance(ev, ReadsEarlierCells) and ev.runs_baseline_last(s)
-                                    for ev, s in registry.enabled(config.evals)):
+                                    for ev, s in config.evals.enabled()):
             cells = [c for c in cells if c.id != baseline.id] + [c for c in cells if c.id == baseline.id]
         return config, cells
     external = Cell(EXTERNAL_CELL, {}, config.engine.settings, (), {}, None)
@@ -193,11 +193,10 @@ def _write_verdict(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
     """summary.json and table.md from what the run stored; the summary."""
     from evalkit.verdict.deltas import summarize_run
 
-    with registry.using(config.evals):
-        model = summarize_run(run_path, config)
-        summary = model.dump()
-        write_json(run_path / "summary.json", summary)
-        atomic_write_text(run_path / "table.md", _markdown(run_path, model))
+    model = summarize_run(run_path, config)
+    summary = model.dump()
+    write_json(run_path / "summary.json", summary)
+    atomic_write_text(run_path / "table.md", _markdown(run_path, model))
     return summary
 
 

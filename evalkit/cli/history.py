@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable
@@ -58,8 +59,9 @@ def history(ctx: click.Context, model: str | None, cells: tuple[str, ...], since
       evalkit history --model demo --format benchmark-json --better smaller > collapse.json
     """
     from evalkit import history as hist
+    from evalkit.evals import registry
     from evalkit.history.imports import import_dashboard, is_dashboard_file
-    from evalkit.store import resolve_run
+    from evalkit.store import read_json, resolve_run
     from evalkit.verdict.deltas import flat_metrics
 
     with hist.History(db_path or hist.default_db_path(results_dir)) as store:
@@ -69,7 +71,8 @@ def history(ctx: click.Context, model: str | None, cells: tuple[str, ...], since
                 continue
             paths = list(hist.run_folders(results_dir)) if ref == "all" else [resolve_run(results_dir, ref)]
             for path in paths:
-                click.echo(f"imported {path.name}: {store.import_run(path, flat_metrics)} cells", err=True)
+                flat = functools.partial(flat_metrics, evals=registry.recorded(read_json(path / "run.json")))
+                click.echo(f"imported {path.name}: {store.import_run(path, flat)} cells", err=True)
         if ctx.invoked_subcommand is not None:
             return
         if model is None:
@@ -92,7 +95,8 @@ def history(ctx: click.Context, model: str | None, cells: tuple[str, ...], since
 
 
 def _metrics_of(points: list[Point], results_dir: Path) -> list[MetricSpec]:
-    """What the points' numbers are: the metrics their stored cells report (`registry.metrics`;
+    """What the points' numbers are: the metrics their stored cells report (`EvalSet.metrics` of
+    the built-in evals;
     those that depend on a run's config, one per lm-eval task, need the cell), one cell.json per
     distinct set of eval setups while its run folder exists (the history keeps numbers, not what
     they mean)."""
@@ -107,7 +111,7 @@ def _metrics_of(points: list[Point], results_dir: Path) -> list[MetricSpec]:
         if setups not in seen and cell.is_file():
             seen.add(setups)
             cells.append(read_json(cell))
-    return registry.metrics(None, cells)
+    return registry.builtins().metrics(None, cells)
 
 
 def _show_trend(points: list[Point], title: str, last: int | None, plot_path: Path | None,

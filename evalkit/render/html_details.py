@@ -235,7 +235,7 @@ def cell_sections(summary: RunSummary, details: Details, attrs: dict[str, str]) 
     out = []
     for cell in summary.cells:
         blocks = []
-        for ev, spec in with_evals(summary.specs()):
+        for ev, spec in with_evals(summary.specs(), summary.evals):
             if spec.display.details == "flips":
                 blocks.append(_flips(spec, ev, cell, details))
             elif spec.display.details in ("events", "parted"):
