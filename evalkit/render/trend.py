@@ -69,7 +69,7 @@ class Layout:
 
 
 def layout(points: list[Point] | None = None, specs: list[MetricSpec] | None = None) -> Layout:
-    """The trend table's metric columns for `specs` (default: the evals' fixed metrics; the
+    """The trend table's metric columns for `specs` (default: the built-in evals' fixed metrics; the
     history command passes those its runs' stored cells report); given the points, only the
     headline and the metrics some point measured (as pivots: engine figures of a history that
     never scraped an engine would be columns of dashes)."""

@@ -1,7 +1,7 @@
 """Stored cells -> comparisons, broken thresholds and the run's summary (summary.json).
 
 Each cell is compared against the baseline cell, and each fix-off cell against its fix-on twin
-(the A/B axis), for every metric of every registered eval by its comparison kind: per-question
+(the A/B axis), for every metric of every eval of the run (its `EvalSet`) by its comparison kind: per-question
 marks paired on the questions both cells answered (McNemar's exact test), counts of events
 (Fisher's exact test, see stats/tests.py), continuous values as a difference, and a value measured
 between the two cells by the eval that owns it (PAIRWISE, `Pairwise`). A threshold with `alpha` counts
