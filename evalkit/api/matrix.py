@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalkit.config import MatrixConfig, resolve_config
 from evalkit.config.cells import Cell, baseline_cell, expand, select
 from evalkit.errors import EXIT_INTERRUPTED, ConfigError, Interrupted
+from evalkit.evals import registry
 from evalkit.evals.capabilities import ReadsEarlierCells
+from evalkit.evals.evalset import EvalSet
 from evalkit.run import gpus
 from evalkit.run.cell import CellJob, run_cell
 from evalkit.run.external import choose_served_name, normalise_base_url, served_models
@@ -83,6 +85,15 @@ class MatrixOutcome:
     """What summary.json holds."""
     interrupted: bool
     """Stopped by Ctrl-C or SIGTERM: finished cells kept, `MatrixRequest(resume=...)` completes it."""
+    evals: EvalSet = field(default_factory=registry.builtins)
+    """The run's evals (its config's: the built-ins and its plugins), which its report is made with."""
+
+    def verdict(self) -> RunSummary:
+        """The summary as the model every renderer reads, carrying the run's evals: a plugin's
+        metrics are reported as its own code displays them."""
+        from evalkit.verdict.summary import RunSummary
+
+        return RunSummary.model_validate(self.summary).carrying(self.evals)
 
     @property
     def exit_code(self) -> int:
@@ -132,7 +143,7 @@ def _run(config: MatrixConfig, config_path: Path, request: MatrixRequest, progre
     summary = _write_verdict(store.path, config)
     if request.history:
         history.record_finished_run(history_path, store.path, flat)
-    return MatrixOutcome(store.path, summary, interrupted)
+    return MatrixOutcome(store.path, summary, interrupted, config.evals.evalset)
 
 
 def _resolve(request: MatrixRequest) -> tuple[MatrixConfig, Path, MatrixRequest]:
