@@ -20,6 +20,7 @@ from evalkit.cli import main
 from evalkit.config import parse_config
 from evalkit.errors import EXIT_BAD_INPUT, EXIT_THRESHOLD, ConfigError, EvalError
 from evalkit.evals import registry
+from evalkit.evals.evalset import spec_named
 from evalkit.store import read_json, read_jsonl
 from tests.sim_helpers import gsm8k_test, reference_answer
 
@@ -173,7 +174,7 @@ def test_the_report_and_compare_of_a_stored_run_know_the_task_metrics(run: tuple
     csv = run_cli("report", "tasks", "--format", "csv", "--results-dir", results).output.splitlines()[0].split(",")
     assert {STRICT, f"{STRICT}_stderr", "lm_eval.aime24.n", f"vs_baseline.{FLEXIBLE}.p_value"} <= set(csv)
     parse_config({"model": "m", "engine": {"profile": "sim"}}, "other.yaml")  # a config without lm_eval
-    assert registry.builtins().metric(STRICT) is None
+    assert spec_named(STRICT, registry.builtins().metrics()) is None
     compared = json.loads(run_cli("compare", "tasks", "tasks", "--format", "json", "--results-dir", results).output)
     row = next(c for c in compared["cells"] if c["id"] == "dp8-piecewise-fixoff")
     assert row[FLEXIBLE]["diff"] == 0 and row[FLEXIBLE]["n"] == LIMIT  # known again from the stored cells

@@ -65,10 +65,6 @@ class EvalSet:
                 out.setdefault(spec.name, spec)
         return list(out.values())
 
-    def metric(self, name: str) -> MetricSpec | None:
-        """The fixed spec named `name` (one an eval declares whatever its config)."""
-        return spec_named(name, self.metrics())
-
     def enabled(self, evals_config: Any) -> list[tuple[Eval, EvalSettings]]:
         """The evals a cell runs, in order, with their settings (`config.evals`); pseudo-evals whose
         figures the lifecycle records (`LifecycleRecorded`) are not among them."""

@@ -70,7 +70,7 @@ def specs_from(recorded: Iterable[Mapping[str, Any]] | None, evals: EvalSet | No
     comparison or a bisect's ends, read without their runs' configs, knows). None recorded (a
     summary from before they were): the set's fixed specs, GSM8K's, the collapse check's and the
     engine's."""
-    evals = evals or registry.builtins()
+    evals = evals if evals is not None else registry.builtins()
     if recorded is None:
         return evals.metrics()
     return [spec(r, evals) for r in recorded]

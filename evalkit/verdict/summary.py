@@ -363,7 +363,7 @@ class _Carries(_Record):
 
     @property
     def evals(self) -> EvalSet:
-        return self._evals or registry.builtins()
+        return self._evals if self._evals is not None else registry.builtins()
 
     def carrying(self: _C, evals: EvalSet) -> _C:
         """This verdict, with its run's evals (returned, to chain after a validate)."""
