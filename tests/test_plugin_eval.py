@@ -128,6 +128,15 @@ def test_validating_a_config_that_names_it_registers_nothing() -> None:
         parse_config(with_evals({"echo": {}}), "cfg.yaml")  # a config that does not name it
 
 
+def test_a_stored_run_resolves_its_evals_from_what_it_recorded() -> None:
+    found = registry.recorded({"config": {"evals": {"plugins": [PLUGIN, "gone_pkg:EVAL"]}}})
+    assert [ev.name for ev in found] == [ev.name for ev in registry.builtins()] + ["echo"]
+    assert found.get("echo") is EVAL and found.eval_of("echo.answered") is EVAL
+    assert found.missing == ("evals.plugins[1]: 'gone_pkg:EVAL': cannot import 'gone_pkg': ModuleNotFoundError: "
+                             "No module named 'gone_pkg'",)  # said in its report, never raised
+    assert registry.recorded({"config": {"model": "m"}}) == registry.builtins()  # a run that named none
+
+
 @pytest.mark.parametrize(("ref", "why"), [
     ("nomodule:EVAL", "cannot import 'nomodule': ModuleNotFoundError: No module named 'nomodule'"),
     ("tests.plugin_evals:missing", "module 'tests.plugin_evals' has no attribute 'missing'"),
