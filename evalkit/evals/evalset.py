@@ -49,8 +49,8 @@ class EvalSet:
         return next((ev for ev in self.evals if ev.name == name), None)
 
     def eval_of(self, metric: str) -> Eval | None:
-        """The eval that reports `metric` (`eval_name`); None: none of this set's."""
-        return self.get(eval_name(metric))
+        """The eval that reports `metric`: the one whose name is its prefix; None: none of this set's."""
+        return next((ev for ev in self.evals if metric.startswith(ev.name + ".")), None)
 
     def metrics(self, evals_config: Any | None = None, records: Iterable[Mapping[str, Any]] = ()) -> list[MetricSpec]:
         """The metrics a config's evals report (`Eval.metrics_for` each section; None: no config,
