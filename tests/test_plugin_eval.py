@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import csv
 import io
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,17 @@ def test_validating_a_config_that_names_it_registers_nothing() -> None:
     assert named_only.evals.echo == EchoSettings()  # naming it runs it, with its defaults
     with pytest.raises(ConfigError, match=r"cfg.yaml: evals.echo: unknown key"):
         parse_config(with_evals({"echo": {}}), "cfg.yaml")  # a config that does not name it
+
+
+def test_its_history_reads_its_cells_by_the_runs_own_evals(plugin_run: tuple[Path, Any], tmp_path: Path) -> None:
+    run_path, _ = plugin_run
+    args = ["history", "--db", str(tmp_path / "h.db"), "--results-dir", str(run_path.parent), "--model", "sim/plugin"]
+    imported = CliRunner().invoke(main, [*args, "--import", "plugin", "--format", "csv"])
+    assert imported.exit_code == 0, imported.output
+    rows = list(csv.DictReader(io.StringIO(imported.stdout)))
+    assert [float(r["echo.chars"]) > 0 for r in rows] == [True, True]  # imported with the run's evals: flattened
+    dashboard = json.loads(CliRunner().invoke(main, [*args, "--format", "benchmark-json"]).stdout)
+    assert {"fixon echo.chars", "fixoff echo.answered"} <= {e["name"] for e in dashboard}  # its specs give the direction
 
 
 def test_a_stored_run_resolves_its_evals_from_what_it_recorded() -> None:
