@@ -24,7 +24,7 @@ from evalkit.config import MatrixConfig, Source, load_config
 from evalkit.config.cells import expand
 from evalkit.engine.sources import checkout
 from evalkit.errors import Interrupted
-from evalkit.evals import registry
+from evalkit.evals import evalset, registry
 from evalkit.evals.base import Comparison, Eval, EvalContext, EvalResult, EvalSettings, MetricDisplay, MetricSpec
 from evalkit.evals.cancel import Stop
 from evalkit.evals.gsm8k import GSM8K_TEST_SIZE
@@ -78,7 +78,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     config = load_config(path)
     store = RunStore(root / "results", "bisect-t")
     store.create()
-    registry.prepare(registry.enabled(config.evals), store.path)
+    evalset.prepare(config.evals.enabled(), store.path)
     world = World(config, store, shas, root / "cache", repo, ends=None, text=text)  # type: ignore[arg-type]
     for name, sha in (("good", shas[0]), ("bad", shas[-1])):
         assert run_cell(world.job(name, sha), CellControl(Stop())).status == "ok"

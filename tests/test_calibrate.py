@@ -11,6 +11,7 @@ import yaml
 
 from evalkit.config import parse_config
 from evalkit.evals import registry
+from evalkit.evals.evalset import spec_named
 from evalkit.stats.power import POWER
 from evalkit.stats.power import mcnemar_mde as detectable_drop
 from evalkit.stats.tests import paired_comparison
@@ -59,7 +60,7 @@ def test_more_noise_or_fewer_questions_means_a_larger_detectable_drop() -> None:
 
 
 def test_paired_noise_counts_flips_between_runs_on_shared_questions() -> None:
-    spec = registry.metric("gsm8k.flexible")
+    spec = spec_named("gsm8k.flexible", registry.builtins().metrics())
     runs = [{"q1": True, "q2": True, "q3": False, "q4": True},
             {"q1": True, "q2": False, "q3": True, "q4": True},
             {"q1": True, "q2": True, "q3": False}]  # q4 unanswered in run 3: left out of every pair
@@ -72,7 +73,8 @@ def test_paired_noise_counts_flips_between_runs_on_shared_questions() -> None:
 
 
 def test_the_snippet_is_a_thresholds_section_evalkit_accepts() -> None:
-    flex, collapse = registry.metric("gsm8k.flexible"), registry.metric("repetition.collapse_rate")
+    fixed = registry.builtins().metrics()
+    flex, collapse = spec_named("gsm8k.flexible", fixed), spec_named("repetition.collapse_rate", fixed)
     accuracy = MetricNoise("gsm8k.flexible", [0.940, 0.937, 0.942], n=1319, flip_rate=0.03, max_pairwise_diff=0.005,
                            detectable_drop=0.022)
     collapses = MetricNoise("repetition.collapse_rate", [0.0, 1 / 64, 0.0], n=64, counts=[0, 1, 0])

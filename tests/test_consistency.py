@@ -72,11 +72,11 @@ def test_its_setup_is_fingerprinted_as_every_eval_s_and_as_results_stored_before
 
 def test_its_metrics_exist_only_where_a_config_names_it() -> None:
     named = parse_config(config_dict(evals={"consistency": {"count": 8}}), "c.yaml")
-    assert [s.name for s in registry.metrics(named.evals) if s.name.startswith("consistency.")] == [
+    assert [s.name for s in named.evals.evalset.metrics(named.evals) if s.name.startswith("consistency.")] == [
         "consistency.disagree_rate", "consistency.diverge_at_median"]
-    assert not [s for s in registry.metrics(parse_config(config_dict(), "n.yaml").evals)
-                if s.name.startswith("consistency.")]
-    assert not [s for s in registry.metrics() if s.name.startswith("consistency.")]
+    plain = parse_config(config_dict(), "n.yaml").evals
+    assert not [s for s in plain.evalset.metrics(plain) if s.name.startswith("consistency.")]
+    assert not [s for s in registry.builtins().metrics() if s.name.startswith("consistency.")]
 
 
 def test_a_count_beyond_the_prompt_set_is_refused_naming_the_field() -> None:

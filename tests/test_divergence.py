@@ -25,7 +25,7 @@ from evalkit.evals.divergence_stats import position_kl
 from evalkit.store import read_jsonl, write_jsonl
 from tests.logprob_server import serving
 
-EVAL = registry.get("divergence")
+EVAL = registry.builtins().get("divergence")
 METRICS = ("kl_mean", "kl_p99", "top1_agreement", "logprob_abs_mean")
 ROOT = Path(__file__).resolve().parent.parent
 

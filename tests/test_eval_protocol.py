@@ -170,7 +170,7 @@ def test_its_config_section_is_validated_like_the_built_ins(words_eval: Words) -
         parse_config(data, "cfg.yaml")
     config = parse_config({"model": "m", "engine": {"profile": "sim"}}, "cfg.yaml")
     assert config.evals.words is None  # not a built-in: runs only where a config asks for it
-    assert [ev.name for ev, _ in registry.enabled(config.evals)] == ["gsm8k", "repetition"]
+    assert [ev.name for ev, _ in config.evals.enabled()] == ["gsm8k", "repetition"]
 
 
 def test_an_unregistered_eval_or_metric_is_bad_input() -> None:
@@ -190,7 +190,7 @@ def test_what_an_eval_can_do_beyond_its_core_is_asked_one_way() -> None:
     """Each capability is a method the eval defines; the toy eval, core only, has none, and the
     built-ins have exactly those their docstrings and the protocol's documentation name."""
     def can(name: str) -> list[str]:
-        ev = registry.get(name)
+        ev = registry.builtins().get(name)
         return [c.__name__ for c in CAPABILITIES if isinstance(ev, c)]
 
     assert [c.__name__ for c in CAPABILITIES if isinstance(Words(), c)] == []
@@ -201,4 +201,4 @@ def test_what_an_eval_can_do_beyond_its_core_is_asked_one_way() -> None:
     assert can("consistency") == ["Checks"]
     assert can("engine") == ["LifecycleRecorded", "Unmeasured", "CellFlags"]
     config = parse_config({"model": "m", "engine": {"profile": "sim"}}, "cfg.yaml")
-    assert "engine" not in [ev.name for ev, _ in registry.enabled(config.evals)]  # recorded, never run
+    assert "engine" not in [ev.name for ev, _ in config.evals.enabled()]  # recorded, never run

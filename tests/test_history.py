@@ -55,7 +55,7 @@ def record(history: History, info: dict, cell_id: str, spec: CellSpec, **extra_m
     parallel, fix = cell_id.split("-")
     cell = cell_record(cell_id, {"parallel": parallel, "fix": fix}, spec)
     cell["metrics"] |= extra_metrics
-    history.record_cell(info, cell, flat_metrics(cell))
+    history.record_cell(info, cell, flat(cell))
 
 
 def three_nightlies(history: History) -> None:
@@ -98,6 +98,11 @@ class Words(Eval):
 
     def flat(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         return {"words.count": raw["count"], "words.note": raw["note"]}
+
+
+def flat(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored cell's flat metrics as the history reads them: by the registered evals."""
+    return flat_metrics(record, registry.builtins())
 
 
 @pytest.fixture
@@ -175,7 +180,7 @@ def test_a_rewritten_cell_keeps_no_metric_of_its_old_record(history: History) ->
 def test_nothing_from_the_environment_is_stored(tmp_path: Path) -> None:
     run_path, _ = write_run(tmp_path / "results", "r1", {"tp8-fixon": CellSpec(source_sha="c" * 40)})
     with History(tmp_path / "h.db") as store:
-        assert store.import_run(run_path, flat_metrics) == 1
+        assert store.import_run(run_path, flat) == 1
     dump = "\n".join(sqlite3.connect(tmp_path / "h.db").iterdump())
     for secret in ("sk-launch-secret", "env-value-not-for-history", "HF_TOKEN", "sk-cmd-secret", "hunter2"):
         assert secret not in dump
@@ -187,7 +192,7 @@ def test_import_of_a_stored_run_records_its_metrics(tmp_path: Path) -> None:
              "tp8-fixoff": CellSpec(status="error", error="engine died")}
     run_path, _ = write_run(tmp_path / "results", "r1", cells)
     with History(tmp_path / "h.db") as store:
-        assert store.import_run(run_path, flat_metrics) == 2
+        assert store.import_run(run_path, flat) == 2
         metrics = dict(store.db.execute("SELECT name, value FROM cell_metrics WHERE cell_id = 'tp8-fixon'"))
         legacy = store.db.execute("SELECT gsm8k_strict, gsm8k_flexible, gsm8k_n, collapse_rate, collapse_n, collapsed, "
                                   "status FROM cells WHERE cell_id = 'tp8-fixon'").fetchone()
@@ -205,13 +210,13 @@ def test_import_of_a_stored_run_records_its_metrics(tmp_path: Path) -> None:
 
 def test_the_runner_hook_records_each_cell_and_never_raises(tmp_path: Path) -> None:
     write_run(tmp_path / "results", "r1", {"tp8-fixon": CellSpec()})
-    hook = cell_recorder(tmp_path / "results" / "history.db", tmp_path / "results", "r1", flat_metrics)
+    hook = cell_recorder(tmp_path / "results" / "history.db", tmp_path / "results", "r1", flat)
     hook(cell_record("tp8-fixon", {"parallel": "tp8", "fix": "fixon"}, CellSpec(right=10)))
     with History(tmp_path / "results" / "history.db") as store:
         assert flexible(store.trend("demo")) == [0.5]
     warnings: list[str] = []
     (tmp_path / "blocked").write_text("a file where the database folder should be")
-    broken = cell_recorder(tmp_path / "blocked" / "history.db", tmp_path / "results", "r1", flat_metrics,
+    broken = cell_recorder(tmp_path / "blocked" / "history.db", tmp_path / "results", "r1", flat,
                            warn=warnings.append)
     broken({"id": "tp8-fixon"})
     broken({"id": "tp8-fixoff"})
@@ -220,12 +225,12 @@ def test_the_runner_hook_records_each_cell_and_never_raises(tmp_path: Path) -> N
 
 def test_after_the_matrix_the_run_s_final_state_is_recorded_or_warned(tmp_path: Path) -> None:
     run_path, _ = write_run(tmp_path / "results", "r1", {"tp8-fixon": CellSpec(), "tp8-fixoff": CellSpec()})
-    record_finished_run(tmp_path / "h.db", run_path, flat_metrics)
+    record_finished_run(tmp_path / "h.db", run_path, flat)
     with History(tmp_path / "h.db") as store:
         assert store.db.execute("SELECT status FROM runs").fetchall() == [("complete",)]
         assert len(store.trend("demo")) == 2
     warnings: list[str] = []
-    record_finished_run(tmp_path / "h.db", tmp_path / "no-such-run", flat_metrics, warn=warnings.append)
+    record_finished_run(tmp_path / "h.db", tmp_path / "no-such-run", flat, warn=warnings.append)
     assert len(warnings) == 1 and "no-such-run not recorded" in warnings[0]
 
 
@@ -328,7 +333,7 @@ def test_a_trend_never_shows_a_delta_between_runs_of_another_n_without_saying_so
     for day, right, n in ((1, 19, 20), (2, 8, 10), (3, 17, 20)):
         cell = cell_record("tp8-fixon", {"parallel": "tp8", "fix": "fixon"}, CellSpec(right=right))
         cell["metrics"]["gsm8k"] |= {"n": n, "flexible": right / n, "strict": right / n}
-        history.record_cell(run_info(f"night-{day}", f"2026-12-0{day}T02:00:00+00:00"), cell, flat_metrics(cell))
+        history.record_cell(run_info(f"night-{day}", f"2026-12-0{day}T02:00:00+00:00"), cell, flat(cell))
     text = " ".join(rendered(trend_table(history.trend("sim/deepseek-v4"), "t", None), width=240).split())
     assert "n 20→10; no earlier run alike" in text and "-15.0" not in text  # 0.80 vs 0.95 is no trend
     assert "n 10→20; -10.0 since night-1" in text  # 0.85 vs night 1's 0.95, not vs night 2's 0.80
@@ -377,7 +382,7 @@ def test_a_trend_says_where_the_eval_setup_changed_instead_of_a_delta(history: H
         parallel, fix = "tp8", "fixon"
         cell = cell_record("tp8-fixon", {"parallel": parallel, "fix": fix}, CellSpec(right=right))
         cell["metrics"]["gsm8k"]["setup"] = fingerprint({"num_fewshot": shots, "endpoint": "completions"})
-        history.record_cell(info, cell, flat_metrics(cell))
+        history.record_cell(info, cell, flat(cell))
     points = history.trend("sim/deepseek-v4")
     assert [p.setups["gsm8k"]["fields"]["num_fewshot"] for p in points] == [3, 3, 5]
     text = rendered(trend_table(points, "t", None), width=200)

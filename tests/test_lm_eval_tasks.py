@@ -20,6 +20,7 @@ from evalkit.cli import main
 from evalkit.config import parse_config
 from evalkit.errors import EXIT_BAD_INPUT, EXIT_THRESHOLD, ConfigError, EvalError
 from evalkit.evals import registry
+from evalkit.evals.evalset import spec_named
 from evalkit.store import read_json, read_jsonl
 from tests.sim_helpers import gsm8k_test, reference_answer
 
@@ -173,7 +174,7 @@ def test_the_report_and_compare_of_a_stored_run_know_the_task_metrics(run: tuple
     csv = run_cli("report", "tasks", "--format", "csv", "--results-dir", results).output.splitlines()[0].split(",")
     assert {STRICT, f"{STRICT}_stderr", "lm_eval.aime24.n", f"vs_baseline.{FLEXIBLE}.p_value"} <= set(csv)
     parse_config({"model": "m", "engine": {"profile": "sim"}}, "other.yaml")  # a config without lm_eval
-    assert registry.metric(STRICT) is None
+    assert spec_named(STRICT, registry.builtins().metrics()) is None
     compared = json.loads(run_cli("compare", "tasks", "tasks", "--format", "json", "--results-dir", results).output)
     row = next(c for c in compared["cells"] if c["id"] == "dp8-piecewise-fixoff")
     assert row[FLEXIBLE]["diff"] == 0 and row[FLEXIBLE]["n"] == LIMIT  # known again from the stored cells
@@ -232,12 +233,12 @@ def test_the_config_section_is_validated() -> None:
         config_with({"tasks": ["gsm8k_cot"]}, [{"metric": "lm_eval.gsm8k_cot.exact_match", "min": 0.5}])
     config = config_with({"tasks": ["mmlu_pro"]}, [{"metric": "lm_eval.mmlu_pro_law.exact_match", "min": 0.5}])
     assert config.thresholds[0].metric == "lm_eval.mmlu_pro_law.exact_match"
-    assert len(registry.get("lm_eval").metrics_for(config.evals.lm_eval)) == 14  # a group: its tasks, one each
-    assert registry.get("lm_eval").metrics == ()  # validating a config taught the eval nothing
+    assert len(registry.builtins().get("lm_eval").metrics_for(config.evals.lm_eval)) == 14  # a group: its tasks, one each
+    assert registry.builtins().get("lm_eval").metrics == ()  # validating a config taught the eval nothing
 
 
 def test_preflight_names_the_field_of_bad_local_data(tmp_path: Path) -> None:
-    ev = registry.get("lm_eval")
+    ev = registry.builtins().get("lm_eval")
     config = config_with({"tasks": [{"name": "mmlu_pro_law", "data_files": {"test": str(tmp_path / "no.jsonl")}}]})
     with pytest.raises(EvalError, match=r"task 'mmlu_pro_law' reads split\(s\) validation: "
                                         r"evals.lm_eval.tasks\[0\].data_files has test$"):

@@ -1,14 +1,20 @@
 """An eval outside evalkit is named in a config, like a user profile (`module.path:ATTR`), and runs
 through a real matrix with no edit to evalkit and no registration (tests/plugin_evals.py).
 
-Validating such a config loads the eval and registers it nowhere, so which evals and metrics
-exist for any other config stays the same; while a command acts on the config (the run and its
-report) the eval is known everywhere, and after it, it is not.
+Validating such a config loads the eval and registers it nowhere: the config's own set of evals
+(``config.evals.evalset``) holds it, and the run, its verdict and its report are given that set, so
+which evals and metrics exist for any other config stays the same. A report of the stored run
+resolves the set again from what the run recorded; where the plugin cannot be imported it shows
+the summary as the run wrote it and says so.
 """
 
 from __future__ import annotations
 
 import copy
+import csv
+import io
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +25,8 @@ from evalkit.cli import main
 from evalkit.config import parse_config
 from evalkit.errors import ConfigError
 from evalkit.evals import registry
-from evalkit.store import read_json, read_jsonl
-from tests.plugin_evals import EchoSettings
+from evalkit.store import read_json, read_jsonl, write_json
+from tests.plugin_evals import EVAL, EchoSettings
 
 PLUGIN = "tests.plugin_evals:EVAL"
 CONFIG = f"""\
@@ -75,26 +81,72 @@ def test_an_eval_named_in_a_config_runs_in_every_cell_and_is_compared(plugin_run
     assert result.exit_code == 1  # the threshold on its metric failed, like any other
 
 
-def test_its_report_shows_it_and_the_process_forgets_it_after(plugin_run: tuple[Path, Any]) -> None:
+def test_its_report_shows_it_from_the_runs_own_evals(plugin_run: tuple[Path, Any]) -> None:
     run_path, _ = plugin_run
     assert "| chars/answer |" in (run_path / "table.md").read_text(encoding="utf-8")
     csv = CliRunner().invoke(main, ["report", "plugin", "--format", "csv", "--results-dir", str(run_path.parent)])
     assert "echo.chars" in csv.output.splitlines()[0].split(",")
-    assert registry.get("echo") is None and "echo.chars" not in [s.name for s in registry.metrics()]
+    assert registry.builtins().get("echo") is None and "echo.chars" not in [s.name for s in registry.builtins().metrics()]
+
+
+def test_its_report_without_the_plugin_shows_what_the_run_recorded_and_says_so(
+        plugin_run: tuple[Path, Any], tmp_path: Path) -> None:
+    run_path, _ = plugin_run
+    moved = tmp_path / "results" / "plugin"
+    shutil.copytree(run_path, moved)
+    info = read_json(moved / "run.json")
+    info["config"]["evals"]["plugins"] = ["gone_plugin_pkg.evals:EVAL"]  # the package is not installed here
+    write_json(moved / "run.json", info)
+    runner = CliRunner()
+    with_plugin = runner.invoke(main, ["report", "plugin", "--format", "csv", "--results-dir", str(run_path.parent)])
+    without = runner.invoke(main, ["report", "plugin", "--format", "csv", "--results-dir", str(moved.parent)])
+    assert without.exit_code == 0, without.output
+    recorded, full = (list(csv.DictReader(io.StringIO(r.stdout))) for r in (without, with_plugin))
+    assert [(r["cell"], r["echo.chars"], r["echo.answered"], r["vs_ab.echo.answered.p_value"]) for r in recorded] == [
+        (r["cell"], r["echo.chars"], r["echo.answered"], r["vs_ab.echo.answered.p_value"]) for r in full]
+    assert "echo.n" not in recorded[0]  # a CSV column the eval's code adds (`csv_fields`): not recorded
+    assert ("evals.plugins[0]: 'gone_plugin_pkg.evals:EVAL': cannot import 'gone_plugin_pkg.evals'" in without.stderr
+            and "showing summary.json as the run wrote it, not recomputed" in without.stderr)
+    markdown = runner.invoke(main, ["report", "plugin", "--format", "markdown", "--results-dir", str(moved.parent)])
+    assert "| chars/answer |" in markdown.stdout and "echo.chars" in markdown.stdout
+    (moved / "summary.json").unlink()
+    gone = runner.invoke(main, ["report", "plugin", "--format", "csv", "--results-dir", str(moved.parent)])
+    assert gone.exit_code != 0 and "summary.json is absent: nothing to report without that eval" in gone.output
 
 
 def test_validating_a_config_that_names_it_registers_nothing() -> None:
-    before = registry.metrics()
+    before = registry.builtins().metrics()
     config = parse_config(with_evals({"plugins": [PLUGIN], "echo": {"prompts": 4}},
                                      thresholds=[{"metric": "echo.chars", "min": 1}]), "cfg.yaml")
     assert isinstance(config.evals.echo, EchoSettings) and config.evals.echo.prompts == 4
     assert config.thresholds[0].spec is not None and config.thresholds[0].spec.display.label == "characters per answer"
-    assert "echo" in [ev.name for ev, _ in registry.enabled(config.evals)]
-    assert registry.metrics() == before and registry.get("echo") is None
+    assert [ev.name for ev, _ in config.evals.enabled()] == ["gsm8k", "repetition", "echo"]  # its set: built-ins, then it
+    assert config.evals.evalset.get("echo") is EVAL and config.evals.evalset.eval_of("echo.chars") is EVAL
+    assert registry.builtins().metrics() == before and registry.builtins().get("echo") is None
     named_only = parse_config(with_evals({"plugins": [PLUGIN]}), "cfg.yaml")
     assert named_only.evals.echo == EchoSettings()  # naming it runs it, with its defaults
     with pytest.raises(ConfigError, match=r"cfg.yaml: evals.echo: unknown key"):
         parse_config(with_evals({"echo": {}}), "cfg.yaml")  # a config that does not name it
+
+
+def test_its_history_reads_its_cells_by_the_runs_own_evals(plugin_run: tuple[Path, Any], tmp_path: Path) -> None:
+    run_path, _ = plugin_run
+    args = ["history", "--db", str(tmp_path / "h.db"), "--results-dir", str(run_path.parent), "--model", "sim/plugin"]
+    imported = CliRunner().invoke(main, [*args, "--import", "plugin", "--format", "csv"])
+    assert imported.exit_code == 0, imported.output
+    rows = list(csv.DictReader(io.StringIO(imported.stdout)))
+    assert [float(r["echo.chars"]) > 0 for r in rows] == [True, True]  # imported with the run's evals: flattened
+    dashboard = json.loads(CliRunner().invoke(main, [*args, "--format", "benchmark-json"]).stdout)
+    assert {"fixon echo.chars", "fixoff echo.answered"} <= {e["name"] for e in dashboard}  # its specs give the direction
+
+
+def test_a_stored_run_resolves_its_evals_from_what_it_recorded() -> None:
+    found = registry.recorded({"config": {"evals": {"plugins": [PLUGIN, "gone_pkg:EVAL"]}}})
+    assert [ev.name for ev in found] == [ev.name for ev in registry.builtins()] + ["echo"]
+    assert found.get("echo") is EVAL and found.eval_of("echo.answered") is EVAL
+    assert found.missing == ("evals.plugins[1]: 'gone_pkg:EVAL': cannot import 'gone_pkg': ModuleNotFoundError: "
+                             "No module named 'gone_pkg'",)  # said in its report, never raised
+    assert registry.recorded({"config": {"model": "m"}}) == registry.builtins()  # a run that named none
 
 
 @pytest.mark.parametrize(("ref", "why"), [

@@ -51,13 +51,13 @@ def test_one_summary_renders_the_same_after_validating_other_configs(tmp_path: P
 
 
 def test_validating_a_config_or_reading_a_cell_changes_no_eval() -> None:
-    before = registry.metrics()
+    before = registry.builtins().metrics()
     for name, other in OTHER_CONFIGS.items():
         config = parse_config(other, f"{name}.yaml")
-        assert registry.metrics() == before, name
-        assert [s.name for s in registry.metrics(config.evals)] != [s.name for s in before] or name.startswith("no")
-    registry.get("divergence").flat({"n": 4, "tokens": 100})  # a stored cell that ran it, read
-    assert registry.metrics() == before
+        assert registry.builtins().metrics() == before, name
+        assert [s.name for s in config.evals.evalset.metrics(config.evals)] != [s.name for s in before] or name.startswith("no")
+    registry.builtins().get("divergence").flat({"n": 4, "tokens": 100})  # a stored cell that ran it, read
+    assert registry.builtins().metrics() == before
     assert not [s for s in before if s.name.startswith(("divergence.", "lm_eval.", "consistency."))]  # only the fixed metrics
 
 
@@ -72,5 +72,6 @@ def test_a_threshold_knows_its_metric_from_its_own_config() -> None:
 def test_the_recorded_specs_read_back_as_the_eval_declares_them(tmp_path: Path) -> None:
     run_path, config = write_run(tmp_path, "plain", {"tp8-fixon": CellSpec()})
     summary = summary_of(run_path, config)
-    assert specs_of(summary) == registry.metrics(config.evals)  # display and noise floor come back too
-    assert specs_of({k: v for k, v in summary.items() if k != "metrics"}) == registry.metrics()  # an older summary
+    evals = config.evals.evalset
+    assert specs_of(summary, evals) == evals.metrics(config.evals)  # display and noise floor come back too
+    assert specs_of({k: v for k, v in summary.items() if k != "metrics"}, evals) == evals.metrics()  # an older summary

@@ -79,7 +79,7 @@ def toy_run(toy_eval: Toy, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
 
 
 def test_a_registered_metric_gets_its_value_and_delta_columns_after_the_built_ins(toy_eval: Toy) -> None:
-    headers = [c.header for c in columns(registry.metrics())]
+    headers = [c.header for c in columns(registry.builtins().metrics())]
     assert headers[:7] == ["cell", "status", "GSM8K strict", "GSM8K flexible (95% CI)", "collapse rate (k/n)",
                            "tokens/s", "engine TPOT"]
     assert headers[7:] == ["toy score", "crashes", "Δ flexible vs baseline", "Δ flexible vs twin",
@@ -88,7 +88,7 @@ def test_a_registered_metric_gets_its_value_and_delta_columns_after_the_built_in
 
 
 def test_a_broken_threshold_is_marked_in_its_metric_s_column(toy_eval: Toy) -> None:
-    specs = registry.metrics()
+    specs = registry.builtins().metrics()
     cols = columns(specs)
 
     def flag_column(flag: dict) -> str:

@@ -13,7 +13,6 @@ from evalkit.api.matrix import MatrixRequest, run_matrix
 from evalkit.config import MatrixConfig, resolve_config
 from evalkit.config.cells import expand
 from evalkit.errors import CalibrationFailed, ConfigError
-from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.store import read_json, write_json
 from evalkit.store.files import check_run_id, new_run_id
@@ -91,15 +90,16 @@ def run_calibration(request: MatrixRequest, cell_id: str, repeats: int, alpha: f
                                     "calibrate on a cell that runs")
         runs.append(folder / run_id)
     records = [read_json(run / cell.id / "cell.json") for run in runs]
-    flats = [flat_metrics(r) for r in records]
+    evals = config.evals.evalset
+    flats = [flat_metrics(r, evals) for r in records]
     noises, alphas = [], {}
-    for spec in registry.metrics(config.evals, records):
+    for spec in evals.metrics(config.evals, records):
         if any(spec.name not in f for f in flats):
             continue
         alphas[spec.name] = _alpha(config, spec.name, alpha)
         if spec.comparison is Comparison.PAIRED:
-            ev = registry.eval_of(spec.name)
-            per_run = [marks(run / cell.id, spec) for run in runs]
+            ev = evals.eval_of(spec.name)
+            per_run = [marks(run / cell.id, spec, evals) for run in runs]
             noises.append((spec, paired_noise(spec, per_run, [f[spec.name] for f in flats], alphas[spec.name],
                                               full_n=ev.size if ev else None)))
         elif spec.comparison is Comparison.COUNT:

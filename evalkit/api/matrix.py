@@ -12,7 +12,8 @@ the finished cells and still writes summary.json and table.md, and the outcome s
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from evalkit.config.cells import Cell, baseline_cell, expand, select
 from evalkit.errors import EXIT_INTERRUPTED, ConfigError, Interrupted
 from evalkit.evals import registry
 from evalkit.evals.capabilities import ReadsEarlierCells
+from evalkit.evals.evalset import EvalSet
 from evalkit.run import gpus
 from evalkit.run.cell import CellJob, run_cell
 from evalkit.run.external import choose_served_name, normalise_base_url, served_models
@@ -96,11 +98,20 @@ class MatrixOutcome:
     """What summary.json holds."""
     interrupted: bool
     """Stopped by Ctrl-C or SIGTERM: finished cells kept, `MatrixRequest(resume=...)` completes it."""
+    evals: EvalSet = field(default_factory=registry.builtins)
+    """The run's evals (its config's: the built-ins and its plugins), which its report is made with."""
     annotations: tuple[str, ...] = ()
     """With `github`: the workflow commands (one per broken threshold or failed cell) to print
     where the runner reads them."""
     warnings: tuple[str, ...] = ()
     """What a delivery could not do (the step summary not writable, the notify hook failing), to show."""
+
+    def verdict(self) -> RunSummary:
+        """The summary as the model every renderer reads, carrying the run's evals: a plugin's
+        metrics are reported as its own code displays them."""
+        from evalkit.verdict.summary import RunSummary
+
+        return RunSummary.model_validate(self.summary).carrying(self.evals)
 
     @property
     def exit_code(self) -> int:
@@ -120,12 +131,10 @@ def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> Matr
     """
     config, config_path, request = _resolve(request)
     progress = progress or Silent()
-    with registry.using(config.evals):  # an eval the config names (evals.plugins) is known until the report is written
-        outcome = _run(config, config_path, request, progress)
-        if request.bisect_on_regression and not outcome.interrupted:
-            outcome = _bisect_regressions(outcome, request, progress)
-        annotations, warnings = publish(outcome.run_path, outcome.summary, request.junit, request.github,
-                                        request.notify)
+    outcome = _run(config, config_path, request, progress)
+    if request.bisect_on_regression and not outcome.interrupted:
+        outcome = _bisect_regressions(outcome, request, progress)
+    annotations, warnings = publish(outcome.run_path, outcome.verdict(), request.junit, request.github, request.notify)
     return dataclasses.replace(outcome, annotations=tuple(annotations), warnings=tuple(warnings))
 
 
@@ -144,7 +153,8 @@ def _run(config: MatrixConfig, config_path: Path, request: MatrixRequest, progre
     )
     prepared = prepare(config, config_path, cells, options, progress)
     history_path = request.history_db or history.default_db_path(options.results_dir)
-    on_cell_done = (history.cell_recorder(history_path, options.results_dir, options.run_id, flat_metrics)
+    flat = functools.partial(flat_metrics, evals=config.evals.evalset)
+    on_cell_done = (history.cell_recorder(history_path, options.results_dir, options.run_id, flat)
                     if request.history else None)
     local_engines = not prepared.options.base_url and prepared.options.executor == "local"
     interrupted = False
@@ -158,8 +168,8 @@ def _run(config: MatrixConfig, config_path: Path, request: MatrixRequest, progre
         store = prepared.store
     summary = _write_verdict(store.path, config)
     if request.history:
-        history.record_finished_run(history_path, store.path, flat_metrics)
-    return MatrixOutcome(store.path, summary, interrupted)
+        history.record_finished_run(history_path, store.path, flat)
+    return MatrixOutcome(store.path, summary, interrupted, config.evals.evalset)
 
 
 def _resolve(request: MatrixRequest) -> tuple[MatrixConfig, Path, MatrixRequest]:
@@ -186,7 +196,7 @@ def _plan(config: MatrixConfig, request: MatrixRequest) -> tuple[MatrixConfig, l
         baseline = baseline_cell(every_cell, config)  # a baseline that is not a cell is bad input, caught now
         cells = select(every_cell, request.only, config)
         if baseline is not None and any(isinstance(ev, ReadsEarlierCells) and ev.runs_baseline_last(s)
-                                    for ev, s in registry.enabled(config.evals)):
+                                    for ev, s in config.evals.enabled()):
             cells = [c for c in cells if c.id != baseline.id] + [c for c in cells if c.id == baseline.id]
         return config, cells
     external = Cell(EXTERNAL_CELL, {}, config.engine.settings, (), {}, None)
@@ -229,11 +239,10 @@ def _write_verdict(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
     """summary.json and table.md from what the run stored; the summary."""
     from evalkit.verdict.deltas import summarize_run
 
-    with registry.using(config.evals):
-        model = summarize_run(run_path, config)
-        summary = model.dump()
-        write_json(run_path / "summary.json", summary)
-        atomic_write_text(run_path / "table.md", _markdown(run_path, model))
+    model = summarize_run(run_path, config)
+    summary = model.dump()
+    write_json(run_path / "summary.json", summary)
+    atomic_write_text(run_path / "table.md", _markdown(run_path, model))
     return summary
 
 

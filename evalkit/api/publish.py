@@ -13,9 +13,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from evalkit.render import render
 from evalkit.render.github import step_summary, workflow_commands
@@ -31,7 +29,7 @@ def in_github_actions() -> bool:
     return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
-def write_junit(summary: Mapping[str, Any], run_path: Path, path: Path) -> None:
+def write_junit(summary: RunSummary, run_path: Path, path: Path) -> None:
     """The run as JUnit XML (render/junit.py), written whole to `path`."""
     text = render(summary, "junit", run_path)
     assert text is not None, "junit is a document format"
@@ -69,7 +67,7 @@ def notify(command: str, markdown_path: Path, exit_code: int) -> list[str]:
     return [f"warning: --notify {argv[0]} exited with {done.returncode}"] if done.returncode else []
 
 
-def publish(run_path: Path, summary: Mapping[str, Any], junit: Path | None, github: bool,
+def publish(run_path: Path, summary: RunSummary, junit: Path | None, github: bool,
             notify_command: str | None) -> tuple[list[str], list[str]]:
     """Each delivery the request asked for, in this order: the JUnit file, then (with `github`)
     the annotations and table.md into the step summary, then the notify hook with table.md.
@@ -80,8 +78,8 @@ def publish(run_path: Path, summary: Mapping[str, Any], junit: Path | None, gith
     warnings: list[str] = []
     table = run_path / "table.md"
     if github and table.is_file():
-        annotations = workflow_commands(RunSummary.model_validate(summary))
+        annotations = workflow_commands(summary)
         warnings += append_step_summary(table.read_text(encoding="utf-8"), str(table))
     if notify_command:
-        warnings += notify(notify_command, table, int(summary["exit_code"]))
+        warnings += notify(notify_command, table, summary.exit_code)
     return annotations, warnings

@@ -48,7 +48,7 @@ from evalkit.errors import (
     ConfigError,
     Interrupted,
 )
-from evalkit.evals import registry
+from evalkit.evals import evalset
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.options import Progress, Silent
 from evalkit.run.orchestration import CommandRequest, device_lock, load_unchanged, stopping_on_interrupt
@@ -132,14 +132,13 @@ def run_bisect(request: BisectRequest, progress: Progress | None = None) -> Bise
     state = _resume(request, progress) if request.resume else _start(request, progress)
     if state.record.status in FINAL:
         return BisectOutcome(state.folder, state.record)  # resuming a finished bisect: its report, nothing run
-    with registry.using(state.config.evals), device_lock(request, FOLDER_PREFIX + state.record.bisect_id, state.config), \
-            interrupts_raise():
+    with device_lock(request, FOLDER_PREFIX + state.record.bisect_id, state.config), interrupts_raise():
         if not request.resume:
             state.store.create()  # only now: bad input and a held lock leave nothing behind
         try:
             with stopping_on_interrupt(state.config) as control:
                 state.save()
-                registry.prepare(registry.enabled(state.config.evals), state.folder)  # lm-eval's task files
+                evalset.prepare(state.config.evals.enabled(), state.folder)  # lm-eval's task files
                 _search(state, control)
         except (KeyboardInterrupt, Interrupted):
             state.record.status = "interrupted"
@@ -162,7 +161,7 @@ def _start(request: BisectRequest, progress: Progress) -> _Search:
     commits = commit_range(cell.source.repo, request.good or "", request.bad or "", request.cache_dir,
                            first_parent=not request.all_parents)
     good_dir = _good_run_dir(request, cell, commits) if request.good_run else None
-    registry.check(registry.enabled(config.evals))  # an eval that cannot run (missing data) is bad input, now
+    evalset.check(config.evals.enabled())  # an eval that cannot run (missing data) is bad input, now
     bisect_id = check_run_id(request.bisect_id or new_run_id(cell.id))
     store = RunStore(request.results_dir, FOLDER_PREFIX + bisect_id)
     if store.path.exists():
@@ -343,7 +342,7 @@ def _excerpt(state: _Search) -> dict[str, Any] | None:
         return {"sha": step.sha, "id": found.get("id"), "onset": found.get("onset"), "text": found.get("excerpt")}
     metric = (record.ends or {}).get("count_metric")
     new = (((record.ends or {}).get("evidence") or {}).get(metric) or {}).get("new_collapses") or []
-    ev = registry.eval_of(metric) if metric else None
+    ev = state.config.evals.evalset.eval_of(metric) if metric else None
     if not new or ev is None or record.bad is None:
         return None
     path = state.folder / record.bad.cell_dir / ev.samples_file

@@ -20,7 +20,7 @@ from typing import Any
 from evalkit.bisect.sequential import Count, PairedCounts, StepTest
 from evalkit.config import MatrixConfig
 from evalkit.config.thresholds import ThresholdKind
-from evalkit.evals import recorded, registry
+from evalkit.evals import recorded
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.evals.capabilities import Subsets
 from evalkit.store import read_json
@@ -74,7 +74,7 @@ def step_metrics(config: MatrixConfig) -> tuple[MetricSpec | None, MetricSpec | 
     """The PAIRED and the COUNT metric a step is judged on: the first of each kind that the
     config's thresholds name, else the eval's headline one (its `delta_label`), from enabled evals
     that can run a subset (a step runs nothing else)."""
-    usable = [spec for ev, settings in registry.enabled(config.evals) if isinstance(ev, Subsets)
+    usable = [spec for ev, settings in config.evals.enabled() if isinstance(ev, Subsets)
               for spec in ev.metrics_for(settings)]
     named = [spec for t in config.thresholds for spec in usable if spec.name == t.metric]
     headline = [spec for spec in usable if spec.display.delta_label]
@@ -113,26 +113,27 @@ def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float
     good, bad = read_json(good_dir / "cell.json"), read_json(bad_dir / "cell.json")
     labels = {"good": label(good, "good end"), "bad": label(bad, "bad end")}
     paired_spec, count_spec = step_metrics(config)
+    evals = config.evals.evalset
     base: dict[str, Any] = {"flags": [], "good_flags": [], "evidence": {}, "test": None, "alpha": alpha, "labels": labels,
             "paired_metric": paired_spec.name if paired_spec else None,
             "count_metric": count_spec.name if count_spec else None,
-            "metrics": recorded.records(registry.metrics(config.evals, [good, bad]))}
+            "metrics": recorded.records(evals.metrics(config.evals, [good, bad]))}
     for record, name in ((good, "good"), (bad, "bad")):
         if record.get("status") != "ok":
             message = (record.get("error") or {}).get("message") or record.get("status")
             return Ends(bad=False, reason=f"the {name} end did not run: {message}", **base)
-    flat_good, flat_bad = flat_metrics(good), flat_metrics(bad)
+    flat_good, flat_bad = flat_metrics(good, evals), flat_metrics(bad, evals)
     # the reference named by its commit: threshold messages read "vs good end <sha> 0.940"
     reference = labels["good"].removeprefix(REFERENCE_WORD).strip() or "?"
     evidence = deltas_between({**bad, "id": labels["bad"]}, {**good, "id": reference}, bad_dir, good_dir,
-                          flat_bad, flat_good)
+                          flat_bad, flat_good, evals)
     base["evidence"] = evidence
     if differs := sorted({f for d in evidence.values() if isinstance(d, dict) for f in d.get("setup_differs") or []}):
         return Ends(bad=False, reason=f"the ends ran different eval setups ({', '.join(differs)}): not comparable",
                     **base)
     own = [t for t in config.thresholds if t.kind.own_value]
     thresholds = [*checks.against_one_reference(config.thresholds), *own]
-    row: dict[str, Any] = {"id": labels["bad"], "status": "ok", "metrics": flat_bad, "unmeasured": unmeasured(bad),
+    row: dict[str, Any] = {"id": labels["bad"], "status": "ok", "metrics": flat_bad, "unmeasured": unmeasured(bad, evals),
                            "vs_baseline": evidence}
     checks.assess_rows(thresholds, [row], "none", one_reference=True)  # one comparison: a family of one each
     flags = [f for r in row["checks"]

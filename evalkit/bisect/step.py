@@ -33,9 +33,10 @@ from typing import Any, Literal
 from evalkit.bisect.ends import Ends, label
 from evalkit.bisect.sequential import Count, Judgement, PairedCounts, batch_schedule
 from evalkit.errors import ConfigError, Interrupted
-from evalkit.evals import registry
+from evalkit.evals import evalset
 from evalkit.evals.base import Eval, EvalResult, MetricSpec, Server
 from evalkit.evals.capabilities import Subsets
+from evalkit.evals.evalset import EvalSet, eval_name, spec_named
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.store import read_json, read_jsonl, write_jsonl
 from evalkit.store.records import CellRecord
@@ -105,7 +106,7 @@ def _pools(job: CellJob, good_dir: Path, ends: Ends, seed: int) -> tuple[list[_P
         wanted[ends.count_metric] = 1
     pools: list[_Pool] = []
     notes: list[str] = []
-    for ev, settings in registry.enabled(job.config.evals):
+    for ev, settings in job.config.evals.enabled():
         columns = [wanted[spec.name] for spec in ev.metrics_for(settings) if spec.name in wanted]
         if not isinstance(ev, Subsets):
             notes.append(f"{ev.name}: not run (cannot run a subset of its samples)")
@@ -125,8 +126,8 @@ class _StepBody:
     """The evals body of a step's cell (run_cell's `body`): batches until the test decides."""
 
     def __init__(self, pools: list[_Pool], ends: Ends, good_dir: Path, control: CellControl,
-                 schedule: Sequence[tuple[int, int]], notes: list[str]) -> None:
-        self.pools, self.ends, self.good_dir, self.control = pools, ends, good_dir, control
+                 schedule: Sequence[tuple[int, int]], notes: list[str], evals: EvalSet) -> None:
+        self.pools, self.ends, self.good_dir, self.control, self.evals = pools, ends, good_dir, control, evals
         self.schedule, self.notes = schedule, notes
         self.looks: list[dict[str, Any]] = []
         self.judgement: Judgement | None = None
@@ -135,11 +136,11 @@ class _StepBody:
     def _spec(self, metric: str | None) -> MetricSpec | None:
         """The spec of a metric the step runs, as its eval's settings report it."""
         specs = [spec for pool in self.pools for spec in pool.ev.metrics_for(pool.settings)]
-        return registry.metric(metric, specs) if metric else None
+        return spec_named(metric, specs) if metric else None
 
     def _marks_of(self, metric: str | None) -> dict[str, bool]:
         spec = self._spec(metric)
-        return marks(self.good_dir, spec) if spec else {}
+        return marks(self.good_dir, spec, self.evals) if spec else {}
 
     def __call__(self, job: CellJob, server: Server, record: CellRecord) -> None:
         assert self.ends.test is not None
@@ -180,8 +181,12 @@ class _StepBody:
         record.metrics[pool.ev.name] = combined.metrics
         write_jsonl(job.cell_dir / pool.ev.samples_file, combined.samples)
 
+    def _pool(self, spec: MetricSpec | None) -> _Pool | None:
+        """The pool of the eval that reports `spec`."""
+        return next((p for p in self.pools if spec and p.ev.name == eval_name(spec.name)), None)
+
     def _rows(self, spec: MetricSpec) -> list[dict[str, Any]] | None:
-        pool = next((p for p in self.pools if registry.eval_of(spec.name) is p.ev), None)
+        pool = self._pool(spec)
         return [row for part in pool.parts for row in part.samples] if pool and pool.parts else None
 
     def paired(self) -> PairedCounts | None:
@@ -197,7 +202,7 @@ class _StepBody:
     def collapses(self) -> Count | None:
         """Events (collapses) in the generations run so far, through the eval's own flat metrics."""
         spec = self._spec(self.ends.count_metric)
-        pool = next((p for p in self.pools if spec and registry.eval_of(spec.name) is p.ev), None)
+        pool = self._pool(spec)
         combined = pool.combined() if pool else None
         if spec is None or pool is None or combined is None:
             return None
@@ -210,7 +215,7 @@ class _StepBody:
         step = record.dump()
         step["id"] = label(step, "step")
         vs_good = deltas_between(step, {**good, "id": label(good, "good end")}, step_dir, self.good_dir,
-                             flat_metrics(step), flat_metrics(good))
+                             flat_metrics(step, self.evals), flat_metrics(good, self.evals), self.evals)
         return {"vs_good": vs_good, "sequential": self.judgement.statistics if self.judgement else {},
                 "looks": self.looks, "excerpt": self._excerpt(), "notes": self.notes}
 
@@ -220,8 +225,8 @@ class _StepBody:
         if spec is None or spec.event_field is None or not (rows := self._rows(spec)):
             return None
         event = spec.event_field
-        ev = registry.eval_of(spec.name)
-        good = {row["id"]: row for row in read_jsonl(self.good_dir / ev.samples_file)} if ev else {}
+        pool = self._pool(spec)
+        good = {row["id"]: row for row in read_jsonl(self.good_dir / pool.ev.samples_file)} if pool else {}
         for row in rows:
             if row.get(event) and not (good.get(row["id"]) or {}).get(event):
                 evidence = row.get("text_evidence") or row.get("evidence") or {}
@@ -252,10 +257,10 @@ def run_step(job: CellJob, control: CellControl, good_dir: Path, ends: Ends, *, 
         raise ConfigError(f"a step needs ends as claimed: {ends.reason}")
     pools, notes = _pools(job, good_dir, ends, seed)
     planned = [(pool.ev, pool.settings) for pool in pools]
-    registry.check(planned)
-    registry.prepare(planned, job.store.path)
+    evalset.check(planned)
+    evalset.prepare(planned, job.store.path)
     sizes = [sum(len(p.ids) for p in pools if p.column == column) for column in (0, 1)]
-    body = _StepBody(pools, ends, good_dir, control, schedule or batch_schedule(*sizes), notes)
+    body = _StepBody(pools, ends, good_dir, control, schedule or batch_schedule(*sizes), notes, job.config.evals.evalset)
     record = run_cell(job, control, body)
     if record.status == "interrupted":
         raise Interrupted("step interrupted")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable
@@ -58,8 +59,9 @@ def history(ctx: click.Context, model: str | None, cells: tuple[str, ...], since
       evalkit history --model demo --format benchmark-json --better smaller > collapse.json
     """
     from evalkit import history as hist
+    from evalkit.evals import registry
     from evalkit.history.imports import import_dashboard, is_dashboard_file
-    from evalkit.store import resolve_run
+    from evalkit.store import read_json, resolve_run
     from evalkit.verdict.deltas import flat_metrics
 
     with hist.History(db_path or hist.default_db_path(results_dir)) as store:
@@ -69,7 +71,11 @@ def history(ctx: click.Context, model: str | None, cells: tuple[str, ...], since
                 continue
             paths = list(hist.run_folders(results_dir)) if ref == "all" else [resolve_run(results_dir, ref)]
             for path in paths:
-                click.echo(f"imported {path.name}: {store.import_run(path, flat_metrics)} cells", err=True)
+                evals = registry.recorded(read_json(path / "run.json"))  # its cells, read by the evals it had
+                for missing in evals.missing:
+                    click.echo(f"warning: {path.name}: {missing}: its metrics are left out", err=True)
+                flat = functools.partial(flat_metrics, evals=evals)
+                click.echo(f"imported {path.name}: {store.import_run(path, flat)} cells", err=True)
         if ctx.invoked_subcommand is not None:
             return
         if model is None:
@@ -92,22 +98,28 @@ def history(ctx: click.Context, model: str | None, cells: tuple[str, ...], since
 
 
 def _metrics_of(points: list[Point], results_dir: Path) -> list[MetricSpec]:
-    """What the points' numbers are: the metrics their stored cells report (`registry.metrics`;
+    """What the points' numbers are: the metrics their stored cells report (`EvalSet.metrics`;
     those that depend on a run's config, one per lm-eval task, need the cell), one cell.json per
-    distinct set of eval setups while its run folder exists (the history keeps numbers, not what
-    they mean)."""
+    distinct set of eval setups while its run folder exists, read by the evals those runs had
+    (`registry.recorded`: a plugin they named, where it imports; the history keeps numbers, not
+    what they mean). A plugin that does not import is said on stderr: its metrics are left out."""
     from evalkit.evals import registry
     from evalkit.store import read_json
 
     seen: set[tuple[tuple[str, str], ...]] = set()
-    cells = []
+    cells, runs = [], {}
     for point in points:
         setups = tuple(sorted((name, str((setup or {}).get("hash"))) for name, setup in point.setups.items()))
         cell = results_dir / point.run_id / point.cell_id / "cell.json"
         if setups not in seen and cell.is_file():
             seen.add(setups)
             cells.append(read_json(cell))
-    return registry.metrics(None, cells)
+            if point.run_id not in runs and (run := cell.parent.parent / "run.json").is_file():
+                runs[point.run_id] = read_json(run)
+    evals = registry.recorded(*runs.values())
+    for missing in evals.missing:
+        click.echo(f"warning: {missing}: its metrics are left out", err=True)
+    return evals.metrics(None, cells)
 
 
 def _show_trend(points: list[Point], title: str, last: int | None, plot_path: Path | None,

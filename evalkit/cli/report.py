@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from evalkit.cli._common import _Command, console, echo_output, results_dir_option
+from evalkit.errors import ConfigError
 from evalkit.render import FORMATS
 
 if TYPE_CHECKING:  # the CLI imports the library where a command runs (`--help` stays fast)
@@ -70,24 +71,44 @@ def report(run: str, fmt: str, output: Path | None, plot_path: Path | None, resu
       evalkit report latest --format junit -o evalkit-junit.xml
       evalkit report latest --format markdown --plot deltas.png > pr-comment.md
     """
-    from evalkit.config import parse_config
-    from evalkit.evals import registry
-    from evalkit.store import read_json, resolve_run
-    from evalkit.verdict.deltas import summarize_run
+    from evalkit.store import resolve_run
 
     check_output(fmt, output)
     run_path = resolve_run(results_dir, run)
-    info = read_json(run_path / "run.json")
-    config = parse_config(info["config"], run_path / "run.json")
-    with registry.using(config.evals):  # the run's evals outside evalkit (evals.plugins), while its report is made
-        summary = summarize_run(run_path, config)
-        show_run(summary=summary, run_path=run_path, fmt=fmt, output=output)
+    summary = stored_verdict(run_path)
+    show_run(summary=summary, run_path=run_path, fmt=fmt, output=output)
     if plot_path is not None:
         from evalkit.render.forest import png
 
         drawn = png(summary, plot_path)
         click.echo(f"plot: {plot_path}" if drawn else "plot: no cell was compared with a baseline or twin: nothing "
                    "drawn", err=True)
+
+
+def stored_verdict(run_path: Path) -> RunSummary:
+    """A stored run's verdict, recomputed from its cells with its own config and evals (the
+    built-ins and the plugins its config named, `registry.recorded`). When a plugin cannot be
+    imported here, the verdict cannot be recomputed (its metrics come from its code): the run's
+    summary.json is shown as written, its metrics as recorded, and stderr says so."""
+    from evalkit.config import parse_config
+    from evalkit.evals import registry
+    from evalkit.store import read_json
+    from evalkit.verdict.deltas import summarize_run
+    from evalkit.verdict.summary import RunSummary
+
+    info = read_json(run_path / "run.json")
+    evals = registry.recorded(info)
+    if not evals.missing:
+        return summarize_run(run_path, parse_config(info["config"], run_path / "run.json"))
+    lacking = "; ".join(evals.missing)
+    try:
+        written = read_json(run_path / "summary.json")
+    except FileNotFoundError:
+        raise ConfigError(f"{lacking}; and {run_path / 'summary.json'} is absent: nothing to report without "
+                          "that eval (install it, then report again)") from None
+    click.echo(f"warning: {lacking}: showing summary.json as the run wrote it, not recomputed; that eval's metrics "
+               "as recorded, without its samples", err=True)
+    return RunSummary.model_validate(written).carrying(evals)
 
 
 def show_run(summary: RunSummary | Mapping[str, Any], run_path: Path, fmt: str, output: Path | None = None) -> None:

@@ -11,6 +11,7 @@ was expected``.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -28,7 +29,8 @@ from evalkit.config.log_assertion import LogAssertion
 from evalkit.config.thresholds import METRICS_CONTEXT, Threshold
 
 if TYPE_CHECKING:
-    from evalkit.evals.base import Eval
+    from evalkit.evals.base import Eval, EvalSettings
+    from evalkit.evals.evalset import EvalSet
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_STARTUP_TIMEOUT_S = 45 * 60  # ATOM's CI waits 45 x 60 s for a large model
@@ -136,22 +138,32 @@ class Evals(StrictModel):
     The fields come from the eval registry (evalkit/evals/registry.py): `config_model()` builds
     the config model with one field per registered eval and per eval `plugins` names, so adding
     an eval adds its section here with no edit to this file, and a misspelt section is still an
-    unknown key.
+    unknown key. The section resolves the config's evals once (`evalset`): the run, its verdict
+    and its report take them from here.
     """
 
     plugins: list[str] = Field(default_factory=list, description=(
         "Evals outside evalkit as module.path:ATTR (an Eval, or a zero-argument callable returning one); "
         "each runs with its section evals.<its name> (defaults where omitted)."))
 
-    @model_validator(mode="after")
-    def _known_metrics(self, info: ValidationInfo) -> Evals:
-        """Hand the metrics this section's evals report (`registry.metrics`, a pure function of it)
-        to `thresholds`, validated after `evals` in the same call (`parse_config` passes a
-        context): nothing outside this validation learns them."""
+    @functools.cached_property
+    def evalset(self) -> EvalSet:
+        """This config's evals: the registered ones, then those `plugins` names (`registry.resolve`)."""
         from evalkit.evals import registry
 
+        return registry.resolve(self)
+
+    def enabled(self) -> list[tuple[Eval, EvalSettings]]:
+        """The evals a cell runs, in order, with their settings (`EvalSet.enabled`)."""
+        return self.evalset.enabled(self)
+
+    @model_validator(mode="after")
+    def _known_metrics(self, info: ValidationInfo) -> Evals:
+        """Hand the metrics this section's evals report (`EvalSet.metrics`, a pure function of it)
+        to `thresholds`, validated after `evals` in the same call (`parse_config` passes a
+        context): nothing outside this validation learns them."""
         if isinstance(info.context, dict):
-            info.context[METRICS_CONTEXT] = registry.metrics(self)
+            info.context[METRICS_CONTEXT] = self.evalset.metrics(self)
         return self
 
 

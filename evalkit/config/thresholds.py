@@ -27,12 +27,12 @@ METRICS_CONTEXT = "metrics"
 
 
 def _known_specs(info: ValidationInfo) -> list[MetricSpec]:
-    """The metrics a threshold may name: its config's (the validation context), or the evals'
-    fixed ones for a threshold validated alone."""
+    """The metrics a threshold may name: its config's (the validation context), or the built-in
+    evals' fixed ones for a threshold validated alone."""
     from evalkit.evals import registry
 
     known = info.context.get(METRICS_CONTEXT) if isinstance(info.context, dict) else None
-    return registry.metrics() if known is None else known
+    return registry.builtins().metrics() if known is None else known
 
 
 CHECKS = ("min", "max", "max_drop_vs_baseline", "max_drop_ab", "max_rise_vs_baseline", "max_rise_ab",
@@ -106,9 +106,9 @@ class Threshold(StrictModel):
         set_checks = [c for c in CHECKS if getattr(self, c) is not None]
         if len(set_checks) != 1:
             raise ValueError(f"set exactly one of {', '.join(CHECKS)} (got {set_checks or 'none'})")
-        from evalkit.evals import registry
+        from evalkit.evals.evalset import spec_named
 
-        spec = registry.metric(self.metric, _known_specs(info))
+        spec = spec_named(self.metric, _known_specs(info))
         self._fits_pairwise(set_checks[0], spec)
         self._fits_equivalence(set_checks[0], spec)
         self._fits_detects(set_checks[0])

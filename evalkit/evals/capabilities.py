@@ -86,7 +86,7 @@ class ReadsEarlierCells(Protocol):
 
 @runtime_checkable
 class LifecycleRecorded(Protocol):
-    """A pseudo-eval: never run against a server (`registry.enabled` leaves it out); its figures
+    """A pseudo-eval: never run against a server (`EvalSet.enabled` leaves it out); its figures
     are what the cell lifecycle recorded (the engine's own report, evals/engine_figures.py)."""
 
     def raw(self, record: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -152,7 +152,7 @@ class EngineFigures(Eval):
         mine, theirs = row["metrics"].get("engine.tokens_per_s"), baseline["metrics"].get("engine.tokens_per_s")
         if not mine or not theirs or mine < FASTER * theirs:
             return out
-        for spec in registry.metrics(None, [record]):
+        for spec in registry.builtins().metrics(None, [record]):  # the built-in evals' counts
             found = (row.get("vs_baseline") or {}).get(spec.name) or {}
             if spec.comparison is not Comparison.COUNT or spec.higher_is_better or not (found.get("diff") or 0) > 0:
                 continue
@@ -170,7 +170,7 @@ def _accuracy_with_acceptance(record: Mapping[str, Any], row: Mapping[str, Any])
     target that went wrong, which no single threshold says (and a rate that fell alone is only a
     slower engine)."""
     rate = row["metrics"].get("engine.spec_acceptance_rate")
-    paired = [spec for spec in registry.metrics(None, [record])
+    paired = [spec for spec in registry.builtins().metrics(None, [record])
               if spec.comparison is Comparison.PAIRED and spec.higher_is_better]
     for key, word in (("vs_ab", "its fix-on twin"), ("vs_baseline", "the baseline")):
         deltas = row.get(key) or {}

@@ -1,36 +1,29 @@
-"""The one place evals are known: built-ins (GSM8K, the collapse check), any other registered, and
-those a config names as `module.path:ATTR` (`evals.plugins`).
-
-Everything generic asks here: the config schema (each eval's settings under its name), the
-threshold check (known metric names), the cell lifecycle (which evals a cell runs, in order), verdicts,
-the report and the history (each metric's comparison kind and columns). Which metrics exist is a
-pure function, `metrics(config.evals, stored cells)`: nothing a process validated or read before
-changes it (summary.json records a run's, evals/recorded.py). Registration order is
-run order: an eval sees the results of those before it (the collapse check scans GSM8K's answers).
+"""Where evals come from: the built-ins (GSM8K, the collapse check) and any other registered, a
+plain table filled as their modules are imported, and those a config names as `module.path:ATTR`
+(`evals.plugins`), loaded and registered nowhere.
 
     from evalkit.evals import registry
     registry.register(MyEval())      # its module defines MyEval(Eval); see evals/base.py
 
-An eval outside evalkit needs neither: a config names it (``evals: {plugins: [mypkg.evals:EVAL]}``)
-and validating that config loads it (`plugin`) without registering it, so which evals exist for
-any other config stays the same. Its functions below see it when given that config; what reads
-stored cells without one (verdicts, reports) sees it while a command acts on the config
-(`using`: a run, a bisect, a report) and not after.
+Nothing here answers "which evals exist" for a run: a config resolves its own `EvalSet`
+(`resolve`: the registered evals, then its plugins; evals/evalset.py), carried as
+``config.evals.evalset`` to the run, the verdict and the report, and a stored run resolves it
+from what it recorded (`recorded`). So validating a config that names a plugin changes which
+evals any other config has in no way, and no command enters a scope for its report to see them.
+Registration order is run order: an eval sees the results of those before it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib
 import threading
-from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from evalkit.errors import ConfigError
-from evalkit.evals.base import Eval, EvalSettings, MetricSpec
-from evalkit.evals.capabilities import Checks, LifecycleRecorded, Prepares
+from evalkit.evals.base import Eval
+from evalkit.evals.evalset import EvalSet
 from evalkit.user_code import load
 
 BUILTINS = ("evalkit.evals.gsm8k", "evalkit.evals.repetition", "evalkit.evals.lm_eval_tasks",
@@ -41,8 +34,6 @@ _EVALS: dict[str, Eval] = {}
 _LOCK = threading.RLock()
 _generation = 0
 _builtins_loaded = False
-_IN_USE: list[Eval] = []
-"""Evals named by the configs commands act on now (`using`), in the order they were named."""
 
 
 def _load_builtins() -> None:
@@ -101,26 +92,6 @@ def plugins(refs: Iterable[str]) -> tuple[Eval, ...]:
     return tuple(out.values())
 
 
-def _named_by(evals_config: Any | None) -> tuple[Eval, ...]:
-    return plugins(getattr(evals_config, "plugins", None) or ())
-
-
-@contextlib.contextmanager
-def using(evals_config: Any) -> Iterator[None]:
-    """While a command acts on a config (runs it, bisects it, reports a run of it), the evals it
-    names are known to every function here, in every thread, also without that config; after,
-    they are not."""
-    named = _named_by(evals_config)
-    with _LOCK:
-        _IN_USE.extend(named)
-    try:
-        yield
-    finally:
-        with _LOCK:
-            for ev in named:  # one entry each: nested or side-by-side uses of a config keep it to the last
-                _IN_USE.remove(ev)
-
-
 def unregister(name: str) -> None:
     """Remove an eval (tests that register a toy one clean up with this)."""
     global _generation
@@ -148,73 +119,31 @@ def registered() -> list[Eval]:
         return sorted(_EVALS.values(), key=_rank)
 
 
-def evals(evals_config: Any | None = None) -> list[Eval]:
-    """Every known eval, in run order: the registered ones, then those in use (`using`) and those
-    `evals_config` names (`evals.plugins`)."""
-    with _LOCK:
-        out = registered() + [ev for ev in dict.fromkeys(_IN_USE) if ev.name not in _EVALS]
-    return out + [ev for ev in _named_by(evals_config) if ev not in out]
+def builtins() -> EvalSet:
+    """The registered evals alone: the set of a config that names no plugin, and what reads a
+    stored cell with no config (the history) knows."""
+    return EvalSet(tuple(registered()))
 
 
-def get(name: str) -> Eval | None:
-    return next((ev for ev in evals() if ev.name == name), None)
+def resolve(evals_config: Any | None) -> EvalSet:
+    """A config's evals: the registered ones, then those its `evals.plugins` names (ConfigError
+    for one that cannot load). A config carries it as ``config.evals.evalset``."""
+    return EvalSet(tuple(registered()) + plugins(getattr(evals_config, "plugins", None) or ()))
 
 
-def metrics(evals_config: Any | None = None, records: Iterable[Mapping[str, Any]] = ()) -> list[MetricSpec]:
-    """The metrics a config's evals report (`Eval.metrics_for` each section; None: no config, each
-    eval's fixed metrics) and those stored cells hold (`Eval.metrics_in`), in eval order then
-    declaration order, each name once. Pure: nothing a process validated or read before counts."""
-    cells = list(records)
-    out: dict[str, MetricSpec] = {}
-    for ev in evals(evals_config):
-        found = [*ev.metrics_for(getattr(evals_config, ev.name, None))]
-        found += [spec for cell in cells if (found_raw := raw(ev, cell)) for spec in ev.metrics_in(found_raw)]
-        for spec in found:
-            out.setdefault(spec.name, spec)
-    return list(out.values())
-
-
-def metric(name: str, specs: Iterable[MetricSpec] | None = None) -> MetricSpec | None:
-    """The spec named `name` among `specs` (default: `metrics()`, the evals' fixed ones)."""
-    return next((spec for spec in (metrics() if specs is None else specs) if spec.name == name), None)
-
-
-def eval_of(metric_name: str) -> Eval | None:
-    """The eval that reports `metric_name`: the one whose name is its prefix (`register` holds
-    every eval to that)."""
-    return next((ev for ev in evals() if metric_name.startswith(ev.name + ".")), None)
-
-
-def raw(ev: Eval, record: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """An eval's raw metrics in a cell record (what its `flat` reads): stored under its name
-    (``cell.json`` ``metrics.<name>``), or, for figures the lifecycle records, where its `raw` says;
-    None: the cell has none."""
-    if isinstance(ev, LifecycleRecorded):
-        return ev.raw(record)
-    found: Mapping[str, Any] | None = (record.get("metrics") or {}).get(ev.name)
-    return found
-
-
-def enabled(evals_config: Any) -> list[tuple[Eval, EvalSettings]]:
-    """The evals a cell runs, in order, with their settings (`config.evals`); pseudo-evals whose
-    figures the lifecycle records (`LifecycleRecorded`) are not among them."""
-    out = []
-    for ev in evals(evals_config):
-        settings = getattr(evals_config, ev.name, None)
-        if settings is not None and settings.enabled and not isinstance(ev, LifecycleRecorded):
-            out.append((ev, settings))
-    return out
-
-
-def check(planned: Iterable[tuple[Eval, EvalSettings]]) -> None:
-    """Before a run or bisect starts: each eval that `Checks` raises for what would fail every cell."""
-    for ev, settings in planned:
-        if isinstance(ev, Checks):
-            ev.check(settings)
-
-
-def prepare(planned: Iterable[tuple[Eval, EvalSettings]], run_dir: Path) -> None:
-    """Once the run's folder exists, before any cell: each eval that `Prepares` writes its shared files."""
-    for ev, settings in planned:
-        if isinstance(ev, Prepares):
-            ev.prepare(run_dir, settings)
+def recorded(*runs: Mapping[str, Any]) -> EvalSet:
+    """The evals of stored runs (their run.json): the registered ones and the plugins their
+    configs named, like `resolve`, but a plugin this process cannot load is named in `missing`
+    rather than raised, so a report still shows what the run recorded and says what it lacks."""
+    refs = dict.fromkeys(ref for run in runs for ref in ((run.get("config") or {}).get("evals") or {}).get("plugins") or [])
+    found: list[Eval] = []
+    missing: list[str] = []
+    for i, ref in enumerate(refs):
+        try:
+            ev = plugin(ref, f"evals.plugins[{i}]")
+        except ConfigError as e:
+            missing.append(str(e))
+            continue
+        if all(ev.name != known.name for known in found):
+            found.append(ev)
+    return EvalSet(tuple(registered()) + tuple(found), tuple(missing))

@@ -100,10 +100,11 @@ def from_runs(points: Iterable[Point]) -> list[Series]:
     """One series per (model, cell, metric) of evalkit's recorded cells, for every registered metric
     with a direction; the floor is the `min` its run checked, the n its eval's `.n` metric."""
     out: dict[tuple[str, str, str], Series] = {}
+    known = {spec.name: spec for spec in registry.builtins().metrics()}  # the history keeps numbers, not their evals
     for p in sorted(points, key=lambda p: (p.started_at or "", p.run_id)):
         floors = {c.get("metric"): c.get("margin") for c in p.checks or [] if c.get("check") == "min"}
         for metric, value in p.metrics.items():
-            spec = registry.metric(metric)
+            spec = known.get(metric)
             if spec is None:
                 continue
             key = (p.model, p.cell_id, metric)

@@ -13,7 +13,8 @@ The layers, each in its module:
 * text.py: escaping for markdown, HTML, the terminal and CSV (model text is hostile input);
 * numbers.py: how values, deltas and dates are written;
 * table.py, header.py, compare_table.py: the table model, pure data, its columns, pivots and
-  legend read from the eval registry (a new eval's metrics appear with no edit here);
+  legend read from the metrics the summary records and the run's evals it carries (a new eval's
+  metrics appear with no edit here);
 * details.py: what the summary leaves out (flipped questions' answers, event samples), read
   from the run folder;
 * headline.py: the one line about cells that every format opens with (`--format headline`: only it);

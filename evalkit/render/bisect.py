@@ -20,8 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from evalkit.clean import clean
-from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.evals.evalset import spec_named
 from evalkit.evals.recorded import specs_of
 from evalkit.render.checks import check_sentence, stored
 from evalkit.render.markdown import md_table
@@ -45,7 +45,7 @@ def _deltas(evidence: dict[str, Any], specs: list[MetricSpec]) -> list[tuple[str
         if not isinstance(d, dict) or d.get("diff") is None:
             continue
         p = d.get("p_value", d.get("p_greater"))
-        spec = registry.metric(metric, specs)
+        spec = spec_named(metric, specs)
         # a share's change in points; a divergence or an engine figure (tokens/s) as it is
         share = spec is None or spec.comparison in (Comparison.PAIRED, Comparison.COUNT)
         rows.append((metric, f"{d['diff'] * 100:+.1f} points" if share else f"{d['diff']:+.3g}",

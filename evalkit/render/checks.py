@@ -12,8 +12,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.evals.evalset import EvalSet, spec_named
 from evalkit.render.numbers import p_text
 from evalkit.stats.multiplicity import METHOD_WORDS
 from evalkit.verdict.plan import data_size
@@ -50,7 +50,7 @@ def _scaled(metric: str, x: float | None, specs: list[MetricSpec]) -> str:
     """A margin, MDE or difference in the metric's units: points for shares, else as is."""
     if x is None:
         return "-"
-    spec = registry.metric(metric, specs)
+    spec = spec_named(metric, specs)
     share = spec is not None and spec.comparison in (Comparison.PAIRED, Comparison.COUNT)
     return f"{x * 100:.1f} points" if share else f"{x:.3g}"
 
@@ -176,12 +176,12 @@ def check_lines(summary: RunSummary | Verdict) -> list[str]:
         if counts["NOT_CHECKED"]:
             words.append(f"{counts['NOT_CHECKED']} not checked")
         unsure = [(cid, c) for cid, c in found if c.outcome == "INCONCLUSIVE"]
-        said = f". {advice(unsure, specs)}" if unsure else ""
+        said = f". {advice(unsure, specs, summary.evals)}" if unsure else ""
         out.append(f"#{index + 1} {rule}{family}: " + ", ".join(words) + said)
     return out
 
 
-def advice(unsure: list[tuple[str, CheckRecord]], specs: list[MetricSpec]) -> str:
+def advice(unsure: list[tuple[str, CheckRecord]], specs: list[MetricSpec], evals: EvalSet) -> str:
     """One threshold's INCONCLUSIVE checks in plain words, said once for all its cells: what the
     run could see (the n and the MDE, or the interval), what the margin asks, and the config key
     that changes it. A nightly that says "inconclusive" without this teaches its readers to ignore
@@ -189,17 +189,17 @@ def advice(unsure: list[tuple[str, CheckRecord]], specs: list[MetricSpec]) -> st
     evals.repetition.count" gets fixed."""
     checks = [c for _, c in unsure]
     first = checks[0]
-    key = n_key(first.metric)
-    more = f"more {_unit(first.metric)} ({key} or --limit)" if key else f"more {_unit(first.metric)}"
+    key = n_key(first.metric, evals)
+    more = f"more {_unit(first.metric, specs)} ({key} or --limit)" if key else f"more {_unit(first.metric, specs)}"
     if first.check in ("min", "max"):
         lows = [c.ci[0] if first.check == "min" else c.ci[1] for c in checks if c.ci]
         edge = (min(lows) if first.check == "min" else max(lows)) if lows else None
-        return (f"{_cells(unsure)} within sampling reach of {first.margin or 0:g}: {_ns(checks)} {_unit(first.metric)} "
+        return (f"{_cells(unsure)} within sampling reach of {first.margin or 0:g}: {_ns(checks)} {_unit(first.metric, specs)} "
                 f"put its {first.ci_level:.0%} interval across it" + (f" (to {edge:.3f})" if edge is not None else "")
                 + f"; {more} or a limit further from the expected value decide it")
     if first.check.startswith("equivalent"):
-        return (f"{_cells(unsure)}: {_ns(checks)} {_unit(first.metric)} do not show ±{_scaled(first.metric, first.margin, specs)}"
-                + _asks(checks, first, key) + "; or widen the margin")
+        return (f"{_cells(unsure)}: {_ns(checks)} {_unit(first.metric, specs)} do not show ±{_scaled(first.metric, first.margin, specs)}"
+                + _asks(checks, first, key, evals, specs) + "; or widen the margin")
     unseen_pairs = [(cid, c) for cid, c in unsure if not _moved_past(c)]
     unseen = [c for _, c in unseen_pairs]
     parts = []
@@ -210,17 +210,18 @@ def advice(unsure: list[tuple[str, CheckRecord]], specs: list[MetricSpec]) -> st
                else f"{first.factor or 0:g} x its margin of {_scaled(first.metric, first.margin, specs)}")
         sees = (f"could not show a {way} of any size at alpha {first.alpha:g}" if worst.mde is None else
                 f"see a {way} of {_scaled(first.metric, worst.mde, specs)} or more ({_power(first)}), more than {bar}")
-        parts.append(f"{_cells(unseen_pairs)}: {_ns(unseen)} {_unit(first.metric)} per cell {sees}"
-                     + _asks(unseen, first, key) + _wider(worst, first))
+        parts.append(f"{_cells(unseen_pairs)}: {_ns(unseen)} {_unit(first.metric, specs)} per cell {sees}"
+                     + _asks(unseen, first, key, evals, specs) + _wider(worst, first))
     if moved := [(cid, c) for cid, c in unsure if _moved_past(c)]:
         parts.append(f"{_cells(moved)} moved past the margin without significance: a rerun or {more} decide it")
     return "; ".join(parts)
 
 
-def n_key(metric: str) -> str | None:
+def n_key(metric: str, evals: EvalSet) -> str | None:
     """The config key that sets how many questions or samples a metric's eval scores per cell
-    (`evals.repetition.count`, `evals.gsm8k.limit`); None when its settings have none."""
-    ev = registry.eval_of(metric)
+    (`evals.repetition.count`, `evals.gsm8k.limit`); None when its settings have none (or the run's
+    `evals` lack its code)."""
+    ev = evals.eval_of(metric)
     if ev is None:
         return None
     fields = ev.settings_model.model_fields
@@ -234,17 +235,17 @@ def _moved_past(check: CheckRecord) -> bool:
     return check.mde is not None and check.mde <= bar
 
 
-def _asks(checks: list[CheckRecord], first: CheckRecord, key: str | None) -> str:
+def _asks(checks: list[CheckRecord], first: CheckRecord, key: str | None, evals: EvalSet, specs: list[MetricSpec]) -> str:
     """`; the 5.0-point margin asks for n ≈ 180 per cell: set evals.repetition.count` (or: more than the data holds)."""
     needed = max((c.n_needed for c in checks if c.n_needed), default=None)
     if needed is None:
         return ""
     target = "the change it exists to catch" if first.detects is not None else "the margin"
-    ev = registry.eval_of(first.metric)
+    ev = evals.eval_of(first.metric)
     size = data_size(ev) if ev is not None else None
     if ev is not None and size is not None and needed > size:
         scored = max(c.n or 0 for c in checks)
-        return (f"; {target} asks for n ≈ {needed}, more than the {size} {_unit(first.metric)} {ev.name} holds"
+        return (f"; {target} asks for n ≈ {needed}, more than the {size} {_unit(first.metric, specs)} {ev.name} holds"
                 + (f" (this run scored {scored}: no --limit, {key} unset, scores them all)" if scored < size and key else ""))
     return f"; {target} asks for n ≈ {needed} per cell" + (f": set {key} to {needed} (and no --limit below it)" if key else "")
 
@@ -263,9 +264,9 @@ def _ns(checks: list[CheckRecord]) -> str:
     return "?" if not ns else str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
 
 
-def _unit(metric: str) -> str:
+def _unit(metric: str, specs: list[MetricSpec]) -> str:
     """What an eval's n counts: questions for paired marks, samples for counts."""
-    spec = registry.metric(metric)
+    spec = spec_named(metric, specs)
     return "questions" if spec is not None and spec.comparison is Comparison.PAIRED else "samples"
 
 

@@ -11,13 +11,13 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Evidence, MetricSpec
+from evalkit.evals.evalset import eval_name
 from evalkit.evals.recorded import specs_of
 from evalkit.render.header import tests_used
 from evalkit.render.numbers import date_text, num
 from evalkit.render.table import Column, spec_delta
-from evalkit.verdict.summary import Delta
+from evalkit.verdict.summary import Delta, Verdict
 
 
 def delta_specs(specs: list[MetricSpec]) -> list[MetricSpec]:
@@ -25,7 +25,7 @@ def delta_specs(specs: list[MetricSpec]) -> list[MetricSpec]:
     `specs_of` reads them): its compared metrics with a `delta_label`, then its other compared
     ones that have a matrix column (always there, not `column_when_measured`)."""
     out = []
-    for _, group in itertools.groupby(specs, key=lambda spec: registry.eval_of(spec.name)):
+    for _, group in itertools.groupby(specs, key=lambda spec: eval_name(spec.name)):
         compared = [spec for spec in group if spec.comparison is not Comparison.NONE]
         out += [s for s in compared if s.display.delta_label] + [s for s in compared if s.display.column and not s.display.delta_label
                                                             and not s.display.column_when_measured]
@@ -128,5 +128,6 @@ def run_facts(meta: dict[str, Any]) -> str:
 
 def compare_legend(result: dict[str, Any]) -> str:
     """What Δ and p mean in the compare table (counts: two-sided, a change may go either way)."""
-    tests = tests_used(delta_specs(specs_of(result)), "two-sided Fisher exact ({})")
+    verdict = Verdict.model_validate(result)
+    tests = tests_used(delta_specs(verdict.specs()), "two-sided Fisher exact ({})", verdict.evals)
     return "Δ = run B − run A, in points, on the questions both answered" + (f"; p: {tests}." if tests else ".")

@@ -13,40 +13,48 @@ import io
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, MetricSpec
-from evalkit.evals.recorded import specs_of
+from evalkit.evals.evalset import EvalSet, eval_name
 from evalkit.redact import strip_userinfo
 from evalkit.render.compare_table import flip_specs, flips
 from evalkit.render.engine_log import checks_text
 from evalkit.render.table import AGAINST
 from evalkit.render.text import csv_safe, no_local_paths
-from evalkit.verdict.summary import CheckRecord, JudgedCell, RunSummary
+from evalkit.verdict.summary import CheckRecord, JudgedCell, RunSummary, Verdict
 
 if TYPE_CHECKING:
     from evalkit.render.details import Details
 
-Share = tuple[Eval, tuple[MetricSpec, ...]]
-"""One eval and its metrics among those a summary or a comparison records."""
+Share = tuple[str, Eval | None, tuple[MetricSpec, ...]]
+"""One eval (its name, and its code where the run's evals have it) and its metrics among those a
+summary or a comparison records."""
 
 
-def _shares(specs: list[MetricSpec]) -> list[Share]:
-    """Every registered eval in order with its share of `specs` (none: an eval the run did not have)."""
-    return [(ev, tuple(s for s in specs if registry.eval_of(s.name) is ev)) for ev in registry.evals()]
+def _shares(specs: list[MetricSpec], evals: EvalSet) -> list[Share]:
+    """Every eval of the run's set in order with its share of `specs` (none: an eval the run did
+    not have), then those the set lacks (a plugin this process cannot import), as recorded."""
+    names = dict.fromkeys([*(ev.name for ev in evals), *(eval_name(s.name) for s in specs)])
+    return [(name, evals.get(name), tuple(s for s in specs if eval_name(s.name) == name)) for name in names]
+
+
+def _csv(share: Share) -> list[str]:
+    """The eval's CSV columns (`EvalDisplay.csv`); without its code, its recorded metrics."""
+    _, ev, specs = share
+    return list(ev.display.csv(specs)) if ev is not None else [spec.name for spec in specs]
 
 
 def _compared(share: Share) -> list[str]:
-    return [spec.name for spec in share[1] if spec.comparison is not Comparison.NONE]
+    return [spec.name for spec in share[2] if spec.comparison is not Comparison.NONE]
 
 
 def _per_cell(share: Share) -> list[str]:
     """The compared metrics a cell holds itself (not those measured between two cells)."""
-    return [spec.name for spec in share[1] if spec.comparison not in (Comparison.NONE, Comparison.PAIRWISE)]
+    return [spec.name for spec in share[2] if spec.comparison not in (Comparison.NONE, Comparison.PAIRWISE)]
 
 
 def _flat_fields(shares: list[Share]) -> list[str]:
     """Each eval's compared per-cell metrics, then the rest of its CSV columns."""
-    return list(dict.fromkeys(name for share in shares for name in [*_per_cell(share), *share[0].display.csv(share[1])]))
+    return list(dict.fromkeys(name for share in shares for name in [*_per_cell(share), *_csv(share)]))
 
 
 def _flat_columns(metrics: dict[str, Any], fields: list[str]) -> dict[str, Any]:
@@ -74,7 +82,7 @@ def records(summary: RunSummary) -> list[dict[str, Any]]:
     """One record per cell: axes, status, source, flat metrics, deltas and p-values, flags (local
     paths cut like every report's: summary.json keeps them whole)."""
     axes = list(dict.fromkeys(a for c in summary.cells for a in c.axes))
-    shares = _shares(summary.specs())
+    shares = _shares(summary.specs(), summary.evals)
     compared = [name for share in shares for name in _compared(share)]
     fields = _flat_fields(shares)
     out = []
@@ -117,15 +125,16 @@ def check_columns(checks: Sequence[CheckRecord] | None) -> dict[str, Any]:
 
 def _sample_count(share: Share) -> list[str]:
     """`<eval>.n`, the number of questions or samples every eval's flat metrics carry, if its CSV has it."""
-    ev, specs = share
-    return [f"{ev.name}.n"] if f"{ev.name}.n" in ev.display.csv(specs) else []
+    n = f"{share[0]}.n"
+    return [n] if n in _csv(share) else []
 
 
 def comparison_records(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One record per cell: A and B headline metrics, B − A deltas, p-values, flip counts, and
     B's checks against A (`check_columns`; rules numbered as B's config's delta thresholds)."""
-    specs = specs_of(result)
-    shares = _shares(specs)
+    verdict = Verdict.model_validate(result)
+    specs = verdict.specs()
+    shares = _shares(specs, verdict.evals)
     headline = [name for share in shares for name in [*_per_cell(share), *_sample_count(share)]]
     compared = [name for share in shares for name in _compared(share)]
     several = len(flip_specs(specs)) > 1

@@ -197,7 +197,7 @@ def load_details(run_path: Path, summary: RunSummary) -> Details:
     if (run_path / "run.json").is_file():
         details.run = {k: v for k, v in read_json(run_path / "run.json").items() if k != "config"}
     wanted: dict[tuple[str, str, str], set[str]] = {}  # (eval, samples file, cell) -> ids: one read per file
-    for ev, spec in with_evals(summary.specs()):
+    for ev, spec in with_evals(summary.specs(), summary.evals):
         section = how.section if (how := shown(spec)) is not None else None
         for cell in summary.cells:
             if section is Section.FLIPS and (ids := flipped_to_wrong(cell, spec.name)):

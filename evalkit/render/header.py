@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, MetricSpec
+from evalkit.evals.evalset import EvalSet, eval_name
 from evalkit.redact import strip_userinfo
 from evalkit.render.gpus import box_text
 from evalkit.render.numbers import date_text
@@ -123,15 +123,16 @@ def eval_title(ev: Eval) -> str:
     return ev.display.title or ev.name
 
 
-def tests_used(specs: Iterable[MetricSpec], fisher: str) -> str:
+def tests_used(specs: Iterable[MetricSpec], fisher: str, evals: EvalSet) -> str:
     """`McNemar exact (GSM8K), one-sided Fisher exact (collapse rise)`: the test behind the p-values
-    of `specs`, each once. A paired metric is tested on its eval's questions, so the eval is named;
-    a count by its delta label, in `fisher` ("one-sided Fisher exact ({} rise)")."""
+    of `specs`, each once. A paired metric is tested on its eval's questions, so the eval is named
+    (its title, from the run's `evals`; else its name); a count by its delta label, in `fisher`
+    ("one-sided Fisher exact ({} rise)")."""
     parts: list[str] = []
     for spec in specs:
-        ev = registry.eval_of(spec.name)
-        if spec.comparison is Comparison.PAIRED and ev is not None:
-            part = f"McNemar exact ({eval_title(ev)})"
+        ev = evals.eval_of(spec.name)
+        if spec.comparison is Comparison.PAIRED:
+            part = f"McNemar exact ({eval_title(ev) if ev is not None else eval_name(spec.name)})"
         elif spec.comparison is Comparison.COUNT:
             part = fisher.format(spec.display.delta_label or spec.short)
         else:
@@ -153,7 +154,7 @@ def legend(summary: RunSummary) -> str:
     between = [s.display.delta_label for s in specs if s.display.delta_label and s.comparison is Comparison.PAIRWISE]
     if between:
         parts.append(f"{', '.join(between)}: measured between the cell's and its reference's outputs")
-    tests = tests_used((s for s in specs if s.display.delta_label), "one-sided Fisher exact ({} rise)")
+    tests = tests_used((s for s in specs if s.display.delta_label), "one-sided Fisher exact ({} rise)", summary.evals)
     if tests:
         parts.append(f"p: {tests}")
     return "; ".join(parts) + "."

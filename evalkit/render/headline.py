@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.evals.evalset import spec_named
 from evalkit.render.checks import checks_of, why
 from evalkit.render.numbers import p_text
 from evalkit.render.text import no_local_paths
@@ -67,7 +67,7 @@ def figure(check: CheckRecord, row: CellRow | JudgedCell, cells: dict[str, CellR
     """One broken check as a figure a reviewer reads: `GSM8K flexible -7.1 points vs twin (p 6.1e-17)`,
     `collapse rate 21/64 vs 0/64 (p 6.7e-08)`, `GSM8K flexible 0.870 < min 0.9`; a compared cell
     (a `JudgedCell`: B against A) is `vs A`."""
-    spec = registry.metric(check.metric, specs)
+    spec = spec_named(check.metric, specs)
     label = spec.display.label if spec is not None else check.metric
     if check.check in ("min", "max"):
         sign = "<" if check.check == "min" else ">"
@@ -102,7 +102,7 @@ def _figures(row: CellRow | JudgedCell, cells: dict[str, CellRow], specs: list[M
 
 def check_words(check: CheckRecord, specs: list[MetricSpec]) -> str:
     """A threshold in a few words: `collapse rate rise vs twin`, `GSM8K flexible min 0.9`."""
-    spec = registry.metric(check.metric, specs)
+    spec = spec_named(check.metric, specs)
     label = spec.display.label if spec is not None else check.metric
     if check.check in ("min", "max"):
         return f"{label} {check.check} {check.margin or 0:g}"

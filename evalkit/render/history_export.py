@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.evals.evalset import spec_named
 from evalkit.history.db import Point
 from evalkit.render.checks import stored, with_mde
 from evalkit.render.text import csv_safe
@@ -40,11 +41,12 @@ def benchmark_json(points: Sequence[Point], bigger: bool, specs: list[MetricSpec
     """The newest run's metrics that improve as they grow (`bigger`) or as they shrink, one entry per cell x metric,
     in github-action-benchmark's custom format. Metrics without a registered spec (counts such as
     `gsm8k.n`) have no direction and are left out. `specs`: the metrics the points' runs report
-    (default: the evals' fixed ones)."""
+    (default: the built-in evals' fixed ones)."""
+    specs = registry.builtins().metrics() if specs is None else specs
     entries = []
     for point in newest_run(points):
         for name, value in point.metrics.items():
-            spec = registry.metric(name, specs)
+            spec = spec_named(name, specs)
             if spec is None or spec.higher_is_better != bigger:
                 continue
             entries.append({
@@ -62,7 +64,7 @@ def history_csv(points: Sequence[Point]) -> str:
     (sorted by name; empty where a cell did not report it), then `checks`: each threshold's
     outcome in that run, `<outcome> <rule>` joined by "; ", an INCONCLUSIVE one with its MDE."""
     names = sorted({name for p in points for name in p.metrics})
-    specs = registry.metrics()
+    specs = registry.builtins().metrics()
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["run_id", "started_at", "cell", "status", "source_sha", *names, "checks"])

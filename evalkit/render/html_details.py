@@ -238,7 +238,7 @@ def cell_sections(summary: RunSummary, details: Details, attrs: dict[str, str]) 
     out = []
     for cell in summary.cells:
         blocks = []
-        for ev, spec in with_evals(summary.specs()):
+        for ev, spec in with_evals(summary.specs(), summary.evals):
             how = shown(spec)
             if how is None:
                 continue

@@ -179,7 +179,7 @@ def details_sections(summary: RunSummary, details: Details, chars: int = MAX_DET
     budget = _Budget(max(0, min(chars, MAX_DETAILS_CHARS)))
     cells, out = summary.cells, []
     first = sorted(cells, key=lambda cell: not cell.flags)  # cells with broken thresholds spend the budget first
-    for ev, spec in with_evals(summary.specs()):
+    for ev, spec in with_evals(summary.specs(), summary.evals):
         how = shown(spec)
         if how is None:
             continue

@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.evals.evalset import spec_named
 from evalkit.render.numbers import delta_text
 from evalkit.render.text import no_local_paths
 from evalkit.verdict.summary import CellRow, Delta, Flag, RunSummary
@@ -89,7 +89,7 @@ def columns(specs: list[MetricSpec], cells: Sequence[CellRow] | None = None) -> 
 def flag_column(flag: Flag, specs: list[MetricSpec], cols: list[Column[CellRow]]) -> str:
     """The column a broken threshold is marked in: its metric's value column for `min`/`max`, its
     delta column for a change against a reference; the cell id when the table has no such column."""
-    spec = registry.metric(flag.metric, specs)
+    spec = spec_named(flag.metric, specs)
     if spec is None:
         return "cell"
     check = flag.check

@@ -30,6 +30,7 @@ from typing import Any
 from evalkit.errors import ConfigError
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec, setup_differences
+from evalkit.evals.evalset import eval_name
 from evalkit.history.db import Point, by_cell
 from evalkit.render.checks import numbered_rules, outcomes_text, stored
 from evalkit.render.text import term_text
@@ -68,21 +69,20 @@ class Layout:
 
 
 def layout(points: list[Point] | None = None, specs: list[MetricSpec] | None = None) -> Layout:
-    """The trend table's metric columns for `specs` (default: the evals' fixed metrics; the
+    """The trend table's metric columns for `specs` (default: the built-in evals' fixed metrics; the
     history command passes those its runs' stored cells report); given the points, only the
     headline and the metrics some point measured (as pivots: engine figures of a history that
     never scraped an engine would be columns of dashes)."""
-    values = tuple(spec for spec in (registry.metrics() if specs is None else specs) if spec.display.column)
+    values = tuple(spec for spec in (registry.builtins().metrics() if specs is None else specs) if spec.display.column)
     headline = next((spec for spec in values if spec.display.delta_label), None)
     if points is not None:
         values = tuple(s for s in values if s is headline or any(s.name in p.metrics for p in points))
-    ev = registry.eval_of(headline.name) if headline else None
-    return Layout(values, headline, f"{ev.name}.n" if ev else None)
+    return Layout(values, headline, f"{eval_name(headline.name)}.n" if headline else None)
 
 
 def panels(points: list[Point], specs: list[MetricSpec] | None = None) -> list[MetricSpec]:
     """The plot's panels for these points (rule in the module docstring; `specs` as `layout`'s)."""
-    pivots = [spec for spec in (registry.metrics() if specs is None else specs) if spec.display.pivot]
+    pivots = [spec for spec in (registry.builtins().metrics() if specs is None else specs) if spec.display.pivot]
     shown = [spec for spec in pivots if any(spec.name in p.metrics for p in points)]
     return shown or pivots[:1]
 
@@ -170,7 +170,7 @@ def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST
             label = cell_id if i == 0 else ""
             if i == 0 and len(shown) < len(rows):
                 label += f" (last {len(shown)} of {len(rows)})"
-            checked = [outcomes_text(stored(p.checks), numbers, specs or registry.metrics())] if numbers else []
+            checked = [outcomes_text(stored(p.checks), numbers, specs or registry.builtins().metrics())] if numbers else []
             table.add_row(*(term_text(text) for text in (
                 label, _utc_minute(p), p.run_id, (p.source_sha or "-")[:12], p.status, *columns.texts(p, change),
                 *checked)))

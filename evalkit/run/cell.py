@@ -30,7 +30,7 @@ from evalkit.engine.isolation import isolate, release
 from evalkit.engine.setup import ensure_built, setup_plan
 from evalkit.engine.sources import ResolvedSource
 from evalkit.errors import EngineError, EvalError, Interrupted, PortInUse, SetupFailed, TreeNotProven
-from evalkit.evals import cancel, registry
+from evalkit.evals import cancel
 from evalkit.evals.base import Eval, EvalContext, EvalProgress, EvalResult, Server
 from evalkit.evals.engine_figures import scraping_enabled
 from evalkit.profiles import get_profile
@@ -317,7 +317,7 @@ def _read_engine_log(job: CellJob, launch: CellLaunch, log: str, engine: EngineP
 
 
 def _run_evals(job: CellJob, server: Server, record: CellRecord) -> None:
-    """Every enabled eval against one running server, in registry order; each writes its samples
+    """Every enabled eval against one running server, in run order (`config.evals.enabled`); each writes its samples
     beside cell.json and its raw metrics under its name, and sees the results of those before it.
     The engine's /metrics are scraped around each eval (unless `evals.engine` is off)."""
     earlier: dict[str, EvalResult] = {}
@@ -326,7 +326,7 @@ def _run_evals(job: CellJob, server: Server, record: CellRecord) -> None:
         scrapes = EngineScrapes(server.base_url, get_profile(job.config.engine.profile), external=job.base_url is not None,
                                 metrics_path=job.config.engine.metrics_path, log_path=job.cell_dir / "engine.log")
     with scrapes or contextlib.nullcontext():
-        for ev, settings in registry.enabled(job.config.evals):
+        for ev, settings in job.config.evals.enabled():
             cancel.check()  # a stop during the last eval's scoring: the next one does not start
             job.update(ev.name)
             ctx = job.eval_context(server, ev, earlier=dict(earlier))

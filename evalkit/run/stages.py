@@ -27,7 +27,7 @@ from evalkit.engine import PORT_PLACEHOLDER, build_launch
 from evalkit.engine.catalog import entry_in_tree
 from evalkit.engine.sources import ResolvedSource, checkout
 from evalkit.errors import ConfigError, Interrupted
-from evalkit.evals import registry
+from evalkit.evals import evalset
 from evalkit.evals.base import Eval, EvalSettings
 from evalkit.evals.lm_eval_adapter import lm_eval_version
 from evalkit.profiles import Profile, get_profile
@@ -78,8 +78,8 @@ def prepare(config: MatrixConfig, config_path: Path, cells: list[Cell], options:
     sources = {} if options.base_url else prepare_sources(cells, options.cache_dir)
     for cell in cells if not options.base_url else ():  # a catalog without the entry is bad input, now
         entry_in_tree(config, cell, sources.get(cell.id))
-    evals = registry.enabled(config.evals)
-    registry.check(evals)
+    evals = config.evals.enabled()
+    evalset.check(evals)
     store = RunStore(options.results_dir, options.run_id)
     todo = [c for c in cells if _unfinished(store, c)] if options.resume else cells
     executor = _executor(config, store, options, progress, sources)
@@ -101,7 +101,7 @@ def execute(run: PreparedRun, on_cell_done: OnCellDone | None = None) -> RunStor
     store.write_run(info.dump())
     try:
         with interrupts_raise():
-            registry.prepare(run.evals, store.path)
+            evalset.prepare(run.evals, store.path)
             for cell in run.todo:
                 run.progress.update(cell.id, "waiting")
             run.executor.run(run.todo, on_cell_done)

@@ -33,8 +33,8 @@ from typing import Any
 
 from evalkit.config import MatrixConfig, Threshold
 from evalkit.config.thresholds import ThresholdKind
-from evalkit.evals import registry
 from evalkit.evals.base import Comparison, MetricSpec
+from evalkit.evals.evalset import eval_name
 from evalkit.stats.multiplicity import METHOD_WORDS, Method, adjust
 from evalkit.stats.power import (
     equivalence_margin,
@@ -145,8 +145,8 @@ def _n_of(spec: MetricSpec | None, metrics: dict[str, Any]) -> int | None:
     questions: an unscorable one is no evidence) or `<eval>.n`."""
     if spec is None or spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
         return None
-    ev = registry.eval_of(spec.name)
-    n = metrics.get(spec.n_metric or "") or (metrics.get(f"{ev.name}.n_eff", metrics.get(f"{ev.name}.n")) if ev else None)
+    ev = eval_name(spec.name)
+    n = metrics.get(spec.n_metric or "") or metrics.get(f"{ev}.n_eff", metrics.get(f"{ev}.n"))
     return int(n) if isinstance(n, (int, float)) and n > 0 else None
 
 

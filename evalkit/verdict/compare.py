@@ -65,6 +65,7 @@ def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
     """
     run_a, listed_a = read_run_cells(a_path)
     run_b, listed_b = read_run_cells(b_path)
+    evals = registry.recorded(run_a, run_b)  # a plugin either run named that cannot load: its metrics are not compared
     cells_a, cells_b = {c["id"]: c for c in listed_a}, {c["id"]: c for c in listed_b}
     out: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for cell_id in list(dict.fromkeys([*cells_a, *cells_b])):
@@ -72,20 +73,20 @@ def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
         row: dict[str, Any] = {"id": cell_id, "axes": (a or b or {}).get("axes", {}),
                                "in": "both" if a and b else "a" if a else "b",
                                "status_a": a["status"] if a else None, "status_b": b["status"] if b else None,
-                               "a": flat_metrics(a) if a else {}, "b": flat_metrics(b) if b else {}}
+                               "a": flat_metrics(a, evals) if a else {}, "b": flat_metrics(b, evals) if b else {}}
         gate: dict[str, Any] = {"id": cell_id, "status": "not compared"}
         if a and b and a["status"] == b["status"] == "ok":
-            specs = registry.metrics(None, [a, b])
-            for ev in registry.evals():
+            specs = evals.metrics(None, [a, b])
+            for ev in evals:
                 if differs := setup_differences(setup_of(a, ev.name), setup_of(b, ev.name)):
                     row.setdefault("setup_differs", {})[ev.name] = differs
-            vs_a = deltas_between(b, {**a, "id": run_a["run_id"]}, b_path / cell_id, a_path / cell_id, row["b"], row["a"])
+            vs_a = deltas_between(b, {**a, "id": run_a["run_id"]}, b_path / cell_id, a_path / cell_id, row["b"], row["a"], evals)
             for spec in specs:
                 if spec.comparison is not Comparison.NONE:
                     row[spec.name] = _shown(spec, vs_a.get(spec.name))
-            gate = {"id": cell_id, "status": "ok", "metrics": row["b"], "unmeasured": unmeasured(b), "vs_baseline": vs_a}
+            gate = {"id": cell_id, "status": "ok", "metrics": row["b"], "unmeasured": unmeasured(b, evals), "vs_baseline": vs_a}
         out.append((row, gate))
-    specs = registry.metrics(None, [*listed_a, *listed_b])
+    specs = evals.metrics(None, [*listed_a, *listed_b])
     config = _config_of(run_b, b_path)
     rows = _judged(config, out)
     failed = sum(1 for row in rows if row["status_b"] == "error")

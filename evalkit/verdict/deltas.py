@@ -1,7 +1,7 @@
 """Stored cells -> comparisons, broken thresholds and the run's summary (summary.json).
 
 Each cell is compared against the baseline cell, and each fix-off cell against its fix-on twin
-(the A/B axis), for every metric of every registered eval by its comparison kind: per-question
+(the A/B axis), for every metric of every eval of the run (its `EvalSet`) by its comparison kind: per-question
 marks paired on the questions both cells answered (McNemar's exact test), counts of events
 (Fisher's exact test, see stats/tests.py), continuous values as a difference, and a value measured
 between the two cells by the eval that owns it (PAIRWISE, `Pairwise`). A threshold with `alpha` counts
@@ -24,7 +24,7 @@ from evalkit.errors import (
     EXIT_OK,
     EXIT_THRESHOLD,
 )
-from evalkit.evals import recorded, registry
+from evalkit.evals import recorded
 from evalkit.evals.base import (
     SETUP_KEY,
     Comparison,
@@ -33,6 +33,7 @@ from evalkit.evals.base import (
     setup_differences,
 )
 from evalkit.evals.capabilities import CellFlags, ExtraDelta, Pairwise, Unmeasured
+from evalkit.evals.evalset import EvalSet, raw
 from evalkit.stats.tests import fisher_collapse, paired_comparison
 from evalkit.store import once_per_file_state, read_jsonl, read_regressions, read_run_cells
 from evalkit.verdict import checks
@@ -45,9 +46,10 @@ def question_order(qid: str) -> tuple[int, str]:
     return (int(tail) if tail.isdigit() else -1, qid)
 
 
-def marks(cell_dir: Path, spec: MetricSpec) -> dict[str, bool]:
-    """Question id -> right or wrong for a PAIRED metric, from the cell's samples file of its eval."""
-    ev = registry.eval_of(spec.name)
+def marks(cell_dir: Path, spec: MetricSpec, evals: EvalSet) -> dict[str, bool]:
+    """Question id -> right or wrong for a PAIRED metric, from the cell's samples file of its eval
+    (none: `evals` lacks it)."""
+    ev = evals.eval_of(spec.name)
     if ev is None or spec.mark_field is None:
         return {}
     # the eval's fixed paired metrics are read together, once per file state (GSM8K's two filters)
@@ -68,53 +70,57 @@ def _marks_file(path: Path, fields: tuple[str, ...]) -> dict[str, tuple[bool | N
         return {}
 
 
-def _merged(record: dict[str, Any], part: Callable[[Eval, Mapping[str, Any]], dict[str, Any]]) -> dict[str, Any]:
-    """`part(eval, raw)` of every eval that ran in this cell, merged in eval order."""
+def _merged(record: dict[str, Any], evals: EvalSet,
+            part: Callable[[Eval, Mapping[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """`part(eval, raw)` of every eval of `evals` that ran in this cell, merged in eval order."""
     out: dict[str, Any] = {}
-    for ev in registry.evals():
-        raw = registry.raw(ev, record)
-        if raw:
-            out |= part(ev, raw)
+    for ev in evals:
+        found = raw(ev, record)
+        if found:
+            out |= part(ev, found)
     return out
 
 
-def flat_metrics(record: dict[str, Any]) -> dict[str, Any]:
-    """A cell's headline metrics under stable dotted names (the summary.json contract)."""
-    return _merged(record, lambda ev, raw: ev.flat(raw))
+def flat_metrics(record: dict[str, Any], evals: EvalSet) -> dict[str, Any]:
+    """A cell's headline metrics under stable dotted names (the summary.json contract), read by
+    the evals of its run (`evals`)."""
+    return _merged(record, evals, lambda ev, found: ev.flat(found))
 
 
-def unmeasured(record: dict[str, Any]) -> dict[str, str]:
+def unmeasured(record: dict[str, Any], evals: EvalSet) -> dict[str, str]:
     """Metric -> why this cell has no value of it although its eval ran (`Unmeasured`)."""
-    return _merged(record, lambda ev, raw: ev.absent(raw) if isinstance(ev, Unmeasured) else {})
+    return _merged(record, evals, lambda ev, found: ev.absent(found) if isinstance(ev, Unmeasured) else {})
 
 
-def deltas_in_run(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, flats: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def deltas_in_run(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, flats: dict[str, dict[str, Any]],
+                  evals: EvalSet) -> dict[str, Any]:
     """Deltas of `cell` against `ref` (cell - ref), per compared metric: paired metrics on the
     shared questions (McNemar), counts with Fisher (one-sided, a rise), continuous values as a
     plain difference. `flats`: each cell's flat metrics by id, computed once per summary."""
-    return deltas_between(cell, ref, run_path / cell["id"], run_path / ref["id"], flats[cell["id"]], flats[ref["id"]])
+    return deltas_between(cell, ref, run_path / cell["id"], run_path / ref["id"], flats[cell["id"]], flats[ref["id"]],
+                          evals)
 
 
 def deltas_between(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_dir: Path,
-               flat_cell: dict[str, Any], flat_ref: dict[str, Any]) -> dict[str, Any]:
+               flat_cell: dict[str, Any], flat_ref: dict[str, Any], evals: EvalSet) -> dict[str, Any]:
     """`compare` for two cell folders anywhere (a bisect compares one cell at two commits, the
     good end possibly from another run): the records, their folders and their flat metrics; the
-    metrics compared are those the two records hold (`registry.metrics`)."""
+    metrics compared are those the two records hold (`EvalSet.metrics`) of the evals of `evals`."""
     result: dict[str, Any] = {"reference": ref["id"]}
-    specs = registry.metrics(None, [cell, ref])
-    for ev in registry.evals():
+    specs = evals.metrics(None, [cell, ref])
+    for ev in evals:
         differs = setup_differences(setup_of(cell, ev.name), setup_of(ref, ev.name))
-        for spec in (spec for spec in specs if registry.eval_of(spec.name) is ev):
+        for spec in (spec for spec in specs if evals.eval_of(spec.name) is ev):
             if differs and measured_by_both(spec, flat_cell, flat_ref):
                 result[spec.name] = refused(differs)
                 continue
-            found = delta(spec, cell_dir, ref_dir, flat_cell, flat_ref)
+            found = delta(spec, cell_dir, ref_dir, flat_cell, flat_ref, evals)
             if found is None:
                 continue
             if spec.comparison is Comparison.COUNT:  # a gate asks about a rise: the one-sided p
                 found = {"p_value": found.pop("p_greater"), **found}
             elif spec.comparison in (Comparison.PAIRED, Comparison.PAIRWISE):
-                found["noise_floor"] = _noise_floor(spec, cell, ref)
+                found["noise_floor"] = _noise_floor(spec, cell, ref, evals)
             result[spec.name] = found | (ev.extra_delta(spec, cell_dir, ref_dir) if isinstance(ev, ExtraDelta) else {})
     return result
 
@@ -139,7 +145,7 @@ def refused(differs: list[str]) -> dict[str, Any]:
 
 
 def delta(spec: MetricSpec, this_dir: Path, ref_dir: Path, this: dict[str, Any],
-          ref: dict[str, Any]) -> dict[str, Any] | None:
+          ref: dict[str, Any], evals: EvalSet) -> dict[str, Any] | None:
     """`this` minus `ref` for one metric, by its comparison kind; None when there is nothing to
     compare. The one computation behind the summary's deltas and the run comparison (each picks
     its p-value: a gate asks whether a count rose, a before/after comparison either way).
@@ -149,7 +155,7 @@ def delta(spec: MetricSpec, this_dir: Path, ref_dir: Path, this: dict[str, Any],
     two cells' samples (`Pairwise`). `this`/`ref` are the two cells' flat metrics.
     """
     if spec.comparison is Comparison.PAIRED:
-        a, b = marks(this_dir, spec), marks(ref_dir, spec)
+        a, b = marks(this_dir, spec, evals), marks(ref_dir, spec, evals)
         shared = sorted(set(a) & set(b), key=question_order)
         if not shared:
             return None
@@ -171,14 +177,14 @@ def delta(spec: MetricSpec, this_dir: Path, ref_dir: Path, this: dict[str, Any],
             return None
         return {"diff": value - ref_value, "p_value": None}
     if spec.comparison is Comparison.PAIRWISE:
-        ev = registry.eval_of(spec.name)
+        ev = evals.eval_of(spec.name)
         return ev.pairwise(spec, this_dir, ref_dir) if isinstance(ev, Pairwise) else None
     return None
 
 
-def _noise_floor(spec: MetricSpec, cell: dict[str, Any], ref: dict[str, Any]) -> float | None:
+def _noise_floor(spec: MetricSpec, cell: dict[str, Any], ref: dict[str, Any], evals: EvalSet) -> float | None:
     """The larger repeat swing of the two cells (`evals.<eval>.repeats`), None without repeats."""
-    ev = registry.eval_of(spec.name)
+    ev = evals.eval_of(spec.name)
     floors = [f for c in (cell, ref) if spec.noise_floor and ev and (raw := (c["metrics"].get(ev.name) or {}))
               and (f := spec.noise_floor(raw)) is not None]
     return max(floors) if floors else None
@@ -202,11 +208,11 @@ def _flags(config: MatrixConfig, row: dict[str, Any]) -> list[dict[str, Any]]:
             if (f := checks.flag(config.thresholds[record["threshold"]], record, row["id"], row["metrics"]))]
 
 
-def _setups(cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _setups(cells: list[dict[str, Any]], evals: EvalSet) -> dict[str, dict[str, Any]]:
     """Each distinct eval setup of the run once, by its hash (the cells name theirs)."""
     out: dict[str, dict[str, Any]] = {}
     for cell in cells:
-        for ev in registry.evals():
+        for ev in evals:
             if setup := setup_of(cell, ev.name):
                 out.setdefault(setup["hash"], {"eval": ev.name, **setup["fields"]})
     return out
@@ -275,28 +281,30 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
 
 
 def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
-    """The whole run's verdict from what is stored; the same function serves `report`."""
+    """The whole run's verdict from what is stored, judged with its config's evals
+    (``config.evals.evalset``, carried by the summary to its report); the same function serves `report`."""
     run, cells = read_run_cells(run_path)
-    specs = registry.metrics(config.evals, cells)
+    evals = config.evals.evalset
+    specs = evals.metrics(config.evals, cells)
     baseline = next((c for c in cells if config.baseline and c.get("axes") == config.baseline), None)
     rows = []
-    flats = {cell["id"]: flat_metrics(cell) for cell in cells}
+    flats = {cell["id"]: flat_metrics(cell, evals) for cell in cells}
     references: dict[str, dict[str, Any] | None] = {}
     for cell in cells:
         row: dict[str, Any] = {"id": cell["id"], "axes": cell.get("axes", {}), "status": cell["status"]}
         if cell.get("error"):
             row["error"] = cell["error"]["message"]
         row["metrics"] = flats[cell["id"]]
-        row["unmeasured"] = unmeasured(cell)
+        row["unmeasured"] = unmeasured(cell, evals)
         ok = cell["status"] == "ok"
         if ok and baseline and baseline["status"] == "ok" and baseline["id"] != cell["id"]:
-            row["vs_baseline"] = deltas_in_run(cell, baseline, run_path, flats)
+            row["vs_baseline"] = deltas_in_run(cell, baseline, run_path, flats, evals)
         wanted = twin_axes(cell.get("axes", {}), config) if ok else None
         twin = next((c for c in cells if c.get("axes") == wanted), None) if wanted else None
         if twin and twin["status"] == "ok":
-            row["vs_ab"] = deltas_in_run(cell, twin, run_path, flats)
+            row["vs_ab"] = deltas_in_run(cell, twin, run_path, flats, evals)
         references[cell["id"]] = twin or (baseline if baseline is not cell else None)
-        row["setup"] = {ev.name: setup["hash"] for ev in registry.evals() if (setup := setup_of(cell, ev.name))}
+        row["setup"] = {ev.name: setup["hash"] for ev in evals if (setup := setup_of(cell, ev.name))}
         row["effective_mode"] = cell.get("effective_mode")
         row["ran_as"] = cell.get("ran_as")
         row["log_checks"] = cell.get("log_checks")
@@ -312,7 +320,7 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
     base_row = next((r for r in rows if baseline and r["id"] == baseline["id"] and r["status"] == "ok"), None)
     for cell, row in zip(cells, rows):
         if row["status"] == "ok":
-            row["flags"] += [f for ev in registry.evals() if isinstance(ev, CellFlags)
+            row["flags"] += [f for ev in evals if isinstance(ev, CellFlags)
                              for f in ev.cell_flags(cell, row, base_row)]
     failed = sum(1 for r in rows if r["status"] == "error")
     not_run = sum(1 for r in rows if r["status"] not in ("ok", "error"))
@@ -327,12 +335,12 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
         finished_at=run.get("finished_at"), command=run.get("command"), listen_host=run.get("listen_host"),
         baseline=baseline["id"] if baseline else None, ab=config.ab.model_dump() if config.ab else None,
         metrics=[MetricRecord.model_validate(r) for r in recorded.records(specs)],
-        cells=[CellRow.model_validate(row) for row in rows], setups=_setups(cells),
+        cells=[CellRow.model_validate(row) for row in rows], setups=_setups(cells, evals),
         failed_cells=failed, not_run_cells=not_run, broken_thresholds=broken, warnings=warned, exit_code=code,
         multiplicity=config.multiplicity, check_outcomes=tallied["check_outcomes"],
         inconclusive_checks=tallied["inconclusive_checks"],
         **({"regressions": regressions} if regressions is not None else {}),
-    )
+    ).carrying(evals)
 
 
 def exit_code(interrupted: bool, failed: int, broken: int) -> int:

@@ -16,8 +16,8 @@ from typing import Any
 
 from evalkit.config import MatrixConfig, Threshold
 from evalkit.config.thresholds import ThresholdKind
-from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval
+from evalkit.evals.evalset import EvalSet
 from evalkit.evals.prompts import load_prompt_set
 from evalkit.stats.power import (
     equivalence_margin,
@@ -63,7 +63,7 @@ def noise_from(calibration: Path | None) -> Noise:
 def planned_n(config: MatrixConfig, metric: str, limit: int | None) -> int | None:
     """Questions or samples the metric's eval will score per cell: its `count` or `limit`
     setting, else all its data holds (`data_size`), capped by --limit (as the run caps them)."""
-    ev = registry.eval_of(metric)
+    ev = config.evals.evalset.eval_of(metric)
     if ev is None:
         return None
     settings = getattr(config.evals, ev.name, None)
@@ -92,8 +92,8 @@ def _needed(n: int | None) -> str:
     return "out of reach" if n is None else str(n)
 
 
-def threshold_line(threshold: Threshold, n: int | None, noise: Noise) -> str:
-    """One threshold's power at n, in one line."""
+def threshold_line(threshold: Threshold, n: int | None, noise: Noise, evals: EvalSet) -> str:
+    """One threshold's power at n, in one line (`evals`: its config's, which know their data's size)."""
     head = rule_text(threshold)
     spec = threshold.spec
     if n is None or spec is None:
@@ -123,15 +123,15 @@ def threshold_line(threshold: Threshold, n: int | None, noise: Noise) -> str:
     bar = threshold.detects if threshold.detects is not None else margin * threshold.inconclusive_factor
     verdict = "INCONCLUSIVE expected on a healthy cell" if mde is None or mde > bar else "a healthy cell can PASS"
     if threshold.detects is not None:
-        verdict = f"detect-only, the {_pts(threshold.detects)} it exists to catch {_n_asked(needed, threshold)}: {verdict}"
+        verdict = f"detect-only, the {_pts(threshold.detects)} it exists to catch {_n_asked(needed, threshold, evals)}: {verdict}"
     else:
-        verdict = f"margin {_pts(margin)} {_n_asked(needed, threshold)}; {verdict}"
+        verdict = f"margin {_pts(margin)} {_n_asked(needed, threshold, evals)}; {verdict}"
     return f"{head}: n {n}, {kind} {_pts(mde)} at power {power:.0%} ({what}); {verdict}"
 
 
-def _n_asked(needed: int | None, threshold: Threshold) -> str:
+def _n_asked(needed: int | None, threshold: Threshold, evals: EvalSet) -> str:
     """`needs n 180`, or that the n is more than the eval's data holds (never an n it cannot have)."""
-    ev = registry.eval_of(threshold.metric)
+    ev = evals.eval_of(threshold.metric)
     size = data_size(ev) if ev is not None else None
     if needed is not None and size is not None and needed > size:
         return f"would need n {needed}, more than the {size} the data holds"
@@ -144,4 +144,4 @@ def plan_lines(config: MatrixConfig, limit: int | None, noise: Noise) -> list[st
         return []
     head = (f"# power per threshold ({'--limit ' + str(limit) if limit else 'full evals'}; noise {noise.source}; "
             f"p-values adjusted across cells: {config.multiplicity})")
-    return [head, *(f"#   {threshold_line(t, planned_n(config, t.metric, limit), noise)}" for t in config.thresholds)]
+    return [head, *(f"#   {threshold_line(t, planned_n(config, t.metric, limit), noise, config.evals.evalset)}" for t in config.thresholds)]

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from evalkit.config import MatrixConfig
 from evalkit.config.cells import Cell
-from evalkit.evals import registry
 from evalkit.history.timing import CellTime
 from evalkit.run.scheduler import device_need
 from evalkit.stats.power import catch_probability, repeats_needed
@@ -31,7 +30,7 @@ def eval_samples(config: MatrixConfig, limit: int | None) -> dict[str, int | Non
     """Per eval a cell runs, the samples it scores: its `count` setting, else its size, capped by
     --limit as the run caps them; None where neither is known (its prompt set's own length)."""
     out: dict[str, int | None] = {}
-    for ev, settings in registry.enabled(config.evals):
+    for ev, settings in config.evals.evalset.enabled(config.evals):
         n = getattr(settings, "count", None) or ev.size
         out[ev.name] = min(n, limit) if n and limit else (n or limit)
     return out
@@ -39,7 +38,7 @@ def eval_samples(config: MatrixConfig, limit: int | None) -> dict[str, int | Non
 
 def eval_repeats(config: MatrixConfig) -> dict[str, int]:
     """Per eval with a `repeats` setting, how many times each cell runs it."""
-    return {ev.name: int(getattr(settings, "repeats", 1) or 1) for ev, settings in registry.enabled(config.evals)}
+    return {ev.name: int(getattr(settings, "repeats", 1) or 1) for ev, settings in config.evals.evalset.enabled(config.evals)}
 
 
 def _duration(seconds: float) -> str:

@@ -14,10 +14,13 @@ key order to the byte.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from evalkit.evals import recorded
+from pydantic import PrivateAttr
+
+from evalkit.evals import recorded, registry
 from evalkit.evals.base import MetricSpec
+from evalkit.evals.evalset import EvalSet
 from evalkit.store.records import ImportInfo, LogCheck, RanAsRecord, SourceInfo, _Record
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -343,9 +346,29 @@ class Regression(_Open):
         return self._extra("message")
 
 
-def _specs(metrics: list[MetricRecord] | None) -> list[MetricSpec]:
+def _specs(metrics: list[MetricRecord] | None, evals: EvalSet | None) -> list[MetricSpec]:
     """Recorded metrics as specs (`recorded.specs_from`: none recorded, the evals' fixed specs)."""
-    return recorded.specs_from(None if metrics is None else [m.dump() for m in metrics])
+    return recorded.specs_from(None if metrics is None else [m.dump() for m in metrics], evals)
+
+
+_C = TypeVar("_C", bound="_Carries")
+
+
+class _Carries(_Record):
+    """A verdict that carries its run's evals (`EvalSet`), never dumped: who summarised the run or
+    read it with its config gives them (`carrying`); a summary read alone has the built-ins, and
+    shows another eval's metrics as recorded."""
+
+    _evals: EvalSet | None = PrivateAttr(None)
+
+    @property
+    def evals(self) -> EvalSet:
+        return self._evals if self._evals is not None else registry.builtins()
+
+    def carrying(self: _C, evals: EvalSet) -> _C:
+        """This verdict, with its run's evals (returned, to chain after a validate)."""
+        self._evals = evals
+        return self
 
 
 class JudgedCell(_Record):
@@ -357,7 +380,7 @@ class JudgedCell(_Record):
     flags: list[Flag] = []
 
 
-class Verdict(_Record):
+class Verdict(_Carries):
     """What a comparison of two runs (comparison.compare_runs) shares with a `RunSummary`: the
     judged cells and the tallies, so the reports word a run's and a comparison's checks, flags
     and verdict line by one function. A view for reading, never dumped."""
@@ -373,10 +396,10 @@ class Verdict(_Record):
 
     def specs(self) -> list[MetricSpec]:
         """The metrics the comparison measured, in report order."""
-        return _specs(self.metrics)
+        return _specs(self.metrics, self._evals)
 
 
-class RunSummary(_Record):
+class RunSummary(_Carries):
     """The whole run's verdict: summary.json."""
 
     schema_version: int = SUMMARY_SCHEMA_VERSION
@@ -413,4 +436,4 @@ class RunSummary(_Record):
     def specs(self) -> list[MetricSpec]:
         """The metrics the run measured, in report order (`recorded.specs_of`: a summary from
         before they were recorded falls back to the evals' fixed specs)."""
-        return _specs(self.metrics)
+        return _specs(self.metrics, self._evals)
