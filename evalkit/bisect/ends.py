@@ -135,10 +135,10 @@ def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float
     row: dict[str, Any] = {"id": labels["bad"], "status": "ok", "metrics": flat_bad, "unmeasured": unmeasured(bad),
                            "vs_baseline": evidence}
     checks.assess_rows(thresholds, [row], "none", one_reference=True)  # one comparison: a family of one each
-    flags = [f for r in row["checks"]
-             if (f := checks.flag(thresholds[r["threshold"]], r, labels["bad"], flat_bad, REFERENCE_WORD))]
-    good_flags = [f for t in own if (f := check_threshold(t, {"id": labels["good"]}, flat_good)) and f["action"] == "fail"]
-    base |= {"flags": flags, "good_flags": good_flags, "checks": row["checks"]}
+    flags = [f.dump() for r in row["checks"]
+             if (f := checks.flag(thresholds[r.threshold], r, labels["bad"], flat_bad, REFERENCE_WORD))]
+    good_flags = [f.dump() for t in own if (f := check_threshold(t, {"id": labels["good"]}, flat_good)) and f.action == "fail"]
+    base |= {"flags": flags, "good_flags": good_flags, "checks": [r.dump() for r in row["checks"]]}
     try:
         test = StepTest.from_ends(paired_bad=paired_counts(evidence.get(paired_spec.name) if paired_spec else None),
                                   collapses_good=event_count(count_spec, flat_good),

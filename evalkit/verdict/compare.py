@@ -25,6 +25,7 @@ from evalkit.redact import redact_argv
 from evalkit.store import read_run_cells
 from evalkit.verdict import checks
 from evalkit.verdict.deltas import deltas_between, exit_code, flat_metrics, setup_of, unmeasured
+from evalkit.verdict.summary import CheckRecord, Flag
 
 REFERENCE_WORD = "run A"
 """How a broken threshold's message names the reference ("... vs run A <run id> 0.940, -7.0 points")."""
@@ -87,24 +88,26 @@ def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
         out.append((row, gate))
     specs = registry.metrics(None, [*listed_a, *listed_b])
     config = _config_of(run_b, b_path)
-    rows = _judged(config, out)
+    judged = _judged(config, out)
+    rows = [row | {"checks": [c.dump() for c in found], "flags": [f.dump() for f in flags]}
+            for row, found, flags in judged]
     failed = sum(1 for row in rows if row["status_b"] == "error")
-    broken = sum(1 for row in rows for f in row["flags"] if f["action"] == "fail")
+    broken = sum(1 for _, _, flags in judged for f in flags if f.action == "fail")
     return {"a": _run_meta(run_a, cells_a), "b": _run_meta(run_b, cells_b), "metrics": recorded.records(specs),
-            "cells": rows, "multiplicity": config.multiplicity if config else None, **checks.tally(rows),
+            "cells": rows, "multiplicity": config.multiplicity if config else None,
+            **checks.tally(c for _, found, _ in judged for c in found),
             "failed_cells": failed, "broken_thresholds": broken,
-            "warnings": sum(1 for row in rows for f in row["flags"] if f["action"] == "warn"),
+            "warnings": sum(1 for _, _, flags in judged for f in flags if f.action == "warn"),
             "exit_code": exit_code(interrupted=False, failed=failed, broken=broken)}
 
 
-def _judged(config: MatrixConfig | None, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Each compare row with `checks` (B's config's delta thresholds against A's cell, verdict/checks.py)
-    and `flags` (the FAIL and NOT_CHECKED checks in the matrix's words, the reference "run A")."""
+def _judged(config: MatrixConfig | None, pairs: list[tuple[dict[str, Any], dict[str, Any]]]
+            ) -> list[tuple[dict[str, Any], list[CheckRecord], list[Flag]]]:
+    """Each compare row with its checks (B's config's delta thresholds against A's cell,
+    verdict/checks.py) and flags (the FAIL and NOT_CHECKED checks in the matrix's words, the
+    reference "run A")."""
     thresholds = checks.against_one_reference(config.thresholds) if config else []
     gates = [gate for _, gate in pairs]
     checks.assess_rows(thresholds, gates, config.multiplicity if config else "none", one_reference=True)
-    for row, gate in pairs:
-        row["checks"] = gate["checks"]
-        row["flags"] = [f for record in gate["checks"] if (f := checks.flag(
-            thresholds[record["threshold"]], record, row["id"], row["b"], REFERENCE_WORD))]
-    return [row for row, _ in pairs]
+    return [(row, gate["checks"], [f for record in gate["checks"] if (f := checks.flag(
+        thresholds[record.threshold], record, row["id"], row["b"], REFERENCE_WORD))]) for row, gate in pairs]

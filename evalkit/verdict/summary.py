@@ -14,7 +14,7 @@ the order they were built or read (`_Open`): summary.json keeps its key order to
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
     PrivateAttr,
@@ -34,6 +34,9 @@ note in docs/results.md (scripts and cron jobs read these files)."""
 
 Number = int | float
 """A figure as computed: an int stays an int in the JSON (pydantic keeps the exact type)."""
+
+
+_O = TypeVar("_O", bound="_Open")
 
 
 class _Open(_Record):
@@ -56,6 +59,12 @@ class _Open(_Record):
     def _in_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         out: dict[str, Any] = handler(self)
         return {k: out[k] for k in self._order if k in out} | out
+
+    def updated(self: _O, **changes: Any) -> _O:
+        """A copy with `changes`, validated (a figure computed by numpy becomes a plain number):
+        a key it had stays in place, a new one goes last, as a dict's `|` (verdict/checks.py
+        builds a check in steps)."""
+        return type(self).model_validate(self.dump() | changes)
 
 
 class MetricRecord(_Record):
