@@ -45,7 +45,7 @@ from evalkit.stats.power import (
     mcnemar_n,
 )
 from evalkit.stats.tests import paired_equivalence, wilson_interval
-from evalkit.verdict.summary import CheckRecord, Delta, Flag
+from evalkit.verdict.summary import CheckRecord, Delta, Deltas, Flag
 
 PASS, FAIL, INCONCLUSIVE, NOT_CHECKED = "PASS", "FAIL", "INCONCLUSIVE", "NOT_CHECKED"
 OUTCOMES = (FAIL, INCONCLUSIVE, PASS, NOT_CHECKED)
@@ -93,17 +93,16 @@ def assess(threshold: Threshold, index: int, row: Mapping[str, Any], metrics: Ma
             reason = (row.get("unmeasured") or {}).get(metric)
             return base.updated(outcome=NOT_CHECKED, why=reason) if reason else None
         return base.updated(**_own_value(threshold, metrics))
-    against = _against(check)
-    found = (row.get(against) or {}).get(metric)
-    if found is None:
+    deltas: Deltas | None = row.get(_against(check))
+    delta = deltas.of(metric) if deltas is not None else None
+    if deltas is None or delta is None:
         reason = (row.get("unmeasured") or {}).get(metric) if metrics.get(metric) is None else None
         return base.updated(outcome=NOT_CHECKED, why=reason) if reason else None
-    delta = Delta.model_validate(found)
-    base = base.updated(reference=row[against]["reference"])
+    base = base.updated(reference=deltas.reference)
     if delta.setup_differs or delta.refused:
         why = f"eval setup differs ({', '.join(delta.setup_differs)})" if delta.setup_differs else delta.refused
-        return base.updated(outcome=NOT_CHECKED, why=why, **{k: found[k] for k in ("setup_differs", "refused")
-                                                              if found.get(k)})
+        refusal = {k: v for k, v in (("setup_differs", delta.setup_differs), ("refused", delta.refused)) if v}
+        return base.updated(outcome=NOT_CHECKED, why=why, **refusal)
     base = base.updated(diff=delta.diff, n=delta.n, noise_floor=delta.noise_floor)
     if spec is not None and spec.comparison is Comparison.PAIRWISE:
         base = base.updated(between=delta.value if "value" in delta.model_fields_set else delta.diff)

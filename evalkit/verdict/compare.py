@@ -25,7 +25,7 @@ from evalkit.redact import redact_argv
 from evalkit.store import read_run_cells
 from evalkit.verdict import checks
 from evalkit.verdict.deltas import deltas_between, exit_code, flat_metrics, setup_of, unmeasured
-from evalkit.verdict.summary import CheckRecord, Flag
+from evalkit.verdict.summary import CheckRecord, Delta, Flag
 
 REFERENCE_WORD = "run A"
 """How a broken threshold's message names the reference ("... vs run A <run id> 0.940, -7.0 points")."""
@@ -33,14 +33,14 @@ REFERENCE_WORD = "run A"
 _GATE_ONLY = ("right_only_in_cell", "right_only_in_reference", "both_right", "noise_floor")
 
 
-def _shown(spec: MetricSpec, gate: dict[str, Any] | None) -> dict[str, Any] | None:
+def _shown(spec: MetricSpec, gate: Delta | None) -> dict[str, Any] | None:
     """The B - A a reader sees, from the gate's delta (verdicts.deltas_between): a count takes the
     two-sided p, as a change may go either way; the gate's working counts are left out."""
-    if gate is None or gate.get("setup_differs"):
-        return gate
+    if gate is None or gate.setup_differs:
+        return None if gate is None else gate.dump()
     if spec.comparison is Comparison.COUNT:
-        return {"diff": gate["diff"], "p_value": gate["p_two_sided"], "p_greater": gate["p_value"]}
-    return {k: v for k, v in gate.items() if k not in _GATE_ONLY}
+        return {"diff": gate.diff, "p_value": gate.p_two_sided, "p_greater": gate.p_value}
+    return {k: v for k, v in gate.dump().items() if k not in _GATE_ONLY}
 
 
 def _config_of(run: dict[str, Any], path: Path) -> MatrixConfig | None:
@@ -83,7 +83,7 @@ def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
             vs_a = deltas_between(b, {**a, "id": run_a["run_id"]}, b_path / cell_id, a_path / cell_id, row["b"], row["a"])
             for spec in specs:
                 if spec.comparison is not Comparison.NONE:
-                    row[spec.name] = _shown(spec, vs_a.get(spec.name))
+                    row[spec.name] = _shown(spec, vs_a.of(spec.name))
             gate = {"id": cell_id, "status": "ok", "metrics": row["b"], "unmeasured": unmeasured(b), "vs_baseline": vs_a}
         out.append((row, gate))
     specs = registry.metrics(None, [*listed_a, *listed_b])

@@ -36,7 +36,7 @@ from evalkit.evals.capabilities import CellFlags, ExtraDelta, Pairwise, Unmeasur
 from evalkit.stats.tests import fisher_collapse, paired_comparison
 from evalkit.store import once_per_file_state, read_jsonl, read_regressions, read_run_cells
 from evalkit.verdict import checks
-from evalkit.verdict.summary import SUMMARY_SCHEMA_VERSION, CellRow, Flag, MetricRecord, RunSummary
+from evalkit.verdict.summary import SUMMARY_SCHEMA_VERSION, CellRow, Delta, Deltas, Flag, MetricRecord, RunSummary
 
 
 def question_order(qid: str) -> tuple[int, str]:
@@ -88,7 +88,7 @@ def unmeasured(record: dict[str, Any]) -> dict[str, str]:
     return _merged(record, lambda ev, raw: ev.absent(raw) if isinstance(ev, Unmeasured) else {})
 
 
-def deltas_in_run(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, flats: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def deltas_in_run(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, flats: dict[str, dict[str, Any]]) -> Deltas:
     """Deltas of `cell` against `ref` (cell - ref), per compared metric: paired metrics on the
     shared questions (McNemar), counts with Fisher (one-sided, a rise), continuous values as a
     plain difference. `flats`: each cell's flat metrics by id, computed once per summary."""
@@ -96,17 +96,17 @@ def deltas_in_run(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, fla
 
 
 def deltas_between(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_dir: Path,
-               flat_cell: dict[str, Any], flat_ref: dict[str, Any]) -> dict[str, Any]:
+               flat_cell: dict[str, Any], flat_ref: dict[str, Any]) -> Deltas:
     """`compare` for two cell folders anywhere (a bisect compares one cell at two commits, the
     good end possibly from another run): the records, their folders and their flat metrics; the
     metrics compared are those the two records hold (`registry.metrics`)."""
-    result: dict[str, Any] = {"reference": ref["id"]}
+    result: dict[str, Delta] = {}
     specs = registry.metrics(None, [cell, ref])
     for ev in registry.evals():
         differs = setup_differences(setup_of(cell, ev.name), setup_of(ref, ev.name))
         for spec in (spec for spec in specs if registry.eval_of(spec.name) is ev):
             if differs and measured_by_both(spec, flat_cell, flat_ref):
-                result[spec.name] = refused(differs)
+                result[spec.name] = Delta.model_validate(refused(differs))
                 continue
             found = delta(spec, cell_dir, ref_dir, flat_cell, flat_ref)
             if found is None:
@@ -115,8 +115,9 @@ def deltas_between(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, re
                 found = {"p_value": found.pop("p_greater"), **found}
             elif spec.comparison in (Comparison.PAIRED, Comparison.PAIRWISE):
                 found["noise_floor"] = _noise_floor(spec, cell, ref)
-            result[spec.name] = found | (ev.extra_delta(spec, cell_dir, ref_dir) if isinstance(ev, ExtraDelta) else {})
-    return result
+            extra = ev.extra_delta(spec, cell_dir, ref_dir) if isinstance(ev, ExtraDelta) else {}
+            result[spec.name] = Delta.model_validate(found | extra)
+    return Deltas.model_validate({"reference": ref["id"], **result})
 
 
 def measured_by_both(spec: MetricSpec, this: dict[str, Any], ref: dict[str, Any]) -> bool:
