@@ -91,10 +91,12 @@ def test_the_ends_are_judged_like_a_cell_against_its_baseline(world: World) -> N
     assert ends.bad and ends.test is not None
     assert ends.reason.startswith(f"bad end {world.shas[-1][:10]}: GSM8K flexible")
     assert f"vs good end {world.shas[0][:10]}" in ends.reason and "McNemar p" in ends.reason
-    checks = sorted(f["check"] for f in ends.flags)
+    checks = sorted(f.check for f in ends.flags)
     assert checks == ["max_drop_vs_baseline", "max_rise_vs_baseline", "min"]  # the _ab twin counted once
-    assert ends.evidence["gsm8k.flexible"]["n"] == GSM8K_TEST_SIZE
-    assert ends.evidence["repetition.collapse_rate"]["p_value"] < 1e-4
+    assert ends.evidence is not None
+    paired, collapses = ends.evidence.of("gsm8k.flexible"), ends.evidence.of("repetition.collapse_rate")
+    assert paired is not None and paired.n == GSM8K_TEST_SIZE
+    assert collapses is not None and collapses.p_value is not None and collapses.p_value < 1e-4
     assert (ends.paired_metric, ends.count_metric) == ("gsm8k.flexible", "repetition.collapse_rate")
 
 

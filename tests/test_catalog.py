@@ -147,11 +147,11 @@ def test_each_cell_is_judged_by_its_own_entry_s_gates_and_an_unmeasured_one_is_s
     cell = {"id": "c", "status": "ok", "catalog": entry}
     config = load_config_text(gates="fail")
     flags = catalog_gate_flags(config, cell, {"gsm8k.flexible": 0.95})
-    assert [(f["metric"], f["action"], f["message"]) for f in flags] == [
+    assert [(f.metric, f.action, f.message) for f in flags] == [
         ("engine.spec_acceptance_rate", "fail",
          "c: engine.spec_acceptance_rate not measured, the mtp_accept_threshold of catalog entry 'V4 MTP' at abc")]
-    assert catalog_gate_flags(config, cell, {"gsm8k.flexible": 0.93, "engine.spec_acceptance_rate": 0.7})[0][
-        "message"] == "c: gsm8k.flexible 0.930 < 0.94, the accuracy_threshold of catalog entry 'V4 MTP' at abc"
+    assert catalog_gate_flags(config, cell, {"gsm8k.flexible": 0.93, "engine.spec_acceptance_rate": 0.7})[0].message \
+        == "c: gsm8k.flexible 0.930 < 0.94, the accuracy_threshold of catalog entry 'V4 MTP' at abc"
     assert catalog_gate_flags(config, {**cell, "status": "error"}, {}) == []
     assert catalog_gate_flags(load_config_text(gates="off"), cell, {}) == []
 

@@ -16,7 +16,7 @@ import pytest
 from evalkit.evals import recorded, registry
 from evalkit.render import FORMATS, render
 from evalkit.verdict.deltas import summarize, summarize_run
-from evalkit.verdict.summary import RunSummary
+from evalkit.verdict.summary import Delta, Flag, RunSummary
 from tests.test_report_helpers import CellSpec, loop_text, write_run
 
 BEFORE = Path(__file__).parent / "data" / "summary" / "before-metrics.json"
@@ -64,3 +64,16 @@ def test_unknown_fields_of_a_newer_writer_survive_a_read() -> None:
     data = old_summary() | {"from_the_future": {"x": 1}}
     data["cells"][0]["also_new"] = [1, 2]
     assert RunSummary.model_validate(data).dump() == data
+
+
+def test_a_check_flag_or_delta_dumps_its_keys_in_the_order_it_was_built_or_read() -> None:
+    """Their keys' order depends on their kind, so the models keep it rather than their declared
+    order: summary.json reads the same as the dicts it was made of (issue 37)."""
+    read = Flag.model_validate({"message": "x", "action": "warn", "check": "c", "metric": "m"})
+    assert list(read.dump()) == ["message", "action", "check", "metric"]
+    built = Flag(metric="m", check="c", action="warn", message="x").updated(limit=1, action="fail")
+    assert built.dump() == {"metric": "m", "check": "c", "action": "fail", "message": "x", "limit": 1}
+    assert list(built.dump()) == ["metric", "check", "action", "message", "limit"]  # set later: last
+    count = Delta.model_validate({"p_value": 0.01, "diff": 0.2, "n": 64})
+    assert list(count.dump()) == ["p_value", "diff", "n"]  # a count's one-sided p first, as deltas.py writes it
+    assert isinstance(count.n, int) and count.flips_listed is False

@@ -26,6 +26,7 @@ from evalkit.evals.capabilities import Subsets
 from evalkit.store import read_json
 from evalkit.verdict import checks
 from evalkit.verdict.deltas import check_threshold, deltas_between, flat_metrics, unmeasured
+from evalkit.verdict.summary import CheckRecord, Delta, Deltas, Flag
 
 REFERENCE_WORD = "good end"
 """How threshold messages name the reference ("... vs good end <sha> 0.940, -7.0 points")."""
@@ -40,13 +41,13 @@ class Ends:
     thresholds + paired statistics), the good end passes its own `min`/`max`, and `test` exists."""
     reason: str
     """One line: what the bad end broke, or why the ends are not as claimed."""
-    flags: list[dict[str, Any]]
-    """The thresholds the bad end breaks (verdicts' flag dicts, warnings included)."""
-    good_flags: list[dict[str, Any]]
+    flags: list[Flag]
+    """The thresholds the bad end breaks (warnings included)."""
+    good_flags: list[Flag]
     """The `min`/`max` thresholds the good end breaks itself."""
-    evidence: dict[str, Any]
-    """The bad end vs the good end per metric (`verdicts.deltas_between`'s shape: diff, p_value, the
-    flipped question ids, new collapses), `reference` the good end's label."""
+    evidence: Deltas | None
+    """The bad end vs the good end per metric (`verdicts.deltas_between`: diff, p_value, the
+    flipped question ids, new collapses), `reference` the good end's label; None: an end did not run."""
     test: StepTest | None
     """The sequential test of the steps; None when the ends give no effect to test against."""
     paired_metric: str | None = None
@@ -56,7 +57,7 @@ class Ends:
     alpha: float = 0.01
     labels: dict[str, str] = field(default_factory=dict)
     """`good` / `bad`: how messages name the two ends ("good end 1a2b3c4d5e")."""
-    checks: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[CheckRecord] = field(default_factory=list)
     """Every threshold on the bad end (verdict/checks.py records: PASS, FAIL or INCONCLUSIVE with the MDE),
     the delta ones against the good end: what the report says of each."""
     metrics: list[dict[str, Any]] = field(default_factory=list)
@@ -65,9 +66,11 @@ class Ends:
 
     def to_dict(self) -> dict[str, Any]:
         """What bisect.json keeps of the ends (the test is rebuilt from the cell folders)."""
-        return {"bad": self.bad, "reason": self.reason, "flags": self.flags, "good_flags": self.good_flags,
-                "evidence": self.evidence, "paired_metric": self.paired_metric, "count_metric": self.count_metric,
-                "alpha": self.alpha, "checks": self.checks, "metrics": self.metrics}
+        return {"bad": self.bad, "reason": self.reason, "flags": [f.dump() for f in self.flags],
+                "good_flags": [f.dump() for f in self.good_flags],
+                "evidence": self.evidence.dump() if self.evidence is not None else {},
+                "paired_metric": self.paired_metric, "count_metric": self.count_metric,
+                "alpha": self.alpha, "checks": [c.dump() for c in self.checks], "metrics": self.metrics}
 
 
 def step_metrics(config: MatrixConfig) -> tuple[MetricSpec | None, MetricSpec | None]:
@@ -85,12 +88,12 @@ def step_metrics(config: MatrixConfig) -> tuple[MetricSpec | None, MetricSpec | 
     return first(Comparison.PAIRED), first(Comparison.COUNT)
 
 
-def paired_counts(delta: dict[str, Any] | None) -> PairedCounts | None:
+def paired_counts(delta: Delta | None) -> PairedCounts | None:
     """A PAIRED delta (`verdicts.delta`) as the sequential test's counts: lost = right only in the
     reference, gained = right only in the cell."""
-    if not delta or delta.get("n") is None:
+    if delta is None or delta.n is None or delta.right_only_in_reference is None or delta.right_only_in_cell is None:
         return None
-    return PairedCounts(n=delta["n"], lost=delta["right_only_in_reference"], gained=delta["right_only_in_cell"])
+    return PairedCounts(n=delta.n, lost=delta.right_only_in_reference, gained=delta.right_only_in_cell)
 
 
 def event_count(spec: MetricSpec | None, flat: dict[str, Any]) -> Count | None:
@@ -114,7 +117,7 @@ def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float
     labels = {"good": label(good, "good end"), "bad": label(bad, "bad end")}
     paired_spec, count_spec = step_metrics(config)
     evals = config.evals.evalset
-    base: dict[str, Any] = {"flags": [], "good_flags": [], "evidence": {}, "test": None, "alpha": alpha, "labels": labels,
+    base: dict[str, Any] = {"flags": [], "good_flags": [], "evidence": None, "test": None, "alpha": alpha, "labels": labels,
             "paired_metric": paired_spec.name if paired_spec else None,
             "count_metric": count_spec.name if count_spec else None,
             "metrics": recorded.records(evals.metrics(config.evals, [good, bad]))}
@@ -125,10 +128,9 @@ def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float
     flat_good, flat_bad = flat_metrics(good, evals), flat_metrics(bad, evals)
     # the reference named by its commit: threshold messages read "vs good end <sha> 0.940"
     reference = labels["good"].removeprefix(REFERENCE_WORD).strip() or "?"
-    evidence = deltas_between({**bad, "id": labels["bad"]}, {**good, "id": reference}, bad_dir, good_dir,
-                          flat_bad, flat_good, evals)
-    base["evidence"] = evidence
-    if differs := sorted({f for d in evidence.values() if isinstance(d, dict) for f in d.get("setup_differs") or []}):
+    evidence = base["evidence"] = deltas_between({**bad, "id": labels["bad"]}, {**good, "id": reference}, bad_dir,
+                                                 good_dir, flat_bad, flat_good, evals)
+    if differs := sorted({f for d in evidence.__pydantic_extra__.values() for f in d.setup_differs}):
         return Ends(bad=False, reason=f"the ends ran different eval setups ({', '.join(differs)}): not comparable",
                     **base)
     own = [t for t in config.thresholds if t.kind.own_value]
@@ -137,23 +139,23 @@ def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float
                            "vs_baseline": evidence}
     checks.assess_rows(thresholds, [row], "none", one_reference=True)  # one comparison: a family of one each
     flags = [f for r in row["checks"]
-             if (f := checks.flag(thresholds[r["threshold"]], r, labels["bad"], flat_bad, REFERENCE_WORD))]
-    good_flags = [f for t in own if (f := check_threshold(t, {"id": labels["good"]}, flat_good)) and f["action"] == "fail"]
+             if (f := checks.flag(thresholds[r.threshold], r, labels["bad"], flat_bad, REFERENCE_WORD))]
+    good_flags = [f for t in own if (f := check_threshold(t, {"id": labels["good"]}, flat_good)) and f.action == "fail"]
     base |= {"flags": flags, "good_flags": good_flags, "checks": row["checks"]}
     try:
-        test = StepTest.from_ends(paired_bad=paired_counts(evidence.get(paired_spec.name) if paired_spec else None),
+        test = StepTest.from_ends(paired_bad=paired_counts(evidence.of(paired_spec.name) if paired_spec else None),
                                   collapses_good=event_count(count_spec, flat_good),
                                   collapses_bad=event_count(count_spec, flat_bad), alpha=alpha)
     except ValueError as e:
         test, untestable = None, str(e)
     base["test"] = test
-    failing = sorted((f for f in flags if f["action"] == "fail"), key=lambda f: ThresholdKind.of(f["check"]).own_value)  # deltas first
+    failing = sorted((f for f in flags if f.action == "fail"), key=lambda f: ThresholdKind.of(f.check).own_value)  # deltas first
     if good_flags:
-        reason = f"the good end is not good: {good_flags[0]['message']}"
+        reason = f"the good end is not good: {good_flags[0].message}"
     elif not failing:
         reason = f"the bad end breaks no failing threshold vs the {labels['good']}"
     elif test is None:
-        reason = f"{failing[0]['message']}, but {untestable}"
+        reason = f"{failing[0].message}, but {untestable}"
     else:
-        reason = failing[0]["message"] + (f" (and {len(failing) - 1} more)" if len(failing) > 1 else "")
+        reason = failing[0].message + (f" (and {len(failing) - 1} more)" if len(failing) > 1 else "")
     return Ends(bad=not good_flags and bool(failing) and test is not None, reason=reason, **base)

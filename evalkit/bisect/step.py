@@ -215,7 +215,7 @@ class _StepBody:
         step = record.dump()
         step["id"] = label(step, "step")
         vs_good = deltas_between(step, {**good, "id": label(good, "good end")}, step_dir, self.good_dir,
-                             flat_metrics(step, self.evals), flat_metrics(good, self.evals), self.evals)
+                             flat_metrics(step, self.evals), flat_metrics(good, self.evals), self.evals).dump()
         return {"vs_good": vs_good, "sequential": self.judgement.statistics if self.judgement else {},
                 "looks": self.looks, "excerpt": self._excerpt(), "notes": self.notes}
 

@@ -142,7 +142,7 @@ def compile_template(template: str) -> Callable[[dict[str, Any]], str]:
         try:
             return "".join([text if field is None else str(doc[field]) for text, field in parts])
         except KeyError:
-            return compiled.render(**doc)  # Jinja's own error (StrictUndefined) or a global
+            return str(compiled.render(**doc))  # Jinja's own error (StrictUndefined) or a global
 
     return render
 
@@ -181,7 +181,7 @@ def _setup_process() -> None:
         import lm_eval.utils as lm_utils
         import tqdm
 
-        tqdm.tqdm.get_lock()
+        tqdm.tqdm.get_lock()  # type: ignore[no-untyped-call]  # types-tqdm leaves it untyped
 
         def apply_template(template: str, doc: dict[str, Any]) -> str:
             return compile_template(template)(doc)

@@ -122,7 +122,8 @@ def _register_backends() -> None:
             if meta is not None and key is not None and isinstance(outputs, dict):
                 for choice in outputs.get("choices") or []:
                     meta.record(key, choice, outputs.get("usage"))
-            return super().parse_generations(outputs, **kwargs)  # type: ignore[misc]
+            generations: list[str] = super().parse_generations(outputs, **kwargs)  # type: ignore[misc]
+            return generations
 
     register_model("evalkit-completions")(type("EvalkitCompletions", (_Recording, LocalCompletionsAPI), {}))
     register_model("evalkit-chat-completions")(type("EvalkitChatCompletions", (_Recording, LocalChatCompletion), {}))

@@ -75,7 +75,8 @@ class Reference:
     @property
     def spread(self) -> float:
         """sd of (point - level): the point's noise and the median's uncertainty."""
-        return self.sd * (1 + 1.57 / self.window) ** 0.5
+        spread: float = self.sd * (1 + 1.57 / self.window) ** 0.5  # float ** float is Any to mypy
+        return spread
 
     def floor(self, bigger: bool) -> float:
         """The value a healthy point passes with probability 1 - rate: the suggested floor."""

@@ -108,7 +108,8 @@ def _fisher_tails(n: int, n_ref: int, k: np.ndarray, k_ref: np.ndarray) -> np.nd
     pmf = np.where(inside, np.exp(log_pmf), 0.0)
     tails = np.cumsum(pmf[:, ::-1], axis=1)[:, ::-1]  # tails[t, x - k.min()] = P(X >= x | total t)
     rows = np.searchsorted(totals[:, 0], k[:, None] + k_ref[None, :])
-    return np.minimum(tails[rows, np.broadcast_to(k[:, None] - int(k.min()), rows.shape)], 1.0)
+    p: np.ndarray = np.minimum(tails[rows, np.broadcast_to(k[:, None] - int(k.min()), rows.shape)], 1.0)
+    return p
 
 
 def _likely(n: int, rate: float) -> np.ndarray:

@@ -146,7 +146,8 @@ class RunStore:
         write_json(self.path / "run.json", data)
 
     def read_run(self) -> dict[str, Any]:
-        return read_json(self.path / "run.json")
+        run: dict[str, Any] = read_json(self.path / "run.json")
+        return run
 
     def write_cell(self, cell_id: str, data: dict[str, Any]) -> None:
         write_json(self.cell_dir(cell_id) / "cell.json", data)

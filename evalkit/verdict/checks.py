@@ -28,7 +28,7 @@ message as before plus the adjusted p-value when it differs.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from evalkit.config import MatrixConfig, Threshold
@@ -45,9 +45,12 @@ from evalkit.stats.power import (
     mcnemar_n,
 )
 from evalkit.stats.tests import paired_equivalence, wilson_interval
+from evalkit.verdict.summary import CheckRecord, Delta, Deltas, Flag
 
 PASS, FAIL, INCONCLUSIVE, NOT_CHECKED = "PASS", "FAIL", "INCONCLUSIVE", "NOT_CHECKED"
 OUTCOMES = (FAIL, INCONCLUSIVE, PASS, NOT_CHECKED)
+UNDECIDED = "UNDECIDED"
+"""A delta's check between `assess` and `decide` (its family's adjusted p decides it): never written."""
 OWN_ALPHA = 0.05
 """The one-sided level of a `min`/`max` check's Wilson bound when the threshold sets no alpha."""
 _TEST_NAMES = {Comparison.PAIRED: "McNemar", Comparison.COUNT: "Fisher"}
@@ -74,59 +77,58 @@ def _count_mde(n: int, n_ref: int, base_rate: float, alpha: float, power: float)
     return fisher_mde(n, n_ref, base_rate, alpha, power)
 
 
-def assess(threshold: Threshold, index: int, row: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any] | None:
+def assess(threshold: Threshold, index: int, row: Mapping[str, Any], metrics: Mapping[str, Any]) -> CheckRecord | None:
     """The check record of `threshold` (the config's `index`-th) on one summary row, before the
     family adjustment (`decide` finishes it); None when the threshold does not apply to the cell
     (a delta against a reference the cell does not have, e.g. the baseline itself)."""
-    check, limit, metric = threshold.check, threshold.value, threshold.metric
+    check, metric = threshold.check, threshold.metric
     spec = threshold.spec
-    base: dict[str, Any] = {"threshold": index, "rule": rule_text(threshold), "metric": metric, "check": check,
-                            "margin": limit, "action": threshold.action, "alpha": threshold.alpha,
-                            "power": threshold.power, "factor": threshold.inconclusive_factor,
-                            "detects": threshold.detects,
-                            "reference": None, "value": metrics.get(metric), "diff": None, "n": None,
-                            "p": None, "p_adj": None, "mde": None, "n_needed": None, "outcome": None}
+    base = CheckRecord(threshold=index, rule=rule_text(threshold), metric=metric, check=check, margin=threshold.value,
+                       action=threshold.action, alpha=threshold.alpha, power=threshold.power,
+                       factor=threshold.inconclusive_factor, detects=threshold.detects, reference=None,
+                       value=metrics.get(metric), diff=None, n=None, p=None, p_adj=None, mde=None, n_needed=None,
+                       outcome=UNDECIDED)
     if threshold.kind.own_value:
         if metrics.get(metric) is None:
             reason = (row.get("unmeasured") or {}).get(metric)
-            return base | {"outcome": NOT_CHECKED, "why": reason} if reason else None
-        return base | _own_value(threshold, metrics)
-    against = _against(check)
-    delta = (row.get(against) or {}).get(metric)
-    if delta is None:
+            return base.updated(outcome=NOT_CHECKED, why=reason) if reason else None
+        return base.updated(**_own_value(threshold, metrics))
+    deltas: Deltas | None = row.get(_against(check))
+    delta = deltas.of(metric) if deltas is not None else None
+    if deltas is None or delta is None:
         reason = (row.get("unmeasured") or {}).get(metric) if metrics.get(metric) is None else None
-        return base | {"outcome": NOT_CHECKED, "why": reason} if reason else None
-    base["reference"] = row[against]["reference"]
-    if delta.get("setup_differs") or delta.get("refused"):
-        why = (f"eval setup differs ({', '.join(delta['setup_differs'])})" if delta.get("setup_differs")
-               else delta["refused"])
-        return base | {"outcome": NOT_CHECKED, "why": why,
-                       **{k: delta[k] for k in ("setup_differs", "refused") if delta.get(k)}}
-    base |= {"diff": delta["diff"], "n": delta.get("n"), "noise_floor": delta.get("noise_floor")}
+        return base.updated(outcome=NOT_CHECKED, why=reason) if reason else None
+    base = base.updated(reference=deltas.reference)
+    if delta.setup_differs or delta.refused:
+        why = f"eval setup differs ({', '.join(delta.setup_differs)})" if delta.setup_differs else delta.refused
+        refusal = {k: v for k, v in (("setup_differs", delta.setup_differs), ("refused", delta.refused)) if v}
+        return base.updated(outcome=NOT_CHECKED, why=why, **refusal)
+    base = base.updated(diff=delta.diff, n=delta.n, noise_floor=delta.noise_floor)
     if spec is not None and spec.comparison is Comparison.PAIRWISE:
-        base["between"] = delta.get("value", delta["diff"])
+        base = base.updated(between=delta.value if "value" in delta.model_fields_set else delta.diff)
     if threshold.kind is ThresholdKind.EQUIVALENT:
-        return base | _equivalence(threshold, delta)
-    tested = threshold.alpha is not None and delta.get("p_value") is not None
-    base["p"] = delta.get("p_value") if tested else None
-    base["p_value"] = delta.get("p_value")  # shown in the flag's words even when no alpha asks for a test
-    if not tested:
-        base["mde"] = delta.get("noise_floor")
-        base["untestable"] = threshold.alpha is not None  # an alpha with no test: never significant
-    elif spec is not None and spec.comparison is Comparison.PAIRED and delta.get("n"):
-        discordant = delta["right_only_in_cell"] + delta["right_only_in_reference"]
-        base |= {"discordance": discordant / delta["n"],
-                 "mde": _paired_mde(delta["n"], discordant, threshold.alpha, threshold.power)}
-    elif spec is not None and spec.comparison is Comparison.COUNT and delta.get("n") and delta.get("n_reference"):
-        base |= {"base_rate": delta["rate_reference"], "n_reference": delta["n_reference"],
-                 "mde": _count_mde(delta["n"], delta["n_reference"], delta["rate_reference"], threshold.alpha,
-                                   threshold.power)}
+        return base.updated(**_equivalence(threshold, delta))
+    tested = threshold.alpha is not None and delta.p_value is not None
+    # p_value: shown in the flag's words even when no alpha asks for a test
+    base = base.updated(p=delta.p_value if tested else None, p_value=delta.p_value)
+    if not tested or threshold.alpha is None:
+        # an alpha with no test: never significant
+        return base.updated(mde=delta.noise_floor, untestable=threshold.alpha is not None)
+    if spec is not None and spec.comparison is Comparison.PAIRED and delta.n:
+        discordant = (delta.right_only_in_cell or 0) + (delta.right_only_in_reference or 0)
+        return base.updated(discordance=discordant / delta.n,
+                            mde=_paired_mde(delta.n, discordant, threshold.alpha, threshold.power))
+    if (spec is not None and spec.comparison is Comparison.COUNT and delta.n and delta.n_reference
+            and delta.rate_reference is not None):
+        return base.updated(base_rate=delta.rate_reference, n_reference=delta.n_reference,
+                            mde=_count_mde(delta.n, delta.n_reference, delta.rate_reference, threshold.alpha,
+                                           threshold.power))
     return base
 
 
-def _own_value(threshold: Threshold, metrics: dict[str, Any]) -> dict[str, Any]:
-    """A `min`/`max` check: FAIL beyond the limit; INCONCLUSIVE when a share's one-sided Wilson
-    bound (its n known) reaches past the limit; else PASS."""
+def _own_value(threshold: Threshold, metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """A `min`/`max` check's outcome and figures: FAIL beyond the limit; INCONCLUSIVE when a
+    share's one-sided Wilson bound (its n known) reaches past the limit; else PASS."""
     value, limit = metrics[threshold.metric], threshold.value
     broken = value < limit if threshold.check == "min" else value > limit
     out: dict[str, Any] = {"outcome": FAIL if broken else PASS}
@@ -140,7 +142,7 @@ def _own_value(threshold: Threshold, metrics: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _n_of(spec: MetricSpec | None, metrics: dict[str, Any]) -> int | None:
+def _n_of(spec: MetricSpec | None, metrics: Mapping[str, Any]) -> int | None:
     """The n behind a share: a count's `n_metric`, else the eval's `<eval>.n_eff` (GSM8K's scored
     questions: an unscorable one is no evidence) or `<eval>.n`."""
     if spec is None or spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
@@ -150,74 +152,75 @@ def _n_of(spec: MetricSpec | None, metrics: dict[str, Any]) -> int | None:
     return int(n) if isinstance(n, (int, float)) and n > 0 else None
 
 
-def _equivalence(threshold: Threshold, delta: dict[str, Any]) -> dict[str, Any]:
+def _equivalence(threshold: Threshold, delta: Delta) -> dict[str, Any]:
     """TOST on the paired marks; `p` is the p-value of "moved beyond the margin", `p_equivalent`
     that of "inside it"."""
     alpha = threshold.alpha or OWN_ALPHA
-    n, f, g = delta["n"], delta["right_only_in_cell"], delta["right_only_in_reference"]
-    both = delta.get("both_right")
+    n, f, g = delta.n or 0, delta.right_only_in_cell or 0, delta.right_only_in_reference or 0
+    both = delta.both_right
     if both is None:  # stored before both_right: the cell's share and its flips give it
-        both = round(delta.get("acc_cell", 0) * n) - f
+        both = round(((delta.model_extra or {}).get("acc_cell") or 0) * n) - f
     eq = paired_equivalence(both, f, g, n - both - f - g, threshold.value, alpha)
     return {"p": eq.p_outside, "p_equivalent": eq.p_equivalent, "ci": [eq.low, eq.high], "ci_level": eq.confidence,
             "discordance": (f + g) / n, "mde": equivalence_margin(n, (f + g) / n, alpha, threshold.power)}
 
 
-def decide(record: dict[str, Any], p_adj: float | None, p_equivalent_adj: float | None = None) -> dict[str, Any]:
+def decide(record: CheckRecord, p_adj: float | None, p_equivalent_adj: float | None = None) -> CheckRecord:
     """The record's outcome from its adjusted p-value(s) (None: not tested). See the module docstring."""
-    kind = ThresholdKind.of(record["check"])
-    if record["outcome"] in (NOT_CHECKED,) or kind.own_value:
+    kind = ThresholdKind.of(record.check)
+    if record.outcome == NOT_CHECKED or kind.own_value:
         return record
-    out = record | {"p_adj": p_adj}
-    margin, alpha, factor = record["margin"], record["alpha"], record["factor"]
+    alpha, factor = record.alpha, record.factor or 1
+    margin, diff = record.margin, record.diff
+    assert margin is not None and diff is not None, "assess sets both on a delta's check"
     if kind is ThresholdKind.EQUIVALENT:
-        out["p_equivalent_adj"] = p_equivalent_adj
-        if p_equivalent_adj is not None and p_equivalent_adj < alpha:
-            out["outcome"] = PASS
-        elif p_adj is not None and p_adj < alpha:
-            out["outcome"] = FAIL
+        if p_equivalent_adj is not None and alpha is not None and p_equivalent_adj < alpha:
+            outcome = PASS
+        elif p_adj is not None and alpha is not None and p_adj < alpha:
+            outcome = FAIL
         else:
-            out["outcome"] = INCONCLUSIVE
-        return _with_n_needed(out)
-    change = -record["diff"] if kind is ThresholdKind.MAX_DROP else record["diff"]
-    floor = record.get("noise_floor")
-    beyond = change > margin and not (floor is not None and abs(record["diff"]) <= floor)
+            outcome = INCONCLUSIVE
+        return _with_n_needed(record.updated(p_adj=p_adj, p_equivalent_adj=p_equivalent_adj, outcome=outcome))
+    change = -diff if kind is ThresholdKind.MAX_DROP else diff
+    floor = record.noise_floor
+    beyond = change > margin and not (floor is not None and abs(diff) <= floor)
     # untested: the observed change decides, unless the threshold asked for a test it cannot have
-    significant = (p_adj < alpha) if p_adj is not None else not record.get("untestable")
-    mde = record["mde"]
+    significant = (alpha is not None and p_adj < alpha) if p_adj is not None else not record.untestable
+    mde = record.mde
     if beyond and significant:
-        out["outcome"] = FAIL
-    elif record.get("detects") is not None:
-        out["outcome"] = PASS if p_adj is not None and mde is not None and mde <= record["detects"] else INCONCLUSIVE
+        outcome = FAIL
+    elif record.detects is not None:
+        outcome = PASS if p_adj is not None and mde is not None and mde <= record.detects else INCONCLUSIVE
     elif beyond or (p_adj is not None and (mde is None or mde > margin * factor)) or p_adj is None and mde is not None and mde > margin * factor:
-        out["outcome"] = INCONCLUSIVE
+        outcome = INCONCLUSIVE
     else:
-        out["outcome"] = PASS
-    return _with_n_needed(out)
+        outcome = PASS
+    return _with_n_needed(record.updated(p_adj=p_adj, outcome=outcome))
 
 
-def _with_n_needed(record: dict[str, Any]) -> dict[str, Any]:
+def _with_n_needed(record: CheckRecord) -> CheckRecord:
     """An INCONCLUSIVE tested check says how many questions (or samples) its margin needs (a
     detect-only check: the change it exists to catch)."""
-    if record["outcome"] != INCONCLUSIVE or record["alpha"] is None:
+    alpha, power, margin = record.alpha, record.power, record.detects or record.margin
+    if record.outcome != INCONCLUSIVE or alpha is None or power is None or margin is None:
         return record
-    alpha, power, margin = record["alpha"], record["power"], record.get("detects") or record["margin"]
-    if ThresholdKind.of(record["check"]) is ThresholdKind.EQUIVALENT:
-        return record | {"n_needed": equivalence_n(margin, record["discordance"], alpha, power)}
-    if "discordance" in record:
-        return record | {"n_needed": mcnemar_n(margin, record["discordance"], alpha, power)}
-    if "base_rate" in record:
-        return record | {"n_needed": fisher_n(margin, record["base_rate"], alpha, power)}
+    if ThresholdKind.of(record.check) is ThresholdKind.EQUIVALENT and record.discordance is not None:
+        return record.updated(n_needed=equivalence_n(margin, record.discordance, alpha, power))
+    if record.discordance is not None:
+        return record.updated(n_needed=mcnemar_n(margin, record.discordance, alpha, power))
+    if record.base_rate is not None:
+        return record.updated(n_needed=fisher_n(margin, record.base_rate, alpha, power))
     return record
 
 
-def family(records: Sequence[dict[str, Any]], method: Method) -> list[dict[str, Any]]:
+def family(records: Sequence[CheckRecord], method: Method) -> list[CheckRecord]:
     """One threshold's records over the cells: their p-values adjusted together, then decided."""
-    tested = [i for i, r in enumerate(records) if r.get("p") is not None and r["outcome"] != NOT_CHECKED]
-    adjusted = dict(zip(tested, adjust([records[i]["p"] for i in tested], method)))
-    equivalent = [i for i in tested if records[i].get("p_equivalent") is not None]
-    adjusted_eq = dict(zip(equivalent, adjust([records[i]["p_equivalent"] for i in equivalent], method)))
-    return [decide(r | {"family": len(tested), "multiplicity": method}, adjusted.get(i), adjusted_eq.get(i))
+    tested = [i for i, r in enumerate(records) if r.p is not None and r.outcome != NOT_CHECKED]
+    adjusted = dict(zip(tested, adjust([p for i in tested if (p := records[i].p) is not None], method)))
+    equivalent = [i for i in tested if records[i].p_equivalent is not None]
+    adjusted_eq = dict(zip(equivalent, adjust([p for i in equivalent if (p := records[i].p_equivalent) is not None],
+                                              method)))
+    return [decide(r.updated(family=len(tested), multiplicity=method), adjusted.get(i), adjusted_eq.get(i))
             for i, r in enumerate(records)]
 
 
@@ -241,7 +244,7 @@ def assess_rows(thresholds: Sequence[Threshold], rows: list[dict[str, Any]], met
         found = [(row, r) for row in ok if (r := assess(threshold, index, row, row["metrics"])) is not None]
         for (row, _), record in zip(found, family([r for _, r in found], method)):
             if one_reference:
-                record["rule"] = record["rule"].replace("_vs_baseline ", " ", 1)
+                record = record.updated(rule=record.rule.replace("_vs_baseline ", " ", 1))
             row["checks"].append(record)
 
 
@@ -262,58 +265,61 @@ def against_one_reference(thresholds: Sequence[Threshold]) -> list[Threshold]:
     return out
 
 
-def tally(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Outcome counts over rows' checks, as summary.json and a comparison record them:
-    `check_outcomes` per outcome, and `inconclusive_checks`, the INCONCLUSIVE checks of failing
-    thresholds (what `--strict` turns into exit 5)."""
-    found = [c for row in rows for c in row.get("checks") or []]
-    return {"check_outcomes": {o: sum(c["outcome"] == o for c in found) for o in OUTCOMES},
-            "inconclusive_checks": sum(c["outcome"] == INCONCLUSIVE and c["action"] == "fail" for c in found)}
+def tally(records: Iterable[CheckRecord]) -> dict[str, Any]:
+    """Outcome counts over checks, as summary.json and a comparison record them: `check_outcomes`
+    per outcome, and `inconclusive_checks`, the INCONCLUSIVE checks of failing thresholds (what
+    `--strict` turns into exit 5)."""
+    found = list(records)
+    return {"check_outcomes": {o: sum(c.outcome == o for c in found) for o in OUTCOMES},
+            "inconclusive_checks": sum(c.outcome == INCONCLUSIVE and c.action == "fail" for c in found)}
 
 
-def flag(threshold: Threshold, record: dict[str, Any], cell_id: str, metrics: dict[str, Any],
-         reference_word: str | None = None) -> dict[str, Any] | None:
+def flag(threshold: Threshold, record: CheckRecord, cell_id: str, metrics: Mapping[str, Any],
+         reference_word: str | None = None) -> Flag | None:
     """The broken-threshold flag of a FAIL or NOT_CHECKED record (the `flags` list's shape and
     words), None otherwise. `reference_word` names the reference (default: "baseline" or "fix-on
     twin"; a bisect says "good end")."""
     check, limit, metric = threshold.check, threshold.value, threshold.metric
     spec = threshold.spec
     label = spec.display.label if spec else metric
-    common = {"metric": metric, "check": check, "limit": limit, "action": threshold.action}
-    if record["outcome"] == NOT_CHECKED:
-        if record["reference"] is None:
-            return common | {"value": None, "not_checked": record["why"],
-                             "message": f"{cell_id}: {label} not checked: {record['why']}"}
-        return common | {"value": metrics.get(metric), "reference": record["reference"],
-                         **{k: record[k] for k in ("setup_differs", "refused") if record.get(k)},
-                         "message": f"{cell_id}: {label} not compared with {record['reference']}: {record['why']}"}
-    if record["outcome"] != FAIL:
+    common: dict[str, Any] = {"metric": metric, "check": check, "limit": limit, "action": threshold.action}
+    if record.outcome == NOT_CHECKED:
+        if record.reference is None:
+            return Flag(**common, value=None, not_checked=record.why,
+                        message=f"{cell_id}: {label} not checked: {record.why}")
+        refusal = {k: v for k, v in (("setup_differs", record.setup_differs), ("refused", record.refused)) if v}
+        return Flag(**common, value=metrics.get(metric), reference=record.reference, **refusal,
+                    message=f"{cell_id}: {label} not compared with {record.reference}: {record.why}")
+    if record.outcome != FAIL:
         return None
     value = metrics.get(metric)
     if threshold.kind.own_value:
-        return common | {"value": value, "message": f"{cell_id}: {label} {value:.3f} {'<' if check == 'min' else '>'} "
-                                                     f"{check} {limit:g}"}
-    ref_id = record["reference"]
+        return Flag(**common, value=value, message=f"{cell_id}: {label} {value:.3f} {'<' if check == 'min' else '>'} "
+                                                   f"{check} {limit:g}")
+    ref_id = record.reference
     ref_word = reference_word or ("baseline" if _against(check) == "vs_baseline" else "fix-on twin")
-    diff, p, p_adj = record["diff"], record.get("p_value", record["p"]), record["p_adj"]
+    diff, p_adj = record.diff, record.p_adj
+    p = record.p_value if "p_value" in record.model_fields_set else record.p
+    assert diff is not None, "a FAIL of a delta has its difference"
     common |= {"diff": diff, "p_value": p, "p_adj": p_adj, "reference": ref_id}
     if spec is not None and spec.comparison is Comparison.PAIRWISE:  # no value of its own: the one between the two
-        floor = f", noise floor {record['noise_floor']:.3g}" if record.get("noise_floor") is not None else ""
+        floor = f", noise floor {record.noise_floor:.3g}" if record.noise_floor is not None else ""
         change = -diff if ThresholdKind.of(check) is ThresholdKind.MAX_DROP else diff
-        between = record.get("between", diff)
-        return common | {"value": between, "message": f"{cell_id}: {label} vs {ref_word} {ref_id} {between:.3g} "
-                                                   f"({'rise' if change == diff else 'drop'} {change:.3g} > {limit:g}{floor})"}
+        between = record.between if "between" in record.model_fields_set else diff
+        return Flag(**common, value=between, message=f"{cell_id}: {label} vs {ref_word} {ref_id} {between:.3g} "
+                                                    f"({'rise' if change == diff else 'drop'} {change:.3g} > {limit:g}{floor})")
     continuous = spec is not None and spec.comparison is Comparison.CONTINUOUS
     change_words = f"{diff:+.3f}" if continuous else f"{diff * 100:+.1f} points"
-    words = f"{cell_id}: {label} {value:.3f} vs {ref_word} {ref_id} {value - diff:.3f}, {change_words}"
-    if ThresholdKind.of(check) is ThresholdKind.EQUIVALENT:
-        low, high = record["ci"]
-        words += (f" outside ±{limit * 100:g} points ({record['ci_level']:.0%} CI {low * 100:+.1f} to "
+    own: float = metrics[metric]  # a delta that failed: the cell has its value
+    words = f"{cell_id}: {label} {own:.3f} vs {ref_word} {ref_id} {own - diff:.3f}, {change_words}"
+    if ThresholdKind.of(check) is ThresholdKind.EQUIVALENT and record.ci is not None:
+        low, high = record.ci
+        words += (f" outside ±{limit * 100:g} points ({record.ci_level:.0%} CI {low * 100:+.1f} to "
                   f"{high * 100:+.1f})")
     if p is not None:
         words += f", {_TEST_NAMES.get(spec.comparison, 'test') if spec else 'test'} p = {p:.2g}"
-        if p_adj is not None and record.get("family", 1) > 1 and p_adj != p:
-            words += f", {METHOD_WORDS.get(record.get('multiplicity', 'none'), '')} p = {p_adj:.2g}"
+        if p_adj is not None and ("family" not in record.model_fields_set or record.family > 1) and p_adj != p:
+            words += f", {METHOD_WORDS.get(record.multiplicity, '')} p = {p_adj:.2g}"
     if threshold.alpha is not None:
         words += f" < {threshold.alpha:g}"
-    return common | {"value": value, "message": words}
+    return Flag(**common, value=value, message=words)

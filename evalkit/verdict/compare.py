@@ -25,6 +25,7 @@ from evalkit.redact import redact_argv
 from evalkit.store import read_run_cells
 from evalkit.verdict import checks
 from evalkit.verdict.deltas import deltas_between, exit_code, flat_metrics, setup_of, unmeasured
+from evalkit.verdict.summary import CheckRecord, Delta, Flag
 
 REFERENCE_WORD = "run A"
 """How a broken threshold's message names the reference ("... vs run A <run id> 0.940, -7.0 points")."""
@@ -32,14 +33,14 @@ REFERENCE_WORD = "run A"
 _GATE_ONLY = ("right_only_in_cell", "right_only_in_reference", "both_right", "noise_floor")
 
 
-def _shown(spec: MetricSpec, gate: dict[str, Any] | None) -> dict[str, Any] | None:
+def _shown(spec: MetricSpec, gate: Delta | None) -> dict[str, Any] | None:
     """The B - A a reader sees, from the gate's delta (verdicts.deltas_between): a count takes the
     two-sided p, as a change may go either way; the gate's working counts are left out."""
-    if gate is None or gate.get("setup_differs"):
-        return gate
+    if gate is None or gate.setup_differs:
+        return None if gate is None else gate.dump()
     if spec.comparison is Comparison.COUNT:
-        return {"diff": gate["diff"], "p_value": gate["p_two_sided"], "p_greater": gate["p_value"]}
-    return {k: v for k, v in gate.items() if k not in _GATE_ONLY}
+        return {"diff": gate.diff, "p_value": gate.p_two_sided, "p_greater": gate.p_value}
+    return {k: v for k, v in gate.dump().items() if k not in _GATE_ONLY}
 
 
 def _config_of(run: dict[str, Any], path: Path) -> MatrixConfig | None:
@@ -83,29 +84,31 @@ def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
             vs_a = deltas_between(b, {**a, "id": run_a["run_id"]}, b_path / cell_id, a_path / cell_id, row["b"], row["a"], evals)
             for spec in specs:
                 if spec.comparison is not Comparison.NONE:
-                    row[spec.name] = _shown(spec, vs_a.get(spec.name))
+                    row[spec.name] = _shown(spec, vs_a.of(spec.name))
             gate = {"id": cell_id, "status": "ok", "metrics": row["b"], "unmeasured": unmeasured(b, evals), "vs_baseline": vs_a}
         out.append((row, gate))
     specs = evals.metrics(None, [*listed_a, *listed_b])
     config = _config_of(run_b, b_path)
-    rows = _judged(config, out)
+    judged = _judged(config, out)
+    rows = [row | {"checks": [c.dump() for c in found], "flags": [f.dump() for f in flags]}
+            for row, found, flags in judged]
     failed = sum(1 for row in rows if row["status_b"] == "error")
-    broken = sum(1 for row in rows for f in row["flags"] if f["action"] == "fail")
+    broken = sum(1 for _, _, flags in judged for f in flags if f.action == "fail")
     return {"a": _run_meta(run_a, cells_a), "b": _run_meta(run_b, cells_b), "metrics": recorded.records(specs),
-            "cells": rows, "multiplicity": config.multiplicity if config else None, **checks.tally(rows),
+            "cells": rows, "multiplicity": config.multiplicity if config else None,
+            **checks.tally(c for _, found, _ in judged for c in found),
             "failed_cells": failed, "broken_thresholds": broken,
-            "warnings": sum(1 for row in rows for f in row["flags"] if f["action"] == "warn"),
+            "warnings": sum(1 for _, _, flags in judged for f in flags if f.action == "warn"),
             "exit_code": exit_code(interrupted=False, failed=failed, broken=broken)}
 
 
-def _judged(config: MatrixConfig | None, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Each compare row with `checks` (B's config's delta thresholds against A's cell, verdict/checks.py)
-    and `flags` (the FAIL and NOT_CHECKED checks in the matrix's words, the reference "run A")."""
+def _judged(config: MatrixConfig | None, pairs: list[tuple[dict[str, Any], dict[str, Any]]]
+            ) -> list[tuple[dict[str, Any], list[CheckRecord], list[Flag]]]:
+    """Each compare row with its checks (B's config's delta thresholds against A's cell,
+    verdict/checks.py) and flags (the FAIL and NOT_CHECKED checks in the matrix's words, the
+    reference "run A")."""
     thresholds = checks.against_one_reference(config.thresholds) if config else []
     gates = [gate for _, gate in pairs]
     checks.assess_rows(thresholds, gates, config.multiplicity if config else "none", one_reference=True)
-    for row, gate in pairs:
-        row["checks"] = gate["checks"]
-        row["flags"] = [f for record in gate["checks"] if (f := checks.flag(
-            thresholds[record["threshold"]], record, row["id"], row["b"], REFERENCE_WORD))]
-    return [row for row, _ in pairs]
+    return [(row, gate["checks"], [f for record in gate["checks"] if (f := checks.flag(
+        thresholds[record.threshold], record, row["id"], row["b"], REFERENCE_WORD))]) for row, gate in pairs]

@@ -37,7 +37,7 @@ from evalkit.evals.evalset import EvalSet, raw
 from evalkit.stats.tests import fisher_collapse, paired_comparison
 from evalkit.store import once_per_file_state, read_jsonl, read_regressions, read_run_cells
 from evalkit.verdict import checks
-from evalkit.verdict.summary import SUMMARY_SCHEMA_VERSION, CellRow, MetricRecord, RunSummary
+from evalkit.verdict.summary import SUMMARY_SCHEMA_VERSION, CellRow, Delta, Deltas, Flag, MetricRecord, RunSummary
 
 
 def question_order(qid: str) -> tuple[int, str]:
@@ -93,7 +93,7 @@ def unmeasured(record: dict[str, Any], evals: EvalSet) -> dict[str, str]:
 
 
 def deltas_in_run(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, flats: dict[str, dict[str, Any]],
-                  evals: EvalSet) -> dict[str, Any]:
+                  evals: EvalSet) -> Deltas:
     """Deltas of `cell` against `ref` (cell - ref), per compared metric: paired metrics on the
     shared questions (McNemar), counts with Fisher (one-sided, a rise), continuous values as a
     plain difference. `flats`: each cell's flat metrics by id, computed once per summary."""
@@ -102,17 +102,17 @@ def deltas_in_run(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, fla
 
 
 def deltas_between(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_dir: Path,
-               flat_cell: dict[str, Any], flat_ref: dict[str, Any], evals: EvalSet) -> dict[str, Any]:
+               flat_cell: dict[str, Any], flat_ref: dict[str, Any], evals: EvalSet) -> Deltas:
     """`compare` for two cell folders anywhere (a bisect compares one cell at two commits, the
     good end possibly from another run): the records, their folders and their flat metrics; the
     metrics compared are those the two records hold (`EvalSet.metrics`) of the evals of `evals`."""
-    result: dict[str, Any] = {"reference": ref["id"]}
+    result: dict[str, Delta] = {}
     specs = evals.metrics(None, [cell, ref])
     for ev in evals:
         differs = setup_differences(setup_of(cell, ev.name), setup_of(ref, ev.name))
         for spec in (spec for spec in specs if evals.eval_of(spec.name) is ev):
             if differs and measured_by_both(spec, flat_cell, flat_ref):
-                result[spec.name] = refused(differs)
+                result[spec.name] = Delta.model_validate(refused(differs))
                 continue
             found = delta(spec, cell_dir, ref_dir, flat_cell, flat_ref, evals)
             if found is None:
@@ -121,8 +121,9 @@ def deltas_between(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, re
                 found = {"p_value": found.pop("p_greater"), **found}
             elif spec.comparison in (Comparison.PAIRED, Comparison.PAIRWISE):
                 found["noise_floor"] = _noise_floor(spec, cell, ref, evals)
-            result[spec.name] = found | (ev.extra_delta(spec, cell_dir, ref_dir) if isinstance(ev, ExtraDelta) else {})
-    return result
+            extra = ev.extra_delta(spec, cell_dir, ref_dir) if isinstance(ev, ExtraDelta) else {}
+            result[spec.name] = Delta.model_validate(found | extra)
+    return Deltas.model_validate({"reference": ref["id"], **result})
 
 
 def measured_by_both(spec: MetricSpec, this: dict[str, Any], ref: dict[str, Any]) -> bool:
@@ -191,7 +192,7 @@ def _noise_floor(spec: MetricSpec, cell: dict[str, Any], ref: dict[str, Any], ev
 
 
 def check_threshold(threshold: Threshold, row: dict[str, Any], metrics: dict[str, Any],
-                    reference_word: str | None = None) -> dict[str, Any] | None:
+                    reference_word: str | None = None) -> Flag | None:
     """One threshold on one summary-shaped row (`id`, and `vs_baseline` / `vs_ab` from `compare`),
     alone (a family of one: a bisect's ends): its flag, or None. `reference_word` names the
     reference in the message (default: "baseline" or "fix-on twin"; a bisect says "good end")."""
@@ -202,10 +203,10 @@ def check_threshold(threshold: Threshold, row: dict[str, Any], metrics: dict[str
     return checks.flag(threshold, decided, row["id"], metrics, reference_word)
 
 
-def _flags(config: MatrixConfig, row: dict[str, Any]) -> list[dict[str, Any]]:
+def _flags(config: MatrixConfig, row: dict[str, Any]) -> list[Flag]:
     """The flags of the row's FAIL and NOT_CHECKED checks (`checks.assess_matrix` ran)."""
     return [f for record in row["checks"]
-            if (f := checks.flag(config.thresholds[record["threshold"]], record, row["id"], row["metrics"]))]
+            if (f := checks.flag(config.thresholds[record.threshold], record, row["id"], row["metrics"]))]
 
 
 def _setups(cells: list[dict[str, Any]], evals: EvalSet) -> dict[str, dict[str, Any]]:
@@ -222,20 +223,20 @@ RAN_AS_METRIC = "engine.ran_as"
 """The `metric` of the flag on a cell whose engine ran another mode or layout than asked."""
 
 
-def ran_as_flags(cell: dict[str, Any]) -> list[dict[str, Any]]:
+def ran_as_flags(cell: dict[str, Any]) -> list[Flag]:
     """A warning on a cell whose engine's log says it ran another graph mode or layout than the cell
     asked (run/engine_log.py): its numbers are not the named configuration's, in every report."""
     ran = cell.get("ran_as") or {}
     if ran.get("agrees") is not False:
         return []
-    return [{"metric": RAN_AS_METRIC, "check": "ran_as", "action": "warn", "value": ran.get("mode"),
-             "message": f"{cell['id']}: engine ran {'; '.join(ran.get('disagreements', []))} (its own log)"}]
+    return [Flag(metric=RAN_AS_METRIC, check="ran_as", action="warn", value=ran.get("mode"),
+                 message=f"{cell['id']}: engine ran {'; '.join(ran.get('disagreements', []))} (its own log)")]
 
 
 CATALOG_METRIC = "engine.catalog"
 
 
-def catalog_flags(cell: dict[str, Any], ref: dict[str, Any] | None) -> list[dict[str, Any]]:
+def catalog_flags(cell: dict[str, Any], ref: dict[str, Any] | None) -> list[Flag]:
     """A warning on a cell whose launch came from another catalog entry than its reference's (its
     fix-on twin, else the baseline; engine/catalog.py): flags, env or gates changed between the
     refs, so the comparison tests more than the change."""
@@ -245,9 +246,9 @@ def catalog_flags(cell: dict[str, Any], ref: dict[str, Any] | None) -> list[dict
     differ = differences(mine, theirs)
     if not differ:
         return []
-    return [{"metric": CATALOG_METRIC, "check": "catalog", "action": "warn",
-             "message": f"{cell['id']}: catalog entry {mine['entry']!r} at {mine['ref']} differs from {ref['id']}'s at "
-                        f"{theirs['ref']}: {'; '.join(differ)} (the comparison tests more than the change)"}]
+    return [Flag(metric=CATALOG_METRIC, check="catalog", action="warn",
+                 message=f"{cell['id']}: catalog entry {mine['entry']!r} at {mine['ref']} differs from {ref['id']}'s "
+                         f"at {theirs['ref']}: {'; '.join(differ)} (the comparison tests more than the change)")]
 
 
 CATALOG_GATES = (("accuracy_threshold", "gsm8k.flexible"), ("mtp_accept_threshold", "engine.spec_acceptance_rate"))
@@ -256,7 +257,7 @@ below accuracy_threshold and an MTP acceptance below mtp_accept_threshold, or no
 (.github/workflows/atom-test.yaml:575-630 at HEAD ffdf3bb5)."""
 
 
-def catalog_gate_flags(config: MatrixConfig, cell: dict[str, Any], metrics: dict[str, Any]) -> list[dict[str, Any]]:
+def catalog_gate_flags(config: MatrixConfig, cell: dict[str, Any], metrics: dict[str, Any]) -> list[Flag]:
     """The cell judged by the gates of the catalog entry its own ref holds (`engine.catalog.gates`)."""
     entry, catalog = cell.get("catalog"), config.engine.catalog
     if not entry or catalog is None or catalog.gates == "off" or cell.get("status") != "ok":
@@ -268,9 +269,9 @@ def catalog_gate_flags(config: MatrixConfig, cell: dict[str, Any], metrics: dict
         if limit is None or (value is not None and value >= limit):
             continue
         said = "not measured" if value is None else f"{value:.3f} < {limit}"
-        out.append({"metric": metric, "check": "catalog_gate", "action": catalog.gates, "limit": limit,
-                    "message": f"{cell['id']}: {metric} {said}, the {gate} of catalog entry {entry['entry']!r} at "
-                               f"{entry['ref']}"})
+        out.append(Flag(metric=metric, check="catalog_gate", action=catalog.gates, limit=limit,
+                        message=f"{cell['id']}: {metric} {said}, the {gate} of catalog entry {entry['entry']!r} at "
+                                f"{entry['ref']}"))
     return out
 
 
@@ -317,16 +318,13 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
     for cell, row in zip(cells, rows):
         row["flags"] = (_flags(config, row) + ran_as_flags(cell) + catalog_flags(cell, references[cell["id"]])
                         + catalog_gate_flags(config, cell, row["metrics"]))
-    base_row = next((r for r in rows if baseline and r["id"] == baseline["id"] and r["status"] == "ok"), None)
-    for cell, row in zip(cells, rows):
-        if row["status"] == "ok":
-            row["flags"] += [f for ev in evals if isinstance(ev, CellFlags)
-                             for f in ev.cell_flags(cell, row, base_row)]
-    failed = sum(1 for r in rows if r["status"] == "error")
-    not_run = sum(1 for r in rows if r["status"] not in ("ok", "error"))
-    tallied = checks.tally(rows)
-    broken = sum(1 for r in rows for f in r["flags"] if f["action"] == "fail")
-    warned = sum(1 for r in rows for f in r["flags"] if f["action"] == "warn")
+    judged = [CellRow.model_validate(row) for row in rows]
+    _eval_flags(cells, judged, evals, next((r for r in judged if baseline and r.id == baseline["id"] and r.status == "ok"), None))
+    failed = sum(1 for r in judged if r.status == "error")
+    not_run = sum(1 for r in judged if r.status not in ("ok", "error"))
+    tallied = checks.tally(c for r in judged for c in r.checks or [])
+    broken = sum(1 for r in judged for f in r.flags if f.action == "fail")
+    warned = sum(1 for r in judged for f in r.flags if f.action == "warn")
     code = exit_code(interrupted=run.get("status") == "interrupted", failed=failed + not_run, broken=broken)
     regressions = read_regressions(run_path)
     return RunSummary(
@@ -335,12 +333,23 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
         finished_at=run.get("finished_at"), command=run.get("command"), listen_host=run.get("listen_host"),
         baseline=baseline["id"] if baseline else None, ab=config.ab.model_dump() if config.ab else None,
         metrics=[MetricRecord.model_validate(r) for r in recorded.records(specs)],
-        cells=[CellRow.model_validate(row) for row in rows], setups=_setups(cells, evals),
+        cells=judged, setups=_setups(cells, evals),
         failed_cells=failed, not_run_cells=not_run, broken_thresholds=broken, warnings=warned, exit_code=code,
         multiplicity=config.multiplicity, check_outcomes=tallied["check_outcomes"],
         inconclusive_checks=tallied["inconclusive_checks"],
         **({"regressions": regressions} if regressions is not None else {}),
     ).carrying(evals)
+
+
+def _eval_flags(cells: list[dict[str, Any]], rows: list[CellRow], evals: EvalSet, baseline: CellRow | None) -> None:
+    """Each ok row's flags from the evals that raise their own (`CellFlags`), which read the cell's
+    record and its row and the baseline's as summary.json holds them."""
+    flagging = [ev for ev in evals if isinstance(ev, CellFlags)]
+    base = baseline.dump() if baseline is not None and flagging else None
+    for cell, row in zip(cells, rows):
+        if row.status == "ok" and flagging:
+            shown = row.dump()
+            row.flags += [Flag.model_validate(f) for ev in flagging for f in ev.cell_flags(cell, shown, base)]
 
 
 def exit_code(interrupted: bool, failed: int, broken: int) -> int:

@@ -6,17 +6,23 @@ the dicts it replaced (a key that was only written when set, like a cell's `erro
 The models follow store/records.py: each field documented under it, unknown keys kept
 (`extra="allow"`), so a summary written by another evalkit reads and dumps back unchanged, and
 one written before a field existed (`metrics`, `checks`) still validates. Only what every
-summary has is required. A dump lists declared fields first, then the rest in the order read, so
-the open records (a check, a flag, a delta, whose fields depend on the check or the metric's
-comparison kind) declare just the leading fields every one of them has: summary.json keeps its
-key order to the byte.
+summary has is required. The open records (a check, a flag, a delta, whose keys and their order
+depend on the check or the metric's comparison kind) declare every key they may have and dump in
+the order they were built or read (`_Open`): summary.json keeps its key order to the byte.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
-from pydantic import PrivateAttr
+from pydantic import (
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    ValidatorFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from evalkit.evals import recorded, registry
 from evalkit.evals.base import MetricSpec
@@ -31,13 +37,35 @@ Number = int | float
 """A figure as computed: an int stays an int in the JSON (pydantic keeps the exact type)."""
 
 
-class _Open(_Record):
-    """A record whose later keys depend on its kind, so they stay undeclared (declaring one would
-    move it ahead of the others in the dump): renderers read them through the typed properties
-    below, the one place each key is named, rather than by string."""
+_O = TypeVar("_O", bound="_Open")
 
-    def _extra(self, key: str) -> Any:
-        return (self.model_extra or {}).get(key)
+
+class _Open(_Record):
+    """A record whose keys' order depends on its kind (a paired delta lists its n after its
+    interval, a count's p-value comes first; a check's figures follow its rule): every key it
+    may have is declared, and a dump keeps the order in which the record was built or read (a
+    key set later goes last, as in a dict), so summary.json keeps its key order to the byte."""
+
+    _order: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> _Open:
+        record: _Open = handler(data)
+        if isinstance(data, Mapping):
+            record._order = tuple(data)
+        return record
+
+    @model_serializer(mode="wrap")
+    def _in_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        return {k: out[k] for k in self._order if k in out} | out
+
+    def updated(self: _O, **changes: Any) -> _O:
+        """A copy with `changes`, validated (a figure computed by numpy becomes a plain number):
+        a key it had stays in place, a new one goes last, as a dict's `|` (verdict/checks.py
+        builds a check in steps)."""
+        return type(self).model_validate(self.dump() | changes)
 
 
 class MetricRecord(_Record):
@@ -55,61 +83,43 @@ class MetricRecord(_Record):
 
 
 class Delta(_Open):
-    """One metric of a cell against a reference (verdicts.delta): a difference and a p-value, then
+    """One metric of a cell against a reference (deltas.delta): a difference and a p-value, then
     what its kind adds (paired: n, ci95, flipped ids; count: p first, n, n_reference; pairwise:
-    value; a comparison not made: setup_differs or refused). Its keys' order depends on the kind,
-    so it declares none (see the module docstring) and reads the two every delta has here."""
+    value; a comparison not made: setup_differs or refused). An eval's `Pairwise` or
+    `ExtraDelta` may add keys of its own (kept as read)."""
 
-    @property
-    def diff(self) -> Number | None:
-        return self._extra("diff")
-
-    @property
-    def p_value(self) -> Number | None:
-        return self._extra("p_value")
-
-    @property
-    def value(self) -> Number | None:
-        """A PAIRWISE metric: the value measured between the two cells (else None)."""
-        return self._extra("value")
-
-    @property
-    def n(self) -> int | None:
-        return self._extra("n")
-
-    @property
-    def ci95(self) -> list[float] | None:
-        """A paired difference's 95% interval, [low, high]."""
-        return self._extra("ci95")
-
-    @property
-    def setup_differs(self) -> list[str]:
-        """The eval setup fields that differ between the two cells (the comparison was refused)."""
-        return self._extra("setup_differs") or []
-
-    @property
-    def refused(self) -> str | None:
-        """Why the owning eval refused to compare the two cells."""
-        return self._extra("refused")
-
-    @property
-    def flipped_to_wrong(self) -> list[str]:
-        """A paired metric: the question ids right in the reference and wrong in the cell."""
-        return self._extra("flipped_to_wrong") or []
-
-    @property
-    def flipped_to_right(self) -> list[str]:
-        return self._extra("flipped_to_right") or []
+    diff: Number | None = None
+    p_value: Number | None = None
+    """The p-value a gate reads (a count's: one-sided, a rise)."""
+    ci95: list[Number] | None = None
+    """A paired difference's 95% interval, [low, high]."""
+    n: int | None = None
+    """The questions both cells answered (paired), or the cell's samples (count)."""
+    right_only_in_cell: int | None = None
+    right_only_in_reference: int | None = None
+    both_right: int | None = None
+    flipped_to_wrong: list[str] = []
+    """A paired metric: the question ids right in the reference and wrong in the cell."""
+    flipped_to_right: list[str] = []
+    p_greater: Number | None = None
+    p_two_sided: Number | None = None
+    n_reference: int | None = None
+    rate_reference: Number | None = None
+    noise_floor: Number | None = None
+    """The larger repeat swing of the two cells (None: no repeats)."""
+    value: Number | None = None
+    """A PAIRWISE metric: the value measured between the two cells (else None)."""
+    worst: list[dict[str, Any]] = []
+    """A PAIRWISE metric: the places its eval found worst (`Pairwise.pairwise`; eval-defined)."""
+    setup_differs: list[str] = []
+    """The eval setup fields that differ between the two cells (the comparison was refused)."""
+    refused: str | None = None
+    """Why the owning eval refused to compare the two cells."""
 
     @property
     def flips_listed(self) -> bool:
         """Whether this is a paired comparison that lists its flipped questions."""
-        return "flipped_to_wrong" in (self.model_extra or {})
-
-    @property
-    def worst(self) -> list[dict[str, Any]]:
-        """A PAIRWISE metric: the places its eval found worst (`Pairwise.pairwise`; eval-defined)."""
-        return self._extra("worst") or []
+        return "flipped_to_wrong" in self.model_fields_set
 
 
 class Deltas(_Record):
@@ -124,37 +134,26 @@ class Deltas(_Record):
 
 
 class Flag(_Open):
-    """A broken threshold or a warning on a cell: then `limit`, `action` ("fail" or "warn"), the
-    figures, and `message`, the report's words."""
+    """A broken threshold or a warning on a cell (verdict/checks.py `flag`, or an eval's
+    `CellFlags`): its figures depend on the check."""
 
     metric: str
     check: str
-
-    @property
-    def action(self) -> str:
-        """"fail" or "warn"."""
-        return str((self.model_extra or {})["action"])
-
-    @property
-    def message(self) -> str:
-        return str((self.model_extra or {})["message"])
-
-    @property
-    def limit(self) -> Number | None:
-        return self._extra("limit")
-
-    @property
-    def value(self) -> Number | None:
-        return self._extra("value")
-
-    @property
-    def reference(self) -> str | None:
-        return self._extra("reference")
-
-    @property
-    def not_checked(self) -> str | None:
-        """Why the threshold could not be checked (a flag of a NOT_CHECKED check)."""
-        return self._extra("not_checked")
+    limit: Number | None = None
+    action: str
+    """"fail" or "warn"."""
+    value: Number | str | None = None
+    """The cell's value (a ran_as flag: the mode the engine ran)."""
+    not_checked: str | None = None
+    """Why the threshold could not be checked (a flag of a NOT_CHECKED check)."""
+    reference: str | None = None
+    setup_differs: list[str] = []
+    refused: str | None = None
+    diff: Number | None = None
+    p_value: Number | None = None
+    p_adj: Number | None = None
+    message: str
+    """The report's words."""
 
 
 class CheckRecord(_Open):
@@ -165,109 +164,51 @@ class CheckRecord(_Open):
     rule: str
     metric: str
     check: str
-    """Then `margin`, `action`, ..., `outcome` (PASS, FAIL, INCONCLUSIVE, NOT_CHECKED): verdict/checks.py."""
-
-    @property
-    def outcome(self) -> str:
-        return str((self.model_extra or {})["outcome"])
-
-    @property
-    def action(self) -> str | None:
-        return self._extra("action")
-
-    @property
-    def margin(self) -> Number | None:
-        return self._extra("margin")
-
-    @property
-    def factor(self) -> Number | None:
-        """The MDE above `factor` x `margin` makes a pass INCONCLUSIVE."""
-        return self._extra("factor")
-
-    @property
-    def detects(self) -> Number | None:
-        """A detect-only check's change to catch: an MDE within it PASSES a non-significant check."""
-        return self._extra("detects")
-
-    @property
-    def alpha(self) -> Number | None:
-        return self._extra("alpha")
-
-    @property
-    def power(self) -> Number | None:
-        """The power at which `mde` is stated."""
-        return self._extra("power")
-
-    @property
-    def n(self) -> int | None:
-        """Questions or samples per cell the check was decided on."""
-        return self._extra("n")
-
-    @property
-    def reference(self) -> str | None:
-        return self._extra("reference")
-
-    @property
-    def value(self) -> Number | None:
-        return self._extra("value")
-
-    @property
-    def diff(self) -> Number | None:
-        return self._extra("diff")
-
-    @property
-    def p(self) -> Number | None:
-        """The test's p-value before the family adjustment (None: not tested)."""
-        return self._extra("p")
-
-    @property
-    def p_adj(self) -> Number | None:
-        return self._extra("p_adj")
-
-    @property
-    def p_equivalent_adj(self) -> Number | None:
-        return self._extra("p_equivalent_adj")
-
-    @property
-    def mde(self) -> Number | None:
-        """The minimum detectable effect at this n (None: none could be computed)."""
-        return self._extra("mde")
-
-    @property
-    def n_needed(self) -> int | None:
-        return self._extra("n_needed")
-
-    @property
-    def ci(self) -> list[float] | None:
-        return self._extra("ci")
-
-    @property
-    def ci_level(self) -> float:
-        return self._extra("ci_level") or 0.9
-
-    @property
-    def family(self) -> int:
-        """How many cells' p-values were adjusted together (0: none was tested)."""
-        return self._extra("family") or 0
-
-    @property
-    def multiplicity(self) -> str:
-        return str(self._extra("multiplicity"))
-
-    @property
-    def why(self) -> str | None:
-        """Why a NOT_CHECKED check was not checked."""
-        return self._extra("why")
-
-    @property
-    def message(self) -> str | None:
-        """A check recovered from a flag (render/checks.py `checks_of`): the flag's words."""
-        return self._extra("message")
-
-    @property
-    def untestable(self) -> bool:
-        """A threshold with alpha on a delta that has no test: never significant."""
-        return bool(self._extra("untestable"))
+    margin: Number | None = None
+    action: str | None = None
+    alpha: Number | None = None
+    power: Number | None = None
+    """The power at which `mde` is stated."""
+    factor: Number | None = None
+    """The MDE above `factor` x `margin` makes a pass INCONCLUSIVE."""
+    detects: Number | None = None
+    """A detect-only check's change to catch: an MDE within it PASSES a non-significant check."""
+    reference: str | None = None
+    value: Number | None = None
+    diff: Number | None = None
+    n: int | None = None
+    """Questions or samples per cell the check was decided on."""
+    p: Number | None = None
+    """The test's p-value before the family adjustment (None: not tested)."""
+    p_adj: Number | None = None
+    mde: Number | None = None
+    """The minimum detectable effect at this n (None: none could be computed)."""
+    n_needed: int | None = None
+    outcome: str
+    """PASS, FAIL, INCONCLUSIVE or NOT_CHECKED."""
+    why: str | None = None
+    """Why a NOT_CHECKED check was not checked."""
+    setup_differs: list[str] = []
+    refused: str | None = None
+    noise_floor: Number | None = None
+    between: Number | None = None
+    """A PAIRWISE metric: the value measured between the two cells."""
+    p_value: Number | None = None
+    """The delta's p-value, shown in a flag's words even when no alpha asks for a test."""
+    untestable: bool = False
+    """A threshold with alpha on a delta that has no test: never significant."""
+    discordance: Number | None = None
+    base_rate: Number | None = None
+    n_reference: int | None = None
+    ci: list[Number] | None = None
+    ci_level: Number = 0.9
+    p_equivalent: Number | None = None
+    p_equivalent_adj: Number | None = None
+    family: int = 0
+    """How many cells' p-values were adjusted together (0: none was tested)."""
+    multiplicity: str = "none"
+    message: str | None = None
+    """A check recovered from a flag (render/checks.py `checks_of`): the flag's words."""
 
 
 class CellRow(_Record):
@@ -311,39 +252,15 @@ class Regression(_Open):
     the cell, then the previous run, the good and bad ends, and the bisect's outcome or why none ran."""
 
     cell: str
-
-    @property
-    def previous_run(self) -> str | None:
-        return self._extra("previous_run")
-
-    @property
-    def first_bad(self) -> str | None:
-        """The first bad commit the bisect found."""
-        return self._extra("first_bad")
-
-    @property
-    def subject(self) -> str | None:
-        return self._extra("subject")
-
-    @property
-    def bisect_id(self) -> str | None:
-        return self._extra("bisect_id")
-
-    @property
-    def good(self) -> str | None:
-        return self._extra("good")
-
-    @property
-    def bad(self) -> str | None:
-        return self._extra("bad")
-
-    @property
-    def status(self) -> str | None:
-        return self._extra("status")
-
-    @property
-    def message(self) -> str | None:
-        return self._extra("message")
+    previous_run: str | None = None
+    good: str | None = None
+    bad: str | None = None
+    bisect_id: str | None = None
+    status: str | None = None
+    first_bad: str | None = None
+    """The first bad commit the bisect found."""
+    message: str | None = None
+    subject: str | None = None
 
 
 def _specs(metrics: list[MetricRecord] | None, evals: EvalSet | None) -> list[MetricSpec]:
