@@ -230,25 +230,37 @@ def glued_flags(heads: Heads, ends: np.ndarray, points: np.ndarray) -> np.ndarra
 
 def _glued(points: np.ndarray, lo: np.ndarray, half: np.ndarray) -> np.ndarray:
     """Whether each word of ``2 * half`` characters from ``lo`` is its first half written twice,
-    all letters (``str.isalpha``), the half not itself a repeat ("haha" of "hahahaha"): read
-    for all words at once, a row of ``GLUED_HALF`` characters per word, the half's last
-    character repeated to fill it."""
-    j = np.arange(GLUED_HALF)
-    at = lo[:, None] + np.minimum(j, half[:, None] - 1)
+    all letters (``str.isalpha``), the half not itself a repeat ("haha" of "hahahaha"). Read
+    for all words at once, a row of ``GLUED_HALF`` characters per word: the first half, its
+    last character repeated to fill the row."""
+    at = lo[:, None] + np.minimum(np.arange(GLUED_HALF), half[:, None] - 1)
     unit = points.take(at)
+
+    def has_period(d: np.ndarray) -> np.ndarray:  # word[i] == word[i + d] for every i < half
+        return (points.take(at + d[:, None]) == unit).all(axis=1)
+
     alpha = _bmp_alpha().take(unit if unit.dtype == np.uint8 else np.minimum(unit, 0xFFFF))
     beyond = unit > 0xFFFF
     if beyond.any():  # beyond the BMP the table does not know
         alpha[beyond] = [chr(c).isalpha() for c in unit[beyond].tolist()]
-    glued = (unit == points.take(at + half[:, None])).all(axis=1) & alpha.all(axis=1)
-    rows = np.flatnonzero(glued)
-    if rows.size:  # a repeat has a period d <= half / 2 that divides the half
-        unit, half = unit[rows], half[rows, None]
-        d = np.arange(1, GLUED_HALF // 2 + 1)[:, None]
-        same = unit[:, np.minimum(j + d, GLUED_HALF - 1)] == unit[:, None, :]  # [word, d - 1, j]: unit[j + d] == unit[j]
-        periodic = (same | (j >= half[:, :, None] - d)).all(axis=2)  # over j < half - d
-        glued[rows] = ~(periodic & (half % d[:, 0] == 0) & (half > d[:, 0])).any(axis=1)
+    glued = has_period(half) & alpha.all(axis=1)
+    # The half is a repeat when it has a period that divides it, then one of the largest: half / q
+    # for a prime q. A half period d that divides the half reads the same on the whole word.
+    for d in _REPEAT_PERIODS[half].T:
+        glued &= ~(has_period(d) & (d > 0))
     return glued
+
+
+def _repeat_periods() -> np.ndarray:
+    """Row h: ``h // q`` for each prime q dividing h, then zeros (no period)."""
+    periods = [[h // q for q in range(2, h + 1) if h % q == 0 and all(q % r for r in range(2, q))] for h in range(GLUED_HALF + 1)]
+    table = np.zeros((GLUED_HALF + 1, max(map(len, periods))), dtype=np.int64)
+    for h, row in enumerate(periods):
+        table[h, : len(row)] = row
+    return table
+
+
+_REPEAT_PERIODS = _repeat_periods()
 
 
 @cache
