@@ -191,7 +191,7 @@ def cusum(recurring: np.ndarray, rate: float) -> np.ndarray:
     comparisons between a window and the full text exact.
     """
     k = round(rate * 1000)
-    steps = np.where(recurring, 1000 - k, -k).astype(np.int64)
+    steps = np.where(recurring, 1000 - k, -k)  # int64
     total = np.cumsum(steps)
     return total - np.minimum(np.minimum.accumulate(total), 0)
 

@@ -130,7 +130,7 @@ def _units_with_words(found: list[tuple[np.ndarray, int, int]], pieces: Sequence
     zero = np.zeros(1, dtype=np.int64)
     two_sum = prefix_count(two)
     cjk_sum = prefix_count(cjk) if cjk.any() else None
-    line_sum = prefix_count(points == 10)
+    lines = np.flatnonzero(points == 10)  # few: searched, not counted character by character
     starts = np.concatenate((zero, ends[:-1]))
     lows, highs = [zero], [zero]
     for first, p, copies in found:
@@ -141,7 +141,7 @@ def _units_with_words(found: list[tuple[np.ndarray, int, int]], pieces: Sequence
         # a piece before the unit that is empty: the lookbehind reads nothing
         empty_before = (first > 0) & (starts[np.maximum(first - 1, 0)] == a)
         has |= empty_before & (b - a >= 2) & pair[np.minimum(a, length - 1)]
-        ok = has & (line_sum[b] == line_sum[a])
+        ok = has & (np.searchsorted(lines, a) == np.searchsorted(lines, b))
         lows.append(first[ok])
         highs.append(first[ok] + copies * p)
     return cover(np.concatenate(lows), np.concatenate(highs), n)
@@ -217,14 +217,15 @@ def glued_flags(heads: Heads, ends: np.ndarray, points: np.ndarray) -> np.ndarra
     last_piece = np.flatnonzero(letter & ~continued)
     lo, hi = heads.first[first_piece], ends[last_piece]
     size = hi - lo
-    half = size // 2
+    index = np.flatnonzero((size % 2 == 0) & (size >= 4) & (size <= 2 * GLUED_HALF))
+    lo, hi = lo[index], hi[index]
+    half = (hi - lo) // 2
+    mid = lo + half
     after_digit = (lo > 0) & (points[np.maximum(lo - 1, 0)] - 0x30 < 10)  # the letters of "0xabab"
-    index = np.flatnonzero((size % 2 == 0) & (size >= 4) & (half <= GLUED_HALF) & ~after_digit)
-    mid = lo[index] + half[index]
-    index = index[(points[lo[index]] == points[mid]) & (points[mid - 1] == points[hi[index] - 1])]
-    if not index.size:
+    keep = np.flatnonzero(~after_digit & (points[lo] == points[mid]) & (points[mid - 1] == points[hi - 1]))
+    if not keep.size:
         return flags
-    words = index[_glued(points, lo[index], half[index])]
+    words = index[keep[_glued(points, lo[keep], half[keep])]]
     return cover(first_piece[words], last_piece[words] + 1, n)
 
 
