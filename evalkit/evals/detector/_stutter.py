@@ -128,8 +128,8 @@ def _units_with_words(found: list[tuple[np.ndarray, int, int]], pieces: Sequence
     two = pair.copy()  # two[k]: a _WORD match of two letters starts at k, read in the whole text
     two[1:] &= ~alnum[:-1]
     zero = np.zeros(1, dtype=np.int64)
-    two_sum = prefix_count(two)
-    cjk_sum = prefix_count(cjk) if cjk.any() else None
+    two_sum = _prefix_count(two)
+    cjk_sum = _prefix_count(cjk) if cjk.any() else None
     lines = np.flatnonzero(points == 10)  # few: searched, not counted character by character
     starts = np.concatenate((zero, ends[:-1]))
     lows, highs = [zero], [zero]
@@ -144,7 +144,7 @@ def _units_with_words(found: list[tuple[np.ndarray, int, int]], pieces: Sequence
         ok = has & (np.searchsorted(lines, a) == np.searchsorted(lines, b))
         lows.append(first[ok])
         highs.append(first[ok] + copies * p)
-    return cover(np.concatenate(lows), np.concatenate(highs), n)
+    return _cover(np.concatenate(lows), np.concatenate(highs), n)
 
 
 GLUED_HALF = 16
@@ -226,7 +226,7 @@ def glued_flags(heads: Heads, ends: np.ndarray, points: np.ndarray) -> np.ndarra
     if not keep.size:
         return flags
     words = index[keep[_glued(points, lo[keep], half[keep])]]
-    return cover(first_piece[words], last_piece[words] + 1, n)
+    return _cover(first_piece[words], last_piece[words] + 1, n)
 
 
 def _glued(points: np.ndarray, lo: np.ndarray, half: np.ndarray) -> np.ndarray:
@@ -245,8 +245,8 @@ def _glued(points: np.ndarray, lo: np.ndarray, half: np.ndarray) -> np.ndarray:
     if beyond.any():  # beyond the BMP the table does not know
         alpha[beyond] = [chr(c).isalpha() for c in unit[beyond].tolist()]
     glued = has_period(half) & alpha.all(axis=1)
-    # The half is a repeat when it has a period that divides it, then one of the largest: half / q
-    # for a prime q. A half period d that divides the half reads the same on the whole word.
+    # The half is a repeat when a period d < half divides it; then so does half / q, for a prime
+    # q dividing half / d. For such a d, word[i] == word[i + d] for i < half says exactly that.
     for d in _REPEAT_PERIODS[half].T:
         glued &= ~(has_period(d) & (d > 0))
     return glued
@@ -270,7 +270,7 @@ def _bmp_alpha() -> np.ndarray:
     return np.array([chr(c).isalpha() for c in range(0x10000)], dtype=bool)
 
 
-def prefix_count(flags: np.ndarray) -> np.ndarray:
+def _prefix_count(flags: np.ndarray) -> np.ndarray:
     """``counts[k]``: how many of ``flags`` before position k are set. Counted in int64: numpy's
     cumsum of bools converts every element on the way, which takes 2.5 times as long."""
     counts = np.zeros(len(flags) + 1, dtype=np.int64)
@@ -278,9 +278,9 @@ def prefix_count(flags: np.ndarray) -> np.ndarray:
     return counts
 
 
-def cover(low: np.ndarray, high: np.ndarray, n: int) -> np.ndarray:
-    """Whether each of ``n`` positions lies in one of the ranges ``[low, high)`` (indexed one by
-    one: the ranges cover few positions)."""
+def _cover(low: np.ndarray, high: np.ndarray, n: int) -> np.ndarray:
+    """Whether each of ``n`` positions lies in one of the ranges ``[low, high)`` (indexed
+    position by position: the cost is the positions covered, not ``n``)."""
     flags = np.zeros(n, dtype=bool)
     lengths = high - low
     flags[np.repeat(low - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))] = True
