@@ -103,7 +103,7 @@ def test_a_word_glued_to_its_own_copy_is_stutter() -> None:
     assert a.evidence.signals == ("stutter",)
     pieces = split_pieces("thethe cat satsat on the matmat, informationinformation haha bonbon")
     text = "".join(pieces)
-    glued = glued_flags(piece_heads(piece_ends(pieces), codepoints(text)), piece_ends(pieces), text, codepoints(text))
+    glued = glued_flags(piece_heads(piece_ends(pieces), codepoints(text)), piece_ends(pieces), codepoints(text))
     assert [p for p, f in zip(pieces, glued) if f] == ["thethe", " satsat", " matmat", " informationinfor", "mation", " haha", " bonbon"]
 
 

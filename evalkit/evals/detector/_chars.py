@@ -54,7 +54,7 @@ one look-up per character instead of a binary search."""
 
 
 def _script_of(points: np.ndarray) -> np.ndarray:
-    return _BMP_SCRIPT[np.minimum(points, 0xFFFF)]
+    return _BMP_SCRIPT.take(np.minimum(points, 0xFFFF))
 
 
 ASCII_LETTER = np.zeros(128, dtype=bool)
@@ -96,11 +96,11 @@ def soup_events(text: str, points: np.ndarray | None = None) -> tuple[np.ndarray
     catalogues) is text."""
     points = codepoints(text) if points is None else points
     if points.dtype == np.uint8:
-        invalid = np.flatnonzero(ASCII_INVALID[points])
+        invalid = np.flatnonzero(ASCII_INVALID.take(points))
         return _without_csi(invalid, points), np.zeros(0, dtype=np.int64)
     wide = points > 0x7F  # every switch has a non-ASCII letter on one side
     bmp = points if int(points.max()) <= 0xFFFF else np.minimum(points, 0xFFFF)
-    invalid = _without_csi(np.flatnonzero(_BMP_INVALID[bmp]), points)
+    invalid = _without_csi(np.flatnonzero(_BMP_INVALID.take(bmp)), points)
     at = np.flatnonzero(wide[1:] | wide[:-1]) + 1  # at[k]: the pair (at[k] - 1, at[k]) holds one
     before = _script_of(points[at - 1])
     foreign = _FOREIGN[before, _script_of(points[at])]
@@ -126,8 +126,8 @@ def is_letter(points: np.ndarray) -> np.ndarray:
     """Whether each code point is a letter of one of the alphabets of ``_SCRIPT_RANGES``
     (CJK and Hangul excepted: each of their characters is a piece of its own)."""
     if points.dtype == np.uint8:
-        return ASCII_LETTER[points]
-    return BMP_ALPHABET[np.minimum(points, 0xFFFF)]
+        return ASCII_LETTER.take(points)
+    return BMP_ALPHABET.take(np.minimum(points, 0xFFFF))
 
 
 _NOT_WORDS = np.array([0, 0xC0, 0x2000, 0x2C00, 0x3000, 0x3040, 0xFE30, 0xFE50, 0xFF00, 0xFF21], dtype=np.uint32)

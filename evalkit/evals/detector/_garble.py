@@ -316,15 +316,16 @@ def garble_examples(g: Garble, fired: tuple[str, ...], tokens: np.ndarray, piece
             else:
                 i += 1
     if pieces is not None:
-        text = "".join(pieces)
-        for name, offsets in (("invalid_chars", g.invalid_offsets), ("script_switches", g.switch_offsets)):
-            if name in fired:
-                for at in offsets[: _EXAMPLES - len(out)].tolist():
-                    lo, hi = max(0, at - _AROUND), at + _AROUND
-                    lo = text.find(" ", lo, at) + 1 or lo  # whole words around the event
-                    right = text.rfind(" ", at + 1, hi)
-                    hi = right if right > at else hi
-                    out.append(_shown(text[lo:hi]))
+        events = [offsets for name, offsets in (("invalid_chars", g.invalid_offsets), ("script_switches", g.switch_offsets))
+                  if name in fired]
+        text = "".join(pieces) if events else ""
+        for offsets in events:
+            for at in offsets[: _EXAMPLES - len(out)].tolist():
+                lo, hi = max(0, at - _AROUND), at + _AROUND
+                lo = text.find(" ", lo, at) + 1 or lo  # whole words around the event
+                right = text.rfind(" ", at + 1, hi)
+                hi = right if right > at else hi
+                out.append(_shown(text[lo:hi]))
         if "unpunctuated_words" in fired and len(out) < _EXAMPLES:
             _, first, last = g.run
             out.append("".join(pieces[first : min(last + 1, first + 12)]).strip())

@@ -121,12 +121,28 @@ def near_periodic_coverage(rev: np.ndarray, p: int, match_rate: float) -> tuple[
         return 0, 0
     differ = rev[p:] != rev[:-p]
     rate = round(match_rate * 1000)
-    score = np.cumsum(np.where(differ, -rate, 1000 - rate))
-    best = int(np.argmax(score))
-    if score[best] < 0:
+    # Scored block by block, each twice the last: past a block the score rises by at most
+    # (1000 - rate) per match left, and once that cannot beat the best so far, no later
+    # length can (healthy text stops after the first block).
+    left = len(differ) - int(np.count_nonzero(differ))  # matches not yet scored
+    best, top, total, start, size = 0, -(1 << 62), 0, 0, _NEAR_BLOCK
+    while start < len(differ) and total + (1000 - rate) * left > top:
+        part = differ[start : start + size]
+        score = total + np.cumsum(np.where(part, -rate, 1000 - rate))
+        k = int(np.argmax(score))
+        if score[k] > top:
+            best, top = start + k, int(score[k])
+        total = int(score[-1])
+        left -= len(part) - int(np.count_nonzero(part))
+        start, size = start + len(part), 2 * size
+    if top < 0:
         return 0, 0
     length = best + 1
     return p + length, length - int(np.count_nonzero(differ[:length]))
+
+
+_NEAR_BLOCK = 512
+"""Comparisons :func:`near_periodic_coverage` scores first."""
 
 
 def ngram_hashes(x: np.ndarray, n: int) -> np.ndarray:
@@ -153,7 +169,7 @@ def previous_distance(h: np.ndarray) -> np.ndarray:
         return d
     shift = np.uint64(max(1, (m - 1).bit_length()))
     keys = ((h >> shift) << shift) | np.arange(m, dtype=np.uint64)
-    keys.sort()
+    keys.view(np.int64).sort()  # numpy sorts int64 faster; equal hashes stay side by side in index order
     index = (keys & ((np.uint64(1) << shift) - np.uint64(1))).astype(np.int64)
     high = keys >> shift
     same = high[1:] == high[:-1]
@@ -175,7 +191,7 @@ def cusum(recurring: np.ndarray, rate: float) -> np.ndarray:
     comparisons between a window and the full text exact.
     """
     k = round(rate * 1000)
-    steps = np.where(recurring, 1000 - k, -k).astype(np.int64)
+    steps = np.where(recurring, 1000 - k, -k)  # int64
     total = np.cumsum(steps)
     return total - np.minimum(np.minimum.accumulate(total), 0)
 
@@ -187,8 +203,9 @@ def last_zero_before(score: np.ndarray, end: int) -> int:
 
 
 def count_distinct(values: np.ndarray) -> int:
-    """Number of distinct values (a sort and a count of changes)."""
+    """Number of distinct values (a sort and a count of changes; sorted as int64, which numpy
+    sorts faster than uint64)."""
     if len(values) == 0:
         return 0
-    ordered = np.sort(values)
+    ordered = np.sort(values.view(np.int64))
     return 1 + int(np.count_nonzero(ordered[1:] != ordered[:-1]))

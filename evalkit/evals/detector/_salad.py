@@ -79,7 +79,7 @@ def longest_run(marks: SaladMarks) -> tuple[int, int, int]:
     """(words, first piece, last piece) of the longest run of counted words."""
     if not marks.counted.any():
         return 0, 0, 0
-    group = np.cumsum(marks.breaker)
+    group = np.cumsum(marks.breaker.astype(np.int64))  # a cumsum of bools converts each one on the way: slower
     counts = np.bincount(group[marks.counted])
     best = int(np.argmax(counts))
     members = np.flatnonzero(marks.counted & (group == best))

@@ -119,7 +119,7 @@ def _units_with_words(found: list[tuple[np.ndarray, int, int]], pieces: Sequence
         text, ends, points = joined
     letter_t, alnum_t, cjk_t = _bmp_tables()
     bmp = points if points.dtype == np.uint8 else np.minimum(points, 0xFFFF)
-    letter, alnum, cjk = letter_t[bmp], alnum_t[bmp], cjk_t[bmp]
+    letter, alnum, cjk = letter_t.take(bmp), alnum_t.take(bmp), cjk_t.take(bmp)
     for k in np.flatnonzero(points > 0xFFFF).tolist():  # beyond the BMP: no CJK of _WORD's ranges
         letter[k], alnum[k] = _LETTER.match(text[k]) is not None, _ALNUM.match(text[k]) is not None
     length = len(points)
@@ -128,23 +128,23 @@ def _units_with_words(found: list[tuple[np.ndarray, int, int]], pieces: Sequence
     two = pair.copy()  # two[k]: a _WORD match of two letters starts at k, read in the whole text
     two[1:] &= ~alnum[:-1]
     zero = np.zeros(1, dtype=np.int64)
-    two_sum = np.concatenate((zero, np.cumsum(two)))
-    cjk_sum = np.concatenate((zero, np.cumsum(cjk)))
-    line_sum = np.concatenate((zero, np.cumsum(points == 10)))
+    two_sum = _prefix_count(two)
+    cjk_sum = _prefix_count(cjk) if cjk.any() else None
+    lines = np.flatnonzero(points == 10)  # few: searched, not counted character by character
     starts = np.concatenate((zero, ends[:-1]))
     lows, highs = [zero], [zero]
     for first, p, copies in found:
         a, b = starts[first], ends[first + p - 1]
-        has = (cjk_sum[b] > cjk_sum[a]) | (two_sum[np.maximum(b - 1, a)] > two_sum[a])
+        has = two_sum[np.maximum(b - 1, a)] > two_sum[a]
+        if cjk_sum is not None:
+            has |= cjk_sum[b] > cjk_sum[a]
         # a piece before the unit that is empty: the lookbehind reads nothing
         empty_before = (first > 0) & (starts[np.maximum(first - 1, 0)] == a)
         has |= empty_before & (b - a >= 2) & pair[np.minimum(a, length - 1)]
-        ok = has & (line_sum[b] == line_sum[a])
+        ok = has & (np.searchsorted(lines, a) == np.searchsorted(lines, b))
         lows.append(first[ok])
         highs.append(first[ok] + copies * p)
-    low, high = np.concatenate(lows), np.concatenate(highs)
-    cover = np.cumsum(np.bincount(low, minlength=n + 1) - np.bincount(high, minlength=n + 1))
-    return cover[:n] > 0
+    return _cover(np.concatenate(lows), np.concatenate(highs), n)
 
 
 GLUED_HALF = 16
@@ -183,51 +183,107 @@ def piece_heads(ends: np.ndarray, points: np.ndarray) -> Heads:
     has = first < ends
     c = points[np.minimum(first, last)] if len(points) else np.zeros(len(ends), dtype=points.dtype)
     if points.dtype == np.uint8:
-        letter = word = ASCII_LETTER[c] & has
-        lower = ASCII_LOWER[c] & has
+        letter = word = ASCII_LETTER.take(c) & has
+        lower = ASCII_LOWER.take(c) & has
     else:
         bmp = np.minimum(c, 0xFFFF)  # beyond the BMP: no alphabet here, a word (CJK extensions)
-        letter, word, lower = BMP_ALPHABET[bmp] & has, (BMP_WORD[bmp] | (c > 0xFFFF)) & has, BMP_LOWER[bmp] & has
+        letter, word, lower = BMP_ALPHABET.take(bmp) & has, (BMP_WORD.take(bmp) | (c > 0xFFFF)) & has, BMP_LOWER.take(bmp) & has
     continues = np.zeros(len(ends), dtype=bool)
     if len(ends) > 1:
         continues[1:] = letter[1:] & ~spaced[1:] & letter[:-1] & is_letter(points[np.maximum(ends[:-1] - 1, 0)])
     return Heads(first, spaced, letter, word, lower, continues)
 
 
-def glued_flags(heads: Heads, ends: np.ndarray, text: str, points: np.ndarray) -> np.ndarray:
+def glued_flags(heads: Heads, ends: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Per token: part of a word of letters that is a shorter word glued to its own copy
     ("thethe", "satsat"; 2 to ``GLUED_HALF`` letters each, not themselves a repeat:
     "hahahaha" is a run). A word is a piece of letters with the pieces of letters that
     continue it without a space (``split_pieces`` cuts a letter run every 16 letters; a
-    tokenizer's pieces cut words anywhere). ``points``: the :func:`codepoints` of ``text``.
+    tokenizer's pieces cut words anywhere). ``points``: the :func:`codepoints` of the text.
 
     Healthy words of that shape exist ("bonbon", "murmur", "couscous", "haha"), far too rarely
-    to move the stutter CUSUM. Only words whose first and middle letters agree are read as text."""
+    to move the stutter CUSUM. Only words whose first and middle letters agree are compared
+    letter by letter."""
     n = len(ends)
     flags = np.zeros(n, dtype=bool)
     letter = heads.letter
     if not letter.any():
         return flags
-    continues = heads.continues
-    first_piece = np.flatnonzero(letter & ~continues)
-    last_piece = first_piece
-    if continues.any():  # words of several pieces: a word's last piece is the first not continued
-        last = np.ones(n, dtype=bool)
-        last[:-1] = ~continues[1:]
-        last_index = np.flatnonzero(last)  # holds n - 1
-        last_piece = last_index[np.searchsorted(last_index, first_piece)]
+    # Every piece of letters is in one word: its first piece does not continue one, its last
+    # is not continued, so the i-th first and the i-th last piece bound the i-th word.
+    continued = np.zeros(n, dtype=bool)
+    continued[:-1] = heads.continues[1:]
+    first_piece = np.flatnonzero(letter & ~heads.continues)
+    last_piece = np.flatnonzero(letter & ~continued)
     lo, hi = heads.first[first_piece], ends[last_piece]
     size = hi - lo
-    half = size // 2
+    index = np.flatnonzero((size % 2 == 0) & (size >= 4) & (size <= 2 * GLUED_HALF))
+    lo, hi = lo[index], hi[index]
+    half = (hi - lo) // 2
+    mid = lo + half
     after_digit = (lo > 0) & (points[np.maximum(lo - 1, 0)] - 0x30 < 10)  # the letters of "0xabab"
-    index = np.flatnonzero((size % 2 == 0) & (size >= 4) & (half <= GLUED_HALF) & ~after_digit)
-    mid = lo[index] + half[index]
-    keep = (points[lo[index]] == points[mid]) & (points[mid - 1] == points[hi[index] - 1])
-    for k in index[keep].tolist():
-        word = text[lo[k] : hi[k]]
-        unit = word[: len(word) // 2]
-        if word[len(unit) :] == unit and word.isalpha() and unit not in (unit + unit)[1:-1]:
-            flags[first_piece[k] : last_piece[k] + 1] = True
+    keep = np.flatnonzero(~after_digit & (points[lo] == points[mid]) & (points[mid - 1] == points[hi - 1]))
+    if not keep.size:
+        return flags
+    words = index[keep[_glued(points, lo[keep], half[keep])]]
+    return _cover(first_piece[words], last_piece[words] + 1, n)
+
+
+def _glued(points: np.ndarray, lo: np.ndarray, half: np.ndarray) -> np.ndarray:
+    """Whether each word of ``2 * half`` characters from ``lo`` is its first half written twice,
+    all letters (``str.isalpha``), the half not itself a repeat ("haha" of "hahahaha"). Read
+    for all words at once, a row of ``GLUED_HALF`` characters per word: the first half, its
+    last character repeated to fill the row."""
+    at = lo[:, None] + np.minimum(np.arange(GLUED_HALF), half[:, None] - 1)
+    unit = points.take(at)
+
+    def has_period(d: np.ndarray) -> np.ndarray:  # word[i] == word[i + d] for every i < half
+        return (points.take(at + d[:, None]) == unit).all(axis=1)
+
+    alpha = _bmp_alpha().take(unit if unit.dtype == np.uint8 else np.minimum(unit, 0xFFFF))
+    beyond = unit > 0xFFFF
+    if beyond.any():  # beyond the BMP the table does not know
+        alpha[beyond] = [chr(c).isalpha() for c in unit[beyond].tolist()]
+    glued = has_period(half) & alpha.all(axis=1)
+    # The half is a repeat when a period d < half divides it; then so does half / q, for a prime
+    # q dividing half / d. For such a d, word[i] == word[i + d] for i < half says exactly that.
+    for d in _REPEAT_PERIODS[half].T:
+        glued &= ~(has_period(d) & (d > 0))
+    return glued
+
+
+def _repeat_periods() -> np.ndarray:
+    """Row h: ``h // q`` for each prime q dividing h, then zeros (no period)."""
+    periods = [[h // q for q in range(2, h + 1) if h % q == 0 and all(q % r for r in range(2, q))] for h in range(GLUED_HALF + 1)]
+    table = np.zeros((GLUED_HALF + 1, max(map(len, periods))), dtype=np.int64)
+    for h, row in enumerate(periods):
+        table[h, : len(row)] = row
+    return table
+
+
+_REPEAT_PERIODS = _repeat_periods()
+
+
+@cache
+def _bmp_alpha() -> np.ndarray:
+    """``str.isalpha`` of every code point below U+10000."""
+    return np.array([chr(c).isalpha() for c in range(0x10000)], dtype=bool)
+
+
+def _prefix_count(flags: np.ndarray) -> np.ndarray:
+    """``counts[k]``: how many of ``flags`` before position k are set. Counted in int64: numpy's
+    cumsum of bools converts every element on the way, which takes 2.5 times as long."""
+    counts = np.zeros(len(flags) + 1, dtype=np.int64)
+    np.cumsum(flags.astype(np.int64), out=counts[1:])
+    return counts
+
+
+def _cover(low: np.ndarray, high: np.ndarray, n: int) -> np.ndarray:
+    """Whether each of ``n`` positions lies in one of the ranges ``[low, high)`` (indexed
+    position by position: the cost is the positions covered, not ``n``)."""
+    flags = np.zeros(n, dtype=bool)
+    lengths = high - low
+    flags[np.repeat(low - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))] = True
     return flags
 
 
@@ -237,7 +293,7 @@ def stutter_flags(x: np.ndarray, pieces: Sequence[str], s: DetectorSettings, end
     or glued to its copy (:func:`glued_flags`); and the pieces' :class:`Heads` (``word``: what
     the stutter CUSUM counts)."""
     heads = piece_heads(ends, points)
-    return doubled_flags(x, pieces, s.stutter_unit, s.stutter_copies, (text, ends, points)) | glued_flags(heads, ends, text, points), heads
+    return doubled_flags(x, pieces, s.stutter_unit, s.stutter_copies, (text, ends, points)) | glued_flags(heads, ends, points), heads
 
 
 def cusum_steps(flags: np.ndarray, rate: float, words: np.ndarray | None = None) -> np.ndarray:
