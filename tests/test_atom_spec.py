@@ -25,7 +25,6 @@ from evalkit.profiles import get_profile
 from evalkit.profiles.atom import read_mtp_log
 from evalkit.render import render
 from evalkit.run.engine_report import EngineScrapes
-from evalkit.store.records import CellRecord
 from tests.conftest import CONFIGS
 from tests.sim_helpers import SimServer
 
@@ -136,20 +135,19 @@ def test_an_eval_counts_only_the_lines_logged_while_it_ran(tmp_path: Path, exter
     has no log here: nothing is read."""
     log = tmp_path / "engine.log"
     log.write_text(_line("Interval", 3000, 3000) + "\n")  # the warm-up's
-    record = CellRecord.model_validate({"id": "x", "axes": {}, "status": "running"})
     with EngineScrapes("http://127.0.0.1:9", get_profile("atom"), external=external, log_path=log) as scrapes:
         with log.open("a") as f:
             f.write(_line("Interval", 1500, 3000) + "\n" + _line("        ", 4500, 6000) + "\n")
-        scrapes.after("gsm8k", EvalResult(metrics={}, samples=[]), 1.0, record)
-        scrapes.after("repetition", EvalResult(metrics={}, samples=[]), 1.0, record)
-    gsm8k, repetition = record.engine_metrics["gsm8k"], record.engine_metrics["repetition"]
+        scraped = [scrapes.after(name, EvalResult(metrics={}, samples=[]), 1.0) for name in ("gsm8k", "repetition")]
+    assert [s.name for s in scraped] == ["gsm8k", "repetition"]
+    gsm8k, repetition = scraped[0].figures, scraped[1].figures
     if external:
         assert gsm8k == repetition == {"missing": "profile atom names no metrics endpoint"}
         return
     assert (gsm8k["spec_draft_tokens"], gsm8k["spec_accepted_tokens"], gsm8k["spec_acceptance_rate"]) == (3000, 1500, 0.5)
     assert gsm8k["metrics_missing"] == "profile atom names no metrics endpoint"
     assert repetition["missing"].endswith("its log counted no speculative decoding in this eval's window")
-    assert EngineFigures().flat({"engine_metrics": record.engine_metrics})["engine.spec_acceptance_rate"] == 0.5
+    assert EngineFigures().flat({"engine_metrics": {"gsm8k": gsm8k}})["engine.spec_acceptance_rate"] == 0.5
 
 
 @pytest.mark.slow

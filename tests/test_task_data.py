@@ -19,7 +19,7 @@ from evalkit.evals.prompts import load_prompt_set
 from evalkit.profiles import get_profile
 from evalkit.run.engine_report import check_version
 from evalkit.run.progress import PlainProgress
-from evalkit.store.records import CellRecord, ImportInfo
+from evalkit.store.records import ImportInfo
 from evalkit.verdict.plan import planned_n
 from tests.conftest import CONFIGS
 
@@ -73,13 +73,12 @@ def test_a_plugin_tree_is_proven_by_its_import_path_alone(tmp_path: Path, packag
     For a tree of vLLM itself the same line is a loud mismatch."""
     config = load_config(CONFIGS / "vllm-answers.yaml")
     cell = expand(config)[0]
-    record = CellRecord.begin(cell)
     tree = tmp_path / "worktree"
-    record.imports = ImportInfo(package=package, origin=str(tree / package / "__init__.py"), tree=str(tree), inside=True)
+    imports = ImportInfo(package=package, origin=str(tree / package / "__init__.py"), tree=str(tree), inside=True)
     source = ResolvedSource(repo="repo", ref="v0.1", sha="4" * 40, worktree=tree)
     log = "/venv/lib/python3.11/site-packages/vllm/entrypoints/openai/api_server.py:24: DeprecationWarning: x\n"
-    check_version("http://127.0.0.1:9", get_profile("vllm"), source, record, cell.id, PlainProgress(), tree=tree,
-                  log_text=log, plugin=plugin)
-    assert record.engine_check is not None and record.engine_check.status == status
+    check = check_version("http://127.0.0.1:9", get_profile("vllm"), source, imports, cell.id, PlainProgress(),
+                          tree=tree, log_text=log, plugin=plugin).check
+    assert check is not None and check.status == status
     if plugin:
-        assert [w.kind for w in record.engine_check.witnesses] == ["import"]
+        assert [w.kind for w in check.witnesses] == ["import"]

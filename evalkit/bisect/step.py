@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +38,7 @@ from evalkit.evals.base import Eval, EvalResult, MetricSpec, Server
 from evalkit.evals.capabilities import Subsets
 from evalkit.evals.evalset import EvalSet, eval_name, spec_named
 from evalkit.run.cell import CellControl, CellJob, run_cell
+from evalkit.run.parts import CellPart, EvalRun, Step
 from evalkit.store import read_json, read_jsonl, write_jsonl
 from evalkit.store.records import CellRecord
 from evalkit.verdict.deltas import deltas_between, flat_metrics, marks, question_order
@@ -131,6 +132,8 @@ class _StepBody:
         self.schedule, self.notes = schedule, notes
         self.looks: list[dict[str, Any]] = []
         self.judgement: Judgement | None = None
+        self.found: dict[str, Any] = {}
+        """The evidence of the finished step (cell.json `step.evidence`)."""
         self.good_marks = self._marks_of(ends.paired_metric)
 
     def _spec(self, metric: str | None) -> MetricSpec | None:
@@ -142,14 +145,14 @@ class _StepBody:
         spec = self._spec(metric)
         return marks(self.good_dir, spec, self.evals) if spec else {}
 
-    def __call__(self, job: CellJob, server: Server, record: CellRecord) -> None:
+    def __call__(self, job: CellJob, server: Server) -> Iterator[CellPart]:
         assert self.ends.test is not None
         done = [0, 0]
         for look, counts in enumerate(self.schedule):
             for pool in self.pools:
                 batch = pool.ids[done[pool.column]:counts[pool.column]]
                 if batch:
-                    self._run(pool, batch, job, server, record)
+                    yield self._run(pool, batch, job, server)
             done = list(counts)
             paired, collapses = self.paired(), self.collapses()
             self.judgement = self.ends.test.judge(paired, collapses, exhausted=look == len(self.schedule) - 1)
@@ -159,16 +162,15 @@ class _StepBody:
             if self.judgement.verdict != "undecided":
                 break
         questions, generations, tokens = self.usage()
-        # cell.json `step`, written with the rest of the record by run_cell: an extra field of
-        # CellRecord that only bisect steps carry, hence setattr
-        setattr(record, "step", {"verdict": self.judgement.verdict if self.judgement else None,  # noqa: B010
-                                 "reason": self.judgement.reason if self.judgement else "",
-                                 "questions": questions, "generations": generations, "generation_tokens": tokens,
-                                 "evidence": self.evidence(record, job.cell_dir)})
+        self.found = self.evidence(job)
+        yield Step({"verdict": self.judgement.verdict if self.judgement else None,
+                    "reason": self.judgement.reason if self.judgement else "",
+                    "questions": questions, "generations": generations, "generation_tokens": tokens,
+                    "evidence": self.found})
 
-    def _run(self, pool: _Pool, batch: list[str], job: CellJob, server: Server, record: CellRecord) -> None:
-        """One batch of one eval; the samples file and metrics so far are rewritten after it, so a
-        step that fails later still shows what it answered."""
+    def _run(self, pool: _Pool, batch: list[str], job: CellJob, server: Server) -> EvalRun:
+        """One batch of one eval; the samples file is rewritten and the metrics so far returned
+        after it, so a step that fails later still shows what it answered."""
         if self.control.stop.is_set():
             raise Interrupted("step stopped")
         job.update(pool.ev.name, f"{len(batch)} more")
@@ -177,9 +179,8 @@ class _StepBody:
         pool.seconds += time.monotonic() - t
         combined = pool.combined()
         assert combined is not None
-        record.timings[f"{pool.ev.name}_s"] = round(pool.seconds, 3)
-        record.metrics[pool.ev.name] = combined.metrics
         write_jsonl(job.cell_dir / pool.ev.samples_file, combined.samples)
+        return EvalRun(pool.ev.name, combined.metrics, round(pool.seconds, 3))
 
     def _pool(self, spec: MetricSpec | None) -> _Pool | None:
         """The pool of the eval that reports `spec`."""
@@ -209,13 +210,18 @@ class _StepBody:
         flat = pool.ev.flat(combined.metrics)
         return Count(k=int(flat[spec.count_metric or ""]), n=int(flat[spec.n_metric or ""]))
 
-    def evidence(self, record: CellRecord, step_dir: Path) -> dict[str, Any]:
-        """The step vs the good end as the matrix compares cells, and the sequential test's looks."""
+    def metrics(self) -> dict[str, Any]:
+        """Raw metrics per eval of everything asked so far: what cell.json `metrics` holds."""
+        return {pool.ev.name: combined.metrics for pool in self.pools if (combined := pool.combined()) is not None}
+
+    def evidence(self, job: CellJob) -> dict[str, Any]:
+        """The step vs the good end as the matrix compares cells, and the sequential test's looks.
+        The step's side is what a comparison reads of a cell record: its commit and its metrics."""
         good = read_json(self.good_dir / "cell.json")
-        step = record.dump()
+        step: dict[str, Any] = {"source": {"sha": job.source.sha} if job.source else None, "metrics": self.metrics()}
         step["id"] = label(step, "step")
-        vs_good = deltas_between(step, {**good, "id": label(good, "good end")}, step_dir, self.good_dir,
-                             flat_metrics(step, self.evals), flat_metrics(good, self.evals), self.evals).dump()
+        vs_good = deltas_between(step, {**good, "id": label(good, "good end")}, job.cell_dir, self.good_dir,
+                                 flat_metrics(step, self.evals), flat_metrics(good, self.evals), self.evals).dump()
         return {"vs_good": vs_good, "sequential": self.judgement.statistics if self.judgement else {},
                 "looks": self.looks, "excerpt": self._excerpt(), "notes": self.notes}
 
@@ -266,14 +272,13 @@ def run_step(job: CellJob, control: CellControl, good_dir: Path, ends: Ends, *, 
         raise Interrupted("step interrupted")
     questions, generations, tokens = body.usage()
     wall = float(record.timings.get("total_s") or 0.0)
-    step = getattr(record, "step", None)
-    if record.status != "ok" or body.judgement is None or step is None:
+    if record.status != "ok" or body.judgement is None:
         reason = _untestable_reason(record)
         return StepOutcome("untestable", reason, questions, generations, tokens,
                            {"looks": body.looks, "notes": notes}, wall, record)
     verdict = body.judgement.verdict
     assert verdict != "undecided", "a finished step's last judgement is exhausted, so decided"
-    return StepOutcome(verdict, body.judgement.reason, questions, generations, tokens, step["evidence"], wall, record)
+    return StepOutcome(verdict, body.judgement.reason, questions, generations, tokens, body.found, wall, record)
 
 
 def _untestable_reason(record: CellRecord) -> str:

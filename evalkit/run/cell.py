@@ -2,8 +2,10 @@
 
 `run_cell(job, control)` runs one `CellJob` (what to run and where its results go) under one
 `CellControl` (the stop and the budget the executor shares with it) and returns its `CellRecord`,
-also written as cell.json. A failure of the engine (crash, timeout, fatal log line, hang) or of an
-eval becomes the cell's error and is never raised: the matrix goes on. A cell stopped because
+also written as cell.json: each step returns its piece (run/parts.py), kept as it comes, and the
+record is assembled from the pieces once, when the cell ends. A failure of the engine (crash,
+timeout, fatal log line, hang) or of an eval becomes the cell's error, with every piece kept
+before it, and is never raised: the matrix goes on. A cell stopped because
 the run was interrupted writes no cell.json, so `--resume` runs it again; the stop reaches the
 running eval's requests at once (evals/cancel.py: the cell's stop is bound to its thread).
 """
@@ -16,10 +18,9 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from evalkit.config import MatrixConfig
 from evalkit.config.cells import Cell
@@ -39,16 +40,32 @@ from evalkit.run.engine_log import applicable, check_log, raise_if_broken, read_
 from evalkit.run.engine_report import EngineScrapes, check_version
 from evalkit.run.gpus import CellGpus
 from evalkit.run.options import Progress
+from evalkit.run.parts import (
+    Begun,
+    Catalog,
+    CellPart,
+    Ended,
+    EngineLog,
+    EngineStarted,
+    EngineStopped,
+    EvalRun,
+    Imports,
+    Keep,
+    Launch,
+    Ready,
+    Setup,
+    assemble,
+)
 from evalkit.store import RunStore, write_jsonl
 from evalkit.store.records import (
     FINISHED,
     CellError,
     CellRecord,
+    CellStatus,
     ImportInfo,
     IsolationRecord,
     SetupRecord,
     SourceInfo,
-    failed_cell,
     now,
 )
 
@@ -129,62 +146,66 @@ class CellControl:
             self._timer.cancel()
 
 
-EvalsBody = Callable[["CellJob", Server, CellRecord], None]
-"""What runs against the ready server: (job, the server, record); it fills
-the record's metrics and timings and writes the samples. `_run_evals` for a matrix cell; a bisect step runs its
-batches (evalkit/bisect/step.py) through the same lifecycle."""
+EvalsBody = Callable[["CellJob", Server], Iterable[CellPart]]
+"""What runs against the ready server: (job, the server) -> the record's pieces, each returned
+the moment it is done (so an eval that fails keeps the ones before it); it writes the samples.
+`_run_evals` for a matrix cell; a bisect step runs its batches (evalkit/bisect/step.py) through
+the same lifecycle."""
 
 
 def run_cell(job: CellJob, control: CellControl, body: EvalsBody | None = None) -> CellRecord:
     """Run one cell end to end and return its record (also written as cell.json when finished).
 
-    `body` runs against the ready server (default: every enabled eval, `_run_evals`)."""
+    `body` runs against the ready server (default: every enabled eval, `_run_evals`). Each step
+    returns its piece of the record (run/parts.py); the pieces kept when the cell ends, however it
+    ends, are assembled into the record once."""
     body = body or _run_evals
     job.cell_dir.mkdir(parents=True, exist_ok=True)
     secrets = secret_values({**os.environ, **job.cell.env}, job.config.secret_env)
     source = job.source
-    record = CellRecord.begin(
-        job.cell, started_at=now(),
-        source=SourceInfo(repo=source.repo, ref=source.ref, sha=source.sha) if source else None,
-        devices=list(job.devices) if job.devices else None,
-    )
+    begun = Begun(started_at=now(), source=SourceInfo(repo=source.repo, ref=source.ref, sha=source.sha) if source else None,
+                  devices=list(job.devices) if job.devices else None)
+    parts: list[CellPart] = []
+    status: CellStatus = "running"
+    error, trace = None, None
     started = time.monotonic()
     control.start_budget()
     try:
         with cancel.bound(control.stop):
-            _run(job, record, control, body)
-        record.status = "ok"
+            _run(job, control, body, parts.append)
+        status = "ok"
     except Interrupted:
         if not control.stop.is_set():
             raise  # a signal in this very thread (a Slurm job's cell, a bisect): its caller stops the engine
         # else the run's stop cancelled this cell's eval: the cell is `interrupted` (below), the worker ends quietly
     except Exception as e:  # noqa: BLE001 - any failure is this cell's error; the matrix goes on
         expected = isinstance(e, (EngineError, EvalError))
-        extra: dict[str, Any] = {} if expected else {"traceback": scrub(traceback.format_exc(), secrets)}
-        record = failed_cell(job.cell, _error_of(e, expected, secrets, control), base=record, **extra)
+        trace = None if expected else scrub(traceback.format_exc(), secrets)
+        error, status = _error_of(e, expected, secrets, control), "error"
     finally:
         control.cancel()
-        if control.stop.is_set() and record.status != "ok":
-            record.status = "interrupted"
-        record.timings["total_s"] = round(time.monotonic() - started, 3)
-        record.finished_at = now()
+        if control.stop.is_set() and status != "ok":
+            status = "interrupted"
+        record = assemble(job.cell, begun, parts, Ended(status, round(time.monotonic() - started, 3), now(),
+                                                        error, trace))
         if record.status in FINISHED:
             job.store.write_cell(job.cell.id, record.dump())
         job.update(record.status, record.message)
     return record
 
 
-def _run(job: CellJob, record: CellRecord, control: CellControl, body: EvalsBody) -> None:
+def _run(job: CellJob, control: CellControl, body: EvalsBody, keep: Keep) -> None:
     """The cell's steps: its external server's version, or its source's build and its engine; then `body`."""
     if job.base_url:
-        record.launch = {"base_url": job.base_url, "note": EXTERNAL_NOTE}
-        check_version(job.base_url, get_profile(job.config.engine.profile), job.source, record, job.cell.id,
-                      job.progress, plugin=job.config.engine.plugin)
+        keep(Launch({"base_url": job.base_url, "note": EXTERNAL_NOTE}))
+        keep(check_version(job.base_url, get_profile(job.config.engine.profile), job.source, None, job.cell.id,
+                           job.progress, plugin=job.config.engine.plugin))
         wire = get_profile(job.config.engine.profile).wire(token_ids=False)
-        body(job, Server(job.base_url, job.config.served, wire), record)
+        for part in body(job, Server(job.base_url, job.config.served, wire)):
+            keep(part)
     else:
-        _build_source(job, record, control)
-        _run_with_engine(job, record, control, body)
+        _build_source(job, control, keep)
+        _run_with_engine(job, control, body, keep)
 
 
 def _error_of(e: Exception, expected: bool, secrets: list[str], control: CellControl) -> CellError:
@@ -196,7 +217,7 @@ def _error_of(e: Exception, expected: bool, secrets: list[str], control: CellCon
                      log_tail=scrub(getattr(e, "log_tail", ""), secrets))
 
 
-def _build_source(job: CellJob, record: CellRecord, control: CellControl) -> None:
+def _build_source(job: CellJob, control: CellControl, keep: Keep) -> None:
     """Run the source tree's setup step unless its worktree is already built (engine/setup.py);
     a failure is this cell's error with the setup recorded (its log path)."""
     setup = job.cell.source.setup if job.cell.source else None
@@ -205,49 +226,49 @@ def _build_source(job: CellJob, record: CellRecord, control: CellControl) -> Non
     plan = setup_plan(setup, job.source.worktree, job.config.engine.python or sys.executable)
     job.update("building", "" if plan.built else f"setup, log {plan.log}")
     try:
-        record.setup = SetupRecord.model_validate(ensure_built(plan, job.source, control.stop))
+        keep(Setup(SetupRecord.model_validate(ensure_built(plan, job.source, control.stop))))
     except SetupFailed as e:
-        record.setup = SetupRecord.model_validate(e.info)
+        keep(Setup(SetupRecord.model_validate(e.info)))
         raise
 
 
-def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, body: EvalsBody) -> None:
+def _run_with_engine(job: CellJob, control: CellControl, body: EvalsBody, keep: Keep) -> None:
     """Start the engine (another port if one is lost to a race), run the evals, stop it."""
-    config, timings = job.config, record.timings
+    config = job.config
     log_path = job.cell_dir / "engine.log"
     cwd = (job.cell_dir / ENGINE_CWD).resolve()
     cwd.mkdir(parents=True, exist_ok=True)
     worktree = job.source.worktree if job.source else None
     catalog = entry_in_tree(config, job.cell, job.source)
-    record.catalog = catalog.record() if catalog else None
-    _prove_tree(job, record, build_launch(config, job.cell, PORT_PLACEHOLDER, worktree, job.devices, cwd=cwd,
-                                          catalog=catalog))
-    gpus = CellGpus(config, job.devices, record)
+    keep(Catalog(catalog.record() if catalog else None))
+    imports = _prove_tree(job, build_launch(config, job.cell, PORT_PLACEHOLDER, worktree, job.devices, cwd=cwd,
+                                            catalog=catalog), keep)
+    gpus = CellGpus(config, job.devices)
     for attempt in range(1, PORT_ATTEMPTS + 1):
         port = config.engine.port or PORTS.take(config.engine.host)
         isolated = isolate(build_launch(config, job.cell, port, worktree, job.devices, cwd=cwd, catalog=catalog),
                            config, PORTS, job.cell_dir)
         launch = isolated.launch
-        record.launch = launch.display(config.secret_env)
-        record.isolation = IsolationRecord.model_validate(isolated.record)
+        keep(Launch(launch.display(config.secret_env), IsolationRecord.model_validate(isolated.record)))
         job.update("starting", f"port {port}" + (f" devices {','.join(map(str, job.devices))}" if job.devices else ""))
         t0 = time.monotonic()
         engine = _engine_for(launch, config, log_path)
+        watch = gpus.watch(control.stop)
         try:
-            with gpus.engine(control.stop), engine:
+            with watch, engine:
                 control.attach(engine)
-                record.engine_pid = engine.pid
+                keep(EngineStarted(engine.pid))
                 ready = engine.wait_ready(config.timeouts.startup, config.timeouts.warmup)
-                timings.update(engine_start_s=ready.health_s, engine_ready_s=ready.warmup_s,
-                               warmup_attempts=ready.warmup_attempts)
+                keep(Ready(ready.health_s, ready.warmup_s, ready.warmup_attempts))
                 log = engine.launch_log()  # read once: an engine's start-up log can run to megabytes
-                _read_engine_log(job, launch, log, engine, record)
-                check_version(launch.base_url, launch.profile, job.source, record, job.cell.id, job.progress,
-                              tree=launch.tree, log_text=log, plugin=job.config.engine.plugin)
+                _read_engine_log(job, launch, log, engine, keep)
+                keep(check_version(launch.base_url, launch.profile, job.source, imports, job.cell.id, job.progress,
+                                   tree=launch.tree, log_text=log, plugin=job.config.engine.plugin))
                 job.update("ready", f"in {ready.warmup_s:.1f} s")
                 try:
-                    with gpus.sampling():
-                        body(job, Server(launch.base_url, job.config.served, launch.profile.wire()), record)
+                    with watch.sampling():
+                        for part in body(job, Server(launch.base_url, job.config.served, launch.profile.wire())):
+                            keep(part)
                 except EvalError as e:
                     engine.check_alive()  # an engine that died or hung mid-eval is the real reason
                     e.log_tail = engine.log_tail()
@@ -258,32 +279,32 @@ def _run_with_engine(job: CellJob, record: CellRecord, control: CellControl, bod
                 raise
             job.update("starting", f"port {port} taken, retrying")
         finally:
-            if engine.stop_s is not None:  # the GPUs' memory wait after it is timed on its own, gpu_release_s
-                timings["engine_stop_s"] = engine.stop_s
-            timings.setdefault("engine_wall_s", round(time.monotonic() - t0, 3))
+            if (seen := watch.part()) is not None:
+                keep(seen)
+            keep(EngineStopped(engine.stop_s, round(time.monotonic() - t0, 3)))
             release(isolated.cache_root)
             scrub_file(log_path, secret_values({**os.environ, **launch.env}, config.secret_env))
 
 
-def _prove_tree(job: CellJob, record: CellRecord, launch: CellLaunch) -> None:
+def _prove_tree(job: CellJob, launch: CellLaunch, keep: Keep) -> ImportInfo | None:
     """Before the engine starts, ask its own interpreter, with its environment and working
-    directory, where its package imports from, and record the answer; for a cell with a source
+    directory, where its package imports from, and keep the answer; for a cell with a source
     tree, an answer outside the tree fails the cell now (`TreeNotProven`): the engine would run
     other code than the cell's commit, and both sides of an A/B could run the same."""
     if launch.package is None:
-        return
+        return None
     proof = prove(launch.python, launch.package, {**os.environ, **launch.env}, launch.cwd)
-    record.imports = ImportInfo(package=proof.package, origin=proof.origin, error=proof.error)
-    if launch.tree is None:
-        return
-    outside = proof.outside(launch.tree)
-    record.imports.tree, record.imports.inside = str(launch.tree), outside is None
+    outside = proof.outside(launch.tree) if launch.tree is not None else None
+    within = {} if launch.tree is None else {"tree": str(launch.tree), "inside": outside is None}
+    imports = ImportInfo(package=proof.package, origin=proof.origin, error=proof.error, **within)
+    keep(Imports(imports))
     if outside is not None:
         sha = job.source.sha[:12] if job.source else "?"
         raise TreeNotProven(f"engine package {proof.package!r} would import from {outside}, not from the cell's "
                             f"source tree {launch.tree} ({sha}): the engine was not started; set engine.package "
                             "to the package the tree holds (a plugin or a fix module, not the engine), or the "
                             "source's subdir to the folder it lives in")
+    return imports
 
 
 def _engine_for(launch: CellLaunch, config: MatrixConfig, log_path: Path) -> EngineProcess:
@@ -301,24 +322,23 @@ def _engine_for(launch: CellLaunch, config: MatrixConfig, log_path: Path) -> Eng
     )
 
 
-def _read_engine_log(job: CellJob, launch: CellLaunch, log: str, engine: EngineProcess, record: CellRecord) -> None:
+def _read_engine_log(job: CellJob, launch: CellLaunch, log: str, engine: EngineProcess, keep: Keep) -> None:
     """What the ready engine's log proves (run/engine_log.py): the mode and layout it ran, a
     `warning` in the live progress at once when they are not what the cell asked, and the
-    config's log assertions, a broken one failing the cell before any eval runs."""
-    record.ran_as = read_ran_as(launch.profile, log, launch.cell)  # with what the catalog's entry asked
-    if record.ran_as is not None:
-        record.effective_mode = record.ran_as.mode
-        if record.ran_as.agrees is False:
-            job.update("warning", f"engine ran {'; '.join(record.ran_as.disagreements)}")
+    config's log assertions, a broken one failing the cell (once kept) before any eval runs."""
+    ran_as = read_ran_as(launch.profile, log, launch.cell)  # with what the catalog's entry asked
+    if ran_as is not None and ran_as.agrees is False:
+        job.update("warning", f"engine ran {'; '.join(ran_as.disagreements)}")
     assertions = applicable(job.config, job.cell)
-    if assertions:
-        record.log_checks = check_log(log, assertions)
-        raise_if_broken(record.log_checks, engine.log_tail())
+    checks = check_log(log, assertions) if assertions else None
+    keep(EngineLog(ran_as, checks))
+    if checks is not None:
+        raise_if_broken(checks, engine.log_tail())
 
 
-def _run_evals(job: CellJob, server: Server, record: CellRecord) -> None:
+def _run_evals(job: CellJob, server: Server) -> Iterator[CellPart]:
     """Every enabled eval against one running server, in run order (`config.evals.enabled`); each writes its samples
-    beside cell.json and its raw metrics under its name, and sees the results of those before it.
+    beside cell.json and returns its raw metrics, and sees the results of those before it.
     The engine's /metrics are scraped around each eval (unless `evals.engine` is off)."""
     earlier: dict[str, EvalResult] = {}
     scrapes = None
@@ -332,9 +352,11 @@ def _run_evals(job: CellJob, server: Server, record: CellRecord) -> None:
             ctx = job.eval_context(server, ev, earlier=dict(earlier))
             t = time.monotonic()
             result = ev.run(ctx, settings)
-            record.timings[f"{ev.name}_s"] = wall_s = round(time.monotonic() - t, 3)
-            if scrapes is not None:
-                scrapes.after(ev.name, result, wall_s, record)
+            wall_s = round(time.monotonic() - t, 3)
+            timed = EvalRun(ev.name, result.metrics, wall_s)
+            scraped = scrapes.after(ev.name, result, wall_s) if scrapes is not None else None
             write_jsonl(job.cell_dir / ev.samples_file, result.samples)
-            record.metrics[ev.name] = result.metrics
+            yield timed
+            if scraped is not None:
+                yield scraped
             earlier[ev.name] = result

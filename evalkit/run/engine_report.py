@@ -8,8 +8,8 @@ version, so a version alone proves little), and the path of its own file in a st
 its log (the running process's own word). `check_version` weighs them into `engine_check`.
 
 The cell lifecycle calls `check_version` once the engine is ready and wraps each eval in an
-`EngineScrapes`; both only write to the cell's record and the progress, and neither can fail a
-cell. Which server is scraped is the profile's call (engine/metrics.py reads, profiles say where):
+`EngineScrapes`; each returns its piece of the cell's record (run/parts.py: `EngineVersion`,
+`Scraped`), only ever warns in the progress, and neither can fail a cell. Which server is scraped is the profile's call (engine/metrics.py reads, profiles say where):
 an engine evalkit started always, a server it did not start (`--base-url`) only when the profile
 sets `scrape_external`, because a shared server's counters count other clients' requests too.
 """
@@ -29,28 +29,28 @@ from evalkit.evals.base import EvalResult
 from evalkit.gitinfo import MISMATCH_WORDS, match_source
 from evalkit.profiles import Profile
 from evalkit.run.options import Progress
-from evalkit.store.records import CellRecord, EngineCheck, Witness
+from evalkit.run.parts import EngineVersion, Scraped
+from evalkit.store.records import EngineCheck, ImportInfo, Witness
 
 Status = Literal["match", "mismatch", "unknown"]
 
 
-def check_version(base_url: str, profile: Profile, source: ResolvedSource | None, record: CellRecord,
+def check_version(base_url: str, profile: Profile, source: ResolvedSource | None, imports: ImportInfo | None,
                   cell_id: str, progress: Progress, tree: Path | None = None, log_text: str = "",
-                  plugin: bool = False) -> None:
-    """Record the engine's version and, for a source tree, whether the engine runs it, from every
-    witness there is (`tree`: where its package must import from; `log_text`: this launch's engine
-    log); a mismatch is also a `warning` line in the live progress, at once, not only in the report."""
+                  plugin: bool = False) -> EngineVersion:
+    """The engine's version and, for a source tree, whether the engine runs it, from every witness
+    there is (`imports`: the proof asked before it started; `tree`: where its package must import
+    from; `log_text`: this launch's engine log); a mismatch is also a `warning` line in the live
+    progress, at once, not only in the report."""
+    asked = profile.version_path is not None
     version, error = read_version(base_url, profile.version_path) if profile.version_path else (None, None)
-    if profile.version_path:
-        record.engine_version = version
     if source is None:
-        if profile.version_path:
-            record.engine_check = EngineCheck(status="unknown", message=error or "no source tree to check against")
-        return
+        check = EngineCheck(status="unknown", message=error or "no source tree to check against") if asked else None
+        return EngineVersion(asked, version, check)
     witnesses = []
-    if record.imports is not None and record.imports.inside is not None:
-        witnesses.append(Witness(kind="import", status="match" if record.imports.inside else "mismatch",
-                                 message=f"{record.imports.package} imports from {record.imports.origin}"))
+    if imports is not None and imports.inside is not None:
+        witnesses.append(Witness(kind="import", status="match" if imports.inside else "mismatch",
+                                 message=f"{imports.package} imports from {imports.origin}"))
     # A plugin's tree (`engine.plugin`, docs/real-answers.md) is witnessed by its import path alone:
     # the engine's version and the file its start-up line names are the installed engine's, rightly
     # outside the plugin's checkout.
@@ -62,12 +62,12 @@ def check_version(base_url: str, profile: Profile, source: ResolvedSource | None
     if tree is not None and profile.startup_file_pattern and engine_tree:
         witnesses.append(_log_witness(logged_file(log_text, profile.startup_file_pattern), tree))
     if not witnesses:
-        return
+        return EngineVersion(asked, version)
     status, message = weigh(witnesses, source.sha)
-    record.engine_check = EngineCheck(status=status, commit=found.commit if found else None, source_sha=source.sha,
-                                      message=message, witnesses=witnesses)
     if status == "mismatch":
         progress.update(cell_id, "warning", message)
+    return EngineVersion(asked, version, EngineCheck(status=status, commit=found.commit if found else None,
+                                                     source_sha=source.sha, message=message, witnesses=witnesses))
 
 
 def _log_witness(path: str | None, tree: Path) -> Witness:
@@ -155,8 +155,8 @@ class EngineScrapes:
         if self._client is not None:
             self._client.close()
 
-    def after(self, eval_name: str, result: EvalResult, wall_s: float, record: CellRecord) -> None:
-        """After one eval: its engine figures and its throughput, into the record. The throughput's
+    def after(self, eval_name: str, result: EvalResult, wall_s: float) -> Scraped:
+        """After one eval: its engine figures and its throughput. The throughput's
         time is the eval's request phase where it measured one (`requests_s`: first request to last
         answer; lm-eval's one-time import and task loading otherwise make a run's first cell look
         several times slower), else the eval's wall time."""
@@ -174,12 +174,10 @@ class EngineScrapes:
                 found = kept | log_figures(counts)
             elif "missing" in found:
                 found["missing"] += "; its log counted no speculative decoding in this eval's window"
-        # assigned, not mutated: a dump holds only the fields that were set
-        record.engine_metrics = {**record.engine_metrics, eval_name: found}
         requests_s = result.metrics.get("requests_s")
         seconds, timed = (requests_s, "requests") if requests_s else (wall_s, "eval")
         speed = throughput(result.samples, seconds, found.get("generation_tokens")) | {"timed": timed}
-        record.throughput = {**record.throughput, eval_name: speed}
+        return Scraped(eval_name, found, speed)
 
 
 def client_tokens(samples: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:

@@ -1,6 +1,6 @@
 """The GPU side of a run (issue 31): busy devices before the first cell, provenance in run.json,
 and around each cell's engine its devices' UUIDs, telemetry while it serves and the wait for its
-memory after it stops (evalkit/devices/).
+memory after it stops (evalkit/devices/), returned as the cell's `Gpus` piece (run/parts.py).
 
 All of it only when the run's engines occupy devices here (the config declares devices or the
 engine's profile uses them; not the simulator, not an external server) and a vendor tool is on
@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any
 
 from evalkit.config import MatrixConfig
 from evalkit.devices.busy import require_free
 from evalkit.devices.model import Backend
 from evalkit.devices.probe import find_backend, inventory, snapshot
-from evalkit.devices.release import used_levels, wait_released
+from evalkit.devices.release import Release, used_levels, wait_released
 from evalkit.devices.telemetry import Sampler
 from evalkit.errors import GpuMemoryHeld
 from evalkit.profiles import get_profile
 from evalkit.run.options import Progress
-from evalkit.store.records import CellRecord, GpuRecord
+from evalkit.run.parts import Gpus
 
 GPUS_ROW = "gpus"
 """The progress row of the wait for busy GPUs before the first cell."""
@@ -58,54 +58,66 @@ def provenance(config: MatrixConfig, base_url: str | None) -> dict[str, Any] | N
 
 
 class CellGpus:
-    """One cell's devices: recorded in `record.gpu`, watched around its engine."""
+    """One cell's devices: watched around each of its engine launches (`watch`)."""
 
-    def __init__(self, config: MatrixConfig, devices: tuple[int, ...] | None, record: CellRecord,
-                 base_url: str | None = None) -> None:
+    def __init__(self, config: MatrixConfig, devices: tuple[int, ...] | None, base_url: str | None = None) -> None:
         self.backend = run_backend(config, base_url)
         self.indices = list(devices) if devices else run_indices(config)
         self.timeout_s = config.timeouts.gpu_release
-        self.record = record
+
+    def watch(self, stop: threading.Event) -> EngineGpus:
+        """The watch of one engine launch's devices (a context manager around the engine's life)."""
+        return EngineGpus(self, stop)
+
+
+class EngineGpus:
+    """Around an engine's life: its devices' UUIDs and used memory before; while the evals run, a
+    telemetry sampler (`sampling`); after it stopped, the wait until that memory is back
+    (`GpuMemoryHeld` on timeout, unless the engine's life already failed: that failure is the
+    cell's error, the wait is still recorded). `part()` is what was seen, at any moment: the
+    lifecycle asks once the launch ended, however it ended."""
+
+    def __init__(self, gpus: CellGpus, stop: threading.Event) -> None:
+        self.gpus, self.stop = gpus, stop
+        self._before: dict[int, float] | None = None
+        self._uuids: list[str] = []
+        self._telemetry: dict[str, Any] | None = None
+        self._release: Release | None = None
+
+    def __enter__(self) -> EngineGpus:
+        backend = self.gpus.backend
+        self._before = used_levels(backend, self.gpus.indices)
+        if backend is not None and self._before is not None:
+            snap = snapshot(backend)
+            self._uuids = [d.uuid for d in snap.of(self.gpus.indices)] if snap else []
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if self.gpus.backend is None or self._before is None:
+            return
+        self._release = wait_released(self.gpus.backend, self._before, self.gpus.timeout_s, self.stop)
+        if not self._release.released and exc_type is None:
+            raise GpuMemoryHeld(self._release.message(self.gpus.timeout_s))
 
     @contextmanager
-    def engine(self, stop: threading.Event) -> Iterator[None]:
-        """Around an engine's life: its devices' UUIDs and used memory before; after it stopped,
-        the wait until that memory is back (`GpuMemoryHeld` on timeout, unless the cell already
-        failed: that failure is the cell's error, the wait is still recorded)."""
-        before = used_levels(self.backend, self.indices)
-        if self.backend is None or before is None:
+    def sampling(self) -> Iterator[None]:
+        """While the evals run: a telemetry sampler whose summary is the part's `telemetry`
+        (also when an eval fails: what was sampled until then)."""
+        if self.gpus.backend is None or self._before is None:
             yield
             return
-        snap = snapshot(self.backend)
-        self.record.gpu = GpuRecord(uuids=[d.uuid for d in snap.of(self.indices)] if snap else [],
-                                    before_mib={str(i): round(m) for i, m in before.items()})
-        failed = False
+        sampler = Sampler(self.gpus.backend, self.gpus.indices)
         try:
-            yield
-        except BaseException:
-            failed = True
-            raise
+            with sampler:
+                yield
         finally:
-            release = wait_released(self.backend, before, self.timeout_s, stop)
-            self.record.gpu.release = release.dump()
-            self.record.timings["gpu_release_s"] = release.wait_s
-            if not release.released and not failed:
-                raise GpuMemoryHeld(release.message(self.timeout_s))
+            self._telemetry = sampler.summary()
 
-    def sampling(self) -> Any:
-        """While the evals run: a telemetry sampler whose summary lands in `record.gpu.telemetry`."""
-        if self.backend is None or self.record.gpu is None:
-            return nullcontext()
-        return _Sampled(Sampler(self.backend, self.indices), self.record.gpu)
-
-
-class _Sampled:
-    def __init__(self, sampler: Sampler, gpu: GpuRecord) -> None:
-        self.sampler, self.gpu = sampler, gpu
-
-    def __enter__(self) -> None:
-        self.sampler.__enter__()
-
-    def __exit__(self, *exc: object) -> None:
-        self.sampler.__exit__(None, None, None)
-        self.gpu.telemetry = self.sampler.summary()
+    def part(self) -> Gpus | None:
+        """What was seen of the devices; None when they cannot be read (no GPU tool)."""
+        if self.gpus.backend is None or self._before is None:
+            return None
+        release = self._release
+        return Gpus(uuids=self._uuids, before_mib={str(i): round(m) for i, m in self._before.items()},
+                    telemetry=self._telemetry, release=release.dump() if release else None,
+                    release_wait_s=release.wait_s if release else None)
