@@ -17,7 +17,7 @@ from typing import Any, Literal
 from evalkit.bisect.commits import Commit
 from evalkit.errors import ConfigError
 from evalkit.store import check_run_id, write_json
-from evalkit.store.records import _File, _Record
+from evalkit.store.records import Record, RecordFile
 
 FILE_NAME = "bisect.json"
 FOLDER_PREFIX = "bisect-"
@@ -28,7 +28,7 @@ BisectStatus = Literal["running", "found", "ends_not_as_claimed", "untestable", 
 StepVerdict = Literal["good", "bad", "untestable"]
 
 
-class CommitInfo(_Record):
+class CommitInfo(Record):
     sha: str
     """The full SHA."""
     subject: str
@@ -72,7 +72,7 @@ class StepRecord(CommitInfo):
     """The step's cell folder, relative to the bisect folder."""
 
 
-class BisectRecord(_File):
+class BisectRecord(RecordFile):
     """bisect.json."""
 
     bisect_id: str

@@ -51,7 +51,7 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-class _Record(BaseModel):
+class Record(BaseModel):
     """Shared by every model here: unknown keys kept, a dump holds only the fields that were set."""
 
     model_config = ConfigDict(extra="allow")
@@ -61,10 +61,10 @@ class _Record(BaseModel):
         return self.model_dump(exclude_unset=True)
 
 
-_F = TypeVar("_F", bound="_File")
+_F = TypeVar("_F", bound="RecordFile")
 
 
-class _File(_Record):
+class RecordFile(Record):
     """A whole file: versioned, loaded from and dumped to JSON."""
 
     schema_version: int = SCHEMA_VERSION
@@ -88,7 +88,7 @@ class _File(_Record):
         return record
 
 
-class CellError(_Record):
+class CellError(Record):
     """Why a cell has no result: the cell's own failure, a budget, or a Slurm job that ended badly."""
 
     type: str | None = None
@@ -104,7 +104,7 @@ class CellError(_Record):
     """The Slurm job's final state (`TIMEOUT`, `NODE_FAIL`, ...) when Slurm ended it."""
 
 
-class SourceInfo(_Record):
+class SourceInfo(Record):
     """The engine source tree a cell ran (a git worktree at an exact commit)."""
 
     repo: str
@@ -114,7 +114,7 @@ class SourceInfo(_Record):
     """The commit it resolved to."""
 
 
-class SetupRecord(_Record):
+class SetupRecord(Record):
     """The source tree's setup step (engine/setup.py), when its source names one."""
 
     argv: list[str]
@@ -129,7 +129,7 @@ class SetupRecord(_Record):
     exit_code: int | None = None
 
 
-class IsolationRecord(_Record):
+class IsolationRecord(Record):
     """What kept this cell's engine launch apart from others (engine/isolation.py)."""
 
     cache_root: str | None = None
@@ -145,7 +145,7 @@ class IsolationRecord(_Record):
     """Engine flag -> the value evalkit gave this launch (its internal ports, from the port book)."""
 
 
-class ImportInfo(_Record):
+class ImportInfo(Record):
     """Where the engine's top package imports from, as the cell's own interpreter, environment and
     working directory answered before the engine started (evalkit/engine/imports.py)."""
 
@@ -162,7 +162,7 @@ class ImportInfo(_Record):
     """Why the interpreter could not say, when it could not."""
 
 
-class Witness(_Record):
+class Witness(Record):
     """One piece of evidence about which tree the engine ran."""
 
     kind: Literal["import", "version", "log"]
@@ -172,7 +172,7 @@ class Witness(_Record):
     message: str
 
 
-class EngineCheck(_Record):
+class EngineCheck(Record):
     """Does the engine run the source tree the cell checked out? (run/engine_report.py)"""
 
     status: Literal["match", "mismatch", "unknown"]
@@ -189,7 +189,7 @@ class EngineCheck(_Record):
     """Each piece of evidence (import path, version, logged file) with its own verdict."""
 
 
-class RanAsRecord(_Record):
+class RanAsRecord(Record):
     """What the engine's own log says it ran (profiles/ran.py), and whether that is what the cell asked."""
 
     mode: str | None = None
@@ -208,7 +208,7 @@ class RanAsRecord(_Record):
     """One phrase per difference, e.g. `graph mode FULL, asked PIECEWISE`."""
 
 
-class LogCheck(_Record):
+class LogCheck(Record):
     """One log assertion of the config (`log:` of the engine or an axis value), checked once the
     engine was ready and before the evals ran."""
 
@@ -222,7 +222,7 @@ class LogCheck(_Record):
     """The first line that matched (for `not appear`, the one that breaks it); None: no line did."""
 
 
-class GpuRecord(_Record):
+class GpuRecord(Record):
     """The GPUs a cell's engine ran on (evalkit/run/gpus.py); absent without a GPU tool."""
 
     uuids: list[str] = []
@@ -236,7 +236,7 @@ class GpuRecord(_Record):
     """While the evals ran: `interval_s`, `samples`, per device `peak_used_mib` and `mean_util_pct`."""
 
 
-class CellRecord(_File):
+class CellRecord(RecordFile):
     """cell.json: one cell's status, launch, timings and raw metrics.
 
     Written once, when the cell ends (`ok`, `error`, or `skipped` by the run budget); a cell
@@ -337,7 +337,7 @@ def failed_cell(cell: CellLike, error: CellError, *, status: Literal["error", "s
     return CellRecord(id=cell.id, axes=dict(cell.axes), status=status, error=error, **known)
 
 
-class HostInfo(_Record):
+class HostInfo(Record):
     """The machine the run (its driver, for Slurm) ran on."""
 
     hostname: str
@@ -345,7 +345,7 @@ class HostInfo(_Record):
     cpus: int | None = None
 
 
-class RunRecord(_File):
+class RunRecord(RecordFile):
     """run.json: enough to know exactly what ran, where, with which versions; secrets redacted.
 
     Written as `running` before the first cell starts and again when the run ends, so a run

@@ -27,7 +27,7 @@ from pydantic import (
 from evalkit.evals import recorded, registry
 from evalkit.evals.base import MetricSpec
 from evalkit.evals.evalset import EvalSet
-from evalkit.store.records import ImportInfo, LogCheck, RanAsRecord, SourceInfo, _Record
+from evalkit.store.records import ImportInfo, LogCheck, RanAsRecord, Record, SourceInfo
 
 SUMMARY_SCHEMA_VERSION = 1
 """summary.json's version: a field is renamed or removed only with a new version and a migration
@@ -40,7 +40,7 @@ Number = int | float
 _O = TypeVar("_O", bound="_Open")
 
 
-class _Open(_Record):
+class _Open(Record):
     """A record whose keys' order depends on its kind (a paired delta lists its n after its
     interval, a count's p-value comes first; a check's figures follow its rule): every key it
     may have is declared, and a dump keeps the order in which the record was built or read (a
@@ -68,7 +68,7 @@ class _Open(_Record):
         return type(self).model_validate(self.dump() | changes)
 
 
-class MetricRecord(_Record):
+class MetricRecord(Record):
     """One metric the run measured, as its eval declares it (evals/recorded.py writes and reads it)."""
 
     name: str
@@ -122,7 +122,7 @@ class Delta(_Open):
         return "flipped_to_wrong" in self.model_fields_set
 
 
-class Deltas(_Record):
+class Deltas(Record):
     """A cell against one reference: its id, then one `Delta` per compared metric by name."""
 
     reference: str
@@ -211,7 +211,7 @@ class CheckRecord(_Open):
     """A check recovered from a flag (render/checks.py `checks_of`): the flag's words."""
 
 
-class CellRow(_Record):
+class CellRow(Record):
     """One cell's line of the verdict."""
 
     id: str
@@ -271,7 +271,7 @@ def _specs(metrics: list[MetricRecord] | None, evals: EvalSet | None) -> list[Me
 _C = TypeVar("_C", bound="_Carries")
 
 
-class _Carries(_Record):
+class _Carries(Record):
     """A verdict that carries its run's evals (`EvalSet`), never dumped: who summarised the run or
     read it with its config gives them (`carrying`); a summary read alone has the built-ins, and
     shows another eval's metrics as recorded."""
@@ -288,7 +288,7 @@ class _Carries(_Record):
         return self
 
 
-class JudgedCell(_Record):
+class JudgedCell(Record):
     """A compared cell as the verdict sees it (`Verdict`): its id, checks and flags; the rest of
     the compare row (comparison.compare_runs) is kept as read."""
 
