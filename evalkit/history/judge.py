@@ -44,7 +44,7 @@ from functools import cached_property
 from statistics import NormalDist
 from typing import Any
 
-from evalkit.history.noise import Diffs, Noise, binomial_sd, diffs, estimate, judged_sd, prior, quantile
+from evalkit.history.noise import Diffs, Noise, binomial_sd, diffs, estimate, judged_sd, prior, quantile, tail
 from evalkit.history.series import ACCEPTANCE, ACCURACY, Series, SeriesPoint
 from evalkit.stats.power import POWER
 
@@ -71,6 +71,8 @@ class Reference:
     rate: float
     z: float
     """The one-sided limit in sds (noise.quantile: a t quantile, wider for a short history)."""
+    dof: float
+    """The t distribution's degrees of freedom behind `z`."""
 
     @property
     def spread(self) -> float:
@@ -179,7 +181,7 @@ class Judge:
         n = next((p.n for p in reversed(recent) if p.n), None)
         noise = self.noise(s, noisy)
         sd = judged_sd(noise, binomial_sd(level, n))
-        return None if sd is None else Reference(level, sd, len(recent), self.rate, quantile(self.rate, round(noise.dof, 1)))
+        return None if sd is None else Reference(level, sd, len(recent), self.rate, quantile(self.rate, dof := round(noise.dof, 1)), dof)
 
     def classify(self, si: int, pi: int) -> tuple[str, Reference | None, int | None]:
         """(verdict, reference, a shift's first point) of point `pi` of series `si`, cached."""
@@ -282,7 +284,7 @@ class Judge:
         if ref is None:
             return GateAudit(floor, len(healthy), fired, None, None, None, ("too few points to judge the floor",))
         sign = 1 if bigger else -1
-        modelled = NormalDist().cdf(ref.score(floor, bigger))
+        modelled = tail(ref.score(floor, bigger), ref.dof)  # the distribution `suggested` comes from
         drop = max(0.0, sign * (ref.level - floor) + NormalDist().inv_cdf(POWER) * ref.spread) * pts
         suggested = ref.floor(bigger)
         notes = []

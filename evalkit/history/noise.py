@@ -109,6 +109,14 @@ def quantile(rate: float, dof: float) -> float:
     return float(t.ppf(1 - rate, dof))
 
 
+def tail(score: float, dof: float) -> float:
+    """How often a healthy point lands `score` sds or further below its level: the t distribution
+    `quantile` reads its limit from, so a floor at the suggested one fails exactly `rate` of nights."""
+    from scipy.stats import t
+
+    return float(t.cdf(score, dof))
+
+
 def judged_sd(noise: Noise, floor: float = 0.0) -> float | None:
     """The sd a point is judged with: the across-commit spread (a nightly's next point is mostly a
     new commit), never below `floor` (the binomial error of one run, when known); None: unknown.
