@@ -46,7 +46,7 @@ class Ends:
     good_flags: list[Flag]
     """The `min`/`max` thresholds the good end breaks itself."""
     evidence: Deltas | None
-    """The bad end vs the good end per metric (`verdicts.deltas_between`: diff, p_value, the
+    """The bad end vs the good end per metric (`verdict.deltas.deltas_between`: diff, p_value, the
     flipped question ids, new collapses), `reference` the good end's label; None: an end did not run."""
     test: StepTest | None
     """The sequential test of the steps; None when the ends give no effect to test against."""
@@ -89,7 +89,7 @@ def step_metrics(config: MatrixConfig) -> tuple[MetricSpec | None, MetricSpec | 
 
 
 def paired_counts(delta: Delta | None) -> PairedCounts | None:
-    """A PAIRED delta (`verdicts.delta`) as the sequential test's counts: lost = right only in the
+    """A PAIRED delta (`verdict.deltas.delta`) as the sequential test's counts: lost = right only in the
     reference, gained = right only in the cell."""
     if delta is None or delta.n is None or delta.right_only_in_reference is None or delta.right_only_in_cell is None:
         return None

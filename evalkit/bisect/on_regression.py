@@ -6,7 +6,7 @@ names the same config file). When that earlier cell passed every failing thresho
 recorded the engine source SHA the cell ran, `evalkit bisect` runs for that cell between the two
 SHAs, with the earlier run's cell folder as the good end (`--good-run`), so the good end is not
 run again. Each finding, bisected or not and why, is one entry of the run's `regressions.json`,
-which summary.json, every report and the step summary carry (verdicts.summarize reads it). A
+which summary.json, every report and the step summary carry (verdict.deltas.summarize reads it). A
 bisect never changes the run's verdict or exit code: it only says where the change came from.
 """
 

@@ -264,7 +264,7 @@ def _upsert(db: sqlite3.Connection, table: str, row: dict[str, Any]) -> None:
 
 
 Flatten = Callable[[dict[str, Any]], dict[str, Any]]
-"""A cell record -> its flat metrics (`verdicts.flat_metrics`): the caller's, so the history, below
+"""A cell record -> its flat metrics (`verdict.deltas.flat_metrics`): the caller's, so the history, below
 the verdicts, never imports them."""
 
 

@@ -5,8 +5,8 @@
     render(summary, "terminal", run_path, console=console)  # prints; returns None
     text = render_compare(compare_runs(a, b), "csv")
 
-Every format reads the same summary, a `RunSummary` (verdicts.summarize_run; summary.json is its
-dump, which render() validates once), or run comparison (comparison.compare_runs), so the
+Every format reads the same summary, a `RunSummary` (verdict.deltas.summarize_run; summary.json is its
+dump, which render() validates once), or run comparison (verdict.compare.compare_runs), so the
 terminal, the PR comment and the CSV show the same numbers.
 The layers, each in its module:
 
@@ -110,7 +110,7 @@ def render(summary: RunSummary | Mapping[str, Any], fmt: str, run_path: Path | N
 
 
 def render_compare(result: dict[str, Any], fmt: str, console: Console | None = None) -> str | None:
-    """Two runs compared (comparison.compare_runs) in format `fmt`, returned or printed as render()."""
+    """Two runs compared (verdict.compare.compare_runs) in format `fmt`, returned or printed as render()."""
     return _emit(FORMATS[fmt].renderer().comparison(result), console)
 
 

@@ -38,7 +38,7 @@ def first_bad_step(record: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _deltas(evidence: dict[str, Any], specs: list[MetricSpec]) -> list[tuple[str, str, str]]:
-    """(metric, delta, p-value) for each metric delta in an evidence dict (verdicts.delta shape);
+    """(metric, delta, p-value) for each metric delta in an evidence dict (verdict.deltas.delta shape);
     `specs`: the metrics the ends recorded."""
     rows = []
     for metric, d in evidence.items():

@@ -43,7 +43,7 @@ def flips_suffix(spec: MetricSpec, specs: list[MetricSpec]) -> str:
 
 
 CompareRow = dict[str, Any]
-"""One cell of a comparison (comparison.compare_runs), not yet a typed model: its deltas are read as `Delta`s."""
+"""One cell of a comparison (verdict.compare.compare_runs), not yet a typed model: its deltas are read as `Delta`s."""
 
 
 def _cell(row: CompareRow) -> str:

@@ -175,7 +175,7 @@ def _compare_cell(suite: ET.Element, row: Mapping[str, Any], judged: JudgedCell,
 
 
 def comparison_document(result: Mapping[str, Any], markdown: str) -> str:
-    """Two runs compared (comparison.compare_runs) as a JUnit XML document, `markdown` in system-out."""
+    """Two runs compared (verdict.compare.compare_runs) as a JUnit XML document, `markdown` in system-out."""
     a, b = result["a"], result["b"]
     root = ET.Element("testsuites", name="evalkit compare")
     suite = ET.SubElement(root, "testsuite", name=_x(f"evalkit compare {a.get('run_id')} -> {b.get('run_id')}"))

@@ -34,7 +34,7 @@ _GATE_ONLY = ("right_only_in_cell", "right_only_in_reference", "both_right", "no
 
 
 def _shown(spec: MetricSpec, gate: Delta | None) -> dict[str, Any] | None:
-    """The B - A a reader sees, from the gate's delta (verdicts.deltas_between): a count takes the
+    """The B - A a reader sees, from the gate's delta (verdict.deltas.deltas_between): a count takes the
     two-sided p, as a change may go either way; the gate's working counts are left out."""
     if gate is None or gate.setup_differs:
         return None if gate is None else gate.dump()

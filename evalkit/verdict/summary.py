@@ -1,7 +1,7 @@
 """summary.json as typed models: the run's verdict that every renderer, `compare`, the history and
 users' scripts read (issue 27 item 2).
 
-`verdicts.summarize_run` builds a `RunSummary`; summary.json is its `dump()`, the same JSON as
+`verdict.deltas.summarize_run` builds a `RunSummary`; summary.json is its `dump()`, the same JSON as
 the dicts it replaced (a key that was only written when set, like a cell's `error`, still is).
 The models follow store/records.py: each field documented under it, unknown keys kept
 (`extra="allow"`), so a summary written by another evalkit reads and dumps back unchanged, and
@@ -290,7 +290,7 @@ class _Carries(Record):
 
 class JudgedCell(Record):
     """A compared cell as the verdict sees it (`Verdict`): its id, checks and flags; the rest of
-    the compare row (comparison.compare_runs) is kept as read."""
+    the compare row (verdict.compare.compare_runs) is kept as read."""
 
     id: str
     checks: list[CheckRecord] | None = None
@@ -298,7 +298,7 @@ class JudgedCell(Record):
 
 
 class Verdict(_Carries):
-    """What a comparison of two runs (comparison.compare_runs) shares with a `RunSummary`: the
+    """What a comparison of two runs (verdict.compare.compare_runs) shares with a `RunSummary`: the
     judged cells and the tallies, so the reports word a run's and a comparison's checks, flags
     and verdict line by one function. A view for reading, never dumped."""
 
