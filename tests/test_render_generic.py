@@ -91,8 +91,8 @@ def test_a_broken_threshold_is_marked_in_its_metric_s_column(toy_eval: Toy) -> N
     specs = registry.builtins().metrics()
     cols = columns(specs)
 
-    def flag_column(flag: dict) -> str:
-        return table.flag_column(Flag.model_validate(flag), specs, cols)
+    def flag_column(flag: dict) -> str:  # a flag always carries its action and words (verdict/summary.py Flag)
+        return table.flag_column(Flag.model_validate({**flag, "action": "fail", "message": "broke"}), specs, cols)
 
     assert flag_column({"metric": "toy.crash_rate", "check": "max"}) == "crash"
     assert flag_column({"metric": "toy.crash_rate", "check": "max_rise_ab"}) == "crash_vs_ab"
