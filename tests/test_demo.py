@@ -63,6 +63,7 @@ def outcomes(summary: dict, healthy: bool = True) -> dict[str, set[str]]:
     return out
 
 
+@pytest.mark.slow  # the whole demo, every question (~4 min on 2 quiet cores): .ci/run runs it
 @pytest.mark.timeout(900)
 def test_the_readme_demo_flags_only_the_buggy_cell(tmp_path: Path) -> None:
     """Seed 0, every question, exactly as `evalkit matrix --model demo` runs it; the README's
