@@ -133,6 +133,6 @@ def test_an_inconclusive_threshold_says_once_what_the_run_saw_what_the_margin_as
                            "2 INCONCLUSIVE, 0 FAIL. 2 cells (c1, c2): 50 questions per cell see a drop of ")
     # 4% of the questions flip: a 2-point margin needs more questions than GSM8K has, all 1319 the most to run
     assert (f"points or more (power 80% at alpha 0.01), more than 2 x its margin of 2.0 points; the margin asks for "
-            f"n ≈ {needed}, more than the 1319 questions gsm8k holds (this run scored 50: no --limit, evals.gsm8k.limit "
-            "unset, scores them all), or widen the margin to 0.13") in line and needed > 1319
+            f"n ≈ {needed}, more than the 1319 questions gsm8k holds (this run scored 50; without --limit and with "
+            "evals.gsm8k.limit unset, a run scores all 1319), or widen the margin to 0.13") in line and needed > 1319
     assert line.count("50 questions") == 1  # said once for the threshold, not once per cell

@@ -246,7 +246,8 @@ def _asks(checks: list[CheckRecord], first: CheckRecord, key: str | None, evals:
     if ev is not None and size is not None and needed > size:
         scored = max(c.n or 0 for c in checks)
         return (f"; {target} asks for n ≈ {needed}, more than the {size} {_unit(first.metric, specs)} {ev.name} holds"
-                + (f" (this run scored {scored}: no --limit, {key} unset, scores them all)" if scored < size and key else ""))
+                + (f" (this run scored {scored}; without --limit and with {key} unset, a run scores all {size})"
+                   if scored < size and key else ""))
     return f"; {target} asks for n ≈ {needed} per cell" + (f": set {key} to {needed} (and no --limit below it)" if key else "")
 
 
