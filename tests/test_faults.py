@@ -295,10 +295,13 @@ def resume(tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return resumed
 
 
-@pytest.mark.parametrize(("sig", "moment"), [(signal.SIGINT, "starting"), (signal.SIGINT, "repetition"),
+@pytest.mark.parametrize(("sig", "moment"), [pytest.param(signal.SIGINT, "starting", marks=pytest.mark.slow),
+                                            pytest.param(signal.SIGINT, "repetition", marks=pytest.mark.slow),
                                             (signal.SIGTERM, "gsm8k")])
 def test_signal_stops_engines_keeps_finished_cells_and_resume_completes(tmp_path: Path, sig: signal.Signals, moment: str) -> None:
-    """The fourth moment, SIGINT in gsm8k, is interrupted and resumed by the next test."""
+    """The fourth moment, SIGINT in gsm8k, is interrupted and resumed by the next test. Two moments
+    are `slow` (~25 s each): test_interrupts stops every phase by default at two moments and, in
+    its slow sweep, at all of them."""
     interrupt_at(tmp_path, sig, moment)
     resume(tmp_path)
 

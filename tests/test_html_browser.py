@@ -1,7 +1,8 @@
 """The HTML report of a real demo run, loaded from disk by headless Chromium (Debian's `chromium`).
 
-One small run of `evalkit matrix` on the simulator (the baseline pair tp8-full and the bug's
-pair dp8-piecewise, 40 questions, 8 long generations of at most 1,024 tokens), with a `<script>`
+The session's run A of test_report_cli (one small run of `evalkit matrix` on the simulator: the
+baseline pair tp8-full and the bug's pair dp8-piecewise, 40 questions, 8 long generations of at
+most 1,024 tokens), copied, with a `<script>`
 planted in a flipped answer of the failing cell after the run. Chromium dumps the DOM after the
 page's own script ran (`--dump-dom`) and takes a screenshot under tmp_path (its path is printed).
 Skipped, saying so, where /usr/bin/chromium is absent (`apt-get install chromium`).
@@ -10,6 +11,7 @@ Skipped, saying so, where /usr/bin/chromium is absent (`apt-get install chromium
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -21,7 +23,7 @@ import pytest
 from evalkit.store import read_json, read_jsonl, write_jsonl
 from tests.conftest import checkout_env
 from tests.test_render_html import Page
-from tests.test_report_cli import demo_config
+from tests.test_report_cli import demo_runs  # noqa: F401  (the session's demo runs)
 
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,14 +48,12 @@ def chromium(url: str, profile: Path, *extra: str) -> subprocess.CompletedProces
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The demo run with a planted script, its HTML report, and the DOM Chromium dumped."""
+def page(tmp_path_factory: pytest.TempPathFactory, demo_runs: dict[str, Path]) -> dict[str, Any]:  # noqa: F811
+    """The demo run with a planted script, its HTML report, and the DOM Chromium dumped: a copy of
+    the session's run A (test_report_cli.make_demo_runs), as the planting changes its files."""
     tmp = tmp_path_factory.mktemp("html-browser")
-    done = evalkit("matrix", "--config", str(demo_config(tmp, "demo-html", 0, repetition=True)), "--limit", "40",
-                   "--only", "parallel=tp8,graph=full", "--only", "parallel=dp8,graph=piecewise",
-                   "--run-id", "html-run", "--results-dir", str(tmp / "results"), "-q", cwd=tmp)
-    assert done.returncode in (0, 1), done.stderr[-3000:]
-    run_path = tmp / "results" / "html-run"
+    run_path = tmp / "results" / "run-a"
+    shutil.copytree(demo_runs["a"], run_path)
     summary = read_json(run_path / "summary.json")
     failing = [c for c in summary["cells"] if any(f["action"] == "fail" for f in c["flags"])]
     assert failing, "the demo's bug cell should break a threshold"
