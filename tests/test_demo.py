@@ -160,6 +160,9 @@ def check_only_buggy_flagged(summary: dict) -> None:
         c["vs_ab"]["divergence.kl_p99"]["value"] for c in cells.values() if "vs_ab" in c)
     assert "max_rise_vs_baseline" in {f["check"] for f in buggy["flags"] if f["metric"] == "divergence.kl_p99"}
     # Identical greedy requests sent together part in the buggy cell (the race), in the others at
-    # most on a rare near-tie: its disagree share breaks the threshold against the baseline.
-    assert "max_rise_vs_baseline" in {f["check"] for f in buggy["flags"] if f["metric"] == "consistency.disagree_rate"}
+    # most on a rare near-tie: its disagree share breaks a threshold. Against the baseline or its
+    # twin: how many requests share a step, and so how many the race hits, moves with the box's
+    # load (seed 1 at load 7 broke only the twin's, whose Holm family is smaller).
+    assert {f["check"] for f in buggy["flags"] if f["metric"] == "consistency.disagree_rate"} & {
+        "max_rise_vs_baseline", "max_rise_ab"}
     assert buggy["metrics"]["consistency.disagree"] >= 3 * max(c["metrics"]["consistency.disagree"] for c in cells.values())
