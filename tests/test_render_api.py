@@ -43,7 +43,7 @@ def test_json_is_the_summary_itself(run: tuple[Path, dict]) -> None:
     run_path, summary = run
     assert render(summary, "json", run_path) == json.dumps(summary, indent=2) + "\n"
     result = compare_runs(run_path, run_path)
-    assert json.loads(render_compare(result, "json") or "") == result
+    assert json.loads(render_compare(result, "json") or "") == result.dump()
 
 
 def test_terminal_prints_on_the_console_it_is_given_and_returns_nothing(run: tuple[Path, dict]) -> None:

@@ -111,7 +111,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
         click.echo(line, err=as_json)
     for warning in outcome.warnings:
         click.echo(warning, err=True)
-    sys.exit(strict_exit_code(outcome.summary) if strict and not outcome.interrupted else outcome.exit_code)
+    sys.exit(strict_exit_code(outcome.verdict()) if strict and not outcome.interrupted else outcome.exit_code)
 
 
 def _last_lines(outcome: MatrixOutcome, as_json: bool) -> None:

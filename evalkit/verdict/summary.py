@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
 from pydantic import (
+    ConfigDict,
+    Field,
     PrivateAttr,
     SerializerFunctionWrapHandler,
     ValidatorFunctionWrapHandler,
@@ -288,28 +290,78 @@ class _Carries(Record):
         return self
 
 
-class JudgedCell(Record):
-    """A compared cell as the verdict sees it (`Verdict`): its id, checks and flags; the rest of
-    the compare row (verdict.compare.compare_runs) is kept as read."""
+class RunMeta(Record):
+    """One run of a comparison, as its run.json and cells name it."""
+
+    run_id: str
+    model: str
+    engine: str
+    started_at: str | None
+    status: str | None
+    limit: int | None
+    simulated: bool
+    source_shas: list[str]
+    """The engine source commits its cells ran, sorted (none: no engine source recorded)."""
+    command: list[str] | None
+    """The command that started the run, secrets redacted."""
+
+
+class ComparedCell(Record):
+    """One cell of a comparison (verdict.compare.compare_runs): where it ran, both sides' flat
+    metrics, B's checks and flags against A, and B − A of each compared metric under the metric's
+    name (None: not compared, e.g. no question both answered), kept as extra keys so the JSON
+    reads `cells[i]["gsm8k.flexible"]["diff"]`."""
+
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
 
     id: str
-    checks: list[CheckRecord] | None = None
+    axes: dict[str, str]
+    found_in: Literal["both", "a", "b"] = Field(alias="in")
+    """The runs the cell is in (the JSON's `in`)."""
+    status_a: str | None
+    """The cell's status in A (None: not in A)."""
+    status_b: str | None
+    a: dict[str, Any]
+    """A's flat metrics (`Eval.flat`; {} when the cell is not in A or did not finish)."""
+    b: dict[str, Any]
+    setup_differs: dict[str, list[str]] = {}
+    """Eval name -> the setup fields that differ between A and B (its metrics were not compared)."""
+    checks: list[CheckRecord] = []
+    """B's config's delta thresholds checked against A's cell (none unless both are ok)."""
     flags: list[Flag] = []
+    __pydantic_extra__: dict[str, Delta | None]
+
+    @property
+    def both_ok(self) -> bool:
+        """Whether the cell finished in both runs: only then is it compared."""
+        return self.found_in == "both" and self.status_a == self.status_b == "ok"
+
+    def delta(self, metric: str) -> Delta | None:
+        """B − A of `metric` (None: not compared)."""
+        return self.__pydantic_extra__.get(metric)
 
 
-class Verdict(_Carries):
-    """What a comparison of two runs (verdict.compare.compare_runs) shares with a `RunSummary`: the
-    judged cells and the tallies, so the reports word a run's and a comparison's checks, flags
-    and verdict line by one function. A view for reading, never dumped."""
+class RunComparison(_Carries):
+    """Two runs of one matrix compared (verdict.compare.compare_runs): run B judged against run A
+    cell by cell, with the tallies and exit status a `RunSummary` has, so the reports word a
+    run's and a comparison's checks, flags and verdict line by one function. `--format json`
+    is its dump."""
 
-    metrics: list[MetricRecord] | None = None
-    cells: list[JudgedCell]
-    status: str | None = None
+    a: RunMeta
+    b: RunMeta
+    metrics: list[MetricRecord]
+    """The metrics either run measured, in report order."""
+    cells: list[ComparedCell]
+    """Every cell of either run, A's order first."""
+    multiplicity: str | None
+    """B's config's adjustment of p-values across cells (None: B stored no config)."""
+    check_outcomes: dict[str, int]
+    inconclusive_checks: int
     failed_cells: int
+    """Cells that failed to run in B."""
     broken_thresholds: int
     warnings: int
     exit_code: int
-    inconclusive_checks: int | None = None
 
     def specs(self) -> list[MetricSpec]:
         """The metrics the comparison measured, in report order."""
