@@ -127,7 +127,7 @@ def deltas_between(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, re
             if found is None:
                 continue
             if spec.comparison is Comparison.COUNT:  # a gate asks about a rise: the one-sided p
-                found = {"p_value": found.pop("p_greater"), **found}
+                found["p_value"] = found.pop("p_greater")
             elif spec.comparison in (Comparison.PAIRED, Comparison.PAIRWISE):
                 found["noise_floor"] = _noise_floor(spec, cell, ref, evals)
             extra = ev.extra_delta(spec, cell_dir, ref_dir) if isinstance(ev, ExtraDelta) else {}
