@@ -213,7 +213,7 @@ def _bisect_regressions(outcome: MatrixOutcome, request: MatrixRequest, progress
     """Bisect the run's new regressions, then its summary and table.md again with what they found."""
     from evalkit.bisect.on_regression import bisect_regressions
 
-    bisect_regressions(outcome.run_path, outcome.summary.dump(), request.results_dir, request.cache_dir, request.lock_file,
+    bisect_regressions(outcome.run_path, outcome.summary, request.results_dir, request.cache_dir, request.lock_file,
                        request.lock, progress)
     return dataclasses.replace(outcome, summary=refresh_verdict(outcome.run_path))
 
