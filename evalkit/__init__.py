@@ -4,7 +4,7 @@ The public API, for scripts and notebooks (what `evalkit matrix` calls)::
 
     import evalkit
     outcome = evalkit.run_matrix(evalkit.MatrixRequest(model="demo", limit=50))
-    outcome.summary["exit_code"], outcome.run_path
+    outcome.exit_code, outcome.summary.cells, outcome.run_path
 
 `import evalkit` stays cheap: the API's names are loaded on first use (api/matrix.py), so nothing
 heavy (lm-eval, scipy, pandas) is imported until a run needs it.

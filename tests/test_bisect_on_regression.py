@@ -18,7 +18,9 @@ import pytest
 
 from evalkit.bisect.on_regression import findings, previous_run
 from evalkit.store import write_json
+from evalkit.verdict.summary import RunSummary
 from tests.bisect_repo import DEFAULT_EVALS, DEFAULT_THRESHOLDS, add_branch, config_text, git, make_repo
+from tests.test_report_helpers import hand_made
 
 _CLI = "import sys; from evalkit.cli import main; sys.exit(main())"
 GATES = DEFAULT_THRESHOLDS + "\n  - {metric: repetition.collapse_rate, max: 0.1}"
@@ -70,10 +72,11 @@ def stored_run(results: Path, run_id: str, started: str, cells: dict[str, dict[s
     folder.mkdir(parents=True)
     write_json(folder / "run.json", {"run_id": run_id, "status": "complete", "config_path": config_path,
                                      "started_at": started})
-    rows = [{"id": cell, "status": spec.get("status", "ok"), "source": {"sha": spec["sha"]} if spec.get("sha") else None,
-             "flags": [{"action": "fail", "message": "broke"}] if spec.get("fails") else []}
+    rows = [{"id": cell, "status": spec.get("status", "ok"),
+             "source": {"repo": "engine", "ref": "main", "sha": spec["sha"]} if spec.get("sha") else None,
+             "flags": [{"metric": "m", "check": "min", "action": "fail", "message": "broke"}] if spec.get("fails") else []}
             for cell, spec in cells.items()]
-    write_json(folder / "summary.json", {"cells": rows})
+    write_json(folder / "summary.json", hand_made({"run_id": run_id, "cells": rows}).dump())
     return folder
 
 
@@ -88,7 +91,7 @@ def test_what_cannot_be_bisected_says_why(tmp_path: Path) -> None:
                       "failed-before": {"sha": "b" * 40, "fails": True}, "moved": {"sha": "b" * 40, "fails": True},
                       "errored": {"sha": "b" * 40, "fails": True}, "healthy": {"sha": "b" * 40}})
     assert previous_run(results, new) == results / "old"
-    said = {f["cell"]: f for f in findings(new, json.loads((new / "summary.json").read_text()), results)}
+    said = {f["cell"]: f for f in findings(new, RunSummary.load(new / "summary.json"), results)}
     assert set(said) == {"same", "installed", "failed-before", "moved", "errored"}  # only cells failing now
     assert said["same"]["message"].startswith(f"both runs ran engine commit {'a' * 12}: the change is not in the engine")
     assert said["installed"]["message"].startswith("the engine source SHA is not recorded in both runs")
@@ -100,5 +103,5 @@ def test_what_cannot_be_bisected_says_why(tmp_path: Path) -> None:
 def test_a_first_nightly_has_nothing_to_compare_with(tmp_path: Path) -> None:
     results = tmp_path / "results"
     only = stored_run(results, "first", "2026-12-01T02:00:00+00:00", {"c": {"sha": "a" * 40, "fails": True}})
-    [said] = findings(only, json.loads((only / "summary.json").read_text()), results)
+    [said] = findings(only, RunSummary.load(only / "summary.json"), results)
     assert said["message"] == "no earlier finished run of this config to compare with"

@@ -275,25 +275,33 @@ def test_report_plot_writes_the_png_of_a_real_run_and_the_html_holds_it(demo_run
 
 def test_compare_as_junit_has_a_testcase_per_check_and_per_cell_run(junit_schema: xmlschema.XMLSchema) -> None:
     from evalkit.render.junit import comparison_document
+    from evalkit.verdict.summary import RunComparison
 
     def check(outcome: str, **more: object) -> dict:
         return {"threshold": 0, "rule": "gsm8k.flexible max_drop 0.02 alpha 0.01", "reference": "main-1", "metric": "gsm8k.flexible",
                 "check": "max_drop_vs_baseline", "margin": 0.02, "action": "fail", "outcome": outcome, **more}
 
-    result = {
-        "a": {"run_id": "main-1", "model": "m", "engine": "sim", "limit": None, "source_shas": ["a" * 40]},
-        "b": {"run_id": "pr-7", "model": "m", "engine": "sim", "limit": None, "source_shas": ["b" * 40]},
+    def cell(cell_id: str, found_in: str, status_a: str | None, status_b: str | None, **more: object) -> dict:
+        return {"id": cell_id, "axes": {}, "in": found_in, "status_a": status_a, "status_b": status_b, "a": {}, "b": {},
+                **more}
+
+    def run(run_id: str, sha: str) -> dict:
+        return {"run_id": run_id, "model": "m", "engine": "sim", "started_at": None, "status": "complete",
+                "limit": None, "simulated": True, "source_shas": [sha * 40], "command": None}
+
+    result = RunComparison.model_validate({
+        "a": run("main-1", "a"), "b": run("pr-7", "b"), "metrics": [], "multiplicity": "holm",
+        "check_outcomes": {"FAIL": 1, "PASS": 1, "INCONCLUSIVE": 1, "NOT_CHECKED": 1}, "inconclusive_checks": 1,
+        "failed_cells": 1, "broken_thresholds": 2, "warnings": 0, "exit_code": 1,
         "cells": [
-            {"id": "worse", "in": "both", "status_a": "ok", "status_b": "ok", "checks": [check("FAIL")],
-             "flags": [{"metric": "gsm8k.flexible", "check": "max_drop_vs_baseline", "reference": "main-1",
-                        "action": "fail", "message": "worse: GSM8K flexible 0.870 vs run A main-1 0.940"}]},
-            {"id": "same", "in": "both", "status_a": "ok", "status_b": "ok", "checks": [check("PASS", mde=0.011)]},
-            {"id": "small", "in": "both", "status_a": "ok", "status_b": "ok",
-             "checks": [check("INCONCLUSIVE", mde=0.25, n_needed=1806)]},
-            {"id": "other-setup", "in": "both", "status_a": "ok", "status_b": "ok",
-             "checks": [check("NOT_CHECKED", why="eval setup differs (num_fewshot)")]},
-            {"id": "dropped", "in": "a", "status_a": "ok", "status_b": None},
-            {"id": "crashed", "in": "both", "status_a": "ok", "status_b": "error"}]}
+            cell("worse", "both", "ok", "ok", checks=[check("FAIL")],
+                 flags=[{"metric": "gsm8k.flexible", "check": "max_drop_vs_baseline", "reference": "main-1",
+                         "action": "fail", "message": "worse: GSM8K flexible 0.870 vs run A main-1 0.940"}]),
+            cell("same", "both", "ok", "ok", checks=[check("PASS", mde=0.011)]),
+            cell("small", "both", "ok", "ok", checks=[check("INCONCLUSIVE", mde=0.25, n_needed=1806)]),
+            cell("other-setup", "both", "ok", "ok", checks=[check("NOT_CHECKED", why="eval setup differs (num_fewshot)")]),
+            cell("dropped", "a", "ok", None),
+            cell("crashed", "both", "ok", "error")]})
     text = comparison_document(result, "# compare")
     junit_schema.validate(io.StringIO(text))
     suite = next(iter(JUnitXml.fromstring(text.encode())))

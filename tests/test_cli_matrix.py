@@ -14,8 +14,8 @@ from evalkit.api.matrix import MatrixOutcome, MatrixRequest
 from evalkit.cli import main
 from tests.test_report_helpers import hand_made
 
-SUMMARY = hand_made({"exit_code": 130, "status": "interrupted"}).model_dump(mode="json")
-"""An interrupted run with no cell finished, as summary.json holds it."""
+SUMMARY = hand_made({"exit_code": 130, "status": "interrupted"})
+"""An interrupted run with no cell finished."""
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_what_the_library_hands_back_is_printed_annotations_where_the_runner_rea
     assert plain.stdout.splitlines()[-1] == "::error title=evalkit::broke"
     assert plain.stderr.splitlines()[-2:] == ["junit: j.xml", "warning: --notify post exited with 1"]
     as_json = CliRunner().invoke(main, ["matrix", "--resume", "r7", "--json"])
-    assert json.loads(as_json.stdout) == SUMMARY  # stdout is the document: the annotation goes to stderr
+    assert json.loads(as_json.stdout) == SUMMARY.dump()  # stdout is the document: the annotation goes to stderr
     assert as_json.stderr.splitlines()[-2:] == ["::error title=evalkit::broke", "warning: --notify post exited with 1"]
 
 
@@ -66,7 +66,7 @@ def test_an_interrupted_run_says_how_to_resume_and_exits_130(requests: list[Matr
     resume, where, headline = result.stderr.splitlines()
     assert resume == "interrupted: finished cells kept; continue with: evalkit matrix --resume r7"
     assert where.startswith("results: ") and where.endswith("r7") and headline.endswith("run interrupted: no cell finished")
-    assert json.loads(result.stdout) == SUMMARY
+    assert json.loads(result.stdout) == SUMMARY.dump()
 
 
 def test_dry_run_prints_the_plan_and_runs_nothing(requests: list[MatrixRequest]) -> None:

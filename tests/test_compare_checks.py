@@ -22,6 +22,7 @@ from junitparser import JUnitXml
 from evalkit.cli import main
 from evalkit.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_THRESHOLD
 from evalkit.verdict.compare import compare_runs
+from evalkit.verdict.summary import RunComparison
 from tests.test_comparison import set_marks
 from tests.test_report_helpers import CellSpec, config_dict, write_run
 
@@ -49,8 +50,8 @@ DROPPED = (set(range(100)), set(range(300)), 2000)  # 200 more wrong: a 10-point
 SMALL = ({0}, {1}, 50)  # one flipped each way of 50
 
 
-def outcomes(result: dict) -> dict[str, list[str]]:
-    return {row["id"]: [c["outcome"] for c in row["checks"]] for row in result["cells"]}
+def outcomes(result: RunComparison) -> dict[str, list[str]]:
+    return {row.id: [c.outcome for c in row.checks] for row in result.cells}
 
 
 def test_each_cell_is_pass_fail_or_inconclusive_against_a(tmp_path: Path) -> None:
@@ -58,14 +59,16 @@ def test_each_cell_is_pass_fail_or_inconclusive_against_a(tmp_path: Path) -> Non
     result = compare_runs(a, b)
     # one check per cell: both delta forms are one rule against A; `min` judges B alone, not the change
     assert outcomes(result) == {"tp8-fixon": ["PASS"], "dp8-fixoff": ["FAIL"], "tp8-fixoff": ["INCONCLUSIVE"]}
-    checks = {row["id"]: row["checks"][0] for row in result["cells"]}
-    assert all(c["rule"] == RULE and c["reference"] == "run-a" and c["family"] == 3 for c in checks.values())
-    assert checks["tp8-fixon"]["mde"] < 0.02 < checks["tp8-fixoff"]["mde"] and checks["tp8-fixoff"]["n_needed"] > 50
-    assert checks["dp8-fixoff"]["diff"] == pytest.approx(-0.1) and checks["dp8-fixoff"]["p_adj"] < 0.01
-    (flag,) = [f for row in result["cells"] for f in row["flags"]]
-    assert flag["message"].startswith("dp8-fixoff: GSM8K flexible 0.850 vs run A run-a 0.950, -10.0 points, McNemar p")
-    assert result["check_outcomes"] == {"FAIL": 1, "INCONCLUSIVE": 1, "PASS": 1, "NOT_CHECKED": 0}
-    assert (result["exit_code"], result["broken_thresholds"], result["inconclusive_checks"]) == (EXIT_THRESHOLD, 1, 1)
+    checks = {row.id: row.checks[0] for row in result.cells}
+    assert all(c.rule == RULE and c.reference == "run-a" and c.family == 3 for c in checks.values())
+    tp8_fixon_mde, tp8_fixoff_mde = checks["tp8-fixon"].mde, checks["tp8-fixoff"].mde
+    assert tp8_fixon_mde is not None and tp8_fixoff_mde is not None and tp8_fixon_mde < 0.02 < tp8_fixoff_mde
+    assert (checks["tp8-fixoff"].n_needed or 0) > 50
+    assert checks["dp8-fixoff"].diff == pytest.approx(-0.1) and (checks["dp8-fixoff"].p_adj or 1) < 0.01
+    (flag,) = [f for row in result.cells for f in row.flags]
+    assert flag.message.startswith("dp8-fixoff: GSM8K flexible 0.850 vs run A run-a 0.950, -10.0 points, McNemar p")
+    assert result.check_outcomes == {"FAIL": 1, "INCONCLUSIVE": 1, "PASS": 1, "NOT_CHECKED": 0}
+    assert (result.exit_code, result.broken_thresholds, result.inconclusive_checks) == (EXIT_THRESHOLD, 1, 1)
 
 
 def test_an_equivalence_threshold_passes_only_what_is_shown_not_to_move(tmp_path: Path) -> None:
@@ -73,7 +76,7 @@ def test_an_equivalence_threshold_passes_only_what_is_shown_not_to_move(tmp_path
     a, b = runs(tmp_path, {"tp8-fixon": HEALTHY, "dp8-fixoff": DROPPED, "tp8-fixoff": SMALL}, [rule])
     result = compare_runs(a, b)
     assert outcomes(result) == {"tp8-fixon": ["PASS"], "dp8-fixoff": ["FAIL"], "tp8-fixoff": ["INCONCLUSIVE"]}
-    assert {c["rule"] for row in result["cells"] for c in row["checks"]} == {"gsm8k.flexible equivalent 0.02 alpha 0.05"}
+    assert {c.rule for row in result.cells for c in row.checks} == {"gsm8k.flexible equivalent 0.02 alpha 0.05"}
 
 
 def test_exit_status_follows_the_matrix_codes_and_strict_refuses_inconclusive(tmp_path: Path) -> None:

@@ -46,6 +46,11 @@ def two_runs(tmp_path: Path, a_cells: dict[str, CellSpec], b_cells: dict[str, Ce
     return a, b
 
 
+def compared(a: Path, b: Path) -> dict:
+    """B against A as `--format json` has it (the comparison's dump)."""
+    return compare_runs(a, b).dump()
+
+
 def row(result: dict, cell_id: str) -> dict:
     (found,) = [c for c in result["cells"] if c["id"] == cell_id]
     return found
@@ -59,7 +64,7 @@ def test_paired_metrics_are_b_minus_a_with_mcnemar_on_the_discordant_questions(t
     a, b = two_runs(tmp_path, {"tp8-fixon": CellSpec()}, {"tp8-fixon": CellSpec()})
     set_marks(a, "tp8-fixon", flexible_wrong={0, 1, 3, 11}, strict_wrong={4})
     set_marks(b, "tp8-fixon", flexible_wrong={2, 9, 10, 11, 15, 17}, strict_wrong={4})
-    cell = row(compare_runs(a, b), "tp8-fixon")
+    cell = row(compared(a, b), "tp8-fixon")
     flexible = cell["gsm8k.flexible"]
     # A right on 16, B on 14: B - A = -2/20. Discordant: 3 right only in B, 5 right only in A.
     assert flexible["diff"] == pytest.approx(14 / 20 - 16 / 20)
@@ -79,8 +84,8 @@ def test_swapping_the_runs_negates_the_diff_and_swaps_the_flips(tmp_path: Path) 
     a, b = two_runs(tmp_path, {"tp8-fixon": CellSpec()}, {"tp8-fixon": CellSpec()})
     set_marks(a, "tp8-fixon", flexible_wrong={0, 5, 6, 7, 8})
     set_marks(b, "tp8-fixon", flexible_wrong={5})
-    forward = row(compare_runs(a, b), "tp8-fixon")["gsm8k.flexible"]
-    backward = row(compare_runs(b, a), "tp8-fixon")["gsm8k.flexible"]
+    forward = row(compared(a, b), "tp8-fixon")["gsm8k.flexible"]
+    backward = row(compared(b, a), "tp8-fixon")["gsm8k.flexible"]
     assert forward["diff"] == pytest.approx(4 / 20) and backward["diff"] == pytest.approx(-4 / 20)
     assert forward["flipped_to_right"] == backward["flipped_to_wrong"] == ids([0, 6, 7, 8])
     assert forward["flipped_to_wrong"] == backward["flipped_to_right"] == []
@@ -91,8 +96,8 @@ def test_collapse_rate_delta_is_b_minus_a_with_a_two_sided_fisher_test(tmp_path:
     a, b = two_runs(tmp_path, {"dp8-fixoff": CellSpec()}, {"dp8-fixoff": CellSpec()})
     set_collapses(a, "dp8-fixoff", collapsed=1, n=16)
     set_collapses(b, "dp8-fixoff", collapsed=7, n=16)
-    rise = row(compare_runs(a, b), "dp8-fixoff")["repetition.collapse_rate"]
-    fall = row(compare_runs(b, a), "dp8-fixoff")["repetition.collapse_rate"]
+    rise = row(compared(a, b), "dp8-fixoff")["repetition.collapse_rate"]
+    fall = row(compared(b, a), "dp8-fixoff")["repetition.collapse_rate"]
     table = [[7, 9], [1, 15]]  # B's collapsed/healthy over A's
     assert rise["diff"] == pytest.approx(6 / 16) and fall["diff"] == pytest.approx(-6 / 16)
     assert rise["p_value"] == pytest.approx(fisher_exact(table, alternative="two-sided")[1])
@@ -106,7 +111,7 @@ def test_collapse_rate_delta_is_b_minus_a_with_a_two_sided_fisher_test(tmp_path:
 def test_a_collapse_delta_needs_collapse_counts_in_both_runs(tmp_path: Path) -> None:
     a, b = two_runs(tmp_path, {"tp8-fixon": CellSpec()}, {"tp8-fixon": CellSpec()})
     set_collapses(b, "tp8-fixon", collapsed=2, n=8)
-    assert row(compare_runs(a, b), "tp8-fixon")["repetition.collapse_rate"] is None
+    assert row(compared(a, b), "tp8-fixon")["repetition.collapse_rate"] is None
 
 
 def test_runs_with_limit_pair_on_the_questions_both_answered(tmp_path: Path) -> None:
@@ -114,7 +119,7 @@ def test_runs_with_limit_pair_on_the_questions_both_answered(tmp_path: Path) -> 
     set_marks(a, "tp8-fixon", flexible_wrong={1, 12, 13, 14, 15})  # the full 20 questions
     set_marks(b, "tp8-fixon", flexible_wrong={5, 6, 7}, questions=range(8))  # --limit 8
     write_json(b / "run.json", read_json(b / "run.json") | {"limit": 8})
-    result = compare_runs(a, b)
+    result = compared(a, b)
     flexible = row(result, "tp8-fixon")["gsm8k.flexible"]
     # on test-0..7 only: A right 7/8, B right 5/8 (A's misses on 12-15 do not count)
     assert flexible["n"] == 8
@@ -128,14 +133,14 @@ def test_cells_sharing_no_question_get_no_paired_delta(tmp_path: Path) -> None:
     a, b = two_runs(tmp_path, {"tp8-fixon": CellSpec()}, {"tp8-fixon": CellSpec()})
     set_marks(a, "tp8-fixon", flexible_wrong=set(), questions=range(0, 10))
     set_marks(b, "tp8-fixon", flexible_wrong={12}, questions=range(10, 20))
-    cell = row(compare_runs(a, b), "tp8-fixon")
+    cell = row(compared(a, b), "tp8-fixon")
     assert cell["gsm8k.flexible"] is None and cell["gsm8k.strict"] is None  # not a diff of 0
 
 
 def test_cells_only_in_one_run_are_listed_without_deltas(tmp_path: Path) -> None:
     a, b = two_runs(tmp_path, {"tp8-fixon": CellSpec(), "tp8-fixoff": CellSpec(right=12)},
                     {"tp8-fixon": CellSpec(right=18), "dp8-fixon": CellSpec(right=15)})
-    cells = compare_runs(a, b)["cells"]
+    cells = compared(a, b)["cells"]
     assert [(c["id"], c["in"], c["status_a"], c["status_b"]) for c in cells] == [
         ("tp8-fixon", "both", "ok", "ok"), ("tp8-fixoff", "a", "ok", None), ("dp8-fixon", "b", None, "ok")]
     both, only_a, only_b = cells
@@ -153,14 +158,14 @@ def test_a_cell_that_failed_or_never_ran_in_one_run_is_not_compared(tmp_path: Pa
                     {"tp8-fixon": CellSpec(status="error", error="engine exited 1"),
                      "tp8-fixoff": CellSpec(), "dp8-fixon": CellSpec(status="error")})
     shutil.rmtree(b / "tp8-fixoff")  # planned in B, but B was interrupted before it ran
-    result = compare_runs(a, b)
+    result = compared(a, b)
     assert [(c["id"], c["in"], c["status_a"], c["status_b"]) for c in result["cells"]] == [
         ("tp8-fixon", "both", "ok", "error"), ("tp8-fixoff", "both", "ok", "not run"),
         ("dp8-fixon", "both", "ok", "error")]
     for cell in result["cells"]:
         assert cell["a"]["gsm8k.flexible"] == 1.0 and cell["b"] == {}
         assert not {"gsm8k.flexible", "gsm8k.strict", "repetition.collapse_rate"} & set(cell)
-    swapped = compare_runs(b, a)["cells"]
+    swapped = compared(b, a)["cells"]
     assert [(c["status_a"], c["status_b"]) for c in swapped] == [("error", "ok"), ("not run", "ok"), ("error", "ok")]
     assert not any("gsm8k.flexible" in c for c in swapped)
 
@@ -168,7 +173,7 @@ def test_a_cell_that_failed_or_never_ran_in_one_run_is_not_compared(tmp_path: Pa
 def test_run_metadata_names_both_runs_and_never_a_secret(tmp_path: Path) -> None:
     a, b = two_runs(tmp_path, {"tp8-fixon": CellSpec(source_sha="bbb"), "tp8-fixoff": CellSpec(source_sha="aaa")},
                     {"tp8-fixon": CellSpec(source_sha="ccc"), "tp8-fixoff": CellSpec(source_sha="ccc")})
-    result = compare_runs(a, b)
+    result = compared(a, b)
     assert result["a"]["run_id"] == "run-a" and result["b"]["run_id"] == "run-b"
     assert result["a"]["model"] == "sim/test-model" and result["a"]["engine"] == "sim"
     assert result["a"]["status"] == "complete" and result["a"]["simulated"] is True

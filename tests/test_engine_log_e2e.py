@@ -67,7 +67,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path,
     progress = Recorder()
     outcome = run_matrix(MatrixRequest(config_path=config, only=ONLY, limit=2, results_dir=tmp / "results",
                                        cache_dir=tmp / "cache", lock=False, history=False, run_id="logs"), progress)
-    return outcome.summary, outcome.run_path, progress
+    return outcome.summary.dump(), outcome.run_path, progress  # summary.json as the tests read it
 
 
 def cells(run: tuple[dict[str, Any], Path, Recorder]) -> dict[str, dict[str, Any]]:

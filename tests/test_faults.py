@@ -220,7 +220,7 @@ def test_taken_port_is_retried_on_another(tmp_path: Path, monkeypatch: pytest.Mo
         outcome = run_matrix(request, Lines())
     finally:
         taken.close()
-    assert [c["status"] for c in outcome.summary["cells"]] == ["ok"]
+    assert [c.status for c in outcome.summary.cells] == ["ok"]
     assert any("taken, retrying" in line for line in lines)
 
 

@@ -162,7 +162,8 @@ def test_two_runs_compare_each_cell_with_itself_through_the_same_hook(tmp_path: 
     a = make_run(tmp_path, "a", {"fixon": "abcdefghij"})
     b = make_run(tmp_path, "b", {"fixon": "Abcdefghij"})
     result = compare_runs(a, b)
-    assert result["cells"][0]["letters.mismatch"]["diff"] == pytest.approx(0.1)
+    mismatch = result.cells[0].delta("letters.mismatch")
+    assert mismatch is not None and mismatch.diff == pytest.approx(0.1)
     markdown = render_compare(result, "markdown")
     header, _, row = next(block for block in markdown.split("\n\n") if block.startswith("| ")).splitlines()[:3]
     column = header.split(" | ").index("mismatch B vs A")

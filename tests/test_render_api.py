@@ -13,6 +13,7 @@ from rich.console import Console
 
 from evalkit.render import FORMATS, render, render_compare
 from evalkit.verdict.compare import compare_runs
+from evalkit.verdict.summary import RunComparison
 from tests.test_report_helpers import CellSpec, loop_text, summary_of, write_run
 
 
@@ -43,7 +44,8 @@ def test_json_is_the_summary_itself(run: tuple[Path, dict]) -> None:
     run_path, summary = run
     assert render(summary, "json", run_path) == json.dumps(summary, indent=2) + "\n"
     result = compare_runs(run_path, run_path)
-    assert json.loads(render_compare(result, "json") or "") == result
+    document = json.loads(render_compare(result, "json") or "")
+    assert document == result.dump() and RunComparison.model_validate(document).dump() == document  # reads back
 
 
 def test_terminal_prints_on_the_console_it_is_given_and_returns_nothing(run: tuple[Path, dict]) -> None:

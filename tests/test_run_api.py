@@ -23,7 +23,6 @@ from evalkit.errors import EXIT_INTERRUPTED, ConfigError, LockHeld
 from evalkit.render.github import workflow_commands
 from evalkit.run.lock import DeviceLock
 from evalkit.store import read_json
-from evalkit.verdict.summary import RunSummary
 from tests.conftest import CONFIGS, running_sim
 
 TWO_CELLS = ("parallel=dp8,graph=piecewise",)
@@ -66,10 +65,10 @@ def test_a_run_writes_its_folder_summary_table_and_history_and_returns_the_outco
     tmp_path, outcome = finished
     run = tmp_path / "results" / "r"
     assert isinstance(outcome, MatrixOutcome) and outcome.run_path == run and not outcome.interrupted
-    assert outcome.summary == read_json(run / "summary.json")
-    assert [(c["id"], c["status"]) for c in outcome.summary["cells"]] == [("dp8-piecewise-fixon", "ok"),
-                                                                          ("dp8-piecewise-fixoff", "ok")]
-    assert outcome.exit_code == outcome.summary["exit_code"] in (0, 1)
+    assert outcome.summary.dump() == read_json(run / "summary.json")
+    assert [(c.id, c.status) for c in outcome.summary.cells] == [("dp8-piecewise-fixon", "ok"),
+                                                                 ("dp8-piecewise-fixoff", "ok")]
+    assert outcome.exit_code == outcome.summary.exit_code in (0, 1)
     table = (run / "table.md").read_text()
     assert "dp8-piecewise-fixoff" in table and "evalkit matrix --model demo --limit 20" in table
     info = read_json(run / "run.json")
@@ -94,15 +93,15 @@ class InterruptAt:
 def test_an_interrupted_run_keeps_its_finished_cells_still_reports_and_resume_completes_it(tmp_path: Path) -> None:
     outcome = run_matrix(request(tmp_path, history=False), InterruptAt("dp8-piecewise-fixoff", "starting"))
     run = tmp_path / "results" / "r"
-    assert outcome.interrupted and outcome.exit_code == EXIT_INTERRUPTED == outcome.summary["exit_code"]
-    assert outcome.summary == read_json(run / "summary.json") and (run / "table.md").is_file()
-    assert [c["status"] for c in outcome.summary["cells"]] == ["ok", "not run"]
+    assert outcome.interrupted and outcome.exit_code == EXIT_INTERRUPTED == outcome.summary.exit_code
+    assert outcome.summary.dump() == read_json(run / "summary.json") and (run / "table.md").is_file()
+    assert [c.status for c in outcome.summary.cells] == ["ok", "not run"]
     assert read_json(run / "run.json")["status"] == "interrupted"
 
     resumed = run_matrix(MatrixRequest(resume="r", results_dir=tmp_path / "results", history=False,
                                        lock_file=tmp_path / "devices.lock"))
     assert resumed.run_path == run and not resumed.interrupted
-    assert [c["status"] for c in resumed.summary["cells"]] == ["ok", "ok"]
+    assert [c.status for c in resumed.summary.cells] == ["ok", "ok"]
     info = read_json(run / "run.json")
     assert info["status"] == "complete" and len(info["resumed_at"]) == 1 and info["limit"] == 20
 
@@ -114,7 +113,7 @@ def test_a_running_server_is_one_external_cell_and_nothing_is_started(tmp_path: 
     with running_sim(tmp_path) as url:
         outcome = run_matrix(MatrixRequest(config_path=config, base_url=url, limit=5, run_id="ext",
                                            results_dir=tmp_path / "results", history=False))
-    assert [(c["id"], c["status"]) for c in outcome.summary["cells"]] == [("external", "ok")]
+    assert [(c.id, c.status) for c in outcome.summary.cells] == [("external", "ok")]
     record = read_json(outcome.run_path / "external" / "cell.json")
     assert record["launch"] == {"base_url": url, "note": "external server: not started by evalkit"}
     assert "engine_pid" not in record and read_json(outcome.run_path / "run.json")["base_url"] == url
@@ -141,12 +140,12 @@ def test_a_run_asked_for_junit_github_and_notify_delivers_each_and_returns_what_
     table = outcome.run_path / "table.md"
     suite = next(iter(JUnitXml.fromfile(str(tmp_path / "ci" / "junit.xml"))))
     assert {p.name: p.value for p in suite.properties()}["run_id"] == "r"
-    assert [c.classname for c in suite if c.name == "runs"] == [f"evalkit.r.{cell['id']}" for cell in outcome.summary["cells"]]
+    assert [c.classname for c in suite if c.name == "runs"] == [f"evalkit.r.{cell.id}" for cell in outcome.summary.cells]
     system_out = ElementTree.parse(tmp_path / "ci" / "junit.xml").getroot().find("testsuite/system-out")
     assert system_out is not None and system_out.text == table.read_text(encoding="utf-8")
     assert (tmp_path / "step-summary.md").read_text(encoding="utf-8") == table.read_text(encoding="utf-8")
-    assert list(outcome.annotations) == workflow_commands(RunSummary.model_validate(outcome.summary))
-    assert (tmp_path / "hook.txt").read_text().split() == [str(table), str(outcome.summary["exit_code"])]
+    assert list(outcome.annotations) == workflow_commands(outcome.summary)
+    assert (tmp_path / "hook.txt").read_text().split() == [str(table), str(outcome.summary.exit_code)]
     assert outcome.warnings == ()
 
 

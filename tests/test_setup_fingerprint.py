@@ -28,6 +28,7 @@ from evalkit.evals.repetition import setup_fields as repetition_setup
 from evalkit.store import read_json, write_json
 from evalkit.verdict.compare import compare_runs
 from evalkit.verdict.deltas import summarize
+from evalkit.verdict.summary import RunComparison
 
 CONFIG = """\
 model: sim/fp
@@ -65,8 +66,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return made
 
 
-def differing(result: dict[str, Any], cell: str = "fixon") -> dict[str, list[str]]:
-    return next(r for r in result["cells"] if r["id"] == cell).get("setup_differs", {})
+def differing(result: RunComparison, cell: str = "fixon") -> dict[str, list[str]]:
+    return next(r for r in result.cells if r.id == cell).setup_differs
 
 
 def test_every_cell_records_its_setup_and_equal_setups_compare_as_before(runs: dict[str, Path]) -> None:
@@ -80,7 +81,8 @@ def test_every_cell_records_its_setup_and_equal_setups_compare_as_before(runs: d
         stored = read_json(runs["base"] / "fixon" / "cell.json")["metrics"][eval_name]["setup"]
         assert stored["fields"]["evalkit_version"] == __version__
     same = compare_runs(runs["base"], runs["base"])
-    assert differing(same) == {} and same["cells"][0]["gsm8k.flexible"]["p_value"] == 1.0
+    flexible = same.cells[0].delta("gsm8k.flexible")
+    assert differing(same) == {} and flexible is not None and flexible.p_value == 1.0
 
 
 @pytest.mark.parametrize(("run", "fields"), [("shots", ["num_fewshot"]),
@@ -88,7 +90,7 @@ def test_every_cell_records_its_setup_and_equal_setups_compare_as_before(runs: d
 def test_compare_refuses_runs_whose_config_changed_the_setup(runs: dict[str, Path], run: str, fields: list[str]) -> None:
     result = compare_runs(runs["base"], runs[run])
     assert differing(result) == {"gsm8k": fields}
-    for cell in result["cells"]:
+    for cell in result.dump()["cells"]:
         assert cell["gsm8k.flexible"] == {"diff": None, "p_value": None, "setup_differs": fields}
         assert cell["repetition.collapse_rate"]["p_value"] is not None  # the collapse check's setup is the same
     out = CliRunner().invoke(main, ["compare", "base", run, "--results-dir", str(runs["base"].parent),
@@ -124,7 +126,8 @@ def test_compare_names_each_differing_field(runs: dict[str, Path], tmp_path: Pat
     result = compare_runs(runs["base"], other)
     assert differing(result) == {eval_name: [field]}
     metric = "gsm8k.flexible" if eval_name == "gsm8k" else "repetition.collapse_rate"
-    assert result["cells"][0][metric]["setup_differs"] == [field]
+    delta = result.cells[0].delta(metric)
+    assert delta is not None and delta.setup_differs == [field]
 
 
 def test_a_twin_from_another_setup_is_not_compared_and_its_gate_says_so(runs: dict[str, Path], tmp_path: Path) -> None:

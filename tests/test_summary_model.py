@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from evalkit.errors import ConfigError
 from evalkit.evals import recorded, registry
 from evalkit.render import FORMATS, render
 from evalkit.verdict.deltas import summarize, summarize_run
-from evalkit.verdict.summary import Delta, Flag, RunSummary
+from evalkit.verdict.summary import SUMMARY_SCHEMA_VERSION, CheckRecord, Delta, Flag, RunSummary
 from tests.test_report_helpers import CellSpec, loop_text, write_run
 
 BEFORE = Path(__file__).parent / "data" / "summary" / "before-metrics.json"
@@ -52,11 +53,11 @@ def test_summarize_builds_the_model_and_summary_json_is_its_dump(tmp_path: Path)
     run_path, config = write_run(tmp_path, "now", {"tp8-fixon": CellSpec(long_texts=["A healthy essay."] * 4),
                                                   "tp8-fixoff": CellSpec(right=18, long_texts=loops)})
     model = summarize_run(run_path, config)
-    assert isinstance(model, RunSummary) and model.schema_version == 1
+    assert isinstance(model, RunSummary) and model.schema_version == SUMMARY_SCHEMA_VERSION == 2
     dumped = summarize(run_path, config)
     assert json.dumps(RunSummary.model_validate(dumped).dump()) == json.dumps(dumped)  # same keys, order, types
     collapse = dumped["cells"][1]["vs_baseline"]["repetition.collapse_rate"]
-    assert list(collapse)[:2] == ["p_value", "diff"] and isinstance(collapse["n"], int)  # as verdicts wrote it
+    assert list(collapse)[:2] == ["diff", "p_value"] and isinstance(collapse["n"], int)
     assert set(old_summary()) | {"metrics"} == set(dumped)  # the only new top-level field
 
 
@@ -66,14 +67,28 @@ def test_unknown_fields_of_a_newer_writer_survive_a_read() -> None:
     assert RunSummary.model_validate(data).dump() == data
 
 
-def test_a_check_flag_or_delta_dumps_its_keys_in_the_order_it_was_built_or_read() -> None:
-    """Their keys' order depends on their kind, so the models keep it rather than their declared
-    order: summary.json reads the same as the dicts it was made of (issue 37)."""
-    read = Flag.model_validate({"message": "x", "action": "warn", "check": "c", "metric": "m"})
-    assert list(read.dump()) == ["message", "action", "check", "metric"]
-    built = Flag(metric="m", check="c", action="warn", message="x").updated(limit=1, action="fail")
-    assert built.dump() == {"metric": "m", "check": "c", "action": "fail", "message": "x", "limit": 1}
-    assert list(built.dump()) == ["metric", "check", "action", "message", "limit"]  # set later: last
+def test_a_check_flag_or_delta_dumps_its_keys_in_declaration_order_however_it_was_read() -> None:
+    """schema_version 2: keys in the models' order, not in the order a version-1 file was written
+    in (which varied with the kind); only the keys that were set (issue 37)."""
+    read = Flag.model_validate({"message": "x", "action": "warn", "check": "c", "metric": "m", "own": 1})
+    assert list(read.dump()) == ["metric", "check", "action", "message", "own"]  # an unknown key: last
+    built = CheckRecord(threshold=0, rule="r", metric="m", check="min", outcome="PASS").updated(value=1, outcome="FAIL")
+    assert built.dump() == {"threshold": 0, "rule": "r", "metric": "m", "check": "min", "value": 1, "outcome": "FAIL"}
+    assert list(built.dump()) == ["threshold", "rule", "metric", "check", "value", "outcome"]
     count = Delta.model_validate({"p_value": 0.01, "diff": 0.2, "n": 64})
-    assert list(count.dump()) == ["p_value", "diff", "n"]  # a count's one-sided p first, as deltas.py writes it
+    assert list(count.dump()) == ["diff", "p_value", "n"]
     assert isinstance(count.n, int) and count.flips_listed is False
+
+
+def test_a_version_1_summary_reads_into_the_same_model_and_a_newer_one_is_refused(tmp_path: Path) -> None:
+    old = tmp_path / "old" / "summary.json"
+    old.parent.mkdir()
+    old.write_text(BEFORE.read_text(encoding="utf-8"))
+    summary = RunSummary.load(old)
+    assert summary.schema_version == 1 and summary.dump() == old_summary()  # the same content, read as written
+    unversioned = {k: v for k, v in old_summary().items() if k != "schema_version"}
+    assert RunSummary.model_validate(unversioned).dump()["schema_version"] == 1  # written before versions
+    newer = tmp_path / "summary.json"
+    newer.write_text(json.dumps(old_summary() | {"schema_version": SUMMARY_SCHEMA_VERSION + 1}))
+    with pytest.raises(ConfigError, match="schema_version 3 is newer than this evalkit's 2; upgrade evalkit"):
+        RunSummary.load(newer)

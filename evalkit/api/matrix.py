@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +21,7 @@ from evalkit.api.publish import publish
 from evalkit.config import MatrixConfig, resolve_config
 from evalkit.config.cells import Cell, baseline_cell, expand, select
 from evalkit.errors import EXIT_INTERRUPTED, ConfigError, Interrupted
-from evalkit.evals import registry
 from evalkit.evals.capabilities import ReadsEarlierCells
-from evalkit.evals.evalset import EvalSet
 from evalkit.run import gpus
 from evalkit.run.cell import CellJob, run_cell
 from evalkit.run.external import choose_served_name, normalise_base_url, served_models
@@ -94,29 +92,22 @@ class MatrixOutcome:
     """What a run concluded."""
 
     run_path: Path
-    summary: dict[str, Any]
-    """What summary.json holds."""
+    summary: RunSummary
+    """The run's verdict: summary.json is its `dump()`. It carries the run's evals (its config's:
+    the built-ins and its plugins), so `render(outcome.summary, ...)` shows a plugin's metrics as
+    its own code displays them."""
     interrupted: bool
     """Stopped by Ctrl-C or SIGTERM: finished cells kept, `MatrixRequest(resume=...)` completes it."""
-    evals: EvalSet = field(default_factory=registry.builtins)
-    """The run's evals (its config's: the built-ins and its plugins), which its report is made with."""
     annotations: tuple[str, ...] = ()
     """With `github`: the workflow commands (one per broken threshold or failed cell) to print
     where the runner reads them."""
     warnings: tuple[str, ...] = ()
     """What a delivery could not do (the step summary not writable, the notify hook failing), to show."""
 
-    def verdict(self) -> RunSummary:
-        """The summary as the model every renderer reads, carrying the run's evals: a plugin's
-        metrics are reported as its own code displays them."""
-        from evalkit.verdict.summary import RunSummary
-
-        return RunSummary.model_validate(self.summary).carrying(self.evals)
-
     @property
     def exit_code(self) -> int:
         """The documented exit code: EXIT_INTERRUPTED if interrupted, else the summary's."""
-        return EXIT_INTERRUPTED if self.interrupted else int(self.summary["exit_code"])
+        return EXIT_INTERRUPTED if self.interrupted else self.summary.exit_code
 
 
 def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> MatrixOutcome:
@@ -134,7 +125,7 @@ def run_matrix(request: MatrixRequest, progress: Progress | None = None) -> Matr
     outcome = _run(config, config_path, request, progress)
     if request.bisect_on_regression and not outcome.interrupted:
         outcome = _bisect_regressions(outcome, request, progress)
-    annotations, warnings = publish(outcome.run_path, outcome.verdict(), request.junit, request.github, request.notify)
+    annotations, warnings = publish(outcome.run_path, outcome.summary, request.junit, request.github, request.notify)
     return dataclasses.replace(outcome, annotations=tuple(annotations), warnings=tuple(warnings))
 
 
@@ -169,7 +160,7 @@ def _run(config: MatrixConfig, config_path: Path, request: MatrixRequest, progre
     summary = _write_verdict(store.path, config)
     if request.history:
         history.record_finished_run(history_path, store.path, flat)
-    return MatrixOutcome(store.path, summary, interrupted, config.evals.evalset)
+    return MatrixOutcome(store.path, summary, interrupted)
 
 
 def _resolve(request: MatrixRequest) -> tuple[MatrixConfig, Path, MatrixRequest]:
@@ -227,7 +218,7 @@ def _bisect_regressions(outcome: MatrixOutcome, request: MatrixRequest, progress
     return dataclasses.replace(outcome, summary=refresh_verdict(outcome.run_path))
 
 
-def refresh_verdict(run_path: Path) -> dict[str, Any]:
+def refresh_verdict(run_path: Path) -> RunSummary:
     """Write summary.json and table.md again from what the run folder holds now (after something
     added to it, such as `--bisect-on-regression`'s regressions.json), with the run's own config."""
     from evalkit.config import parse_config
@@ -235,14 +226,13 @@ def refresh_verdict(run_path: Path) -> dict[str, Any]:
     return _write_verdict(run_path, parse_config(read_json(run_path / "run.json")["config"], run_path / "run.json"))
 
 
-def _write_verdict(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
-    """summary.json and table.md from what the run stored; the summary."""
+def _write_verdict(run_path: Path, config: MatrixConfig) -> RunSummary:
+    """summary.json and table.md from what the run stored; the summary, carrying the config's evals."""
     from evalkit.verdict.deltas import summarize_run
 
-    model = summarize_run(run_path, config)
-    summary = model.dump()
-    write_json(run_path / "summary.json", summary)
-    atomic_write_text(run_path / "table.md", _markdown(run_path, model))
+    summary = summarize_run(run_path, config)
+    write_json(run_path / "summary.json", summary.dump())
+    atomic_write_text(run_path / "table.md", _markdown(run_path, summary))
     return summary
 
 

@@ -12,7 +12,6 @@ bisect never changes the run's verdict or exit code: it only says where the chan
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +21,11 @@ from evalkit.config.cells import expand
 from evalkit.errors import EvalkitError
 from evalkit.run.options import Progress
 from evalkit.store import REGRESSIONS_FILE, read_json, write_json
+from evalkit.verdict.summary import CellRow, RunSummary
 
 
-def _fails(row: Mapping[str, Any]) -> bool:
-    return any(flag.get("action") == "fail" for flag in row.get("flags", []))
+def _fails(row: CellRow) -> bool:
+    return any(flag.action == "fail" for flag in row.flags)
 
 
 def previous_run(results_dir: Path, run_path: Path) -> Path | None:
@@ -51,22 +51,23 @@ def _source_axis(config: MatrixConfig, cell_id: str) -> str | None:
     return next((axis for axis, value in cell.axes.items() if config.axes[axis][value].source is not None), None)
 
 
-def findings(run_path: Path, summary: Mapping[str, Any], results_dir: Path) -> list[dict[str, Any]]:
+def findings(run_path: Path, summary: RunSummary, results_dir: Path) -> list[dict[str, Any]]:
     """Each failing cell of this run that passed in the previous run: what can be bisected, or why not."""
-    failing = [row for row in summary.get("cells", []) if row.get("status") == "ok" and _fails(row)]
+    failing = [row for row in summary.cells if row.status == "ok" and _fails(row)]
     if not failing:
         return []
     before = previous_run(results_dir, run_path)
-    earlier = {row["id"]: row for row in read_json(before / "summary.json").get("cells", [])} if before else {}
+    earlier = {row.id: row for row in RunSummary.load(before / "summary.json").cells} if before else {}
     out = []
     for row in failing:
-        found: dict[str, Any] = {"cell": row["id"], "previous_run": before.name if before else None}
-        old = earlier.get(row["id"])
-        good, bad = ((old or {}).get("source") or {}).get("sha"), (row.get("source") or {}).get("sha")
+        found: dict[str, Any] = {"cell": row.id, "previous_run": before.name if before else None}
+        old = earlier.get(row.id)
+        good = old.source.sha if old is not None and old.source is not None else None
+        bad = row.source.sha if row.source is not None else None
         found |= {"good": good, "bad": bad}
         if before is None:
             found["message"] = "no earlier finished run of this config to compare with"
-        elif old is None or old.get("status") != "ok":
+        elif old is None or old.status != "ok":
             found["message"] = f"the cell did not run in {before.name}"
         elif _fails(old):
             found["message"] = f"the cell already failed in {before.name}: not a new regression"
@@ -81,7 +82,7 @@ def findings(run_path: Path, summary: Mapping[str, Any], results_dir: Path) -> l
     return out
 
 
-def bisect_regressions(run_path: Path, summary: Mapping[str, Any], results_dir: Path, cache_dir: Path,
+def bisect_regressions(run_path: Path, summary: RunSummary, results_dir: Path, cache_dir: Path,
                        lock_file: Path, lock: bool, progress: Progress) -> list[dict[str, Any]]:
     """Find and bisect this run's new regressions; write regressions.json (also when none could be
     bisected) and return its entries. A bisect that cannot start is that entry's message."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +18,9 @@ from evalkit.errors import (
     EXIT_THRESHOLD,
 )
 from evalkit.render import FORMATS
+
+if TYPE_CHECKING:
+    from evalkit.verdict.summary import RunComparison
 
 COMPARE_EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in (
     (EXIT_OK, "no failing threshold FAILed in B against A"),
@@ -67,10 +70,10 @@ def compare(run_a: str, run_b: str, fmt: str, output: Path | None, strict: bool,
         whole_report = str(output) if output and fmt == "markdown" else f"evalkit compare {run_a} {run_b}"
         for warning in append_step_summary(markdown, whole_report):
             click.echo(warning, err=True)
-    sys.exit(strict_exit_code(result) if strict else result["exit_code"])
+    sys.exit(strict_exit_code(result) if strict else result.exit_code)
 
 
-def show_comparison(result: dict[str, Any], fmt: str, output: Path | None = None) -> None:
+def show_comparison(result: RunComparison, fmt: str, output: Path | None = None) -> None:
     """Print a run comparison on stdout in one of FORMATS, or write it to `output`."""
     from evalkit.render import render_compare
 

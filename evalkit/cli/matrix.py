@@ -103,7 +103,7 @@ def matrix(ctx: click.Context, model: str | None, config_path: Path | None, only
     if outcome.interrupted:
         click.echo("interrupted: finished cells kept; continue with: evalkit matrix --resume "
                    f"{outcome.run_path.name}", err=True)
-    show_run(outcome.verdict(), outcome.run_path, "json" if as_json else "terminal")
+    show_run(outcome.summary, outcome.run_path, "json" if as_json else "terminal")
     _last_lines(outcome, as_json)
     if junit_path is not None:
         click.echo(f"junit: {junit_path}", err=True)
@@ -121,4 +121,4 @@ def _last_lines(outcome: MatrixOutcome, as_json: bool) -> None:
 
     out = console(stderr=as_json)
     out.print(f"results: {outcome.run_path}", highlight=False, soft_wrap=True)
-    out.print(headline_markup(outcome.verdict()), highlight=False, soft_wrap=True)
+    out.print(headline_markup(outcome.summary), highlight=False, soft_wrap=True)

@@ -102,13 +102,13 @@ def stored_verdict(run_path: Path) -> RunSummary:
         return summarize_run(run_path, parse_config(info["config"], run_path / "run.json"))
     lacking = "; ".join(evals.missing)
     try:
-        written = read_json(run_path / "summary.json")
+        written = RunSummary.load(run_path / "summary.json")  # one a newer evalkit wrote is refused
     except FileNotFoundError:
         raise ConfigError(f"{lacking}; and {run_path / 'summary.json'} is absent: nothing to report without "
                           "that eval (install it, then report again)") from None
     click.echo(f"warning: {lacking}: showing summary.json as the run wrote it, not recomputed; that eval's metrics "
                "as recorded, without its samples", err=True)
-    return RunSummary.model_validate(written).carrying(evals)
+    return written.carrying(evals)
 
 
 def show_run(summary: RunSummary | Mapping[str, Any], run_path: Path, fmt: str, output: Path | None = None) -> None:

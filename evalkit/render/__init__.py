@@ -6,7 +6,7 @@
     text = render_compare(compare_runs(a, b), "csv")
 
 Every format reads the same summary, a `RunSummary` (verdict.deltas.summarize_run; summary.json is its
-dump, which render() validates once), or run comparison (verdict.compare.compare_runs), so the
+dump, which render() validates once), or a `RunComparison` (verdict.compare.compare_runs), so the
 terminal, the PR comment and the CSV show the same numbers.
 The layers, each in its module:
 
@@ -39,7 +39,7 @@ from rich.console import Console, RenderableType
 
 if TYPE_CHECKING:
     from evalkit.render.details import Details
-    from evalkit.verdict.summary import RunSummary
+    from evalkit.verdict.summary import RunComparison, RunSummary
 
 Output = str | Sequence[RenderableType]
 """A document (text), or for a console format the renderables to print in order."""
@@ -50,7 +50,7 @@ class Renderer(Protocol):
 
     def report(self, summary: RunSummary, details: Details) -> Output: ...
 
-    def comparison(self, result: dict[str, Any]) -> Output: ...
+    def comparison(self, result: RunComparison) -> Output: ...
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def render(summary: RunSummary | Mapping[str, Any], fmt: str, run_path: Path | N
     return _emit(form.renderer().report(model, details), console)
 
 
-def render_compare(result: dict[str, Any], fmt: str, console: Console | None = None) -> str | None:
+def render_compare(result: RunComparison, fmt: str, console: Console | None = None) -> str | None:
     """Two runs compared (verdict.compare.compare_runs) in format `fmt`, returned or printed as render()."""
     return _emit(FORMATS[fmt].renderer().comparison(result), console)
 

@@ -17,7 +17,7 @@ from evalkit.evals.evalset import EvalSet, spec_named
 from evalkit.render.numbers import p_text
 from evalkit.stats.multiplicity import METHOD_WORDS
 from evalkit.verdict.plan import data_size
-from evalkit.verdict.summary import CellRow, CheckRecord, JudgedCell, RunSummary, Verdict
+from evalkit.verdict.summary import CellRow, CheckRecord, ComparedCell, RunComparison, RunSummary
 
 OUTCOME_ORDER = ("FAIL", "INCONCLUSIVE", "NOT_CHECKED", "PASS")
 """How a line of outcomes lists them: what needs a reader first."""
@@ -31,7 +31,7 @@ def stored(checks: Iterable[Mapping[str, Any]] | None) -> list[CheckRecord]:
     return [CheckRecord.model_validate(c) for c in checks or []]
 
 
-def checks_of(row: CellRow | JudgedCell) -> list[CheckRecord]:
+def checks_of(row: CellRow | ComparedCell) -> list[CheckRecord]:
     """A summary row's check records. A summary written before per-check outcomes has only its
     broken-threshold flags: each becomes the record it stood for (FAIL, or NOT_CHECKED), which is
     all that file knew; the thresholds that held left no trace there. Such a record's `threshold`
@@ -55,7 +55,7 @@ def _scaled(metric: str, x: float | None, specs: list[MetricSpec]) -> str:
     return f"{x * 100:.1f} points" if share else f"{x:.3g}"
 
 
-def rules(summary: RunSummary | Verdict) -> list[tuple[int, str]]:
+def rules(summary: RunSummary | RunComparison) -> list[tuple[int, str]]:
     """(threshold index, rule text) of every threshold some cell was checked on, in config order."""
     found = {c.threshold: c.rule for cell in summary.cells for c in cell.checks or []}
     return sorted(found.items())
@@ -144,7 +144,7 @@ def with_mde(check: CheckRecord, name: str, specs: list[MetricSpec]) -> str:
     return f"{name} (MDE {_scaled(check.metric, check.mde, specs)})"
 
 
-def check_table(summary: RunSummary | Verdict) -> tuple[list[str], list[list[str]], list[list[str]]]:
+def check_table(summary: RunSummary | RunComparison) -> tuple[list[str], list[list[str]], list[list[str]]]:
     """(headers, rows, marks): a row per cell with checks, a column per threshold; marks "fail",
     "warn" (INCONCLUSIVE) or ""."""
     listed, specs = rules(summary), summary.specs()
@@ -161,7 +161,7 @@ def check_table(summary: RunSummary | Verdict) -> tuple[list[str], list[list[str
     return headers, rows, marks
 
 
-def check_lines(summary: RunSummary | Verdict) -> list[str]:
+def check_lines(summary: RunSummary | RunComparison) -> list[str]:
     """Per threshold: `#4 repetition.collapse_rate max_rise_vs_baseline 0.05 alpha 0.01 (Holm over 11
     cells): 0 PASS, 11 INCONCLUSIVE, 0 FAIL`, and when some are INCONCLUSIVE, once, in words a
     reader acts on (`advice`): what the run could see, what the margin asks, the key that changes it."""

@@ -20,7 +20,7 @@ from evalkit.render.compare_table import flip_specs, flips
 from evalkit.render.engine_log import checks_text
 from evalkit.render.table import AGAINST
 from evalkit.render.text import csv_safe, no_local_paths
-from evalkit.verdict.summary import CheckRecord, JudgedCell, RunSummary, Verdict
+from evalkit.verdict.summary import CheckRecord, RunComparison, RunSummary
 
 if TYPE_CHECKING:
     from evalkit.render.details import Details
@@ -129,30 +129,28 @@ def _sample_count(share: Share) -> list[str]:
     return [n] if n in _csv(share) else []
 
 
-def comparison_records(result: dict[str, Any]) -> list[dict[str, Any]]:
+def comparison_records(result: RunComparison) -> list[dict[str, Any]]:
     """One record per cell: A and B headline metrics, B − A deltas, p-values, flip counts, and
     B's checks against A (`check_columns`; rules numbered as B's config's delta thresholds)."""
-    verdict = Verdict.model_validate(result)
-    specs = verdict.specs()
-    shares = _shares(specs, verdict.evals)
+    specs = result.specs()
+    shares = _shares(specs, result.evals)
     headline = [name for share in shares for name in [*_per_cell(share), *_sample_count(share)]]
     compared = [name for share in shares for name in _compared(share)]
     several = len(flip_specs(specs)) > 1
     out = []
-    for row in result["cells"]:
-        rec: dict[str, Any] = {"cell": row["id"], "in": row["in"], "status_a": row["status_a"],
-                               "status_b": row["status_b"]}
-        for side in ("a", "b"):
-            rec |= {f"{side}.{name}": row[side].get(name) for name in headline}
+    for row in result.cells:
+        rec: dict[str, Any] = {"cell": row.id, "in": row.found_in, "status_a": row.status_a, "status_b": row.status_b}
+        for side, flat in (("a", row.a), ("b", row.b)):
+            rec |= {f"{side}.{name}": flat.get(name) for name in headline}
         for metric in compared:
-            delta = row.get(metric) or {}
-            rec[f"delta.{metric}"], rec[f"p.{metric}"] = delta.get("diff"), delta.get("p_value")
+            delta = row.delta(metric)
+            rec[f"delta.{metric}"], rec[f"p.{metric}"] = (delta.diff, delta.p_value) if delta else (None, None)
         for spec in flip_specs(specs):
             paired, suffix = flips(row, spec), f".{spec.name}" if several else ""
             rec |= {f"paired_n{suffix}": paired.n if paired else None,
                     f"flipped_to_wrong{suffix}": len(paired.flipped_to_wrong) if paired else None,
                     f"flipped_to_right{suffix}": len(paired.flipped_to_right) if paired else None}
-        out.append(rec | check_columns(JudgedCell.model_validate(row).checks))
+        out.append(rec | check_columns(row.checks))
     return out
 
 
@@ -161,5 +159,5 @@ def report(summary: RunSummary, details: Details) -> str:
     return _to_csv(records(summary))
 
 
-def comparison(result: dict[str, Any]) -> str:
+def comparison(result: RunComparison) -> str:
     return _to_csv(comparison_records(result))

@@ -16,7 +16,7 @@ from evalkit.redact import strip_userinfo
 from evalkit.render.gpus import box_text
 from evalkit.render.numbers import date_text
 from evalkit.render.text import no_local_paths
-from evalkit.verdict.summary import RunSummary, Verdict
+from evalkit.verdict.summary import RunComparison, RunSummary
 
 SIM_NOTE = "Engine: evalkit's SIMULATED engine (not a real model): figures show the pipeline, not a model."
 
@@ -103,7 +103,7 @@ def facts(summary: RunSummary, run: dict[str, Any]) -> list[str]:
     return out
 
 
-def verdict_line(summary: RunSummary | Verdict) -> tuple[bool, str]:
+def verdict_line(summary: RunSummary | RunComparison) -> tuple[bool, str]:
     """(ok, sentence): the run's (or a comparison's) verdict in words."""
     n, failed, broken, warned = len(summary.cells), summary.failed_cells, summary.broken_thresholds, summary.warnings
     ok = summary.exit_code == 0  # a cell not run, a run not finished, --strict's INCONCLUSIVE: never OK
@@ -111,9 +111,10 @@ def verdict_line(summary: RunSummary | Verdict) -> tuple[bool, str]:
              f"{warned} warning{'s' if warned != 1 else ''}"]
     if unsure := summary.inconclusive_checks:  # too little evidence to pass: --strict exits 5 on it
         words.insert(1, f"{unsure} check{'s' if unsure != 1 else ''} INCONCLUSIVE")
-    if summary.status == "interrupted":
+    status = summary.status if isinstance(summary, RunSummary) else None  # a comparison judges finished runs
+    if status == "interrupted":
         words.insert(0, "run interrupted")
-    elif summary.status == "running":  # still running, or killed before it could say so
+    elif status == "running":  # still running, or killed before it could say so
         words.insert(0, "run not finished")
     return ok, ", ".join(words) + f"; exit {summary.exit_code}"
 

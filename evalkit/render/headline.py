@@ -11,21 +11,21 @@ or that every cell held, or which cells could not be decided and why. The thresh
 it FAILs; a warning threshold never breaks a cell. It is *undecided* when nothing broke it but a
 failing threshold's check on it is INCONCLUSIVE: the run could not have seen the margin.
 
-Pure data from the typed summary (a run's `RunSummary` or a comparison's `Verdict`), unescaped:
+Pure data from the typed summary (a run's `RunSummary` or a comparison's `RunComparison`), unescaped:
 each renderer escapes it for its target.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.evals.evalset import spec_named
 from evalkit.render.checks import checks_of, why
 from evalkit.render.numbers import p_text
 from evalkit.render.text import no_local_paths
-from evalkit.verdict.summary import CellRow, CheckRecord, JudgedCell, RunSummary, Verdict
+from evalkit.verdict.summary import CellRow, CheckRecord, ComparedCell, RunComparison, RunSummary
 
 if TYPE_CHECKING:
     from evalkit.render.details import Details
@@ -63,10 +63,10 @@ def _counts(spec: MetricSpec, cell: CellRow, reference: CellRow | None) -> str |
     return f"{mine} vs {theirs}" if mine and theirs else None
 
 
-def figure(check: CheckRecord, row: CellRow | JudgedCell, cells: dict[str, CellRow], specs: list[MetricSpec]) -> str:
+def figure(check: CheckRecord, row: CellRow | ComparedCell, cells: dict[str, CellRow], specs: list[MetricSpec]) -> str:
     """One broken check as a figure a reviewer reads: `GSM8K flexible -7.1 points vs twin (p 6.1e-17)`,
     `collapse rate 21/64 vs 0/64 (p 6.7e-08)`, `GSM8K flexible 0.870 < min 0.9`; a compared cell
-    (a `JudgedCell`: B against A) is `vs A`."""
+    (a `ComparedCell`: B against A) is `vs A`."""
     spec = spec_named(check.metric, specs)
     label = spec.display.label if spec is not None else check.metric
     if check.check in ("min", "max"):
@@ -86,7 +86,7 @@ def figure(check: CheckRecord, row: CellRow | JudgedCell, cells: dict[str, CellR
     return f"{label} {diff} vs {word}{p}"
 
 
-def _figures(row: CellRow | JudgedCell, cells: dict[str, CellRow], specs: list[MetricSpec]) -> str:
+def _figures(row: CellRow | ComparedCell, cells: dict[str, CellRow], specs: list[MetricSpec]) -> str:
     """The cell's broken checks as figures, at most FIGURES, one per metric in the run's metric
     order (the config's evals: GSM8K before the collapse rate before the rest); of a metric's
     checks the most significant, a change against a reference before a bare limit (it says more)."""
@@ -111,7 +111,7 @@ def check_words(check: CheckRecord, specs: list[MetricSpec]) -> str:
     return f"{label} {kind} vs {word}"
 
 
-def _undecided(rows: Sequence[CellRow | JudgedCell], specs: list[MetricSpec]) -> str:
+def _undecided(rows: Sequence[CellRow | ComparedCell], specs: list[MetricSpec]) -> str:
     """Why the undecided cells are: per threshold (at most NAMED_RULES), in words, its cells and
     the first one's reason."""
     by_rule: dict[str, tuple[list[str], str]] = {}
@@ -125,7 +125,7 @@ def _undecided(rows: Sequence[CellRow | JudgedCell], specs: list[MetricSpec]) ->
     return "; ".join(named) + (f"; and {more} more threshold{'s' if more > 1 else ''}" if more > 0 else "")
 
 
-def headline(summary: RunSummary | Verdict) -> str:
+def headline(summary: RunSummary | RunComparison) -> str:
     """The run's (or a comparison's) verdict about cells, in one line (see the module docstring)."""
     specs = summary.specs()
     n = len(summary.cells)
@@ -156,7 +156,7 @@ def headline(summary: RunSummary | Verdict) -> str:
     elif not broke and not not_run:
         parts.insert(0, f"{n - len(undecided)} of {n} cells held")
     line = "; ".join(parts)
-    if summary.status == "interrupted":
+    if isinstance(summary, RunSummary) and summary.status == "interrupted":
         line = f"run interrupted: {line}"
     return line
 
@@ -167,6 +167,6 @@ def report(summary: RunSummary, details: Details) -> str:
     return headline(summary) + "\n"
 
 
-def comparison(result: dict[str, Any]) -> str:
+def comparison(result: RunComparison) -> str:
     """A comparison's line, said to be B judged against A."""
-    return "B against A: " + headline(Verdict.model_validate(result)) + "\n"
+    return "B against A: " + headline(result) + "\n"

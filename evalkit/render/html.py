@@ -22,9 +22,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import shlex
-from typing import Any
 
-from evalkit.evals.recorded import specs_of
 from evalkit.redact import redact_argv
 from evalkit.render import forest
 from evalkit.render.checks import check_lines, check_table
@@ -44,7 +42,7 @@ from evalkit.render.headline import headline
 from evalkit.render.html_details import cell_sections, esc
 from evalkit.render.table import Pivot, columns, pivots, table_rows
 from evalkit.render.text import no_local_paths
-from evalkit.verdict.summary import CellRow, RunSummary, Verdict
+from evalkit.verdict.summary import CellRow, RunComparison, RunSummary
 
 MARKS = {"fail": "✗", "warn": "⚠"}
 """Marks of a broken threshold (plain symbols: an emoji font may be missing offline)."""
@@ -144,7 +142,7 @@ def _matrix(summary: RunSummary, attrs: dict[str, str]) -> str:
     return f'<table class="matrix"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _checks(summary: RunSummary | Verdict) -> list[str]:
+def _checks(summary: RunSummary | RunComparison) -> list[str]:
     """Checks: a line per threshold, and the table of cells x thresholds (INCONCLUSIVE marked ⚠)."""
     lines = check_lines(summary)
     if not lines:
@@ -156,7 +154,7 @@ def _checks(summary: RunSummary | Verdict) -> list[str]:
             + "</ul>", f'<table class="checks"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>']
 
 
-def _flags(summary: RunSummary | Verdict) -> list[str]:
+def _flags(summary: RunSummary | RunComparison) -> list[str]:
     """Thresholds: each broken (FAIL) or warned threshold's message, a run's or a comparison's."""
     flags = [f for c in summary.cells for f in c.flags]
     if not flags:
@@ -166,7 +164,7 @@ def _flags(summary: RunSummary | Verdict) -> list[str]:
         f"{esc(f.message)}</li>" for f in flags) + "</ul>"]
 
 
-def _verdict(summary: RunSummary | Verdict, whose: str = "") -> str:
+def _verdict(summary: RunSummary | RunComparison, whose: str = "") -> str:
     """The headline (render/headline.py), the page's first line, with the threshold tallies under it."""
     ok, words = verdict_line(summary)
     return (f'<p class="verdict {"ok" if ok else "bad"}">{"✔" if ok else "✗"} {esc(whose + headline(summary))}</p>'
@@ -208,31 +206,30 @@ def _id_items(ids: list[str]) -> str:
     return "".join(f'<li data-qid="{esc(i)}">{esc(i)}</li>' for i in ids) or "<li>-</li>"
 
 
-def comparison(result: dict[str, Any]) -> str:
+def comparison(result: RunComparison) -> str:
     """The compare table as one HTML page, B's verdict against A (its checks, its broken
     thresholds), and each cell's flipped question ids folded."""
     heading = compare_title(result)
-    verdict = Verdict.model_validate(result)
-    parts = [_verdict(verdict, "B against A: "), f"<h1>{esc(heading)}</h1>",
-             f"<ul><li>A: {esc(run_facts(result['a']))}</li><li>B: {esc(run_facts(result['b']))}</li></ul>"]
-    if result["a"]["simulated"] or result["b"]["simulated"]:
+    parts = [_verdict(result, "B against A: "), f"<h1>{esc(heading)}</h1>",
+             f"<ul><li>A: {esc(run_facts(result.a))}</li><li>B: {esc(run_facts(result.b))}</li></ul>"]
+    if result.a.simulated or result.b.simulated:
         parts.append(f'<p class="note">{esc(SIM_NOTE)}</p>')
-    specs = specs_of(result)
+    specs = result.specs()
     cols = compare_columns(specs)
     head = "".join(f"<th>{esc(c.header)}</th>" for c in cols)
-    body = "".join(f'<tr data-cell="{esc(row["id"])}" data-status="{esc(row["status_b"] or "")}" data-flagged="{1 if row.get("flags") else 0}" '
-                   f'data-search="{esc(row["id"].lower())}">' + "".join(_td(texts[c.key]) for c in cols) + "</tr>"
-                   for row, texts in zip(result["cells"], compare_rows(result)))
+    body = "".join(f'<tr data-cell="{esc(row.id)}" data-status="{esc(row.status_b or "")}" data-flagged="{1 if row.flags else 0}" '
+                   f'data-search="{esc(row.id.lower())}">' + "".join(_td(texts[c.key]) for c in cols) + "</tr>"
+                   for row, texts in zip(result.cells, compare_rows(result)))
     parts += [FILTERS, f'<table class="compare"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>',
               f'<p class="legend">{esc(compare_legend(result))}</p>']
-    parts += [*_checks(verdict), *_flags(verdict)]
-    for row in result["cells"]:
+    parts += [*_checks(result), *_flags(result)]
+    for row in result.cells:
         for spec in flip_specs(specs):
             paired = flips(row, spec)
             if not paired or not (paired.flipped_to_wrong or paired.flipped_to_right):
                 continue
             wrong, right = paired.flipped_to_wrong, paired.flipped_to_right
-            parts.append(f'<details class="cell"><summary>{esc(row["id"])}: {len(wrong)} to wrong, {len(right)} '
+            parts.append(f'<details class="cell"><summary>{esc(row.id)}: {len(wrong)} to wrong, {len(right)} '
                          f"to right{esc(flips_suffix(spec, specs))}</summary><p>Right in A, wrong in B:</p>"
                          f'<ul class="ids">{_id_items(wrong)}</ul><p>Wrong in A, right in B:</p>'
                          f'<ul class="ids">{_id_items(right)}</ul>'

@@ -1,4 +1,4 @@
-"""`--format json`: summary.json as it is written, and a comparison as compare_runs returns it,
+"""`--format json`: summary.json as it is written, and a comparison's dump (a `RunComparison`),
 for a script to read rather than a person."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from evalkit.verdict.summary import RunSummary
+from evalkit.verdict.summary import RunComparison, RunSummary
 
 if TYPE_CHECKING:
     from evalkit.render.details import Details
@@ -21,5 +21,6 @@ def report(summary: RunSummary, details: Details) -> str:
     return _json(summary.dump())
 
 
-def comparison(result: dict[str, Any]) -> str:
-    return _json(result)
+def comparison(result: RunComparison) -> str:
+    """The comparison's dump."""
+    return _json(result.dump())

@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from evalkit.render.checks import checks_of
 from evalkit.render.markdown import comparison as markdown_comparison
 from evalkit.render.markdown import report as markdown_report
-from evalkit.verdict.summary import CellRow, CheckRecord, JudgedCell, RunSummary
+from evalkit.verdict.summary import CellRow, CheckRecord, ComparedCell, RunComparison, RunSummary
 
 if TYPE_CHECKING:
     from evalkit.render.details import Details
@@ -53,7 +52,7 @@ def _check_name(check: CheckRecord) -> str:
     return f"{check.rule} vs {check.reference}" if check.reference else check.rule
 
 
-def _flag_message(row: CellRow | JudgedCell, check: CheckRecord) -> str | None:
+def _flag_message(row: CellRow | ComparedCell, check: CheckRecord) -> str | None:
     """The broken-threshold message of this check (the flag the summary made for it)."""
     for flag in row.flags:
         if flag.metric == check.metric and flag.check == check.check and (
@@ -93,7 +92,7 @@ def _add_cell(suite: ET.Element, run_id: str, row: CellRow, counts: dict[str, in
     _add_checks(suite, classname, row, counts)
 
 
-def _add_checks(suite: ET.Element, classname: str, row: CellRow | JudgedCell, counts: dict[str, int]) -> None:
+def _add_checks(suite: ET.Element, classname: str, row: CellRow | ComparedCell, counts: dict[str, int]) -> None:
     """One testcase per threshold checked on a run's cell or a compared cell (rule in the module docstring)."""
     for check in checks_of(row):
         case = _testcase(suite, classname, _check_name(check))
@@ -129,7 +128,7 @@ def report(summary: RunSummary, details: Details) -> str:
     return run_document(summary, markdown_report(summary, details))
 
 
-def comparison(result: dict[str, Any]) -> str:
+def comparison(result: RunComparison) -> str:
     """Two runs compared as a JUnit XML document, the comparison's markdown in system-out."""
     return comparison_document(result, markdown_comparison(result))
 
@@ -155,38 +154,38 @@ def run_document(summary: RunSummary, markdown: str) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def _compare_cell(suite: ET.Element, row: Mapping[str, Any], judged: JudgedCell, counts: dict[str, int]) -> None:
-    classname = f"evalkit.compare.{row['id']}"
+def _compare_cell(suite: ET.Element, row: ComparedCell, counts: dict[str, int]) -> None:
+    classname = f"evalkit.compare.{row.id}"
     runs = _testcase(suite, classname, "runs")
     counts["tests"] += 1
-    if row.get("in") != "both" or row.get("status_b") != "ok" or row.get("status_a") != "ok":
-        if row.get("in") == "a":
+    if not row.both_ok:
+        if row.found_in == "a":
             counts["skipped"] += 1
             ET.SubElement(runs, "skipped", message="only in A: not run in B")
-        elif row.get("status_b") not in ("ok", None):
+        elif row.status_b not in ("ok", None):
             counts["errors"] += 1
-            ET.SubElement(runs, "error", message=_x(f"cell {row.get('status_b')} in B"), type="CellError")
+            ET.SubElement(runs, "error", message=_x(f"cell {row.status_b} in B"), type="CellError")
         else:
             counts["skipped"] += 1
-            ET.SubElement(runs, "skipped", message=_x(f"not compared: in {row.get('in')}, status A "
-                                                      f"{row.get('status_a')}, B {row.get('status_b')}"))
+            ET.SubElement(runs, "skipped", message=_x(f"not compared: in {row.found_in}, status A "
+                                                      f"{row.status_a}, B {row.status_b}"))
         return
-    _add_checks(suite, classname, judged, counts)
+    _add_checks(suite, classname, row, counts)
 
 
-def comparison_document(result: Mapping[str, Any], markdown: str) -> str:
+def comparison_document(result: RunComparison, markdown: str) -> str:
     """Two runs compared (verdict.compare.compare_runs) as a JUnit XML document, `markdown` in system-out."""
-    a, b = result["a"], result["b"]
+    a, b = result.a, result.b
     root = ET.Element("testsuites", name="evalkit compare")
-    suite = ET.SubElement(root, "testsuite", name=_x(f"evalkit compare {a.get('run_id')} -> {b.get('run_id')}"))
+    suite = ET.SubElement(root, "testsuite", name=_x(f"evalkit compare {a.run_id} -> {b.run_id}"))
     properties = ET.SubElement(suite, "properties")
     for side, meta in (("a", a), ("b", b)):
-        for key in ("run_id", "model", "engine", "limit"):
-            ET.SubElement(properties, "property", name=f"{side}.{key}", value=_x(meta.get(key)))
-        ET.SubElement(properties, "property", name=f"{side}.source_shas", value=_x(",".join(meta.get("source_shas") or [])))
+        for key, value in (("run_id", meta.run_id), ("model", meta.model), ("engine", meta.engine), ("limit", meta.limit)):
+            ET.SubElement(properties, "property", name=f"{side}.{key}", value=_x(value))
+        ET.SubElement(properties, "property", name=f"{side}.source_shas", value=_x(",".join(meta.source_shas)))
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for row in result.get("cells", []):
-        _compare_cell(suite, row, JudgedCell.model_validate(row), counts)
+    for row in result.cells:
+        _compare_cell(suite, row, counts)
     ET.SubElement(suite, "system-out").text = _x(markdown)
     suite.attrib.update({k: str(v) for k, v in counts.items()} | {"time": "0.000"})
     root.attrib.update({k: str(counts[k]) for k in ("tests", "failures", "errors")})

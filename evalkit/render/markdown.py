@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable
-from typing import Any
 
 from evalkit.evals.base import MetricSpec
-from evalkit.evals.recorded import specs_of
 from evalkit.redact import redact_argv
 from evalkit.render.checks import check_lines, check_table
 from evalkit.render.compare_table import (
-    CompareRow,
     compare_columns,
     compare_legend,
     compare_rows,
@@ -34,7 +31,7 @@ from evalkit.render.markdown_details import details_sections, id_list
 from evalkit.render.regressions import regression_lines
 from evalkit.render.table import Pivot, columns, pivots, table_rows
 from evalkit.render.text import html_text, md_cell, md_code, md_fence, no_local_paths
-from evalkit.verdict.summary import RunSummary, Verdict
+from evalkit.verdict.summary import ComparedCell, RunComparison, RunSummary
 
 FAIL_MARK, WARN_MARK = "❌", "⚠️"
 
@@ -65,7 +62,7 @@ def _pivot(p: Pivot) -> list[str]:
     return md_table((md_cell(h) for h in [p.corner, *p.columns]), body)
 
 
-def _checks(summary: RunSummary | Verdict) -> list[str]:
+def _checks(summary: RunSummary | RunComparison) -> list[str]:
     """`#### Checks`: a line per threshold, then cells x thresholds folded (outcome, adjusted p, MDE)."""
     lines = check_lines(summary)
     if not lines:
@@ -91,7 +88,7 @@ REPORT_CHARS = 50_000
 per-cell evidence (markdown_details.py) gets what the rest leaves."""
 
 
-def _failed(summary: RunSummary | Verdict) -> list[str]:
+def _failed(summary: RunSummary | RunComparison) -> list[str]:
     """`#### Failed checks`: each broken failing threshold's message (warnings go under the fold)."""
     flags = [f for c in summary.cells for f in c.flags if f.action == "fail"]
     if not flags:
@@ -99,14 +96,14 @@ def _failed(summary: RunSummary | Verdict) -> list[str]:
     return ["#### Failed checks", "", *(f"- {FAIL_MARK} **FAIL** {md_cell(f.message)}" for f in flags), ""]
 
 
-def _warnings(summary: RunSummary | Verdict) -> list[str]:
+def _warnings(summary: RunSummary | RunComparison) -> list[str]:
     flags = [f for c in summary.cells for f in c.flags if f.action != "fail"]
     if not flags:
         return []
     return ["#### Warnings", "", *(f"- {WARN_MARK} warn {md_cell(no_local_paths(f.message))}" for f in flags), ""]
 
 
-def headline_text(summary: RunSummary | Verdict, whose: str = "") -> str:
+def headline_text(summary: RunSummary | RunComparison, whose: str = "") -> str:
     """The report's first line: ✅ or ❌ and the headline (render/headline.py), bold."""
     ok, _ = verdict_line(summary)
     return f"{'✅' if ok else FAIL_MARK} **{md_cell(whose + headline(summary), limit=2000)}**"
@@ -164,33 +161,32 @@ def report(summary: RunSummary, details: Details) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def comparison(result: dict[str, Any]) -> str:
+def comparison(result: RunComparison) -> str:
     """The compare table for a PR, B's verdict against A (its checks, its broken thresholds), and
     each cell's flipped question ids folded."""
-    verdict = Verdict.model_validate(result)
-    lines = [headline_text(verdict, "B against A: "), "", f"### {md_cell(compare_title(result), limit=1000)}", "",
-             f"- A: {md_cell(run_facts(result['a']))}", f"- B: {md_cell(run_facts(result['b']))}", ""]
-    if result["a"]["simulated"] or result["b"]["simulated"]:
+    lines = [headline_text(result, "B against A: "), "", f"### {md_cell(compare_title(result), limit=1000)}", "",
+             f"- A: {md_cell(run_facts(result.a))}", f"- B: {md_cell(run_facts(result.b))}", ""]
+    if result.a.simulated or result.b.simulated:
         lines += [f"> {md_cell(SIM_NOTE)}", ""]
-    specs = specs_of(result)
+    specs = result.specs()
     cols = compare_columns(specs)
     body = [[md_cell(texts[c.key]) for c in cols] for texts in compare_rows(result)]
     lines += md_table((md_cell(c.header) for c in cols), body)
     lines += ["", md_cell(compare_legend(result), limit=1000), ""]
-    _, words = verdict_line(verdict)
+    _, words = verdict_line(result)
     lines += [f"B against A: {md_cell(words)}", ""]
-    lines += _checks(verdict) + _failed(verdict) + _warnings(verdict)
-    lines += [line for row in result["cells"] for spec in flip_specs(specs)
+    lines += _checks(result) + _failed(result) + _warnings(result)
+    lines += [line for row in result.cells for spec in flip_specs(specs)
               for line in _compare_flips(row, spec, specs)]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _compare_flips(row: CompareRow, spec: MetricSpec, specs: list[MetricSpec]) -> list[str]:
+def _compare_flips(row: ComparedCell, spec: MetricSpec, specs: list[MetricSpec]) -> list[str]:
     """A cell's questions of `spec` that flipped between the runs, folded (ids only)."""
     paired = flips(row, spec)
     if not paired or not (paired.flipped_to_wrong or paired.flipped_to_right):
         return []
     wrong, right = paired.flipped_to_wrong, paired.flipped_to_right
-    line = f"{row['id']}: {len(wrong)} to wrong, {len(right)} to right{flips_suffix(spec, specs)}"
+    line = f"{row.id}: {len(wrong)} to wrong, {len(right)} to right{flips_suffix(spec, specs)}"
     return [f"<details><summary>{html_text(line)}</summary>", "", f"Right in A, wrong in B: {id_list(wrong) or '-'}", "",
             f"Wrong in A, right in B: {id_list(right) or '-'}", "", "</details>", ""]

@@ -7,13 +7,10 @@ Broken values are bold red with ✗, warnings yellow with !; every text goes thr
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.table import Table
 
 from evalkit.evals.base import MetricSpec
-from evalkit.evals.recorded import specs_of
 from evalkit.render.checks import check_lines
 from evalkit.render.compare_table import (
     compare_columns,
@@ -29,7 +26,7 @@ from evalkit.render.headline import headline
 from evalkit.render.regressions import regression_lines
 from evalkit.render.table import Column, Pivot, Row, columns, pivots, table_rows
 from evalkit.render.text import MAX_CELL_CHARS, term_text, truncate
-from evalkit.verdict.summary import CellRow, RunSummary, Verdict
+from evalkit.verdict.summary import CellRow, RunComparison, RunSummary
 
 
 def _marked(text: str, mark: str) -> str:
@@ -157,7 +154,7 @@ def _cell(row: Row, column: Column[CellRow]) -> str:
     return _marked(truncate(row.texts[column.key], MAX_CELL_CHARS), row.mark(column.key))
 
 
-def headline_markup(summary: RunSummary | Verdict, whose: str = "") -> str:
+def headline_markup(summary: RunSummary | RunComparison, whose: str = "") -> str:
     """The headline (render/headline.py) marked OK or NOT OK: the report's first line and the CLI's last."""
     ok, _ = verdict_line(summary)
     return ("[green]OK[/green] " if ok else "[bold red]NOT OK[/bold red] ") + term_text(whose + headline(summary))
@@ -180,7 +177,7 @@ def report(summary: RunSummary, details: Details) -> list[RenderableType]:
     return out
 
 
-def _verdict(summary: RunSummary | Verdict, between: list[RenderableType], whose: str = "") -> list[RenderableType]:
+def _verdict(summary: RunSummary | RunComparison, between: list[RenderableType], whose: str = "") -> list[RenderableType]:
     """A run's or a comparison's checks (a line per threshold), its broken thresholds, `between`,
     and the tallies (`whose` before their words: "B against A: "): detail under the headline."""
     out: list[RenderableType] = [f"[dim]{term_text(line)}[/dim]" for line in check_lines(summary)]
@@ -192,15 +189,13 @@ def _verdict(summary: RunSummary | Verdict, between: list[RenderableType], whose
     return [*out, *between, f"[dim]{term_text(whose + words)}[/dim]"]
 
 
-def comparison(result: dict[str, Any]) -> list[RenderableType]:
+def comparison(result: RunComparison) -> list[RenderableType]:
     """The compare table, each run in a line, the legend, and B's verdict against A."""
     table = Table(title=term_text(compare_title(result)))
-    specs = specs_of(result)
-    cols, rows = compare_columns(specs), compare_rows(result)
+    cols, rows = compare_columns(result.specs()), compare_rows(result)
     _add_columns(table, [c.header for c in cols], [[texts[c.key] for c in cols] for texts in rows])
     for texts in rows:
         table.add_row(*(term_text(texts[c.key]) for c in cols))
-    verdict = Verdict.model_validate(result)
-    return [headline_markup(verdict, "B against A: "), table, f"A: {term_text(run_facts(result['a']))}", f"B: {term_text(run_facts(result['b']))}",
+    return [headline_markup(result, "B against A: "), table, f"A: {term_text(run_facts(result.a))}", f"B: {term_text(run_facts(result.b))}",
             f"[dim]{term_text(compare_legend(result))}[/dim]",
-            *_verdict(verdict, [], "B against A: ")]
+            *_verdict(result, [], "B against A: ")]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -67,8 +67,10 @@ _F = TypeVar("_F", bound="RecordFile")
 class RecordFile(Record):
     """A whole file: versioned, loaded from and dumped to JSON."""
 
+    newest: ClassVar[int] = SCHEMA_VERSION
+    """The newest shape of this file that this evalkit reads and writes (`load` refuses a later one)."""
     schema_version: int = SCHEMA_VERSION
-    """The shape this file follows (`SCHEMA_VERSION` when written by this evalkit)."""
+    """The shape this file follows (`newest` when written by this evalkit)."""
 
     def model_post_init(self, context: Any) -> None:
         # A file read without the field (written before versions existed) is version 1, and
@@ -82,9 +84,9 @@ class RecordFile(Record):
             record = cls.model_validate(read_json(path))
         except ValidationError as e:
             raise ConfigError(f"{path}: not a {cls.__name__} ({e.errors()[0]['loc']}: {e.errors()[0]['msg']})") from e
-        if record.schema_version > SCHEMA_VERSION:
+        if record.schema_version > cls.newest:
             raise ConfigError(f"{path}: schema_version {record.schema_version} is newer than this evalkit's "
-                              f"{SCHEMA_VERSION}; upgrade evalkit")
+                              f"{cls.newest}; upgrade evalkit")
         return record
 
 

@@ -9,8 +9,8 @@ B is judged against A, cell by cell, by B's own config's delta thresholds (`max_
 reference), through verdict/checks.py as the matrix judges a cell against its baseline: PASS, FAIL or
 INCONCLUSIVE with the MDE, each threshold's p-values adjusted across the compared cells by the
 config's `multiplicity`. A gate asks whether B got worse, so there a count's p is the one-sided
-Fisher of a rise. `exit_code` follows the matrix's codes (errors.EXIT_CODES). Rendering is in
-render/.
+Fisher of a rise. `exit_code` follows the matrix's codes (errors.EXIT_CODES). The result is a `RunComparison`
+(verdict/summary.py); rendering is in render/.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from evalkit.redact import redact_argv
 from evalkit.store import read_run_cells
 from evalkit.verdict import checks
 from evalkit.verdict.deltas import deltas_between, exit_code, flat_metrics, setup_of, unmeasured
-from evalkit.verdict.summary import CheckRecord, Delta, Flag
+from evalkit.verdict.summary import ComparedCell, Delta, MetricRecord, RunComparison, RunMeta
 
 REFERENCE_WORD = "run A"
 """How a broken threshold's message names the reference ("... vs run A <run id> 0.940, -7.0 points")."""
@@ -33,14 +33,14 @@ REFERENCE_WORD = "run A"
 _GATE_ONLY = ("right_only_in_cell", "right_only_in_reference", "both_right", "noise_floor")
 
 
-def _shown(spec: MetricSpec, gate: Delta | None) -> dict[str, Any] | None:
+def _shown(spec: MetricSpec, gate: Delta | None) -> Delta | None:
     """The B - A a reader sees, from the gate's delta (verdict.deltas.deltas_between): a count takes the
     two-sided p, as a change may go either way; the gate's working counts are left out."""
     if gate is None or gate.setup_differs:
-        return None if gate is None else gate.dump()
+        return gate
     if spec.comparison is Comparison.COUNT:
-        return {"diff": gate.diff, "p_value": gate.p_two_sided, "p_greater": gate.p_value}
-    return {k: v for k, v in gate.dump().items() if k not in _GATE_ONLY}
+        return Delta(diff=gate.diff, p_value=gate.p_two_sided, p_greater=gate.p_value)
+    return Delta.model_validate({k: v for k, v in gate.dump().items() if k not in _GATE_ONLY})
 
 
 def _config_of(run: dict[str, Any], path: Path) -> MatrixConfig | None:
@@ -48,15 +48,14 @@ def _config_of(run: dict[str, Any], path: Path) -> MatrixConfig | None:
     return parse_config(run["config"], path / "run.json") if run.get("config") else None
 
 
-def _run_meta(run: dict[str, Any], cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _run_meta(run: dict[str, Any], cells: dict[str, dict[str, Any]]) -> RunMeta:
     shas = sorted({sha for c in cells.values() if (sha := (c.get("source") or {}).get("sha"))})
-    return {"run_id": run.get("run_id"), "model": run.get("model"), "engine": run.get("engine"),
-            "started_at": run.get("started_at"), "status": run.get("status"), "limit": run.get("limit"),
-            "simulated": run.get("simulated", False), "source_shas": shas,
-            "command": redact_argv(run["command"]) if run.get("command") else None}
+    return RunMeta(run_id=run["run_id"], model=run["model"], engine=run["engine"], started_at=run.get("started_at"),
+                   status=run.get("status"), limit=run.get("limit"), simulated=run.get("simulated", False),
+                   source_shas=shas, command=redact_argv(run["command"]) if run.get("command") else None)
 
 
-def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
+def compare_runs(a_path: Path, b_path: Path) -> RunComparison:
     """Per cell (matched by id), B - A of every compared metric (GSM8K strict/flexible, collapse rate).
 
     Paired metrics use McNemar's exact test on the questions both runs answered; counts use
@@ -89,26 +88,26 @@ def compare_runs(a_path: Path, b_path: Path) -> dict[str, Any]:
         out.append((row, gate))
     specs = evals.metrics(None, [*listed_a, *listed_b])
     config = _config_of(run_b, b_path)
-    judged = _judged(config, out)
-    rows = [row | {"checks": [c.dump() for c in found], "flags": [f.dump() for f in flags]}
-            for row, found, flags in judged]
-    failed = sum(1 for row in rows if row["status_b"] == "error")
-    broken = sum(1 for _, _, flags in judged for f in flags if f.action == "fail")
-    return {"a": _run_meta(run_a, cells_a), "b": _run_meta(run_b, cells_b), "metrics": recorded.records(specs),
-            "cells": rows, "multiplicity": config.multiplicity if config else None,
-            **checks.tally(c for _, found, _ in judged for c in found),
-            "failed_cells": failed, "broken_thresholds": broken,
-            "warnings": sum(1 for _, _, flags in judged for f in flags if f.action == "warn"),
-            "exit_code": exit_code(interrupted=False, failed=failed, broken=broken)}
+    cells = _judged(config, out)
+    failed = sum(1 for cell in cells if cell.status_b == "error")
+    broken = sum(1 for cell in cells for f in cell.flags if f.action == "fail")
+    tallied = checks.tally(c for cell in cells for c in cell.checks)
+    return RunComparison(
+        a=_run_meta(run_a, cells_a), b=_run_meta(run_b, cells_b),
+        metrics=[MetricRecord.model_validate(r) for r in recorded.records(specs)], cells=cells,
+        multiplicity=config.multiplicity if config else None, check_outcomes=tallied["check_outcomes"],
+        inconclusive_checks=tallied["inconclusive_checks"], failed_cells=failed, broken_thresholds=broken,
+        warnings=sum(1 for cell in cells for f in cell.flags if f.action == "warn"),
+        exit_code=exit_code(interrupted=False, failed=failed, broken=broken),
+    ).carrying(evals)
 
 
-def _judged(config: MatrixConfig | None, pairs: list[tuple[dict[str, Any], dict[str, Any]]]
-            ) -> list[tuple[dict[str, Any], list[CheckRecord], list[Flag]]]:
+def _judged(config: MatrixConfig | None, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[ComparedCell]:
     """Each compare row with its checks (B's config's delta thresholds against A's cell,
     verdict/checks.py) and flags (the FAIL and NOT_CHECKED checks in the matrix's words, the
     reference "run A")."""
     thresholds = checks.against_one_reference(config.thresholds) if config else []
     gates = [gate for _, gate in pairs]
     checks.assess_rows(thresholds, gates, config.multiplicity if config else "none", one_reference=True)
-    return [(row, gate["checks"], [f for record in gate["checks"] if (f := checks.flag(
-        thresholds[record.threshold], record, row["id"], row["b"], REFERENCE_WORD))]) for row, gate in pairs]
+    return [ComparedCell.model_validate(row | {"checks": gate["checks"], "flags": [f for record in gate["checks"] if (f := checks.flag(
+        thresholds[record.threshold], record, row["id"], row["b"], REFERENCE_WORD))]}) for row, gate in pairs]

@@ -37,7 +37,16 @@ from evalkit.evals.evalset import EvalSet, raw
 from evalkit.stats.tests import fisher_collapse, paired_comparison
 from evalkit.store import once_per_file_state, read_jsonl, read_regressions, read_run_cells
 from evalkit.verdict import checks
-from evalkit.verdict.summary import SUMMARY_SCHEMA_VERSION, CellRow, Delta, Deltas, Flag, MetricRecord, RunSummary
+from evalkit.verdict.summary import (
+    SUMMARY_SCHEMA_VERSION,
+    CellRow,
+    Delta,
+    Deltas,
+    Flag,
+    MetricRecord,
+    RunComparison,
+    RunSummary,
+)
 
 
 def question_order(qid: str) -> tuple[int, str]:
@@ -118,7 +127,7 @@ def deltas_between(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, re
             if found is None:
                 continue
             if spec.comparison is Comparison.COUNT:  # a gate asks about a rise: the one-sided p
-                found = {"p_value": found.pop("p_greater"), **found}
+                found["p_value"] = found.pop("p_greater")
             elif spec.comparison in (Comparison.PAIRED, Comparison.PAIRWISE):
                 found["noise_floor"] = _noise_floor(spec, cell, ref, evals)
             extra = ev.extra_delta(spec, cell_dir, ref_dir) if isinstance(ev, ExtraDelta) else {}
@@ -362,9 +371,9 @@ def exit_code(interrupted: bool, failed: int, broken: int) -> int:
     return EXIT_THRESHOLD if broken else EXIT_OK
 
 
-def strict_exit_code(summary: dict[str, Any]) -> int:
+def strict_exit_code(summary: RunSummary | RunComparison) -> int:
     """`--strict`: EXIT_INCONCLUSIVE where the run (or a comparison) would exit 0 but a failing
     threshold's check is INCONCLUSIVE (a nightly that must not pass on too little evidence);
     every other code as is."""
-    code = int(summary["exit_code"])
-    return EXIT_INCONCLUSIVE if code == EXIT_OK and summary.get("inconclusive_checks") else code
+    code = summary.exit_code
+    return EXIT_INCONCLUSIVE if code == EXIT_OK and summary.inconclusive_checks else code

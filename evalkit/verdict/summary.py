@@ -1,71 +1,35 @@
 """summary.json as typed models: the run's verdict that every renderer, `compare`, the history and
 users' scripts read (issue 27 item 2).
 
-`verdict.deltas.summarize_run` builds a `RunSummary`; summary.json is its `dump()`, the same JSON as
-the dicts it replaced (a key that was only written when set, like a cell's `error`, still is).
-The models follow store/records.py: each field documented under it, unknown keys kept
-(`extra="allow"`), so a summary written by another evalkit reads and dumps back unchanged, and
-one written before a field existed (`metrics`, `checks`) still validates. Only what every
-summary has is required. The open records (a check, a flag, a delta, whose keys and their order
-depend on the check or the metric's comparison kind) declare every key they may have and dump in
-the order they were built or read (`_Open`): summary.json keeps its key order to the byte.
+`verdict.deltas.summarize_run` builds a `RunSummary`; summary.json is its `dump()`, keys in the
+order the fields are declared (schema_version 2; version 1 kept the order the dicts were built in,
+which varied with a check's rule or a metric's kind, and reads into the same models). A key that is
+only written when set, like a cell's `error`, still is. The models follow store/records.py: each
+field documented under it, unknown keys kept (`extra="allow"`), so a summary written by another
+evalkit reads and dumps back with its keys, and one written before a field existed (`metrics`,
+`checks`) still validates. Only what every summary has is required. A check, a flag or a delta
+declares every key it may have (which it has depends on the check or the metric's comparison kind).
+A comparison of two runs (`RunComparison`, verdict/compare.py) is typed here too: it shares the
+verdict's cells' checks, flags and tallies, which the reports word by one function.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
-from pydantic import (
-    PrivateAttr,
-    SerializerFunctionWrapHandler,
-    ValidatorFunctionWrapHandler,
-    model_serializer,
-    model_validator,
-)
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from evalkit.evals import recorded, registry
 from evalkit.evals.base import MetricSpec
 from evalkit.evals.evalset import EvalSet
-from evalkit.store.records import ImportInfo, LogCheck, RanAsRecord, Record, SourceInfo
+from evalkit.store.records import ImportInfo, LogCheck, RanAsRecord, Record, RecordFile, SourceInfo
 
-SUMMARY_SCHEMA_VERSION = 1
+SUMMARY_SCHEMA_VERSION = 2
 """summary.json's version: a field is renamed or removed only with a new version and a migration
-note in docs/results.md (scripts and cron jobs read these files)."""
+note in docs/results.md (scripts and cron jobs read these files). 2: keys in declaration order."""
 
 Number = int | float
 """A figure as computed: an int stays an int in the JSON (pydantic keeps the exact type)."""
-
-
-_O = TypeVar("_O", bound="_Open")
-
-
-class _Open(Record):
-    """A record whose keys' order depends on its kind (a paired delta lists its n after its
-    interval, a count's p-value comes first; a check's figures follow its rule): every key it
-    may have is declared, and a dump keeps the order in which the record was built or read (a
-    key set later goes last, as in a dict), so summary.json keeps its key order to the byte."""
-
-    _order: tuple[str, ...] = PrivateAttr(default=())
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _remember_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> _Open:
-        record: _Open = handler(data)
-        if isinstance(data, Mapping):
-            record._order = tuple(data)
-        return record
-
-    @model_serializer(mode="wrap")
-    def _in_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out: dict[str, Any] = handler(self)
-        return {k: out[k] for k in self._order if k in out} | out
-
-    def updated(self: _O, **changes: Any) -> _O:
-        """A copy with `changes`, validated (a figure computed by numpy becomes a plain number):
-        a key it had stays in place, a new one goes last, as a dict's `|` (verdict/checks.py
-        builds a check in steps)."""
-        return type(self).model_validate(self.dump() | changes)
 
 
 class MetricRecord(Record):
@@ -82,10 +46,10 @@ class MetricRecord(Record):
     details: str | None = None
 
 
-class Delta(_Open):
+class Delta(Record):
     """One metric of a cell against a reference (deltas.delta): a difference and a p-value, then
-    what its kind adds (paired: n, ci95, flipped ids; count: p first, n, n_reference; pairwise:
-    value; a comparison not made: setup_differs or refused). An eval's `Pairwise` or
+    what its kind adds (paired: ci95, n, flipped ids; count: the two-sided p, n, n_reference;
+    pairwise: value; a comparison not made: setup_differs or refused). An eval's `Pairwise` or
     `ExtraDelta` may add keys of its own (kept as read)."""
 
     diff: Number | None = None
@@ -133,7 +97,7 @@ class Deltas(Record):
         return self.__pydantic_extra__.get(metric)
 
 
-class Flag(_Open):
+class Flag(Record):
     """A broken threshold or a warning on a cell (verdict/checks.py `flag`, or an eval's
     `CellFlags`): its figures depend on the check."""
 
@@ -156,7 +120,7 @@ class Flag(_Open):
     """The report's words."""
 
 
-class CheckRecord(_Open):
+class CheckRecord(Record):
     """One threshold checked on one cell (verdict/checks.py): its outcome and the figures behind it."""
 
     threshold: int
@@ -210,6 +174,11 @@ class CheckRecord(_Open):
     message: str | None = None
     """A check recovered from a flag (render/checks.py `checks_of`): the flag's words."""
 
+    def updated(self, **changes: Any) -> CheckRecord:
+        """A copy with `changes`, validated (a figure computed by numpy becomes a plain number):
+        verdict/checks.py builds a check in steps."""
+        return CheckRecord.model_validate(self.dump() | changes)
+
 
 class CellRow(Record):
     """One cell's line of the verdict."""
@@ -247,7 +216,7 @@ class CellRow(Record):
         return deltas.of(metric) if deltas is not None else None
 
 
-class Regression(_Open):
+class Regression(Record):
     """What `--bisect-on-regression` found for one cell (bisect/on_regression.py, regressions.json):
     the cell, then the previous run, the good and bad ends, and the bisect's outcome or why none ran."""
 
@@ -288,38 +257,91 @@ class _Carries(Record):
         return self
 
 
-class JudgedCell(Record):
-    """A compared cell as the verdict sees it (`Verdict`): its id, checks and flags; the rest of
-    the compare row (verdict.compare.compare_runs) is kept as read."""
+class RunMeta(Record):
+    """One run of a comparison, as its run.json and cells name it."""
+
+    run_id: str
+    model: str
+    engine: str
+    started_at: str | None
+    status: str | None
+    limit: int | None
+    simulated: bool
+    source_shas: list[str]
+    """The engine source commits its cells ran, sorted (none: no engine source recorded)."""
+    command: list[str] | None
+    """The command that started the run, secrets redacted."""
+
+
+class ComparedCell(Record):
+    """One cell of a comparison (verdict.compare.compare_runs): where it ran, both sides' flat
+    metrics, B's checks and flags against A, and B − A of each compared metric under the metric's
+    name (None: not compared, e.g. no question both answered), kept as extra keys so the JSON
+    reads `cells[i]["gsm8k.flexible"]["diff"]`."""
+
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
 
     id: str
-    checks: list[CheckRecord] | None = None
+    axes: dict[str, str]
+    found_in: Literal["both", "a", "b"] = Field(alias="in")
+    """The runs the cell is in (the JSON's `in`)."""
+    status_a: str | None
+    """The cell's status in A (None: not in A)."""
+    status_b: str | None
+    a: dict[str, Any]
+    """A's flat metrics (`Eval.flat`; {} when the cell is not in A or did not finish)."""
+    b: dict[str, Any]
+    setup_differs: dict[str, list[str]] = {}
+    """Eval name -> the setup fields that differ between A and B (its metrics were not compared)."""
+    checks: list[CheckRecord] = []
+    """B's config's delta thresholds checked against A's cell (none unless both are ok)."""
     flags: list[Flag] = []
+    __pydantic_extra__: dict[str, Delta | None]
+
+    @property
+    def both_ok(self) -> bool:
+        """Whether the cell finished in both runs: only then is it compared."""
+        return self.found_in == "both" and self.status_a == self.status_b == "ok"
+
+    def delta(self, metric: str) -> Delta | None:
+        """B − A of `metric` (None: not compared)."""
+        return self.__pydantic_extra__.get(metric)
 
 
-class Verdict(_Carries):
-    """What a comparison of two runs (verdict.compare.compare_runs) shares with a `RunSummary`: the
-    judged cells and the tallies, so the reports word a run's and a comparison's checks, flags
-    and verdict line by one function. A view for reading, never dumped."""
+class RunComparison(_Carries):
+    """Two runs of one matrix compared (verdict.compare.compare_runs): run B judged against run A
+    cell by cell, with the tallies and exit status a `RunSummary` has, so the reports word a
+    run's and a comparison's checks, flags and verdict line by one function. `--format json`
+    is its dump."""
 
-    metrics: list[MetricRecord] | None = None
-    cells: list[JudgedCell]
-    status: str | None = None
+    a: RunMeta
+    b: RunMeta
+    metrics: list[MetricRecord]
+    """The metrics either run measured, in report order."""
+    cells: list[ComparedCell]
+    """Every cell of either run, A's order first."""
+    multiplicity: str | None
+    """B's config's adjustment of p-values across cells (None: B stored no config)."""
+    check_outcomes: dict[str, int]
+    inconclusive_checks: int
     failed_cells: int
+    """Cells that failed to run in B."""
     broken_thresholds: int
     warnings: int
     exit_code: int
-    inconclusive_checks: int | None = None
 
     def specs(self) -> list[MetricSpec]:
         """The metrics the comparison measured, in report order."""
         return _specs(self.metrics, self._evals)
 
 
-class RunSummary(_Carries):
-    """The whole run's verdict: summary.json."""
+class RunSummary(RecordFile, _Carries):
+    """The whole run's verdict: summary.json (`load` refuses one a newer evalkit wrote)."""
 
-    schema_version: int = SUMMARY_SCHEMA_VERSION
+    newest = SUMMARY_SCHEMA_VERSION
+    schema_version: int = 1
+    """The shape the file follows: `summarize_run` writes `SUMMARY_SCHEMA_VERSION`; a file
+    without the field was written before versions (1)."""
     run_id: str
     model: str
     engine: str
@@ -345,10 +367,6 @@ class RunSummary(_Carries):
     inconclusive_checks: int | None = None
     regressions: list[Regression] | None = None
     """What --bisect-on-regression found (only written when it ran)."""
-
-    def model_post_init(self, context: Any) -> None:
-        # the version is written whether or not the reader's file had it (files before it: 1)
-        self.model_fields_set.add("schema_version")
 
     def specs(self) -> list[MetricSpec]:
         """The metrics the run measured, in report order (`recorded.specs_of`: a summary from
