@@ -19,6 +19,7 @@ import pytest
 
 from evalkit.config import parse_config
 from evalkit.render import render
+from evalkit.store.records import CellRecord
 from evalkit.verdict.deltas import catalog_gate_flags
 from tests.conftest import checkout_env
 
@@ -144,7 +145,7 @@ def test_each_cell_is_judged_by_its_own_entry_s_gates_and_an_unmeasured_one_is_s
     """ATOM's CI fails flexible-extract below accuracy_threshold and an acceptance below
     mtp_accept_threshold, or none reported; `gates` says what a broken one is here."""
     entry = {"entry": "V4 MTP", "ref": "abc", "fields": {"accuracy_threshold": 0.94, "mtp_accept_threshold": 0.622}}
-    cell = {"id": "c", "status": "ok", "catalog": entry}
+    cell = CellRecord(id="c", axes={}, status="ok", catalog=entry)
     config = load_config_text(gates="fail")
     flags = catalog_gate_flags(config, cell, {"gsm8k.flexible": 0.95})
     assert [(f.metric, f.action, f.message) for f in flags] == [
@@ -152,7 +153,7 @@ def test_each_cell_is_judged_by_its_own_entry_s_gates_and_an_unmeasured_one_is_s
          "c: engine.spec_acceptance_rate not measured, the mtp_accept_threshold of catalog entry 'V4 MTP' at abc")]
     assert catalog_gate_flags(config, cell, {"gsm8k.flexible": 0.93, "engine.spec_acceptance_rate": 0.7})[0].message \
         == "c: gsm8k.flexible 0.930 < 0.94, the accuracy_threshold of catalog entry 'V4 MTP' at abc"
-    assert catalog_gate_flags(config, {**cell, "status": "error"}, {}) == []
+    assert catalog_gate_flags(config, cell.model_copy(update={"status": "error"}), {}) == []
     assert catalog_gate_flags(load_config_text(gates="off"), cell, {}) == []
 
 

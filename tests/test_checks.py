@@ -22,7 +22,8 @@ def make_run(tmp_path: Path, n: int, cells: dict[str, tuple[int, int]]) -> Path:
     it, lose `lost` of its right questions and gain `gained` of its wrong ones."""
     run = tmp_path / "run"
     ids = ["base", *cells]
-    write_json(run / "run.json", {"run_id": "run", "model": "m", "engine": "sim", "status": "complete", "cells": ids})
+    write_json(run / "run.json", {"run_id": "run", "model": "m", "engine": "sim", "status": "complete", "cells": ids,
+                                  "config_path": "cfg.yaml", "config": {}})
     for cell_id, (lost, gained) in {"base": (0, 0), **cells}.items():
         marks = [(i >= 20 and not 20 <= i < 20 + lost) or i < gained for i in range(n)]
         write_jsonl(run / cell_id / "gsm8k.samples.jsonl",

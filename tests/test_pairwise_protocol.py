@@ -79,7 +79,7 @@ def config(thresholds: list[dict[str, Any]]) -> Any:
 def make_run(root: Path, run_id: str, texts: dict[str, str], floor: float | None = None) -> Path:
     run = root / run_id
     write_json(run / "run.json", {"run_id": run_id, "model": "m", "engine": "sim", "status": "complete",
-                                  "cells": list(texts)})
+                                  "cells": list(texts), "config_path": "cfg.yaml", "config": {}})
     for cell_id, text in texts.items():
         write_jsonl(run / cell_id / "letters.samples.jsonl", [{"id": "t-1", "text": text}])
         raw = {"n": 1, "floor": floor, "setup": fingerprint({"texts": "v1"})}

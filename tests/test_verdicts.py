@@ -16,6 +16,7 @@ def make_run(tmp_path: Path, wrong_in_cell: int, floor: float | None) -> Path:
     """Baseline right on every question; `cell` wrong on the first `wrong_in_cell` ones."""
     run = tmp_path / "run"
     write_json(run / "run.json", {"run_id": "run", "model": "m", "engine": "sim", "status": "complete",
+                                  "config_path": "cfg.yaml", "config": {},
                                   "cells": ["base", "cell"]})
     for cell_id, wrong in (("base", 0), ("cell", wrong_in_cell)):
         rows = [{"id": f"test-{i}", "strict-match.correct": i >= wrong, "flexible-extract.correct": i >= wrong}

@@ -41,6 +41,13 @@ class CellLike(Protocol):
 
 
 CellStatus = Literal["running", "ok", "error", "skipped", "interrupted"]
+"""What a writer records of a cell."""
+NotRun = Literal["not run"]
+"""A planned cell without cell.json (the run stopped before it): never written, only what
+`read_run_records` makes of the missing file, so the judging step reads every planned cell as a
+`CellRecord`. Kept out of `CellStatus` so no writer can record it."""
+ReadStatus = Literal[CellStatus, NotRun]
+"""A cell's status as read back: written, or `not run` (one Literal, so a bad one is refused by name)."""
 RunStatus = Literal["running", "complete", "interrupted"]
 FINISHED: tuple[CellStatus, ...] = ("ok", "error")
 """A cell with one of these statuses in its cell.json is not run again by --resume."""
@@ -250,8 +257,9 @@ class CellRecord(RecordFile):
     """The cell id (axis value names joined in axis order), also the cell folder's name."""
     axes: dict[str, str]
     """Axis name -> value name."""
-    status: CellStatus
-    """`running` while it runs, then `ok`, `error`, `skipped` or `interrupted` (never written)."""
+    status: ReadStatus
+    """`running` while it runs, then `ok`, `error`, `skipped` or `interrupted` (never written);
+    `not run` only as read back (`read_run_records`), for a planned cell that wrote nothing."""
     started_at: str | None = None
     """UTC start; absent for a skipped cell or an unsubmitted job, None when Slurm does not say."""
     source: SourceInfo | None = None
@@ -337,6 +345,19 @@ def failed_cell(cell: CellLike, error: CellError, *, status: Literal["error", "s
     for name in ("schema_version", "id", "axes", "status", "error"):
         known.pop(name, None)
     return CellRecord(id=cell.id, axes=dict(cell.axes), status=status, error=error, **known)
+
+
+def read_run_records(run_path: Path) -> tuple[RunRecord, list[CellRecord]]:
+    """run.json and every planned cell's record, in plan order: what the judging step reads. A
+    cell never written (the run was interrupted before it) is `not run`, with no axes (the store
+    does not know them) and no metrics; a cell.json that is not a `CellRecord` raises ConfigError."""
+    run = RunRecord.load(run_path / "run.json")
+    cells = []
+    for cell_id in run.cells:
+        path = run_path / cell_id / "cell.json"
+        cells.append(CellRecord.load(path) if path.is_file()
+                     else CellRecord(id=cell_id, axes={}, status="not run", metrics={}))
+    return run, cells
 
 
 class HostInfo(Record):

@@ -15,6 +15,7 @@ Fisher of a rise. `exit_code` follows the matrix's codes (errors.EXIT_CODES). Th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from evalkit.config import MatrixConfig, parse_config
 from evalkit.evals import recorded, registry
 from evalkit.evals.base import Comparison, MetricSpec, setup_differences
 from evalkit.redact import redact_argv
-from evalkit.store import read_run_cells
+from evalkit.store.records import CellRecord, RunRecord, read_run_records
 from evalkit.verdict import checks
 from evalkit.verdict.deltas import deltas_between, exit_code, flat_metrics, setup_of, unmeasured
 from evalkit.verdict.summary import ComparedCell, Delta, MetricRecord, RunComparison, RunMeta
@@ -43,16 +44,16 @@ def _shown(spec: MetricSpec, gate: Delta | None) -> Delta | None:
     return Delta.model_validate({k: v for k, v in gate.dump().items() if k not in _GATE_ONLY})
 
 
-def _config_of(run: dict[str, Any], path: Path) -> MatrixConfig | None:
-    """The config snapshot a run stored (run.json `config`); None for a run stored without one."""
-    return parse_config(run["config"], path / "run.json") if run.get("config") else None
+def _config_of(run: RunRecord, path: Path) -> MatrixConfig | None:
+    """The config snapshot a run stored (run.json `config`); None for a run stored with an empty one."""
+    return parse_config(run.config, path / "run.json") if run.config else None
 
 
-def _run_meta(run: dict[str, Any], cells: dict[str, dict[str, Any]]) -> RunMeta:
-    shas = sorted({sha for c in cells.values() if (sha := (c.get("source") or {}).get("sha"))})
-    return RunMeta(run_id=run["run_id"], model=run["model"], engine=run["engine"], started_at=run.get("started_at"),
-                   status=run.get("status"), limit=run.get("limit"), simulated=run.get("simulated", False),
-                   source_shas=shas, command=redact_argv(run["command"]) if run.get("command") else None)
+def _run_meta(run: RunRecord, cells: Mapping[str, CellRecord]) -> RunMeta:
+    shas = sorted({c.source.sha for c in cells.values() if c.source and c.source.sha})
+    return RunMeta(run_id=run.run_id, model=run.model, engine=run.engine, started_at=run.started_at,
+                   status=run.status, limit=run.limit, simulated=run.simulated,
+                   source_shas=shas, command=redact_argv(run.command) if run.command else None)
 
 
 def compare_runs(a_path: Path, b_path: Path) -> RunComparison:
@@ -63,30 +64,37 @@ def compare_runs(a_path: Path, b_path: Path) -> RunComparison:
     whose setup differs between the runs (endpoint, n-shot, lm-eval version, ...) is not
     compared: its deltas say `setup_differs` with the fields, and the row lists them.
     """
-    run_a, listed_a = read_run_cells(a_path)
-    run_b, listed_b = read_run_cells(b_path)
-    evals = registry.recorded(run_a, run_b)  # a plugin either run named that cannot load: its metrics are not compared
-    cells_a, cells_b = {c["id"]: c for c in listed_a}, {c["id"]: c for c in listed_b}
+    run_a, listed_a = read_run_records(a_path)
+    run_b, listed_b = read_run_records(b_path)
+    # a plugin either run named that cannot load: its metrics are not compared
+    evals = registry.recorded(run_a.dump(), run_b.dump())
+    cells_a, cells_b = {c.id: c for c in listed_a}, {c.id: c for c in listed_b}
+    # each cell as cell.json holds it: what the evals' hooks and `deltas_between` read
+    stored_a, stored_b = {c.id: c.dump() for c in listed_a}, {c.id: c.dump() for c in listed_b}
     out: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for cell_id in list(dict.fromkeys([*cells_a, *cells_b])):
         a, b = cells_a.get(cell_id), cells_b.get(cell_id)
-        row: dict[str, Any] = {"id": cell_id, "axes": (a or b or {}).get("axes", {}),
+        either = a or cells_b[cell_id]
+        row: dict[str, Any] = {"id": cell_id, "axes": either.axes,
                                "in": "both" if a and b else "a" if a else "b",
-                               "status_a": a["status"] if a else None, "status_b": b["status"] if b else None,
-                               "a": flat_metrics(a, evals) if a else {}, "b": flat_metrics(b, evals) if b else {}}
+                               "status_a": a.status if a else None, "status_b": b.status if b else None,
+                               "a": flat_metrics(stored_a[cell_id], evals) if a else {},
+                               "b": flat_metrics(stored_b[cell_id], evals) if b else {}}
         gate: dict[str, Any] = {"id": cell_id, "status": "not compared"}
-        if a and b and a["status"] == b["status"] == "ok":
-            specs = evals.metrics(None, [a, b])
+        if a and b and a.status == b.status == "ok":
+            specs = evals.metrics(None, [stored_a[cell_id], stored_b[cell_id]])
             for ev in evals:
-                if differs := setup_differences(setup_of(a, ev.name), setup_of(b, ev.name)):
+                if differs := setup_differences(setup_of(a.metrics, ev.name), setup_of(b.metrics, ev.name)):
                     row.setdefault("setup_differs", {})[ev.name] = differs
-            vs_a = deltas_between(b, {**a, "id": run_a["run_id"]}, b_path / cell_id, a_path / cell_id, row["b"], row["a"], evals)
+            vs_a = deltas_between(stored_b[cell_id], {**stored_a[cell_id], "id": run_a.run_id}, b_path / cell_id,
+                                  a_path / cell_id, row["b"], row["a"], evals)
             for spec in specs:
                 if spec.comparison is not Comparison.NONE:
                     row[spec.name] = _shown(spec, vs_a.of(spec.name))
-            gate = {"id": cell_id, "status": "ok", "metrics": row["b"], "unmeasured": unmeasured(b, evals), "vs_baseline": vs_a}
+            gate = {"id": cell_id, "status": "ok", "metrics": row["b"], "unmeasured": unmeasured(stored_b[cell_id], evals),
+                    "vs_baseline": vs_a}
         out.append((row, gate))
-    specs = evals.metrics(None, [*listed_a, *listed_b])
+    specs = evals.metrics(None, [*stored_a.values(), *stored_b.values()])
     config = _config_of(run_b, b_path)
     cells = _judged(config, out)
     failed = sum(1 for cell in cells if cell.status_b == "error")

@@ -6,6 +6,11 @@ marks paired on the questions both cells answered (McNemar's exact test), counts
 (Fisher's exact test, see stats/tests.py), continuous values as a difference, and a value measured
 between the two cells by the eval that owns it (PAIRWISE, `Pairwise`). A threshold with `alpha` counts
 a delta only when it is significant, so noise on a small `--limit` does not fail a nightly job.
+
+A run's cells are read as `CellRecord`s (store/records.py `read_run_records`), their own fields by
+attribute; what the evals' hooks and the per-cell comparison read (`flat_metrics`, `unmeasured`,
+`deltas_between`) is each cell as cell.json holds it, the record's dump, so the plugin contract
+stays mappings and a bisect can compare a step that is no stored cell.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ from evalkit.evals.base import (
 from evalkit.evals.capabilities import CellFlags, ExtraDelta, Pairwise, Unmeasured
 from evalkit.evals.evalset import EvalSet, raw
 from evalkit.stats.tests import fisher_collapse, paired_comparison
-from evalkit.store import once_per_file_state, read_jsonl, read_regressions, read_run_cells
+from evalkit.store import once_per_file_state, read_jsonl, read_regressions
+from evalkit.store.records import CellRecord, read_run_records
 from evalkit.verdict import checks
 from evalkit.verdict.summary import (
     SUMMARY_SCHEMA_VERSION,
@@ -79,7 +85,7 @@ def _marks_file(path: Path, fields: tuple[str, ...]) -> dict[str, tuple[bool | N
         return {}
 
 
-def _merged(record: dict[str, Any], evals: EvalSet,
+def _merged(record: Mapping[str, Any], evals: EvalSet,
             part: Callable[[Eval, Mapping[str, Any]], dict[str, Any]]) -> dict[str, Any]:
     """`part(eval, raw)` of every eval of `evals` that ran in this cell, merged in eval order."""
     out: dict[str, Any] = {}
@@ -90,35 +96,40 @@ def _merged(record: dict[str, Any], evals: EvalSet,
     return out
 
 
-def flat_metrics(record: dict[str, Any], evals: EvalSet) -> dict[str, Any]:
+def flat_metrics(record: Mapping[str, Any], evals: EvalSet) -> dict[str, Any]:
     """A cell's headline metrics under stable dotted names (the summary.json contract), read by
-    the evals of its run (`evals`)."""
+    the evals of its run (`evals`). `record` is the whole cell as cell.json holds it (a
+    `CellRecord`'s dump): the evals' hooks read mappings, and the history, bisect and calibrate
+    hand it what they read of a cell."""
     return _merged(record, evals, lambda ev, found: ev.flat(found))
 
 
-def unmeasured(record: dict[str, Any], evals: EvalSet) -> dict[str, str]:
+def unmeasured(record: Mapping[str, Any], evals: EvalSet) -> dict[str, str]:
     """Metric -> why this cell has no value of it although its eval ran (`Unmeasured`)."""
     return _merged(record, evals, lambda ev, found: ev.absent(found) if isinstance(ev, Unmeasured) else {})
 
 
-def deltas_in_run(cell: dict[str, Any], ref: dict[str, Any], run_path: Path, flats: dict[str, dict[str, Any]],
-                  evals: EvalSet) -> Deltas:
-    """Deltas of `cell` against `ref` (cell - ref), per compared metric: paired metrics on the
-    shared questions (McNemar), counts with Fisher (one-sided, a rise), continuous values as a
-    plain difference. `flats`: each cell's flat metrics by id, computed once per summary."""
-    return deltas_between(cell, ref, run_path / cell["id"], run_path / ref["id"], flats[cell["id"]], flats[ref["id"]],
-                          evals)
+def deltas_in_run(cell: str, ref: str, run_path: Path, stored: Mapping[str, Mapping[str, Any]],
+                  flats: Mapping[str, dict[str, Any]], evals: EvalSet) -> Deltas:
+    """Deltas of cell `cell` against cell `ref` (cell - ref, by id), per compared metric: paired
+    metrics on the shared questions (McNemar), counts with Fisher (one-sided, a rise), continuous
+    values as a plain difference. `stored` (each cell's record as the evals read it) and `flats`
+    (its flat metrics) are by id, computed once per summary."""
+    return deltas_between(stored[cell], stored[ref], run_path / cell, run_path / ref, flats[cell], flats[ref], evals)
 
 
-def deltas_between(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, ref_dir: Path,
+def deltas_between(cell: Mapping[str, Any], ref: Mapping[str, Any], cell_dir: Path, ref_dir: Path,
                flat_cell: dict[str, Any], flat_ref: dict[str, Any], evals: EvalSet) -> Deltas:
     """`compare` for two cell folders anywhere (a bisect compares one cell at two commits, the
     good end possibly from another run): the records, their folders and their flat metrics; the
-    metrics compared are those the two records hold (`EvalSet.metrics`) of the evals of `evals`."""
+    metrics compared are those the two records hold (`EvalSet.metrics`) of the evals of `evals`.
+    The records are mappings (`id` naming the reference, `metrics`): what the evals' hooks read,
+    and a bisect step's partial record (its commit and metrics so far) is no stored cell."""
     result: dict[str, Delta] = {}
     specs = evals.metrics(None, [cell, ref])
     for ev in evals:
-        differs = setup_differences(setup_of(cell, ev.name), setup_of(ref, ev.name))
+        differs = setup_differences(setup_of(cell.get("metrics") or {}, ev.name),
+                                    setup_of(ref.get("metrics") or {}, ev.name))
         for spec in (spec for spec in specs if evals.eval_of(spec.name) is ev):
             if differs and measured_by_both(spec, flat_cell, flat_ref):
                 result[spec.name] = Delta.model_validate(refused(differs))
@@ -135,7 +146,7 @@ def deltas_between(cell: dict[str, Any], ref: dict[str, Any], cell_dir: Path, re
     return Deltas.model_validate({"reference": ref["id"], **result})
 
 
-def measured_by_both(spec: MetricSpec, this: dict[str, Any], ref: dict[str, Any]) -> bool:
+def measured_by_both(spec: MetricSpec, this: Mapping[str, Any], ref: Mapping[str, Any]) -> bool:
     """Whether both cells have `spec` to compare (their flat metrics): a per-cell metric when both
     hold it; a PAIRWISE one, held by no cell alone, whenever both ran its eval (the caller knows:
     their setups were found to differ)."""
@@ -144,9 +155,11 @@ def measured_by_both(spec: MetricSpec, this: dict[str, Any], ref: dict[str, Any]
     return spec.comparison is Comparison.PAIRWISE or (spec.name in this and spec.name in ref)
 
 
-def setup_of(record: dict[str, Any], eval_name: str) -> dict[str, Any] | None:
-    """A cell record's setup fingerprint of one eval (None: not run, or stored before fingerprints)."""
-    return ((record.get("metrics") or {}).get(eval_name) or {}).get(SETUP_KEY)
+def setup_of(metrics: Mapping[str, Any], eval_name: str) -> dict[str, Any] | None:
+    """One eval's setup fingerprint in a cell's raw metrics (`CellRecord.metrics`; None: not run,
+    or stored before fingerprints)."""
+    found: dict[str, Any] | None = (metrics.get(eval_name) or {}).get(SETUP_KEY)
+    return found
 
 
 def refused(differs: list[str]) -> dict[str, Any]:
@@ -192,7 +205,7 @@ def delta(spec: MetricSpec, this_dir: Path, ref_dir: Path, this: dict[str, Any],
     return None
 
 
-def _noise_floor(spec: MetricSpec, cell: dict[str, Any], ref: dict[str, Any], evals: EvalSet) -> float | None:
+def _noise_floor(spec: MetricSpec, cell: Mapping[str, Any], ref: Mapping[str, Any], evals: EvalSet) -> float | None:
     """The larger repeat swing of the two cells (`evals.<eval>.repeats`), None without repeats."""
     ev = evals.eval_of(spec.name)
     floors = [f for c in (cell, ref) if spec.noise_floor and ev and (raw := (c["metrics"].get(ev.name) or {}))
@@ -218,12 +231,12 @@ def _flags(config: MatrixConfig, row: dict[str, Any]) -> list[Flag]:
             if (f := checks.flag(config.thresholds[record.threshold], record, row["id"], row["metrics"]))]
 
 
-def _setups(cells: list[dict[str, Any]], evals: EvalSet) -> dict[str, dict[str, Any]]:
+def _setups(cells: list[CellRecord], evals: EvalSet) -> dict[str, dict[str, Any]]:
     """Each distinct eval setup of the run once, by its hash (the cells name theirs)."""
     out: dict[str, dict[str, Any]] = {}
     for cell in cells:
         for ev in evals:
-            if setup := setup_of(cell, ev.name):
+            if setup := setup_of(cell.metrics, ev.name):
                 out.setdefault(setup["hash"], {"eval": ev.name, **setup["fields"]})
     return out
 
@@ -232,31 +245,31 @@ RAN_AS_METRIC = "engine.ran_as"
 """The `metric` of the flag on a cell whose engine ran another mode or layout than asked."""
 
 
-def ran_as_flags(cell: dict[str, Any]) -> list[Flag]:
+def ran_as_flags(cell: CellRecord) -> list[Flag]:
     """A warning on a cell whose engine's log says it ran another graph mode or layout than the cell
     asked (run/engine_log.py): its numbers are not the named configuration's, in every report."""
-    ran = cell.get("ran_as") or {}
-    if ran.get("agrees") is not False:
+    ran = cell.ran_as
+    if ran is None or ran.agrees is not False:
         return []
-    return [Flag(metric=RAN_AS_METRIC, check="ran_as", action="warn", value=ran.get("mode"),
-                 message=f"{cell['id']}: engine ran {'; '.join(ran.get('disagreements', []))} (its own log)")]
+    return [Flag(metric=RAN_AS_METRIC, check="ran_as", action="warn", value=ran.mode,
+                 message=f"{cell.id}: engine ran {'; '.join(ran.disagreements)} (its own log)")]
 
 
 CATALOG_METRIC = "engine.catalog"
 
 
-def catalog_flags(cell: dict[str, Any], ref: dict[str, Any] | None) -> list[Flag]:
+def catalog_flags(cell: CellRecord, ref: CellRecord | None) -> list[Flag]:
     """A warning on a cell whose launch came from another catalog entry than its reference's (its
     fix-on twin, else the baseline; engine/catalog.py): flags, env or gates changed between the
     refs, so the comparison tests more than the change."""
-    mine, theirs = cell.get("catalog"), (ref or {}).get("catalog")
+    mine, theirs = cell.catalog, ref.catalog if ref is not None else None
     if not mine or not theirs or ref is None:
         return []
     differ = differences(mine, theirs)
     if not differ:
         return []
     return [Flag(metric=CATALOG_METRIC, check="catalog", action="warn",
-                 message=f"{cell['id']}: catalog entry {mine['entry']!r} at {mine['ref']} differs from {ref['id']}'s "
+                 message=f"{cell.id}: catalog entry {mine['entry']!r} at {mine['ref']} differs from {ref.id}'s "
                          f"at {theirs['ref']}: {'; '.join(differ)} (the comparison tests more than the change)")]
 
 
@@ -266,10 +279,10 @@ below accuracy_threshold and an MTP acceptance below mtp_accept_threshold, or no
 (.github/workflows/atom-test.yaml:575-630 at HEAD ffdf3bb5)."""
 
 
-def catalog_gate_flags(config: MatrixConfig, cell: dict[str, Any], metrics: dict[str, Any]) -> list[Flag]:
+def catalog_gate_flags(config: MatrixConfig, cell: CellRecord, metrics: dict[str, Any]) -> list[Flag]:
     """The cell judged by the gates of the catalog entry its own ref holds (`engine.catalog.gates`)."""
-    entry, catalog = cell.get("catalog"), config.engine.catalog
-    if not entry or catalog is None or catalog.gates == "off" or cell.get("status") != "ok":
+    entry, catalog = cell.catalog, config.engine.catalog
+    if not entry or catalog is None or catalog.gates == "off" or cell.status != "ok":
         return []
     out = []
     for gate, metric in CATALOG_GATES:
@@ -279,7 +292,7 @@ def catalog_gate_flags(config: MatrixConfig, cell: dict[str, Any], metrics: dict
             continue
         said = "not measured" if value is None else f"{value:.3f} < {limit}"
         out.append(Flag(metric=metric, check="catalog_gate", action=catalog.gates, limit=limit,
-                        message=f"{cell['id']}: {metric} {said}, the {gate} of catalog entry {entry['entry']!r} at "
+                        message=f"{cell.id}: {metric} {said}, the {gate} of catalog entry {entry['entry']!r} at "
                                 f"{entry['ref']}"))
     return out
 
@@ -293,54 +306,53 @@ def summarize(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
 def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
     """The whole run's verdict from what is stored, judged with its config's evals
     (``config.evals.evalset``, carried by the summary to its report); the same function serves `report`."""
-    run, cells = read_run_cells(run_path)
+    run, cells = read_run_records(run_path)
     evals = config.evals.evalset
-    specs = evals.metrics(config.evals, cells)
-    baseline = next((c for c in cells if config.baseline and c.get("axes") == config.baseline), None)
+    stored = {cell.id: cell.dump() for cell in cells}  # each cell as the evals' hooks read it
+    specs = evals.metrics(config.evals, stored.values())
+    baseline = next((c for c in cells if config.baseline and c.axes == config.baseline), None)
     rows = []
-    flats = {cell["id"]: flat_metrics(cell, evals) for cell in cells}
-    references: dict[str, dict[str, Any] | None] = {}
+    flats = {cell.id: flat_metrics(stored[cell.id], evals) for cell in cells}
+    references: dict[str, CellRecord | None] = {}
     for cell in cells:
-        row: dict[str, Any] = {"id": cell["id"], "axes": cell.get("axes", {}), "status": cell["status"]}
-        if cell.get("error"):
-            row["error"] = cell["error"]["message"]
-        row["metrics"] = flats[cell["id"]]
-        row["unmeasured"] = unmeasured(cell, evals)
-        ok = cell["status"] == "ok"
-        if ok and baseline and baseline["status"] == "ok" and baseline["id"] != cell["id"]:
-            row["vs_baseline"] = deltas_in_run(cell, baseline, run_path, flats, evals)
-        wanted = twin_axes(cell.get("axes", {}), config) if ok else None
-        twin = next((c for c in cells if c.get("axes") == wanted), None) if wanted else None
-        if twin and twin["status"] == "ok":
-            row["vs_ab"] = deltas_in_run(cell, twin, run_path, flats, evals)
-        references[cell["id"]] = twin or (baseline if baseline is not cell else None)
-        row["setup"] = {ev.name: setup["hash"] for ev in evals if (setup := setup_of(cell, ev.name))}
-        row["effective_mode"] = cell.get("effective_mode")
-        row["ran_as"] = cell.get("ran_as")
-        row["log_checks"] = cell.get("log_checks")
-        row["source"] = cell.get("source")
-        row["imports"] = cell.get("imports")
-        row["engine_version"] = cell.get("engine_version")
-        row["timings"] = cell.get("timings", {})
+        row: dict[str, Any] = {"id": cell.id, "axes": cell.axes, "status": cell.status}
+        if cell.error:
+            row["error"] = cell.error.message
+        row["metrics"] = flats[cell.id]
+        row["unmeasured"] = unmeasured(stored[cell.id], evals)
+        ok = cell.status == "ok"
+        if ok and baseline and baseline.status == "ok" and baseline.id != cell.id:
+            row["vs_baseline"] = deltas_in_run(cell.id, baseline.id, run_path, stored, flats, evals)
+        wanted = twin_axes(cell.axes, config) if ok else None
+        twin = next((c for c in cells if c.axes == wanted), None) if wanted else None
+        if twin and twin.status == "ok":
+            row["vs_ab"] = deltas_in_run(cell.id, twin.id, run_path, stored, flats, evals)
+        references[cell.id] = twin or (baseline if baseline is not cell else None)
+        row["setup"] = {ev.name: setup["hash"] for ev in evals if (setup := setup_of(cell.metrics, ev.name))}
+        row |= {"effective_mode": cell.effective_mode, "ran_as": cell.ran_as, "log_checks": cell.log_checks,
+                "source": cell.source, "imports": cell.imports, "engine_version": cell.engine_version,
+                "timings": cell.timings}
         rows.append(row)
     checks.assess_matrix(config, rows)
     for cell, row in zip(cells, rows):
-        row["flags"] = (_flags(config, row) + ran_as_flags(cell) + catalog_flags(cell, references[cell["id"]])
+        row["flags"] = (_flags(config, row) + ran_as_flags(cell) + catalog_flags(cell, references[cell.id])
                         + catalog_gate_flags(config, cell, row["metrics"]))
     judged = [CellRow.model_validate(row) for row in rows]
-    _eval_flags(cells, judged, evals, next((r for r in judged if baseline and r.id == baseline["id"] and r.status == "ok"), None))
+    _eval_flags([stored[cell.id] for cell in cells], judged, evals,
+                next((r for r in judged if baseline and r.id == baseline.id and r.status == "ok"), None))
     failed = sum(1 for r in judged if r.status == "error")
     not_run = sum(1 for r in judged if r.status not in ("ok", "error"))
     tallied = checks.tally(c for r in judged for c in r.checks or [])
     broken = sum(1 for r in judged for f in r.flags if f.action == "fail")
     warned = sum(1 for r in judged for f in r.flags if f.action == "warn")
-    code = exit_code(interrupted=run.get("status") == "interrupted", failed=failed + not_run, broken=broken)
+    code = exit_code(interrupted=run.status == "interrupted", failed=failed + not_run, broken=broken)
     regressions = read_regressions(run_path)
     return RunSummary(
-        schema_version=SUMMARY_SCHEMA_VERSION, run_id=run["run_id"], model=run["model"], engine=run["engine"],
-        simulated=run.get("simulated", False), status=run.get("status"), started_at=run.get("started_at"),
-        finished_at=run.get("finished_at"), command=run.get("command"), listen_host=run.get("listen_host"),
-        baseline=baseline["id"] if baseline else None, ab=config.ab.model_dump() if config.ab else None,
+        schema_version=SUMMARY_SCHEMA_VERSION, run_id=run.run_id, model=run.model, engine=run.engine,
+        simulated=run.simulated, status=run.status, started_at=run.started_at, finished_at=run.finished_at,
+        # a run.json without `command` (written before it existed) leaves it null, not the model's []
+        command=run.command if "command" in run.model_fields_set else None, listen_host=run.listen_host,
+        baseline=baseline.id if baseline else None, ab=config.ab.model_dump() if config.ab else None,
         metrics=[MetricRecord.model_validate(r) for r in recorded.records(specs)],
         cells=judged, setups=_setups(cells, evals),
         failed_cells=failed, not_run_cells=not_run, broken_thresholds=broken, warnings=warned, exit_code=code,
@@ -350,9 +362,10 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
     ).carrying(evals)
 
 
-def _eval_flags(cells: list[dict[str, Any]], rows: list[CellRow], evals: EvalSet, baseline: CellRow | None) -> None:
+def _eval_flags(cells: list[Mapping[str, Any]], rows: list[CellRow], evals: EvalSet, baseline: CellRow | None) -> None:
     """Each ok row's flags from the evals that raise their own (`CellFlags`), which read the cell's
-    record and its row and the baseline's as summary.json holds them."""
+    record (as cell.json holds it, `CellRecord.dump`) and its row and the baseline's as summary.json
+    holds them."""
     flagging = [ev for ev in evals if isinstance(ev, CellFlags)]
     base = baseline.dump() if baseline is not None and flagging else None
     for cell, row in zip(cells, rows):
