@@ -24,11 +24,11 @@ from evalkit.store import (
     once_per_file_state,
     read_json,
     read_jsonl,
-    read_run_cells,
     resolve_run,
     write_json,
     write_jsonl,
 )
+from evalkit.store.records import read_run_records
 
 
 def leftovers(folder: Path, keep: str) -> list[str]:
@@ -168,28 +168,40 @@ def test_what_an_absent_file_means_is_the_functions_to_say(tmp_path: Path) -> No
 # --- reading a run's cells -------------------------------------------------------------------
 
 
-def test_read_run_cells_follows_the_plan_and_fills_in_cells_never_written(tmp_path: Path) -> None:
+RUN = {"run_id": "r1", "status": "complete", "model": "m", "engine": "sim", "config_path": "c.yaml", "config": {}}
+
+
+def test_read_run_records_follows_the_plan_and_fills_in_cells_never_written(tmp_path: Path) -> None:
     store = RunStore(tmp_path, "r1")
     store.create()
-    store.write_run({"run_id": "r1", "cells": ["tp8-fixon", "dp8-fixon", "dp8-fixoff"]})
-    store.write_cell("dp8-fixoff", {"id": "dp8-fixoff", "status": "ok", "metrics": {"gsm8k": {"n": 3}}})
-    store.write_cell("tp8-fixon", {"id": "tp8-fixon", "status": "error", "metrics": {}})
-    store.write_cell("stray", {"id": "stray", "status": "ok", "metrics": {}})  # not in the plan
+    store.write_run(RUN | {"cells": ["tp8-fixon", "dp8-fixon", "dp8-fixoff"]})
+    store.write_cell("dp8-fixoff", {"id": "dp8-fixoff", "axes": {"p": "dp8"}, "status": "ok", "metrics": {"gsm8k": {"n": 3}}})
+    store.write_cell("tp8-fixon", {"id": "tp8-fixon", "axes": {"p": "tp8"}, "status": "error", "metrics": {}})
+    store.write_cell("stray", {"id": "stray", "axes": {}, "status": "ok", "metrics": {}})  # not in the plan
     # A kill while dp8-fixon's record was being written leaves only its temp file.
     store.cell_dir("dp8-fixon").mkdir()
     (store.cell_dir("dp8-fixon") / ".cell.json.4242.tmp").write_text('{"id": "dp8-fixon", "sta')
-    run, cells = read_run_cells(store.path)
-    assert run["run_id"] == "r1"
-    assert cells == [
-        {"id": "tp8-fixon", "status": "error", "metrics": {}},
-        {"id": "dp8-fixon", "status": "not run", "metrics": {}},
-        {"id": "dp8-fixoff", "status": "ok", "metrics": {"gsm8k": {"n": 3}}},
-    ]
+    run, cells = read_run_records(store.path)
+    assert run.run_id == "r1"
+    assert [(c.id, c.status, c.metrics) for c in cells] == [
+        ("tp8-fixon", "error", {}), ("dp8-fixon", "not run", {}), ("dp8-fixoff", "ok", {"gsm8k": {"n": 3}})]
+    # a written cell reads back as it was written; a cell never written has no axes
+    assert cells[2].dump() == {"id": "dp8-fixoff", "axes": {"p": "dp8"}, "status": "ok", "metrics": {"gsm8k": {"n": 3}},
+                               "schema_version": 1}
+    assert cells[1].dump() == {"id": "dp8-fixon", "axes": {}, "status": "not run", "metrics": {}, "schema_version": 1}
 
 
 def test_a_run_json_without_cells_has_none(tmp_path: Path) -> None:
-    write_json(tmp_path / "run.json", {"run_id": "r"})
-    assert read_run_cells(tmp_path) == ({"run_id": "r"}, [])
+    write_json(tmp_path / "run.json", RUN)
+    run, cells = read_run_records(tmp_path)
+    assert (run.run_id, cells) == ("r1", [])
+
+
+def test_a_cell_json_that_is_not_a_record_is_refused_by_name(tmp_path: Path) -> None:
+    write_json(tmp_path / "run.json", RUN | {"cells": ["c"]})
+    write_json(tmp_path / "c" / "cell.json", {"id": "c", "axes": {}, "status": "finished"})
+    with pytest.raises(ConfigError, match=r"c/cell.json: not a CellRecord \(\('status',\)"):
+        read_run_records(tmp_path)
 
 
 # --- run ids ---------------------------------------------------------------------------------

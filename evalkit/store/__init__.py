@@ -14,11 +14,10 @@ from evalkit.store.files import (
     read_json,
     read_jsonl,
     read_regressions,
-    read_run_cells,
     resolve_run,
     write_json,
     write_jsonl,
 )
 
 __all__ = ["DEFAULT_CACHE_DIR", "DEFAULT_RESULTS_DIR", "REGRESSIONS_FILE", "RunStore", "atomic_write_text", "check_run_id", "file_hash", "jsonl_writer", "new_run_id", "once_per_file_state", "read_json", "read_jsonl", "read_regressions",
-           "read_run_cells", "resolve_run", "write_json", "write_jsonl"]
+           "resolve_run", "write_json", "write_jsonl"]

@@ -91,17 +91,6 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
 
 
-def read_run_cells(run_path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """run.json and every planned cell's record, in plan order; a cell never written (the run
-    was interrupted before it) is ``{"id": ..., "status": "not run", "metrics": {}}``."""
-    run = read_json(run_path / "run.json")
-    cells = []
-    for cell_id in run.get("cells", []):
-        path = run_path / cell_id / "cell.json"
-        cells.append(read_json(path) if path.is_file() else {"id": cell_id, "status": "not run", "metrics": {}})
-    return run, cells
-
-
 def check_run_id(run_id: str) -> str:
     if not RUN_ID_PATTERN.fullmatch(run_id) or ".." in run_id:
         raise ConfigError(f"run id {run_id!r}: use letters, digits, '-', '_' and '.' only (no '/' or '..')")
