@@ -16,6 +16,7 @@ from evalkit.errors import CalibrationFailed, ConfigError
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.store import read_json, write_json
 from evalkit.store.files import check_run_id, new_run_id
+from evalkit.store.records import CellRecord
 from evalkit.verdict.calibrate import (
     DEFAULT_ALPHA,
     NIGHTLY_CELLS,
@@ -74,7 +75,7 @@ def run_calibration(request: MatrixRequest, cell_id: str, repeats: int, alpha: f
         raise ConfigError(f"--cell {cell_id}: not a cell of {config_path} (cells: {', '.join(c.id for c in expand(config))})")
     folder = request.results_dir / check_run_id(name or new_run_id(f"calibrate-{config_path.stem}-{cell_id}"))
     selection = ",".join(f"{axis}={value}" for axis, value in cell.axes.items())
-    runs = []
+    runs, loaded = [], []
     for i in range(1, repeats + 1):
         run_id = f"repeat-{i}"
         done = folder / run_id / "summary.json"
@@ -83,13 +84,13 @@ def run_calibration(request: MatrixRequest, cell_id: str, repeats: int, alpha: f
                 shutil.rmtree(folder / run_id)  # an interrupted repeat is run again whole
             run_matrix(replace(request, config_path=config_path, model=None, only=(selection,) if selection else (),
                                run_id=run_id, resume=None, results_dir=folder, history=False), progress)
-        record = read_json(folder / run_id / cell.id / "cell.json")
-        if record.get("status") != "ok":
-            message = (record.get("error") or {}).get("message", record.get("status"))
-            raise CalibrationFailed(f"{folder / run_id}: cell {cell.id} did not run ({message}); "
+        record = CellRecord.load(folder / run_id / cell.id / "cell.json")
+        if record.status != "ok":
+            raise CalibrationFailed(f"{folder / run_id}: cell {cell.id} did not run ({record.message or record.status}); "
                                     "calibrate on a cell that runs")
         runs.append(folder / run_id)
-    records = [read_json(run / cell.id / "cell.json") for run in runs]
+        loaded.append(record)
+    records = [r.dump() for r in loaded]  # each repeat's cell as cell.json holds it: what the evals read
     evals = config.evals.evalset
     flats = [flat_metrics(r, evals) for r in records]
     noises, alphas = [], {}
