@@ -23,7 +23,7 @@ from evalkit.config.thresholds import ThresholdKind
 from evalkit.evals import recorded
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.evals.capabilities import Subsets
-from evalkit.store import read_json
+from evalkit.store.records import CellRecord
 from evalkit.verdict import checks
 from evalkit.verdict.deltas import check_threshold, deltas_between, flat_metrics, unmeasured
 from evalkit.verdict.summary import CheckRecord, Delta, Deltas, Flag
@@ -113,7 +113,8 @@ def label(record: dict[str, Any], name: str) -> str:
 def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float) -> Ends:
     """Judge the bad end's cell folder against the good end's; never raises for ends that are
     not as claimed (that is `Ends.bad` False with its reason)."""
-    good, bad = read_json(good_dir / "cell.json"), read_json(bad_dir / "cell.json")
+    ends = CellRecord.load(good_dir / "cell.json"), CellRecord.load(bad_dir / "cell.json")
+    good, bad = (end.dump() for end in ends)  # each end as cell.json holds it: what the evals read
     labels = {"good": label(good, "good end"), "bad": label(bad, "bad end")}
     paired_spec, count_spec = step_metrics(config)
     evals = config.evals.evalset
@@ -121,10 +122,9 @@ def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float
             "paired_metric": paired_spec.name if paired_spec else None,
             "count_metric": count_spec.name if count_spec else None,
             "metrics": recorded.records(evals.metrics(config.evals, [good, bad]))}
-    for record, name in ((good, "good"), (bad, "bad")):
-        if record.get("status") != "ok":
-            message = (record.get("error") or {}).get("message") or record.get("status")
-            return Ends(bad=False, reason=f"the {name} end did not run: {message}", **base)
+    for end, name in zip(ends, ("good", "bad")):
+        if end.status != "ok":
+            return Ends(bad=False, reason=f"the {name} end did not run: {end.message or end.status}", **base)
     flat_good, flat_bad = flat_metrics(good, evals), flat_metrics(bad, evals)
     # the reference named by its commit: threshold messages read "vs good end <sha> 0.940"
     reference = labels["good"].removeprefix(REFERENCE_WORD).strip() or "?"
