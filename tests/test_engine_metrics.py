@@ -273,6 +273,14 @@ def test_a_cell_much_faster_while_collapsing_gets_a_note(speed: float, rise: flo
                                        "tokens/s while collapse rate rose +30.0 points, Fisher p = 1e-05)")
 
 
+def test_a_faster_cell_whose_copies_disagree_more_gets_no_collapse_note() -> None:
+    """Only the collapse rate makes the note: a buggy cell's disagree share also rises, and whether
+    that cell is faster then depends on the box's load, not on loops."""
+    row = _row("dp8", 160) | {"vs_baseline": {"consistency.disagree_rate": {"diff": 0.5, "p_value": 1e-6}}}
+    record = {"metrics": {"consistency": {"n": 32, "disagree": 16}}}  # the cell ran the consistency eval
+    assert EngineFigures().cell_flags(record, row, _row("tp8", 100)) == []
+
+
 def test_cell_json_keeps_engine_figures_out_of_the_eval_metrics(run: dict[str, Any]) -> None:
     record = run["record"]("base")
     assert set(record["metrics"]) == {"gsm8k", "repetition"}
