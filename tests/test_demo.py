@@ -118,9 +118,11 @@ def test_with_limit_50_no_healthy_comparison_passes(tmp_path: Path) -> None:
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("seed", [1, 3])
 def test_other_seeds_flag_only_the_buggy_cell(tmp_path: Path, seed: int) -> None:
-    # 700 questions and two cells at a time (16 declared devices, 8 per cell) keep the suite
-    # fast; the 7-point drop still has McNemar p < 1e-8 there.
-    check_only_buggy_flagged(run_demo(tmp_path, seed, "--limit", "700", extra="devices: {count: 16}\n"))
+    # 700 questions keep the suite fast; the 7-point drop still has McNemar p < 1e-8 there. One
+    # cell at a time, as the demo runs: two side by side on 2 cores changed how the consistency
+    # eval's requests share steps, and seed 1's buggy cell then disagreed on 8 of 32 prompts
+    # against the baseline's 4 (2026-12-06); seed 0's, run one cell at a time that day, parted 17.
+    check_only_buggy_flagged(run_demo(tmp_path, seed, "--limit", "700"))
 
 
 def check_only_buggy_flagged(summary: dict) -> None:
