@@ -3,7 +3,7 @@ and generation tokens next to a full cell.
 
 configs/demo.yaml's evals and thresholds (GSM8K 3-shot on all 1319 questions, 64 long
 generations at up to 4096 tokens) on the buggy DP-attention + PIECEWISE cell, whose engine source
-is a throwaway repo of tests/bisect_repo.py: 64 commits, the fix dropped at commit k (random per
+is a throwaway repo of tests/helpers/git.py: 64 commits, the fix dropped at commit k (random per
 seed). The good end (the root commit) runs once as `evalkit matrix`; each seed's bisect takes it
 with `--good-run` and runs its bad end in full and its steps sequentially. Printed per seed: the
 commit found, engine starts, steps; then the median step against the full cell.
@@ -33,7 +33,7 @@ from evalkit.api.matrix import MatrixRequest, run_matrix  # noqa: E402
 from evalkit.bisect.driver import BisectRequest, run_bisect  # noqa: E402
 from evalkit.bisect.step import sample_tokens  # noqa: E402
 from evalkit.store import read_jsonl  # noqa: E402
-from tests.bisect_repo import add_branch, make_repo  # noqa: E402
+from tests.helpers.git import add_branch, make_repo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

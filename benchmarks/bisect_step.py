@@ -2,7 +2,7 @@
 
 The demo's evals and thresholds (configs/demo.yaml: GSM8K 3-shot, 64 long generations at 4096
 tokens) on the buggy DP-attention + PIECEWISE cell, its engine source the throwaway repo of
-tests/bisect_repo.py (the fix dropped at commit 4 of 8). The ends run as full cells; then a step
+tests/helpers/git.py (the fix dropped at commit 4 of 8). The ends run as full cells; then a step
 on a buggy commit and one on a healthy commit run for each seed (the seed orders the questions),
 and each prints what it used against the full cell's 1319 questions and 64 generations.
 
@@ -32,7 +32,7 @@ from evalkit.evals.cancel import Stop
 from evalkit.run.cell import CellControl, CellJob, run_cell  # noqa: E402
 from evalkit.run.options import Silent  # noqa: E402
 from evalkit.store import RunStore, read_jsonl  # noqa: E402
-from tests.bisect_repo import add_branch, make_repo  # noqa: E402
+from tests.helpers.git import add_branch, make_repo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRST_BAD = 4

@@ -27,7 +27,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evalkit.engine.metrics import read_version, scrape  # noqa: E402
-from tests.sim_helpers import SimServer  # noqa: E402
+from tests.helpers.sim import SimServer  # noqa: E402
 
 
 def _timed(call: object, n: int) -> list[float]:

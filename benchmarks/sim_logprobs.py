@@ -25,7 +25,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evalkit.sim.tokens import tokenize  # noqa: E402
-from tests.sim_helpers import SimServer  # noqa: E402
+from tests.helpers.sim import SimServer  # noqa: E402
 
 BUGGY = ("-tp", "8", "--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off")
 

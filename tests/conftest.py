@@ -1,24 +1,42 @@
-"""Shared fixtures: paths of the project and a scratch results folder per test."""
+"""Shared fixtures, and the rule that sorts every test into its tier by what it needs.
+
+Tiers (README.md, Tests; docs/tests.md says how to write a test for each):
+
+* default (`python3 -m pytest`): tests that run in this process, plus the few marked `smoke` that
+  cross each real boundary once (the CLI as a process, the simulator over a real port, lm-eval's
+  CLI, git);
+* `e2e`: every other test that starts a process of evalkit's or an engine. Not marked by hand: a
+  test that asks for one of the fixtures in `E2E_FIXTURES` (a simulator process, the CLI as a
+  process, a run whose cells start engines) is put there by `pytest_collection_modifyitems`;
+* `slow`, `slurm`, `real_engine`: by marker, as before.
+
+Every test and every process it starts sees `EVALKIT_WAIT_SCALE=0` (evalkit/waits.py): evalkit's
+own retry back-offs and poll slow-downs take no time; a test about them sets the scale back.
+"""
 
 from __future__ import annotations
 
 import os
 import re
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from hypothesis import settings
 
-from evalkit.engine import EngineProcess, free_port
+from evalkit import waits
+from tests.helpers import cli
+from tests.helpers.cli import checkout_env
+from tests.helpers.sim import SimServer
 
 # Property tests check behaviour, never speed (benchmarks/ measures that): Hypothesis' default
 # 200 ms deadline per example failed detector properties on a loaded 2-core machine (3 s for one
 # example while other jobs ran), a timing verdict no test here should give.
 settings.register_profile("evalkit", deadline=None)
 settings.load_profile("evalkit")
+
+os.environ[waits.ENV] = "0"  # before any test, so every process a test starts inherits it
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
@@ -35,13 +53,6 @@ def demo_without_consistency() -> str:
     return kept
 
 
-def checkout_env() -> dict[str, str]:
-    """This process's environment with this checkout first on PYTHONPATH: for the CLI started in a
-    directory of its own, as a user would, when a config names a `tests.*` module (a test's engine
-    profile) or a test must import this checkout rather than an installed evalkit."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-
-
 @pytest.fixture
 def results_dir(tmp_path: Path) -> Path:
     return tmp_path / "results"
@@ -53,13 +64,64 @@ def write_config(tmp_path: Path, text: str, name: str = "cfg.yaml") -> Path:
     return path
 
 
-@contextmanager
-def running_sim(tmp_path: Path, *sim_args: str, served: str = "sim-model") -> Iterator[str]:
-    """A simulated engine started and stopped by evalkit's own EngineProcess; yields its base URL."""
-    port = free_port()
-    argv = [sys.executable, "-m", "evalkit.sim", "--model", served, "--server-port", str(port), *sim_args]
-    engine = EngineProcess(argv=argv, env=dict(os.environ), log_path=tmp_path / "sim.log",
-                           base_url=f"http://127.0.0.1:{port}", served_name=served, stop_grace_s=5)
-    with engine:
-        engine.wait_ready(timeout_s=60)
-        yield engine.base_url
+__all__ = ["CONFIGS", "ROOT", "checkout_env", "demo_without_consistency", "write_config"]
+
+E2E_FIXTURES = frozenset({"sim_process", "evalkit_process", "engine_processes"})
+"""The fixtures through which a test starts processes: asking for one puts it in the `e2e` tier,
+unless it is marked `smoke` (one of the few default-tier tests that cross each boundary once)."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("smoke") is None and E2E_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture
+def sim_process() -> Iterator[Callable[..., SimServer]]:
+    """Start simulator processes: `sim_process(*flags, model=..., env=..., wait=...)` is a started
+    `SimServer` (tests/helpers/sim.py); every one is killed, process group and all, after the test."""
+    started: list[SimServer] = []
+
+    def start(*args: str, **options: object) -> SimServer:
+        server = SimServer(*args, **options)  # type: ignore[arg-type]
+        started.append(server)
+        return server.__enter__()
+
+    yield start
+    for server in reversed(started):
+        server.kill_group()
+
+
+@pytest.fixture
+def evalkit_process() -> Callable[..., object]:
+    """`python -m evalkit.cli ARGS` as its own process (tests/helpers/cli.py, `evalkit_process`):
+    for a test whose behaviour is the process boundary (signals, the real program's exit)."""
+    return cli.evalkit_process
+
+
+def _engines() -> set[int]:
+    """Simulator and evalkit processes alive now, descendants of this test process."""
+    found = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            command = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        if "evalkit.sim" in command or "evalkit.cli" in command:
+            found.add(child.pid)
+    return found
+
+
+@pytest.fixture
+def engine_processes() -> Iterator[None]:
+    """For a test whose run starts engines (a matrix, a bisect step): after it, none of the engines
+    it started is still alive; an orphan fails the test by pid and command line."""
+    before = _engines()
+    yield
+    left = _engines() - before
+    if left:
+        psutil.wait_procs([psutil.Process(pid) for pid in left if psutil.pid_exists(pid)], timeout=5)
+    alive = [p for p in left if psutil.pid_exists(p)]
+    assert not alive, f"engine processes left behind: {alive}"

@@ -26,7 +26,7 @@ from evalkit.profiles.atom import read_mtp_log
 from evalkit.render import render
 from evalkit.run.engine_report import EngineScrapes
 from tests.conftest import CONFIGS
-from tests.sim_helpers import SimServer
+from tests.helpers.sim import SimServer
 
 DIST = "{0: '10.00%', 1: '20.00%', 2: '30.00%', 3: '40.00%'}"
 

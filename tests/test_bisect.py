@@ -10,7 +10,7 @@ import pytest
 from evalkit.bisect.commits import commit_range
 from evalkit.errors import ConfigError, LockHeld, SourceError
 from evalkit.run.lock import DeviceLock
-from tests.bisect_repo import add_branch, config_text, git, make_repo
+from tests.helpers.git import add_branch, config_text, git, make_repo
 
 
 @pytest.fixture

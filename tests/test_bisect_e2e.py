@@ -1,7 +1,7 @@
 """`evalkit bisect` through real processes: a throwaway engine repo, the real simulator, real git.
 
 One repo for the whole module: every branch forks from one healthy root commit and drops the fix
-at its own commit k (tests/bisect_repo.py), so one `evalkit matrix` run of the root is the good
+at its own commit k (tests/helpers/git.py), so one `evalkit matrix` run of the root is the good
 end of every bisect (`--good-run`), and each bisect starts engines only for its bad end and its
 steps. The engine starts are counted from what is on disk: every cell folder with an engine.log.
 """
@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.bisect_repo import add_branch, config_text, make_repo
+from tests.helpers.git import add_branch, config_text, make_repo
 
 pytestmark = pytest.mark.slow  # ~6 min: .ci/run runs it after the default suite (README.md, Tests)
 

@@ -1,6 +1,6 @@
 """`evalkit matrix --bisect-on-regression`: a nightly that names the commit which broke a cell.
 
-End to end (marker slow): a throwaway engine repo (tests/bisect_repo.py) whose `main` moves
+End to end (marker slow): a throwaway engine repo (tests/helpers/git.py) whose `main` moves
 between two nightlies; the second nightly breaks a gate the first passed, and the run's report
 names the first bad commit, bisected between the two runs' SHAs with the first run as the good
 end. The cases where nothing can be bisected are specified on stored run folders, without engines.
@@ -19,8 +19,8 @@ import pytest
 from evalkit.bisect.on_regression import findings, previous_run
 from evalkit.store import write_json
 from evalkit.verdict.summary import RunSummary
-from tests.bisect_repo import DEFAULT_EVALS, DEFAULT_THRESHOLDS, add_branch, config_text, git, make_repo
-from tests.test_report_helpers import hand_made
+from tests.helpers.git import DEFAULT_EVALS, DEFAULT_THRESHOLDS, add_branch, config_text, git, make_repo
+from tests.helpers.runs import hand_made
 
 _CLI = "import sys; from evalkit.cli import main; sys.exit(main())"
 GATES = DEFAULT_THRESHOLDS + "\n  - {metric: repetition.collapse_rate, max: 0.1}"

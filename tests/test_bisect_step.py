@@ -1,6 +1,6 @@
 """A bisect step on the real simulator: one engine start, batches until the sequential test decides.
 
-The engine repo is the throwaway one of tests/bisect_repo.py: the simulator reads the fix from
+The engine repo is the throwaway one of tests/helpers/git.py: the simulator reads the fix from
 `simfix.py` on the engine's PYTHONPATH, so a commit without it has the DP-attention + PIECEWISE
 bug and a broken commit does not start. The two ends run once per module as full cells (all
 1319 GSM8K questions, 64 long generations at 1024 tokens: a few seconds on the simulator) and
@@ -33,7 +33,7 @@ from evalkit.render.numbers import p_text
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.options import Silent
 from evalkit.store import RunStore, read_jsonl
-from tests.bisect_repo import add_branch, config_text, make_repo
+from tests.helpers.git import add_branch, config_text, make_repo
 
 FIRST_BAD, BROKEN = 4, 3
 GENERATIONS = 64

@@ -21,9 +21,9 @@ from evalkit.errors import EXIT_THRESHOLD
 from evalkit.render.github import STEP_SUMMARY_LIMIT, command, step_summary, workflow_commands
 from evalkit.store import read_json
 from evalkit.verdict.summary import RunSummary
+from tests.helpers.runs import hand_made
 from tests.test_history_cli import three_runs  # noqa: F401 - three stored nightly runs
 from tests.test_report_cli import demo_runs  # noqa: F401 - the session's real demo runs
-from tests.test_report_helpers import hand_made
 
 COMMAND = re.compile(r"^::(error|warning) title=([^:]*)::(.*)$")
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from evalkit.api import matrix as api
 from evalkit.api.matrix import MatrixOutcome, MatrixRequest
 from evalkit.cli import main
-from tests.test_report_helpers import hand_made
+from tests.helpers.runs import hand_made
 
 SUMMARY = hand_made({"exit_code": 130, "status": "interrupted"})
 """An interrupted run with no cell finished."""

@@ -23,8 +23,8 @@ from evalkit.cli import main
 from evalkit.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_THRESHOLD
 from evalkit.verdict.compare import compare_runs
 from evalkit.verdict.summary import RunComparison
+from tests.helpers.runs import CellSpec, config_dict, write_run
 from tests.test_comparison import set_marks
-from tests.test_report_helpers import CellSpec, config_dict, write_run
 
 THRESHOLDS = [{"metric": "gsm8k.flexible", "min": 0.5},
               {"metric": "gsm8k.flexible", "max_drop_ab": 0.02, "alpha": 0.01},

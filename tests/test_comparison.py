@@ -1,6 +1,6 @@
 """verdict/compare.py: two runs of one matrix, per cell B - A, with exact tests on known marks.
 
-The runs are hand-made folders (tests/test_report_helpers.write_run) whose GSM8K marks and
+The runs are hand-made folders (tests/helpers/runs.py (write_run)) whose GSM8K marks and
 collapse counts are set per question here, so every expected number is worked out from them
 and the p-values are checked against scipy on the same tables.
 """
@@ -16,7 +16,7 @@ from scipy.stats import binomtest, fisher_exact
 
 from evalkit.store import read_json, write_json, write_jsonl
 from evalkit.verdict.compare import compare_runs
-from tests.test_report_helpers import QUESTIONS, CellSpec, write_run
+from tests.helpers.runs import QUESTIONS, CellSpec, write_run
 
 
 def set_marks(run_path: Path, cell_id: str, flexible_wrong: set[int], strict_wrong: set[int] | None = None,

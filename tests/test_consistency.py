@@ -22,8 +22,8 @@ from evalkit.evals.base import EvalContext, Server, setup_fingerprint
 from evalkit.evals.consistency import EVAL, ConsistencySettings, compare_copies, setup_fields, summarize
 from evalkit.evals.prompts import Prompt
 from evalkit.store import read_json, read_jsonl
-from tests.sim_helpers import SimServer
-from tests.test_report_helpers import config_dict
+from tests.helpers.runs import config_dict
+from tests.helpers.sim import SimServer
 
 BUGGY = ("-tp", "8", "--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off")
 HEALTHY = ("-tp", "8", "--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "on")

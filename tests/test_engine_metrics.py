@@ -36,8 +36,8 @@ from evalkit.sim.config import Reports
 from evalkit.sim.reports import EngineMetrics
 from evalkit.store import read_json, read_jsonl
 from evalkit.verdict.deltas import summarize
-from tests.bisect_repo import add_branch, make_repo
-from tests.conftest import running_sim
+from tests.helpers.git import add_branch, make_repo
+from tests.helpers.sim import running_sim
 
 COMMON = '["--sim-fix-module", "simfix", "--sim-natural-loop-rate", "0"]'
 EVALS = "evals:\n  gsm8k: {num_fewshot: 1}\n  repetition: {count: 4, max_tokens: 256, early_abort: false}\n"
@@ -238,7 +238,7 @@ def test_a_failed_scrape_is_recorded_with_its_reason_and_the_cell_passes(tmp_pat
 def test_an_external_server_is_scraped_only_when_its_profile_says_so(tmp_path: Path) -> None:
     text = ("model: sim/x\nserved_name: sim-model\nengine: {{profile: {profile}}}\n"
             "evals:\n  gsm8k: {{enabled: false}}\n  repetition: {{count: 2, max_tokens: 128}}\n")
-    with running_sim(tmp_path, "--sim-version", "0.32.0") as url:
+    with running_sim("--sim-version", "0.32.0") as url:
         for profile in ("sim", "vllm"):
             config = tmp_path / f"{profile}.yaml"
             config.write_text(text.format(profile=profile), encoding="utf-8")

@@ -18,7 +18,7 @@ from evalkit.cli import main
 from evalkit.errors import ConfigError
 from evalkit.run.external import choose_served_name, normalise_base_url
 from evalkit.store import read_json
-from tests.conftest import running_sim
+from tests.helpers.sim import running_sim
 
 CONFIG = ("model: sim/x\nserved_name: deepseek-v4-sim\nengine: {profile: sim}\n"
           "evals:\n  gsm8k: {num_fewshot: 1}\n  repetition: {count: 2, max_tokens: 256}\n")
@@ -59,7 +59,7 @@ def test_the_configured_name_wins_then_the_requested_then_the_only_one() -> None
 def test_a_server_serving_another_name_is_used_under_the_name_it_serves(tmp_path: Path, suffix: str) -> None:
     config = tmp_path / "ext.yaml"
     config.write_text(CONFIG, encoding="utf-8")
-    with running_sim(tmp_path, served="demo") as url:
+    with running_sim(served="demo") as url:
         result = CliRunner().invoke(main, ["matrix", "--config", str(config), "--base-url", url + suffix, "--limit", "5",
                                            "--run-id", "ext", "--results-dir", str(tmp_path / "results"),
                                            "--no-history"])

@@ -1,4 +1,4 @@
-"""evalkit/devices read GPUs through the vendors' tools: here small fakes on PATH (tests/fake_gpu.py)
+"""evalkit/devices read GPUs through the vendors' tools: here small fakes on PATH (tests/helpers/gpus.py)
 that print the real `nvidia-smi --query-...--format=csv` and `amd-smi ... --json` formats (issue 31)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from evalkit.devices.probe import find_backend
 from evalkit.devices.release import wait_released
 from evalkit.devices.telemetry import Sampler
 from evalkit.errors import GpusBusy
-from tests.fake_gpu import install
+from tests.helpers.gpus import install
 
 UUIDS = ["GPU-4a8f3f0e-1c2d-3b4a-9e8f-0123456789ab", "GPU-7d1c2b3a-5e6f-4a8b-8c9d-abcdef012345"]
 

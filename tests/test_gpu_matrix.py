@@ -1,4 +1,4 @@
-"""A matrix on a box with GPUs (faked: tests/fake_gpu.py on PATH, the simulator as the engine that
+"""A matrix on a box with GPUs (faked: tests/helpers/gpus.py on PATH, the simulator as the engine that
 holds memory): busy GPUs refused before anything starts, each engine's memory waited for after it
 stops, provenance in run.json and the report, each cell's UUIDs and telemetry (issue 31 parts 1-4)."""
 
@@ -15,7 +15,7 @@ from evalkit import MatrixRequest, run_matrix
 from evalkit.errors import GpusBusy
 from evalkit.render import render
 from evalkit.store import read_json
-from tests.fake_gpu import install
+from tests.helpers.gpus import install
 from tests.test_gpu_devices import UUIDS, box
 
 CONFIG = """

@@ -15,24 +15,8 @@ from evalkit.errors import EvalError
 from evalkit.evals import gsm8k, lm_eval_adapter
 from evalkit.evals.base import EvalContext, Server
 from evalkit.evals.gsm8k import GSM8KSettings
-from tests.conftest import running_sim
-
-
-def lm_eval_cli(settings: GSM8KSettings, base_url: str, task_dir: Path, out: Path, limit: int | None) -> list[dict]:
-    """Run the real `lm_eval` CLI with evalkit's task file; return its per-sample log."""
-    args = lm_eval_adapter.model_args(settings, Server(base_url, "sim-model"))
-    backend = "local-completions" if settings.endpoint == "completions" else "local-chat-completions"
-    cmd = [sys.executable, "-m", "lm_eval", "run", "--model", backend,
-           "--model_args", ",".join(f"{k}={v}" for k, v in args.items()),
-           "--tasks", gsm8k.TASK_NAME, "--include_path", str(task_dir),
-           "--log_samples", "--output_path", str(out), "--seed", f"{settings.seed},{settings.seed},{settings.seed},{settings.seed}"]
-    if settings.endpoint == "chat":
-        cmd += ["--apply_chat_template", "--fewshot_as_multiturn"]
-    if limit:
-        cmd += ["--limit", str(limit)]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=600)
-    (samples_file,) = out.rglob(f"samples_{gsm8k.TASK_NAME}_*.jsonl")
-    return [json.loads(line) for line in samples_file.read_text(encoding="utf-8").split("\n") if line.strip()]
+from tests.helpers.lm_eval import lm_eval_cli
+from tests.helpers.sim import running_sim
 
 
 @pytest.mark.slow  # all 1319 questions twice through the lm_eval CLI (~2 min): .ci/run runs it
@@ -42,10 +26,10 @@ def test_marks_identical_to_lm_eval_cli_on_all_questions(tmp_path: Path, endpoin
     task_dir = tmp_path / lm_eval_adapter.TASK_DIR
     gsm8k.write_task_yaml(task_dir, settings)
     # One server answers both passes: without run-to-run noise, so any difference is the client's.
-    with running_sim(tmp_path, "--enable-dp-attention", "-tp", "8", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off",
+    with running_sim("--enable-dp-attention", "-tp", "8", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off",
                      "--sim-run-noise", "0") as url:
         ours = gsm8k.run_gsm8k(settings, EvalContext(Server(url, "sim-model"), tmp_path, tmp_path))
-        theirs = lm_eval_cli(settings, url, task_dir, tmp_path / "lm_eval_out", limit=None)
+        theirs = lm_eval_cli(settings, url, "sim-model", task_dir, tmp_path / "lm_eval_out")
     assert ours.metrics["n"] == 1319
     by_doc: dict[int, dict[str, bool]] = {}
     for s in theirs:
@@ -131,7 +115,7 @@ def test_lm_eval_s_environment_report_runs_and_imports_nothing() -> None:
 def test_samples_record_what_silently_changes_scores(tmp_path: Path) -> None:
     settings = GSM8KSettings(num_fewshot=3, max_gen_toks=24)
     gsm8k.write_task_yaml(tmp_path / lm_eval_adapter.TASK_DIR, settings)
-    with running_sim(tmp_path) as url:
+    with running_sim() as url:
         result = gsm8k.run_gsm8k(settings, EvalContext(Server(url, "sim-model"), tmp_path, tmp_path, limit=30))
     row = result.samples[0]
     assert {"prompt_hash", "response", "target", "strict-match.extracted", "flexible-extract.correct",
@@ -151,7 +135,7 @@ def test_a_gsm8k_eval_imports_no_torch_where_torch_is_installed(tmp_path: Path, 
     assert "torch" not in sys.modules
     settings = GSM8KSettings(num_fewshot=3)
     gsm8k.write_task_yaml(tmp_path / lm_eval_adapter.TASK_DIR, settings)
-    with running_sim(tmp_path) as url:
+    with running_sim() as url:
         result = gsm8k.run_gsm8k(settings, EvalContext(Server(url, "sim-model"), tmp_path, tmp_path, limit=5))
     assert result.metrics["n"] == 5 and "torch" not in sys.modules
 

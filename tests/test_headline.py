@@ -1,6 +1,6 @@
 """The headline: one line about cells that opens every format (issue 38 item 1).
 
-Hand-made runs (tests/test_report_helpers.py: 20 questions, a 2 x 2 matrix whose fix-off cells
+Hand-made runs (tests/helpers/runs.py: 20 questions, a 2 x 2 matrix whose fix-off cells
 have a twin) summarized by the real verdict, so each headline comes from real checks; then the
 real demo run A of tests/test_report_cli.py, made by `evalkit matrix -q`, for the CLI's lines.
 """
@@ -18,8 +18,8 @@ from evalkit.render.headline import headline
 from evalkit.store import read_json
 from evalkit.verdict.deltas import summarize_run
 from evalkit.verdict.summary import RunSummary
+from tests.helpers.runs import CellSpec, write_run
 from tests.test_report_cli import demo_runs  # noqa: F401 - the session's real runs
-from tests.test_report_helpers import CellSpec, write_run
 
 HEALTHY = {"tp8-fixon": CellSpec(), "tp8-fixoff": CellSpec(), "dp8-fixon": CellSpec(), "dp8-fixoff": CellSpec()}
 

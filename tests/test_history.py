@@ -30,7 +30,7 @@ from evalkit.history.db import (
 )
 from evalkit.render.trend import layout, panel_label, panels, trend_table
 from evalkit.verdict.deltas import flat_metrics
-from tests.test_report_helpers import CellSpec, cell_record, loop_text, write_run
+from tests.helpers.runs import CellSpec, cell_record, loop_text, write_run
 
 RUN_COLUMNS = ["run_id", "model", "config_name", "engine", "simulated", "status", "started_at", "finished_at",
                "limit_n", "command", "evalkit_version", "evalkit_git_sha", "lm_eval_version", "hostname",

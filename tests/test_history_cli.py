@@ -11,8 +11,8 @@ from evalkit.cli import main
 from evalkit.history.db import History
 from evalkit.store import write_json
 from evalkit.verdict.deltas import summarize
+from tests.helpers.runs import CellSpec, loop_text, write_run
 from tests.test_report_cli import demo_runs  # noqa: F401 - the session's real demo runs
-from tests.test_report_helpers import CellSpec, loop_text, write_run
 
 
 @pytest.fixture

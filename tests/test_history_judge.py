@@ -24,7 +24,7 @@ from evalkit.history.judge import INSUFFICIENT, INTERMITTENT, OK, REGRESSION, SH
 from evalkit.history.noise import diffs, robust_sd
 from evalkit.history.series import ACCURACY, Series, SeriesPoint, split_name
 from evalkit.store import write_json
-from tests.test_report_helpers import CellSpec, summary_of, write_run
+from tests.helpers.runs import CellSpec, summary_of, write_run
 
 ATOM = Path(__file__).parent / "data" / "atom-dashboard.js"
 DSPARK = "ATOM::DeepSeek-V4-Pro DSpark accuracy (GSM8K)"

@@ -22,7 +22,7 @@ from evalkit.errors import EXIT_BAD_INPUT, EXIT_THRESHOLD, ConfigError, EvalErro
 from evalkit.evals import registry
 from evalkit.evals.evalset import spec_named
 from evalkit.store import read_json, read_jsonl
-from tests.sim_helpers import gsm8k_test, reference_answer
+from tests.helpers.sim import gsm8k_test, reference_answer
 
 LIMIT = 12
 STRICT = "lm_eval.gsm8k_cot.exact_match.strict-match"

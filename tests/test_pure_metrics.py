@@ -18,7 +18,7 @@ from evalkit.config import parse_config
 from evalkit.evals import registry
 from evalkit.evals.recorded import specs_of
 from evalkit.render import FORMATS, render
-from tests.test_report_helpers import CellSpec, config_dict, summary_of, write_run
+from tests.helpers.runs import CellSpec, config_dict, summary_of, write_run
 
 OTHER_CONFIGS = {
     "no optional eval": config_dict(),

@@ -14,7 +14,7 @@ from rich.console import Console
 from evalkit.render import FORMATS, render, render_compare
 from evalkit.verdict.compare import compare_runs
 from evalkit.verdict.summary import RunComparison
-from tests.test_report_helpers import CellSpec, loop_text, summary_of, write_run
+from tests.helpers.runs import CellSpec, loop_text, summary_of, write_run
 
 
 @pytest.fixture

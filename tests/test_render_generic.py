@@ -1,6 +1,6 @@
 """The report is generic over the eval registry: a toy eval registered here, with a continuous
 metric and a count with events, appears in every table, pivot, legend, details section and CSV
-with no edit to render/. Runs are hand-made (test_report_helpers), plus the toy eval's metrics."""
+with no edit to render/. Runs are hand-made (tests/helpers/runs.py), plus the toy eval's metrics."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from evalkit.render.table import columns
 from evalkit.store import read_json, write_json, write_jsonl
 from evalkit.verdict.compare import compare_runs
 from evalkit.verdict.summary import Flag, RunSummary
-from tests.test_report_helpers import CellSpec, config_dict, gfm, summary_of, tables, write_run
+from tests.helpers.runs import CellSpec, config_dict, gfm, summary_of, tables, write_run
 
 
 def _crashes(flat: Mapping[str, Any]) -> str:

@@ -22,7 +22,7 @@ from evalkit.render import render, render_compare
 from evalkit.render.html import SCRIPT
 from evalkit.render.html_details import MAX_SAMPLE_CHARS, marked_excerpt, onset_split
 from evalkit.verdict.compare import compare_runs
-from tests.test_report_helpers import HOSTILE, CellSpec, loop_text, summary_of, tables, write_run
+from tests.helpers.runs import HOSTILE, CellSpec, loop_text, summary_of, tables, write_run
 
 BIG_LOOP = "loop " * 200_000
 """A megabyte of one repeated word: must not reach the page whole."""

@@ -16,7 +16,7 @@ from evalkit.evals.repetition import RepetitionSettings
 from evalkit.profiles import get_profile
 from evalkit.render.markdown_details import _excerpt_label
 from evalkit.wire import Wire
-from tests.sim_helpers import SimServer
+from tests.helpers.sim import SimServer
 
 
 class _RawSSE(http.server.BaseHTTPRequestHandler):

@@ -17,7 +17,7 @@ from evalkit.evals.recorded import specs_of
 from evalkit.render import render
 from evalkit.render.table import columns
 from evalkit.render.text import html_pre, md_cell, md_code, md_fence
-from tests.test_report_helpers import HOSTILE, CellSpec, gfm, loop_text, summary_of, tables, write_run
+from tests.helpers.runs import HOSTILE, CellSpec, gfm, loop_text, summary_of, tables, write_run
 
 HEADERS = [c.header for c in columns(registry.builtins().metrics())]
 """The matrix table's headers of a run without divergence or lm-eval tasks (the evals' fixed metrics)."""

@@ -31,7 +31,7 @@ from evalkit.render.table import columns, flag_column
 from evalkit.store import read_json, read_jsonl
 from evalkit.verdict.summary import Flag
 from tests.conftest import CONFIGS
-from tests.test_report_helpers import gfm, tables
+from tests.helpers.runs import gfm, tables
 
 _CLI = "import sys; from evalkit.cli import main; sys.exit(main())"
 _RUNS: dict[str, Path] = {}

@@ -23,7 +23,8 @@ from evalkit.errors import EXIT_INTERRUPTED, ConfigError, LockHeld
 from evalkit.render.github import workflow_commands
 from evalkit.run.lock import DeviceLock
 from evalkit.store import read_json
-from tests.conftest import CONFIGS, running_sim
+from tests.conftest import CONFIGS
+from tests.helpers.sim import running_sim
 
 TWO_CELLS = ("parallel=dp8,graph=piecewise",)
 """The demo's buggy cell and its fix-on twin."""
@@ -110,7 +111,7 @@ def test_a_running_server_is_one_external_cell_and_nothing_is_started(tmp_path: 
     config = tmp_path / "ext.yaml"
     config.write_text("model: sim-model\nengine: {profile: sim}\nevals:\n  gsm8k: {num_fewshot: 1}\n"
                       "  repetition: {count: 2, max_tokens: 256}\n")
-    with running_sim(tmp_path) as url:
+    with running_sim() as url:
         outcome = run_matrix(MatrixRequest(config_path=config, base_url=url, limit=5, run_id="ext",
                                            results_dir=tmp_path / "results", history=False))
     assert [(c.id, c.status) for c in outcome.summary.cells] == [("external", "ok")]

@@ -28,7 +28,7 @@ from evalkit.evals.lm_eval_adapter import TASK_DIR
 from evalkit.evals.repetition import RepetitionSettings
 from evalkit.profiles import get_profile
 from tests.conftest import CONFIGS
-from tests.sim_helpers import SimServer, gsm8k_test
+from tests.helpers.sim import SimServer, gsm8k_test
 
 LONG = "Write a long essay about the history of rivers."
 QUESTION = f"Question: {gsm8k_test()[0]['question']}\nAnswer:"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.sim_helpers import (
+from tests.helpers.sim import (
     SimServer,
     complete_batch,
     extracted_answer,

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from evalkit.engine import free_port
-from tests.sim_helpers import SimServer
+from tests.helpers.sim import SimServer
 
 FIX_LINE = "PIECEWISE: forced aiter ca_comm ({}) to unreg copy-in capture path for cudagraph-safe DP collectives."
 """ATOM's fix line (atom/model_engine/model_runner.py:2454 at ccc861dc5), `%s` the group getter."""

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from tests.sim_helpers import SimServer, sse_events
+from tests.helpers.sim import SimServer, sse_events
 
 BODY = {"prompt": "hi", "max_tokens": 4}
 GPU_FAULT = "Memory access fault by GPU node-2 (Agent handle: 0x0) on address 0x0. Reason: Unknown."

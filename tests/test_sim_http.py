@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.sim_helpers import SimServer, gsm8k_test, sse_events
+from tests.helpers.sim import SimServer, gsm8k_test, sse_events
 
 QUESTION = gsm8k_test()[0]["question"]
 GSM8K_PROMPT = f"Question: {QUESTION}\nAnswer:"

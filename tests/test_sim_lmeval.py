@@ -9,7 +9,7 @@ import lm_eval
 import pytest
 from lm_eval.tasks import TaskManager
 
-from tests.sim_helpers import SimServer
+from tests.helpers.sim import SimServer
 
 DATA = Path(__file__).resolve().parent.parent / "evalkit" / "data" / "gsm8k"
 GSM8K_YAML = Path(lm_eval.__file__).parent / "tasks" / "gsm8k" / "gsm8k.yaml"

@@ -22,7 +22,7 @@ from evalkit.config.loader import load_config
 from evalkit.engine.launch import build_launch
 from evalkit.evals.divergence import parse_echo, parse_prompt_logprobs
 from evalkit.evals.prompts import Prompt
-from tests.sim_helpers import SimServer, gsm8k_test
+from tests.helpers.sim import SimServer, gsm8k_test
 
 DEMO = load_config(Path(__file__).resolve().parent.parent / "configs" / "demo.yaml")
 BASELINE, BUGGY = "tp8-full-fixon", "dp8-piecewise-fixoff"

@@ -20,7 +20,7 @@ from evalkit.evals.http_client import MAX_ATTEMPTS
 from evalkit.evals.repetition import RepetitionSettings
 from evalkit.sim.hashing import unit
 from evalkit.wire import Wire
-from tests.sim_helpers import SimServer
+from tests.helpers.sim import SimServer
 
 SETTINGS = RepetitionSettings(count=1, max_tokens=600, concurrency=1)
 IDS = Wire(token_ids="return_tokens_as_token_ids")

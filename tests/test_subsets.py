@@ -12,7 +12,7 @@ from evalkit.evals import gsm8k, lm_eval_adapter
 from evalkit.evals.base import EvalContext, Server
 from evalkit.evals.gsm8k import GSM8KSettings, data_dir, questions, solution_steps
 from evalkit.evals.subsets import RULES, pick
-from tests.conftest import running_sim
+from tests.helpers.sim import running_sim
 
 
 def shares(indices: list[int], strata: tuple[int, ...]) -> Counter[int]:
@@ -65,7 +65,7 @@ def test_a_limit_covering_the_set_and_no_limit_ask_every_question_through_lm_eva
 def test_a_limited_gsm8k_run_asks_the_subset_and_lm_eval_scores_it(tmp_path: Path) -> None:
     settings = GSM8KSettings(num_fewshot=3, max_gen_toks=64)
     gsm8k.write_task_yaml(tmp_path / lm_eval_adapter.TASK_DIR, settings)
-    with running_sim(tmp_path) as url:
+    with running_sim() as url:
         result = gsm8k.run_gsm8k(settings, EvalContext(Server(url, "sim-model"), tmp_path, tmp_path, limit=12))
     assert [row["doc_id"] for row in result.samples] == questions(settings, 12)
     marks = [row["flexible-extract.correct"] for row in result.samples]

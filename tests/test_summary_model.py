@@ -18,7 +18,7 @@ from evalkit.evals import recorded, registry
 from evalkit.render import FORMATS, render
 from evalkit.verdict.deltas import summarize, summarize_run
 from evalkit.verdict.summary import SUMMARY_SCHEMA_VERSION, CheckRecord, Delta, Flag, RunSummary
-from tests.test_report_helpers import CellSpec, loop_text, write_run
+from tests.helpers.runs import CellSpec, loop_text, write_run
 
 BEFORE = Path(__file__).parent / "data" / "summary" / "before-metrics.json"
 

@@ -12,7 +12,7 @@ from evalkit.errors import EvalError
 from evalkit.evals import gsm8k, lm_eval_adapter
 from evalkit.evals.base import EvalContext, Server
 from evalkit.evals.gsm8k import GSM8K, GSM8KSettings
-from tests.conftest import running_sim
+from tests.helpers.sim import running_sim
 
 FAILING = ("--sim-fault", "http-500", "--sim-fault-rate", "0.1")
 
@@ -24,7 +24,7 @@ def run(tmp_path: Path, url: str, limit: int = 40, **settings: object) -> gsm8k.
 
 
 def test_an_unanswered_question_is_unscorable_not_wrong(tmp_path: Path) -> None:
-    with running_sim(tmp_path, *FAILING) as url:
+    with running_sim(*FAILING) as url:
         result = run(tmp_path, url, max_unscorable=0.5)
     lost = [row for row in result.samples if row.get("unscorable")]
     scored = [row for row in result.samples if not row.get("unscorable")]
@@ -41,7 +41,7 @@ def test_an_unanswered_question_is_unscorable_not_wrong(tmp_path: Path) -> None:
 
 
 def test_more_unscorable_questions_than_allowed_make_the_cell_an_error(tmp_path: Path) -> None:
-    with running_sim(tmp_path, *FAILING) as url:
+    with running_sim(*FAILING) as url:
         with pytest.raises(EvalError, match=r"gsm8k: lm-eval failed after 1 of 40 requests failed for good "
                                             r"\(at most 1 may\)"):
             run(tmp_path, url, max_unscorable=0.04)
@@ -50,7 +50,7 @@ def test_more_unscorable_questions_than_allowed_make_the_cell_an_error(tmp_path:
 
 
 def test_answers_cut_by_the_token_limit_are_scored_unless_the_config_says_they_cannot_be(tmp_path: Path) -> None:
-    with running_sim(tmp_path) as url:
+    with running_sim() as url:
         scored = run(tmp_path, url, limit=20, max_gen_toks=24)
         assert scored.metrics["cut_by_max_gen_toks"] > 0 and scored.metrics["unscorable"] == 0
         with pytest.raises(EvalError, match=r"gsm8k: \d+ of 20 questions unscorable \(\d+ cut by max_gen_toks\), "

@@ -31,12 +31,11 @@ from types import TracebackType
 import httpx
 import psutil
 
+from evalkit import waits
 from evalkit.errors import EngineExited, EngineFault, PortInUse, StartupTimeout
 from evalkit.redact import redact_argv
 
 LOG_TAIL_LINES = 20
-POLL_MIN_S = 0.1
-POLL_MAX_S = 5.0
 PORT_IN_USE = re.compile(r"address already in use|Errno 98|port .* is (already )?in use", re.IGNORECASE)
 
 
@@ -156,13 +155,13 @@ class EngineProcess:
     def wait_ready(self, timeout_s: float, warmup_timeout_s: float = 300.0) -> ReadyTimings:
         """Block until health, model list and a warm-up completion all pass, or raise."""
         deadline = time.monotonic() + timeout_s
-        delay = POLL_MIN_S
+        delay = waits.POLL_FIRST_S
         with httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(10.0)) as client:
             for stage in ("health", "models"):
                 while not self._stage_ok(client, stage):
                     self._check(deadline, f"waiting for {stage}")
                     self._stopping.wait(delay)
-                    delay = min(delay * 1.5, POLL_MAX_S)
+                    delay = waits.next_poll_s(delay)
                 setattr(self.timings, f"{stage}_s", round(self.elapsed(), 3))
             warm_deadline = min(deadline, time.monotonic() + warmup_timeout_s)
             while True:
@@ -171,7 +170,7 @@ class EngineProcess:
                     break
                 self._check(warm_deadline, "warming up (completions still failing after /health passed)")
                 self._stopping.wait(delay)
-                delay = min(delay * 1.5, POLL_MAX_S)
+                delay = waits.next_poll_s(delay)
             self.timings.warmup_s = round(self.elapsed(), 3)
         self._start_monitor()
         return self.timings

@@ -40,6 +40,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar
 
+import httpx
 from pydantic import BaseModel, ConfigDict
 
 from evalkit import __version__
@@ -182,6 +183,10 @@ class Server:
     wire: Wire = field(default_factory=Wire)
     """The engine's dialect, per its profile: how it names finish reasons (evals judge the
     canonical one, `wire.finish(raw)`) and how, if at all, it returns exact token ids."""
+    transport: httpx.AsyncBaseTransport | None = field(default=None, compare=False, repr=False)
+    """How the HTTP evals reach it; None: over the network at `base_url`. An ASGI application in
+    this process (`httpx.ASGITransport(app)`, the simulator's Starlette app) answers the same
+    requests with no process and no port: how evalkit's own tests drive the evals."""
 
 
 @dataclass(frozen=True)

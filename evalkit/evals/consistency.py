@@ -115,7 +115,7 @@ async def _run_all(settings: ConsistencySettings, ctx: EvalContext, items: list[
     """Every copy of every prompt, in one seeded shuffle; one samples row per prompt, in set order."""
     order = [(index, copy) for index in range(len(items)) for copy in range(settings.copies)]
     random.Random(settings.seed).shuffle(order)
-    async with pooled_client(ctx.server.base_url, settings.concurrency, settings.timeout) as client:
+    async with pooled_client(ctx.server, settings.concurrency, settings.timeout) as client:
 
         async def one(request: tuple[int, int]) -> dict[str, Any]:
             return await _generate(client, settings, ctx.server, items[request[0]])

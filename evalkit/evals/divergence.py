@@ -156,7 +156,7 @@ async def _score_all(settings: DivergenceSettings, server: Server, items: list[P
     """Every text, `repeats` times (default: the settings'; each repeat one prefill per text): rows
     per repeat, in set order."""
     repeats = settings.repeats if repeats is None else repeats
-    async with pooled_client(server.base_url, settings.concurrency, settings.timeout) as client:
+    async with pooled_client(server, settings.concurrency, settings.timeout) as client:
 
         async def one(item: Prompt) -> dict[str, Any]:
             return await _score(client, settings, server.served_name, item)

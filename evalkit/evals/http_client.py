@@ -17,7 +17,9 @@ from typing import Generic, TypeVar, cast
 
 import httpx
 
+from evalkit import waits
 from evalkit.errors import EvalError, StreamBroken
+from evalkit.evals.base import Server
 
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 """Statuses worth asking again: overloaded (429) or failing for now (5xx); repetition.py and
@@ -35,10 +37,11 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def pooled_client(base_url: str, concurrency: int, timeout: float) -> httpx.AsyncClient:
-    """A client with one connection per request in flight, so no request waits for a socket."""
+def pooled_client(server: Server, concurrency: int, timeout: float) -> httpx.AsyncClient:
+    """A client of `server` with one connection per request in flight, so no request waits for a
+    socket (over the server's own transport, where it has one: `Server.transport`)."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    return httpx.AsyncClient(base_url=base_url, timeout=timeout, limits=limits)
+    return httpx.AsyncClient(base_url=server.base_url, timeout=timeout, limits=limits, transport=server.transport)
 
 
 def is_transient(error: Exception) -> bool:
@@ -48,8 +51,9 @@ def is_transient(error: Exception) -> bool:
 
 
 async def back_off(attempt: int) -> None:
-    """Exponential, capped at 8 s, jittered by +-50% so retries of many requests do not align."""
-    await asyncio.sleep(min(8.0, 0.5 * 2**attempt) * (0.5 + random.random()))
+    """Exponential, capped (evalkit/waits.py), jittered by +-50% so retries of many requests do
+    not align."""
+    await asyncio.sleep(waits.back_off_s(attempt, 0.5 + random.random()))
 
 
 @dataclass

@@ -271,7 +271,7 @@ async def _run_all(asking: _Asking, progress: Callable[[int, int], None] | None,
     settings = asking.settings
     prompt_set = load_prompt_set(settings.prompt_set)
     items = select_prompts(prompt_set.prompts[: settings.count], only)
-    async with pooled_client(asking.server.base_url, settings.concurrency, settings.timeout) as client:
+    async with pooled_client(asking.server, settings.concurrency, settings.timeout) as client:
 
         async def one(item: Prompt) -> dict[str, Any]:
             return await _generate(client, asking, item)

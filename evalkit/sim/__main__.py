@@ -202,18 +202,17 @@ def _resolve_fix(args: argparse.Namespace) -> tuple[bool, str, str | None]:
     return True, "default", None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse the command line and run the server until it is stopped; the exit code."""
+def configure(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str | None, AtomRequest]:
+    """The server a command line asks for: its config, the fix module's file (if one decides the
+    fix) and ATOM's view of the request. Separate from `main` so a test can build the same server
+    in its own process (`Simulator(config, ...).app`) from the same flags. A bad flag exits 2
+    (argparse); a bad combination raises SimConfigError."""
     args = build_parser().parse_args(argv)
-    try:
-        if args.sim_dialect == "atom" and args.served_model_name is not None:
-            # ATOM has no such flag before 5e491a90b (after the fix): its parser refuses it
-            raise SimConfigError("--served-model-name: ATOM at 0e9804c21/ccc861dc5 has no such flag "
-                                 "(--sim-dialect atom serves the --model string)")
-        fix, source, fix_path = _resolve_fix(args)
-    except SimConfigError as error:
-        print(f"evalkit.sim: error: {error}", file=sys.stderr, flush=True)
-        return EXIT_CONFIG
+    if args.sim_dialect == "atom" and args.served_model_name is not None:
+        # ATOM has no such flag before 5e491a90b (after the fix): its parser refuses it
+        raise SimConfigError("--served-model-name: ATOM at 0e9804c21/ccc861dc5 has no such flag "
+                             "(--sim-dialect atom serves the --model string)")
+    fix, source, fix_path = _resolve_fix(args)
     cell = Cell(
         tp=args.tensor_parallel_size,
         dp=args.data_parallel_size,
@@ -268,6 +267,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_model_len=args.max_model_len, gpu_memory_utilization=args.gpu_memory_utilization,
         trust_remote_code=args.trust_remote_code,
     )
+    return config, fix_path, request
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line and run the server until it is stopped; the exit code."""
+    try:
+        config, fix_path, request = configure(argv)
+    except SimConfigError as error:
+        print(f"evalkit.sim: error: {error}", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
     from evalkit.sim.process import run  # deferred: --help and flag errors stay instant
 
     return run(config, fix_path, request)

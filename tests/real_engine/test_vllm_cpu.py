@@ -16,8 +16,6 @@ import hashlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -33,8 +31,8 @@ from evalkit.engine.launch import build_launch
 from evalkit.errors import EngineError
 from evalkit.evals import gsm8k
 from evalkit.evals.base import EvalContext, Server
-from evalkit.evals.lm_eval_adapter import model_args
 from tests.conftest import CONFIGS
+from tests.helpers.lm_eval import lm_eval_cli
 from tests.real_engine.helpers import (
     REPORT,
     RUNS,
@@ -263,19 +261,6 @@ def test_worker_killed_mid_eval_is_an_engine_error_and_nothing_is_left(tmp_path:
 # -- GSM8K equality with the lm_eval CLI --------------------------------------------------------
 
 
-def lm_eval_cli(settings: Any, base_url: str, served: str, task_dir: Path, out: Path, limit: int) -> list[dict]:
-    args = model_args(settings, Server(base_url, served))
-    cmd = [sys.executable, "-m", "lm_eval", "run", "--model", "local-completions",
-           "--model_args", ",".join(f"{k}={v}" for k, v in args.items()),
-           "--tasks", gsm8k.TASK_NAME, "--include_path", str(task_dir), "--limit", str(limit),
-           "--log_samples", "--output_path", str(out), "--seed", ",".join([str(settings.seed)] * 4)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=out.parent,
-                          env={**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    (samples_file,) = out.rglob(f"samples_{gsm8k.TASK_NAME}_*.jsonl")
-    return read_jsonl(samples_file)
-
-
 def cli_prompt(sample: dict[str, Any]) -> str:
     args = sample["arguments"]
     if isinstance(args, dict):
@@ -299,13 +284,17 @@ def test_gsm8k_marks_identical_to_the_lm_eval_cli(tmp_path: Path) -> None:
         engine.wait_ready(600)
         ours = gsm8k.run_gsm8k(settings, EvalContext(Server(launch.base_url, config.served), tmp_path, tmp_path / "run",
                                                    limit=limit))
-        theirs = lm_eval_cli(settings, launch.base_url, config.served, task_dir, tmp_path / "lm_eval_out", limit)
+        # The questions evalkit's limited run drew (a stratified subset, evals/subsets.py), asked of
+        # the CLI through lm-eval's own --samples; the first `limit` where the config asks for those.
+        docs = gsm8k.questions(settings, limit)
+        theirs = lm_eval_cli(settings, launch.base_url, config.served, task_dir, tmp_path / "lm_eval_out",
+                             docs=docs, limit=limit)
         engine.check_alive()
     by_doc: dict[int, dict[str, Any]] = {}
     for s in theirs:
         row = by_doc.setdefault(s["doc_id"], {"prompt": cli_prompt(s), "response": s["resps"][0][0]})
         row[s["filter"]] = (s["filtered_resps"][0], bool(s["exact_match"]))
-    assert sorted(by_doc) == [r["doc_id"] for r in ours.samples] == list(range(limit))
+    assert sorted(by_doc) == [r["doc_id"] for r in ours.samples] == (docs if docs is not None else list(range(limit)))
     same = {"same_prompt": 0, "same_response": 0, "same_extracted": 0, "same_marks": 0}
     for row in ours.samples:
         cli = by_doc[row["doc_id"]]

@@ -31,7 +31,7 @@ def install(bin_dir: Path, state_path: Path, state: dict[str, Any], tool: str) -
     bin_dir.mkdir(parents=True, exist_ok=True)
     exe = bin_dir / tool
     exe.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-                   f"import fake_gpu\nfake_gpu.main({tool!r}, sys.argv[1:])\n")
+                   f"import gpus\ngpus.main({tool!r}, sys.argv[1:])\n")
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     write_state(state_path, state)
     return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "EVALKIT_FAKE_GPU": str(state_path)}

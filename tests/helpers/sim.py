@@ -1,9 +1,16 @@
-"""Run the simulated engine as a real subprocess for tests: start, wait for ready, kill.
+"""The simulated engine for tests, two ways:
 
-The server is started with ``--server-port 0`` and its URL read from its ready line, so
-tests never race for a free port. Output is drained by a thread (a full pipe would block the
-server) and kept for assertions on log lines. The server runs in its own session and the
-whole process group is SIGKILLed on exit, orphans included.
+* in this process (`simulator`, `asgi_server`): the simulator's Starlette app built from the same
+  flags `python -m evalkit.sim` takes, reached through `httpx.ASGITransport`: no process, no port.
+  The default for anything about what the simulator answers or how the HTTP evals read it.
+* as a real process (`SimServer`, and `running_sim` for a base URL): started with
+  ``--server-port 0`` and its URL read from its ready line, so tests never race for a free port.
+  Output is drained by a thread (a full pipe would block the server) and kept for assertions on
+  log lines. The server runs in its own session and the whole process group is SIGKILLed on exit,
+  orphans included. For what crosses the boundary: start-up, signals, log lines, a real port, and
+  clients evalkit does not own (lm-eval's). A test asks for one through the `sim_process` fixture
+  (tests/conftest.py), which puts it in the `e2e` tier, or through `shared_sim`, the one default
+  simulator every lm-eval test of a session shares.
 """
 
 from __future__ import annotations
@@ -24,8 +31,33 @@ from typing import Any
 
 import httpx
 
+from evalkit.evals.base import Server
+from evalkit.sim.__main__ import configure
+from evalkit.sim.faults import FaultState
+from evalkit.sim.gsm8k import TestSet
+from evalkit.sim.model import SimulatedModel
+from evalkit.sim.server import Simulator
+from evalkit.wire import Wire
+
 READY = re.compile(r"^sim: ready on (http://\S+)$")
 DEFAULT_TIMEOUT = 15.0
+
+
+def simulator(*args: str, model: str = "sim-model") -> Simulator:
+    """The simulator `python -m evalkit.sim --model MODEL ARGS` would serve, built in this process
+    and already serving (its warm-up counted from now); `.app` is its ASGI application."""
+    config, _, _ = configure(["--model", model, *args])
+    built = Simulator(config, SimulatedModel(config.behaviour, config.cell, TestSet.load()),
+                      FaultState(config.faults, config.behaviour.seed))
+    built.start_serving()
+    return built
+
+
+def asgi_server(*args: str, model: str = "sim-model", wire: Wire | None = None) -> Server:
+    """What an eval asks (`evalkit.evals.base.Server`) for a `simulator(*args)` in this process:
+    the evals' own HTTP client reaches its app through httpx.ASGITransport."""
+    app = simulator(*args, model=model).app
+    return Server("http://simulator.test", model, wire or Wire(), transport=httpx.ASGITransport(app=app))
 
 
 class SimServer:
@@ -183,3 +215,10 @@ def periodic_tail(tokens: Sequence[Any], window: int = 96, max_period: int = 32)
         if all(tail[-k] == tail[-k - period] for k in range(1, window + 1)):
             return period
     return None
+
+
+@contextlib.contextmanager
+def running_sim(*sim_args: str, served: str = "sim-model") -> Iterator[str]:
+    """A simulator process (`SimServer`) serving `served`; yields its base URL."""
+    with SimServer(*sim_args, model=served) as server:
+        yield server.url
