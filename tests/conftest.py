@@ -125,3 +125,13 @@ def engine_processes() -> Iterator[None]:
         psutil.wait_procs([psutil.Process(pid) for pid in left if psutil.pid_exists(pid)], timeout=5)
     alive = [p for p in left if psutil.pid_exists(p)]
     assert not alive, f"engine processes left behind: {alive}"
+
+
+@pytest.fixture(scope="session")
+def shared_sim() -> Iterator[SimServer]:
+    """One simulator process with default flags for the whole session (a worker's, under xdist):
+    for clients evalkit does not own, which need a real port (lm-eval's GSM8K). Read-only by
+    convention: a test that needs other flags, faults or fresh stats starts its own
+    (`sim_process`) or builds one in-process (tests/helpers/sim.py, `simulator`)."""
+    with SimServer() as server:
+        yield server
