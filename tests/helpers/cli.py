@@ -71,8 +71,13 @@ def evalkit_cli(*args: str, cwd: Path | str | None = None, env: Mapping[str, str
     from evalkit.cli import main  # deferred: a test that never runs the CLI skips its imports
 
     clean: dict[str, str | None] = {"GITHUB_ACTIONS": None, "GITHUB_STEP_SUMMARY": None, **(env or {})}
-    with chdir(cwd or os.getcwd()):
-        result = CliRunner().invoke(main, list(args), env=clean, input=input)
+    argv = sys.argv  # what a run records as its command line (`evalkit matrix ...`), as the program's would be
+    sys.argv = ["evalkit", *args]
+    try:
+        with chdir(cwd or os.getcwd()):
+            result = CliRunner().invoke(main, list(args), env=clean, input=input)
+    finally:
+        sys.argv = argv
     stderr = result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         stderr += "".join(traceback.format_exception(result.exception))
