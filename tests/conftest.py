@@ -23,9 +23,11 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 from hypothesis import settings
 
 from evalkit import waits
+from evalkit.config.loader import _UniqueKeyLoader
 from tests.helpers import cli
 from tests.helpers.cli import checkout_env
 from tests.helpers.sim import SimServer
@@ -135,3 +137,46 @@ def shared_sim() -> Iterator[SimServer]:
     (`sim_process`) or builds one in-process (tests/helpers/sim.py, `simulator`)."""
     with SimServer() as server:
         yield server
+
+
+def demo_config(tmp: Path, name: str, seed: int, repetition: bool) -> Path:
+    """configs/demo.yaml, faster, with 8 shorter long generations (or none), and a threshold that
+    breaks at 40 questions (no alpha: any drop above 2 points of a fix-off cell against its twin)."""
+    raw = yaml.load((CONFIGS / "demo.yaml").read_text(), Loader=_UniqueKeyLoader)  # YAML 1.2: `on:` is a key
+    raw["engine"]["args"] = ["--sim-startup-seconds", "0.1", "--sim-seed", str(seed)]
+    raw["evals"]["repetition"] = {"count": 8, "max_tokens": 1024, "concurrency": 8} if repetition else {"enabled": False}
+    raw["thresholds"].append({"metric": "gsm8k.flexible", "max_drop_ab": 0.02})
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="session")
+def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The session's one real demo run, made once (per xdist worker) and read by the report,
+    compare, history and CLI tests: `evalkit matrix` on the simulator, in this process, its cells'
+    engines real processes (5 engine starts, 10-20 s).
+
+    Run A: the baseline pair tp8-full and the bug's pair dp8-piecewise (fix on/off), 40 questions
+    and 8 long generations, run as a GitHub Actions step would: `step_summary` is its
+    $GITHUB_STEP_SUMMARY, which held one line before, `a_stdout` its standard output (the
+    annotations and the report: -q silences only the progress on stderr), `a_junit` its JUnit
+    file. Run B: only dp8-piecewise-fixoff, another simulator seed, 30 questions and no
+    repetition eval, so compare meets cells in one run only, pairs on the shared questions and
+    meets a cell without collapse metrics."""
+    tmp = tmp_path_factory.mktemp("demo-runs")
+    results = tmp / "results"
+    step_summary = tmp / "step-summary.md"
+    step_summary.write_text("# an earlier step's summary\n")
+    a = cli.evalkit_cli("matrix", "--config", str(demo_config(tmp, "demo-a", 0, repetition=True)), "--limit", "40",
+                        "--only", "parallel=tp8,graph=full", "--only", "parallel=dp8,graph=piecewise",
+                        "--run-id", "run-a", "--results-dir", str(results), "-q", "--junit", str(tmp / "run-a.junit.xml"),
+                        cwd=tmp, env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(step_summary)})
+    b = cli.evalkit_cli("matrix", "--config", str(demo_config(tmp, "demo-b", 1, repetition=False)), "--limit", "30",
+                        "--only", "parallel=dp8,graph=piecewise,fix=fixoff", "--run-id", "run-b",
+                        "--results-dir", str(results), "-q", cwd=tmp)
+    for done, run_id in ((a, "run-a"), (b, "run-b")):  # exit 1 is a broken check, not a crash
+        assert done.returncode in (0, 1) and (results / run_id / "summary.json").exists(), done.stderr[-3000:]
+    (tmp / "run-a.stdout").write_text(a.stdout)
+    return {"results": results, "a": results / "run-a", "b": results / "run-b", "step_summary": step_summary,
+            "a_stdout": tmp / "run-a.stdout", "a_junit": tmp / "run-a.junit.xml"}

@@ -1,6 +1,7 @@
 """`evalkit report` and `evalkit compare` on real demo runs made by `evalkit matrix` on the simulator.
 
-Two small runs are made once per session (5 engine starts, 10-20 s): A = the baseline pair
+Two small runs are made once per session (tests/conftest.py's `demo_runs`; 5 engine starts,
+10-20 s): A = the baseline pair
 tp8-full and the bug's pair dp8-piecewise (fix on/off), 40 questions and 8 long generations;
 B = only the bug's cell dp8-piecewise-fixoff, another simulator seed, 30 questions and no
 repetition eval, so compare has cells in one run only, pairs on the shared questions and meets
@@ -11,80 +12,24 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
-import yaml
 from click.testing import CliRunner
 
 from evalkit.cli import main
-from evalkit.config.loader import _UniqueKeyLoader
 from evalkit.errors import EXIT_THRESHOLD
 from evalkit.evals.recorded import specs_of
 from evalkit.render.compare_table import compare_columns
 from evalkit.render.table import columns, flag_column
 from evalkit.store import read_json, read_jsonl
 from evalkit.verdict.summary import Flag
-from tests.conftest import CONFIGS
+from tests.conftest import demo_runs
 from tests.helpers.runs import gfm, tables
 
-_CLI = "import sys; from evalkit.cli import main; sys.exit(main())"
-_RUNS: dict[str, Path] = {}
-
-
-def evalkit_subprocess(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The CLI in its own process, as a user runs it (argv recorded as `evalkit ...`), never as a
-    GitHub Actions step unless `env` says so (a test run inside Actions must not write its summary)."""
-    clean = {k: v for k, v in os.environ.items() if k not in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY")}
-    return subprocess.run([sys.executable, "-c", _CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=240,
-                          check=False, env={**clean, **(env or {})})
-
-
-def demo_config(tmp: Path, name: str, seed: int, repetition: bool) -> Path:
-    """configs/demo.yaml, faster, with 8 shorter long generations (or none), and a threshold that
-    breaks at 40 questions (no alpha: any drop above 2 points of a fix-off cell against its twin)."""
-    raw = yaml.load((CONFIGS / "demo.yaml").read_text(), Loader=_UniqueKeyLoader)  # YAML 1.2: `on:` is a key
-    raw["engine"]["args"] = ["--sim-startup-seconds", "0.1", "--sim-seed", str(seed)]
-    raw["evals"]["repetition"] = {"count": 8, "max_tokens": 1024, "concurrency": 8} if repetition else {"enabled": False}
-    raw["thresholds"].append({"metric": "gsm8k.flexible", "max_drop_ab": 0.02})
-    path = tmp / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
-
-
-def make_demo_runs(tmp: Path) -> dict[str, Path]:
-    """Runs A and B under tmp/results (cached for the session: other test modules reuse them).
-    Run A runs as a GitHub Actions step would: `step_summary` is its $GITHUB_STEP_SUMMARY, which
-    held one line before, and `a_stdout` its standard output (the annotations, and the report: -q
-    silences only the progress on stderr)."""
-    if not _RUNS:
-        results = tmp / "results"
-        step_summary = tmp / "step-summary.md"
-        step_summary.write_text("# an earlier step's summary\n")
-        a = evalkit_subprocess("matrix", "--config", str(demo_config(tmp, "demo-a", 0, repetition=True)), "--limit", "40",
-                               "--only", "parallel=tp8,graph=full", "--only", "parallel=dp8,graph=piecewise",
-                               "--run-id", "run-a", "--results-dir", str(results), "-q", "--junit", str(tmp / "run-a.junit.xml"), cwd=tmp,
-                               env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(step_summary)})
-        b = evalkit_subprocess("matrix", "--config", str(demo_config(tmp, "demo-b", 1, repetition=False)), "--limit", "30",
-                               "--only", "parallel=dp8,graph=piecewise,fix=fixoff", "--run-id", "run-b",
-                               "--results-dir", str(results), "-q", cwd=tmp)
-        for done, run_id in ((a, "run-a"), (b, "run-b")):  # exit 1 is a broken check, not a crash
-            assert done.returncode in (0, 1) and (results / run_id / "summary.json").exists(), done.stderr[-3000:]
-        _RUNS.update(results=results, a=results / "run-a", b=results / "run-b", step_summary=step_summary)
-        (tmp / "run-a.stdout").write_text(a.stdout)
-        _RUNS["a_stdout"] = tmp / "run-a.stdout"
-        _RUNS["a_junit"] = tmp / "run-a.junit.xml"
-    return _RUNS
-
-
-@pytest.fixture(scope="session")
-def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return make_demo_runs(tmp_path_factory.mktemp("demo-runs"))
+__all__ = ["demo_runs"]  # until every module takes it from tests/conftest.py, where it lives
 
 
 def cli(*args: str) -> Any:
