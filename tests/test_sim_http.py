@@ -1,17 +1,18 @@
-"""The simulator's OpenAI-compatible HTTP surface, over real HTTP to a real process."""
+"""The simulator's OpenAI-compatible HTTP surface: its app in this process (Starlette's TestClient),
+and a real process where the test is about the connection (a client that disconnects mid-stream)."""
 
 from __future__ import annotations
 
 import json
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.helpers.sim import SimServer, gsm8k_test, sse_events
+from tests.helpers.sim import SimServer, gsm8k_test, sim_client, sse_events
 
 QUESTION = gsm8k_test()[0]["question"]
 GSM8K_PROMPT = f"Question: {QUESTION}\nAnswer:"
@@ -22,7 +23,7 @@ LONG_PROMPT = "Write a long story about a lighthouse keeper and the ships she gu
 def client() -> Iterator[httpx.Client]:
     # The buggy cell, so that long prompts can collapse; every endpoint behaves the same in any cell.
     args = ("-tp", "8", "--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off")
-    with SimServer(*args) as server, server.client() as http:
+    with sim_client(*args) as http:
         yield http
 
 
@@ -185,8 +186,10 @@ def test_chat_recognises_lm_eval_few_shot_turns(client: httpx.Client) -> None:
     assert content["message"]["content"].endswith("#### 18")
 
 
-def test_client_disconnect_stops_generation_server_side() -> None:
-    with SimServer("--sim-tokens-per-second", "2000", "--sim-ttft-ms", "50") as server, server.client() as http:
+def test_client_disconnect_stops_generation_server_side(sim_process: Callable[..., SimServer]) -> None:
+    # A real connection: in this process the app runs a stream to its end before the client reads it.
+    server = sim_process("--sim-tokens-per-second", "2000", "--sim-ttft-ms", "50")
+    with server.client() as http:
         payload = {"prompt": LONG_PROMPT, "max_tokens": 4096, "stream": True}
         started = time.monotonic()
         with http.stream("POST", "/v1/completions", json=payload) as response:
@@ -205,7 +208,7 @@ def test_client_disconnect_stops_generation_server_side() -> None:
 
 
 def test_paced_stream_takes_its_time_and_counts_every_token() -> None:
-    with SimServer("--sim-tokens-per-second", "1000") as server, server.client() as http:
+    with sim_client("--sim-tokens-per-second", "1000") as http:
         started = time.monotonic()
         chunks = stream(http, prompt="hi", max_tokens=300)
         elapsed = time.monotonic() - started
@@ -218,9 +221,9 @@ def test_paced_stream_takes_its_time_and_counts_every_token() -> None:
 
 
 def test_stream_interval_sets_tokens_per_event_as_real_engines_do() -> None:
-    with SimServer("--sim-stream-interval", "1") as server, server.client() as http:
+    with sim_client("--sim-stream-interval", "1") as http:
         one = stream(http, prompt=LONG_PROMPT, max_tokens=200, logprobs=1, return_tokens_as_token_ids=True)
-    with SimServer("--sim-stream-interval", "7") as server, server.client() as http:
+    with sim_client("--sim-stream-interval", "7") as http:
         seven = stream(http, prompt=LONG_PROMPT, max_tokens=200, logprobs=1, return_tokens_as_token_ids=True)
     per_event = [[len(c["choices"][0]["logprobs"]["tokens"]) for c in chunks if c["choices"][0]["logprobs"]]
                  for chunks in (one, seven)]

@@ -1,7 +1,8 @@
 """The simulated engine for tests, two ways:
 
-* in this process (`simulator`, `asgi_server`): the simulator's Starlette app built from the same
-  flags `python -m evalkit.sim` takes, reached through `httpx.ASGITransport`: no process, no port.
+* in this process (`simulator`, `asgi_server`, `sim_client`): the simulator's Starlette app built
+  from the same flags `python -m evalkit.sim` takes, reached through `httpx.ASGITransport` (or,
+  for a sync client in a test, Starlette's TestClient): no process, no port.
   The default for anything about what the simulator answers or how the HTTP evals read it.
 * as a real process (`SimServer`, and `running_sim` for a base URL): started with
   ``--server-port 0`` and its URL read from its ready line, so tests never race for a free port.
@@ -30,6 +31,7 @@ from types import TracebackType
 from typing import Any
 
 import httpx
+from starlette.testclient import TestClient
 
 from evalkit.evals.base import Server
 from evalkit.sim.__main__ import configure
@@ -58,6 +60,13 @@ def asgi_server(*args: str, model: str = "sim-model", wire: Wire | None = None) 
     the evals' own HTTP client reaches its app through httpx.ASGITransport."""
     app = simulator(*args, model=model).app
     return Server("http://simulator.test", model, wire or Wire(), transport=httpx.ASGITransport(app=app))
+
+
+def sim_client(*args: str, model: str = "sim-model") -> TestClient:
+    """A sync HTTP client (Starlette's TestClient, an `httpx.Client`) for a `simulator(*args)` in
+    this process; use as a context manager. Its `stream(...)` gets the whole body at once (the app
+    runs to its end before the response returns): not for the timing of chunks or a disconnect."""
+    return TestClient(simulator(*args, model=model).app, base_url="http://simulator.test")
 
 
 class SimServer:
