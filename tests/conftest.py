@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -68,7 +69,7 @@ def write_config(tmp_path: Path, text: str, name: str = "cfg.yaml") -> Path:
 
 __all__ = ["CONFIGS", "ROOT", "checkout_env", "demo_without_consistency", "write_config"]
 
-E2E_FIXTURES = frozenset({"sim_process", "evalkit_process", "engine_processes"})
+E2E_FIXTURES = frozenset({"sim_process", "evalkit_process", "engine_processes", "program"})
 """The fixtures through which a test starts processes: asking for one puts it in the `e2e` tier,
 unless it is marked `smoke` (one of the few default-tier tests that cross each boundary once)."""
 
@@ -101,6 +102,20 @@ def evalkit_process() -> Callable[..., object]:
     """`python -m evalkit.cli ARGS` as its own process (tests/helpers/cli.py, `evalkit_process`):
     for a test whose behaviour is the process boundary (signals, the real program's exit)."""
     return cli.evalkit_process
+
+
+@pytest.fixture
+def program() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run another program as a user would (a benchmark script, a shell script, a tool): `program(
+    *argv, cwd=..., env=..., timeout=..., input=...)`, its output captured as text, never raising
+    on a non-zero exit. For a test whose point is how that program starts or ends."""
+
+    def run(*argv: str, cwd: Path | str = ROOT, env: dict[str, str] | None = None, timeout: float = 300,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                              input=input, check=False)
+
+    return run
 
 
 def _engines() -> set[int]:
