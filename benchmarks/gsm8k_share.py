@@ -24,7 +24,7 @@ from evalkit.evals import gsm8k  # noqa: E402
 from evalkit.evals.base import EvalContext, Server  # noqa: E402
 from evalkit.evals.gsm8k import GSM8KSettings  # noqa: E402
 from evalkit.evals.lm_eval_adapter import TASK_DIR  # noqa: E402
-from tests.conftest import running_sim  # noqa: E402
+from tests.helpers.sim import running_sim  # noqa: E402
 
 OWN_HOOKS = ("amodel_call", "parse_generations", "record", "attempt", "fail", "prompt_key")
 
@@ -37,7 +37,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="evalkit-share-"))
     settings = GSM8KSettings(num_fewshot=args.fewshot, num_concurrent=args.concurrency)
     gsm8k.write_task_yaml(tmp / TASK_DIR, settings)
-    with running_sim(tmp, served="bench") as url:
+    with running_sim(served="bench") as url:
         for _ in range(2):
             gsm8k.run_gsm8k(settings, EvalContext(Server(url, "bench"), tmp, tmp))
         profile = cProfile.Profile()
