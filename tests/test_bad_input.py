@@ -3,30 +3,22 @@
 from __future__ import annotations
 
 import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from evalkit.cli import main
 from tests.conftest import CONFIGS
+from tests.helpers.cli import Ran, evalkit_cli
 
 GOOD = (CONFIGS / "demo.yaml").read_text()
 
 
-def evalkit(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m evalkit.cli ARGS` from `tmp_path`: the real process, its stderr and exit code."""
-    return subprocess.run([sys.executable, "-m", "evalkit.cli", *args], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
-
-
-def in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> Result:
-    """`evalkit ARGS` from `tmp_path` through the CLI's own entry point in this process. Bad input
-    is refused before anything starts, so a subprocess per case would only add its start-up (a few
-    seconds each on a busy machine); the tests below that start one keep the process boundary."""
-    monkeypatch.chdir(tmp_path)
-    return CliRunner().invoke(main, list(args))
+def in_process(tmp_path: Path, *args: str) -> Ran:
+    """`evalkit ARGS` from `tmp_path` through the CLI's own click group in this process: bad input
+    is refused before anything starts, so a process per case would only add its start-up. Only
+    the usage-error test keeps the real program (its name in the usage line is the process's)."""
+    return evalkit_cli(*args, cwd=tmp_path)
 
 
 CASES = {
@@ -47,11 +39,11 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
     text, args, pattern = CASES[case]
     (tmp_path / "cfg.yaml").write_text(text)
-    done = in_process(tmp_path, monkeypatch, "matrix", "--config", "cfg.yaml", *args)
-    assert done.exit_code == 2, done.stderr
+    done = in_process(tmp_path, "matrix", "--config", "cfg.yaml", *args)
+    assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
     assert __import__("re").search(pattern, lines[0]), lines[0]
@@ -59,33 +51,33 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_unknown_model_config(tmp_path: Path) -> None:
-    done = evalkit(tmp_path, "matrix", "--model", "no-such-model")
+    done = in_process(tmp_path, "matrix", "--model", "no-such-model")
     assert done.returncode == 2
     assert done.stderr.startswith("error: --model no-such-model: no configs/no-such-model.yaml (known: ")
 
 
-def test_results_folder_that_cannot_be_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_results_folder_that_cannot_be_written(tmp_path: Path) -> None:
     (tmp_path / "cfg.yaml").write_text(GOOD)
     (tmp_path / "a-file").write_text("")
-    done = in_process(tmp_path, monkeypatch, "matrix", "--config", "cfg.yaml", "--results-dir", "a-file/results")
-    assert done.exit_code == 2
+    done = in_process(tmp_path, "matrix", "--config", "cfg.yaml", "--results-dir", "a-file/results")
+    assert done.returncode == 2
     assert done.stderr == "error: a-file/results: results folder is under a file, not a folder (--results-dir)\n"
-    done = in_process(tmp_path, monkeypatch, "matrix", "--config", "cfg.yaml", "--results-dir", "a-file")
+    done = in_process(tmp_path, "matrix", "--config", "cfg.yaml", "--results-dir", "a-file")
     assert done.stderr == "error: a-file: results folder is a file, not a folder (--results-dir)\n"
 
 
-def test_a_bad_baseline_names_the_field_and_never_prints_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bad_baseline_names_the_field_and_never_prints_the_config(tmp_path: Path) -> None:
     (tmp_path / "cfg.yaml").write_text(GOOD.replace("baseline: {parallel: tp8,", "baseline: {parallel: tp9,"))
-    done = in_process(tmp_path, monkeypatch, "matrix", "--config", "cfg.yaml")
-    assert done.exit_code == 2
+    done = in_process(tmp_path, "matrix", "--config", "cfg.yaml")
+    assert done.returncode == 2
     assert done.stderr == "error: cfg.yaml: baseline: parallel='tp9' is not a value of parallel (tp8, dp8)\n"
 
 
-def test_every_error_of_a_config_is_listed_one_line_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_error_of_a_config_is_listed_one_line_each(tmp_path: Path) -> None:
     bad = GOOD.replace("num_fewshot: 3", "num_fewshot: -1").replace("count: 64", "count: 0").replace("startup: 120", "startup: -5")
     (tmp_path / "cfg.yaml").write_text(bad)
-    done = in_process(tmp_path, monkeypatch, "matrix", "--config", "cfg.yaml")
-    assert done.exit_code == 2
+    done = in_process(tmp_path, "matrix", "--config", "cfg.yaml")
+    assert done.returncode == 2
     # the thresholds on evals whose section failed are not blamed for it
     assert done.stderr.splitlines() == [
         "error: cfg.yaml: evals.gsm8k.num_fewshot: Input should be greater than or equal to 0 (got -1)",
@@ -93,30 +85,34 @@ def test_every_error_of_a_config_is_listed_one_line_each(tmp_path: Path, monkeyp
         "error: cfg.yaml: timeouts.startup: Input should be greater than 0 (got -5)"]
 
 
-def test_a_usage_error_reads_like_the_others(tmp_path: Path) -> None:
-    done = evalkit(tmp_path, "matrix", "--model", "demo", "--limt", "3")
+@pytest.mark.smoke
+def test_a_usage_error_reads_like_the_others(tmp_path: Path, evalkit_process: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+    """The CLI as a real process once in the default tier: its usage line names the program as
+    the interpreter started it (`python -m evalkit.cli`), which only a process shows."""
+    done = evalkit_process("matrix", "--model", "demo", "--limt", "3", cwd=tmp_path)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
         "error: No such option '--limt'. (Did you mean one of: '--junit', '--limit', '--quiet'?)",
         "Try 'python -m evalkit.cli matrix --help' for help."]
-    unknown = evalkit(tmp_path, "matrx")
+    unknown = in_process(tmp_path, "matrx")
     assert unknown.returncode == 2 and unknown.stderr.startswith("error: No such command 'matrx'.")
 
 
-def test_existing_run_is_never_overwritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_existing_run_is_never_overwritten(tmp_path: Path) -> None:
     (tmp_path / "cfg.yaml").write_text(GOOD)
     run = tmp_path / "results" / "r1"
     run.mkdir(parents=True)
     (run / "run.json").write_text("{}")
-    done = in_process(tmp_path, monkeypatch, "matrix", "--config", "cfg.yaml", "--run-id", "r1")
-    assert done.exit_code == 2 and "run folder exists already (use --resume r1)" in done.stderr
+    done = in_process(tmp_path, "matrix", "--config", "cfg.yaml", "--run-id", "r1")
+    assert done.returncode == 2 and "run folder exists already (use --resume r1)" in done.stderr
     assert (run / "run.json").read_text() == "{}"
 
 
-def test_resume_refuses_a_changed_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resume_refuses_a_changed_config(tmp_path: Path, engine_processes: None) -> None:
+    """End to end: the first run starts its cell's engine (a real simulator process)."""
     (tmp_path / "cfg.yaml").write_text(GOOD.replace("count: 64", "count: 2"))
-    first = evalkit(tmp_path, "matrix", "--config", "cfg.yaml", "--run-id", "r", "--limit", "5", "--only", "parallel=tp8,graph=full", "--quiet")
+    first = in_process(tmp_path, "matrix", "--config", "cfg.yaml", "--run-id", "r", "--limit", "5", "--only", "parallel=tp8,graph=full", "--quiet")
     assert first.returncode == 0, first.stderr
     (tmp_path / "cfg.yaml").write_text(GOOD.replace("count: 64", "count: 3"))
-    done = in_process(tmp_path, monkeypatch, "matrix", "--resume", "r")
-    assert done.exit_code == 2 and "changed since run r started" in done.stderr
+    done = in_process(tmp_path, "matrix", "--resume", "r")
+    assert done.returncode == 2 and "changed since run r started" in done.stderr
