@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
+import os
 import sys
 from pathlib import Path
 
@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from evalkit.cli import main
 from evalkit.run.lock import DeviceLock
 from tests.conftest import CONFIGS, ROOT
+from tests.helpers.cli import evalkit_cli
 
 
 def test_help_documents_every_exit_code_and_has_examples() -> None:
@@ -42,11 +43,10 @@ def test_exit_4_when_another_run_holds_the_device_lock(tmp_path: Path) -> None:
     config = tmp_path / "cfg.yaml"
     config.write_text((CONFIGS / "demo.yaml").read_text() + "devices: {count: 8}\n")
     lock = tmp_path / "devices.lock"
-    with DeviceLock(lock, "other-run"):
-        done = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(config), "--lock-file",
-                               str(lock), "--results-dir", str(tmp_path / "r")], capture_output=True, text=True)
+    with DeviceLock(lock, "other-run"):  # flock: a second open of the file conflicts, in this process too
+        done = evalkit_cli("matrix", "--config", str(config), "--lock-file", str(lock), "--results-dir", str(tmp_path / "r"))
     assert done.returncode == 4
-    assert f"devices are in use by evalkit pid {__import__('os').getpid()} (run other-run)" in done.stderr
+    assert f"devices are in use by evalkit pid {os.getpid()} (run other-run)" in done.stderr
 
 
 def test_detect_judges_plain_text_and_jsonl(tmp_path: Path) -> None:
@@ -72,14 +72,16 @@ def test_detect_judges_plain_text_and_jsonl(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "expected a JSON object with a 'body' field" in bad.output
 
 
-def test_exit_0_when_no_threshold_breaks_and_notify_runs_an_argv_with_the_markdown_path(tmp_path: Path) -> None:
-    """The healthy pair of the demo breaks no threshold: exit 0, which the notify hook is told too."""
+def test_exit_0_when_no_threshold_breaks_and_notify_runs_an_argv_with_the_markdown_path(
+        tmp_path: Path, engine_processes: None) -> None:
+    """The healthy pair of the demo breaks no threshold: exit 0, which the notify hook is told too.
+    End to end: the cell starts a real simulator process."""
     hook = tmp_path / "hook.py"
     hook.write_text("import os, sys\nopen(sys.argv[1], 'w').write(sys.argv[2] + ' ' + os.environ['EVALKIT_EXIT_CODE'])\n")
     out = tmp_path / "got.txt"
-    done = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--model", "demo", "--only", "parallel=tp8,graph=full",
-                           "--limit", "10", "--quiet", "--results-dir", str(tmp_path / "r"), "--run-id", "n",
-                           "--notify", f"{sys.executable} {hook} {out}"], cwd=ROOT, capture_output=True, text=True)
+    done = evalkit_cli("matrix", "--model", "demo", "--only", "parallel=tp8,graph=full", "--limit", "10", "--quiet",
+                       "--results-dir", str(tmp_path / "r"), "--run-id", "n", "--notify", f"{sys.executable} {hook} {out}",
+                       cwd=ROOT)
     assert done.returncode == 0, done.stderr
     path, code = out.read_text().split()
     assert path == str(tmp_path / "r" / "n" / "table.md") and Path(path).is_file() and code == "0"
