@@ -1,7 +1,7 @@
 """The simulated bug's signature, measured like evalkit measures it: GSM8K per cell and collapse rates.
 
-Every cell of a small matrix is a real server process; the whole test set goes through real
-HTTP (batched prompts, to keep the module fast).
+Every cell of a small matrix is a simulator built from that cell's flags, in this process; the
+whole test set goes through its HTTP app (batched prompts, to keep the module fast).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from tests.helpers.sim import (
-    SimServer,
     complete_batch,
     extracted_answer,
     gsm8k_test,
     periodic_tail,
     reference_answer,
+    sim_client,
 )
 
 ROWS = gsm8k_test()
@@ -49,7 +49,7 @@ class Measured:
 
 
 def measure(args: tuple[str, ...]) -> Measured:
-    with SimServer(*args) as server, server.client() as client:
+    with sim_client(*args) as client:
         answers = complete_batch(client, PROMPTS, max_tokens=256, stop=["Question:"])
         long = complete_batch(client, LONG_PROMPTS, max_tokens=1024, logprobs=0, return_tokens_as_token_ids=True)
     return Measured(
