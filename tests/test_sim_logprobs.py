@@ -1,8 +1,8 @@
 """The simulator's logprobs: a real distribution per position, perturbed per serving cell.
 
 Reference texts (GSM8K questions with their reference solutions) are scored teacher-forced
-(``echo`` + ``logprobs``, as a divergence eval scores them) by real simulator processes
-started with the argv evalkit builds for the 12 cells of configs/demo.yaml.
+(``echo`` + ``logprobs``, as a divergence eval scores them) by simulators built in this process
+from the argv evalkit builds for the 12 cells of configs/demo.yaml.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from evalkit.config.loader import load_config
 from evalkit.engine.launch import build_launch
 from evalkit.evals.divergence import parse_echo, parse_prompt_logprobs
 from evalkit.evals.prompts import Prompt
-from tests.helpers.sim import SimServer, gsm8k_test
+from tests.helpers.sim import gsm8k_test, sim_client
 
 DEMO = load_config(Path(__file__).resolve().parent.parent / "configs" / "demo.yaml")
 BASELINE, BUGGY = "tp8-full-fixon", "dp8-piecewise-fixoff"
@@ -48,7 +48,7 @@ def post(client: httpx.Client, body: dict[str, Any], path: str = "/v1/completion
 
 @contextlib.contextmanager
 def serve(args: list[str]) -> Iterator[httpx.Client]:
-    with SimServer(*args) as server, server.client() as client:
+    with sim_client(*args) as client:
         yield client
 
 
