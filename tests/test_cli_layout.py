@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
+import pytest
 from click.testing import CliRunner
 
 from evalkit.cli import main
@@ -21,9 +23,16 @@ def test_each_command_lives_in_its_own_module() -> None:
         assert isinstance(command, _Command), name
 
 
-def test_importing_the_cli_loads_no_heavy_dependency() -> None:
+Program = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.mark.smoke
+def test_importing_the_cli_loads_no_heavy_dependency(program: Program) -> None:
+    """A new interpreter's import, which this process (scipy loaded long since) cannot show: the
+    default tier's one fresh `import evalkit.cli`."""
     code = "import sys, evalkit.cli; print(' '.join(m for m in ('scipy', 'pandas', 'lm_eval') if m in sys.modules))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = program(sys.executable, "-c", code)
+    assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
 
 
@@ -57,12 +66,14 @@ def test_history_without_a_model_names_the_recorded_models(tmp_path: Path) -> No
     assert (result.exit_code, result.output) == (2, "error: give --model NAME; recorded models: none yet\n")
 
 
-def test_format_choices_are_the_renderers_formats_read_without_importing_a_renderer() -> None:
+def test_format_choices_are_the_renderers_formats_read_without_importing_a_renderer(program: Program) -> None:
+    """e2e: its second half is a new interpreter's import (the smoke test above does one by default)."""
     from evalkit.render import BISECT_FORMATS, FORMATS
 
     for command, formats in (("report", FORMATS), ("compare", FORMATS), ("bisect", BISECT_FORMATS)):
         option = next(p for p in main.commands[command].params if p.name == "fmt")
         assert isinstance(option.type, click.Choice) and list(option.type.choices) == list(formats), command
     code = "import sys, evalkit.cli; print(' '.join(m for m in sys.modules if m.startswith('evalkit.render.')))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = program(sys.executable, "-c", code)
+    assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
