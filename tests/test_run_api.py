@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -24,7 +25,7 @@ from evalkit.render.github import workflow_commands
 from evalkit.run.lock import DeviceLock
 from evalkit.store import read_json
 from tests.conftest import CONFIGS
-from tests.helpers.sim import running_sim
+from tests.helpers.sim import SimServer
 
 TWO_CELLS = ("parallel=dp8,graph=piecewise",)
 """The demo's buggy cell and its fix-on twin."""
@@ -47,7 +48,7 @@ def request(tmp_path: Path, **fields: object) -> MatrixRequest:
 COMMAND = ("evalkit", "matrix", "--model", "demo", "--limit", "20")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module")  # starts engines: every test that reads it asks for `engine_processes`
 def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, MatrixOutcome]:
     """One small run, read by the tests below: asked, as a script in a GitHub Actions step would,
     for the JUnit file, the step summary and a notify hook (a shell writing its argument and
@@ -61,6 +62,8 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, MatrixOutc
     return tmp_path, outcome
 
 
+@pytest.mark.smoke  # the default tier's one small matrix of the simulator: two cells, 20 questions
+@pytest.mark.usefixtures("engine_processes")
 def test_a_run_writes_its_folder_summary_table_and_history_and_returns_the_outcome(
         finished: tuple[Path, MatrixOutcome]) -> None:
     tmp_path, outcome = finished
@@ -91,6 +94,7 @@ class InterruptAt:
             os.kill(os.getpid(), signal.SIGINT)
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_an_interrupted_run_keeps_its_finished_cells_still_reports_and_resume_completes_it(tmp_path: Path) -> None:
     outcome = run_matrix(request(tmp_path, history=False), InterruptAt("dp8-piecewise-fixoff", "starting"))
     run = tmp_path / "results" / "r"
@@ -107,13 +111,14 @@ def test_an_interrupted_run_keeps_its_finished_cells_still_reports_and_resume_co
     assert info["status"] == "complete" and len(info["resumed_at"]) == 1 and info["limit"] == 20
 
 
-def test_a_running_server_is_one_external_cell_and_nothing_is_started(tmp_path: Path) -> None:
+def test_a_running_server_is_one_external_cell_and_nothing_is_started(
+        tmp_path: Path, sim_process: Callable[..., SimServer]) -> None:
     config = tmp_path / "ext.yaml"
     config.write_text("model: sim-model\nengine: {profile: sim}\nevals:\n  gsm8k: {num_fewshot: 1}\n"
                       "  repetition: {count: 2, max_tokens: 256}\n")
-    with running_sim() as url:
-        outcome = run_matrix(MatrixRequest(config_path=config, base_url=url, limit=5, run_id="ext",
-                                           results_dir=tmp_path / "results", history=False))
+    url = sim_process().url
+    outcome = run_matrix(MatrixRequest(config_path=config, base_url=url, limit=5, run_id="ext",
+                                       results_dir=tmp_path / "results", history=False))
     assert [(c.id, c.status) for c in outcome.summary.cells] == [("external", "ok")]
     record = read_json(outcome.run_path / "external" / "cell.json")
     assert record["launch"] == {"base_url": url, "note": "external server: not started by evalkit"}
@@ -135,6 +140,7 @@ def test_bad_input_is_raised_before_anything_is_created(tmp_path: Path, fields: 
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_a_run_asked_for_junit_github_and_notify_delivers_each_and_returns_what_to_print(
         finished: tuple[Path, MatrixOutcome]) -> None:
     tmp_path, outcome = finished
