@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from evalkit.redact import REDACTED, redact_argv, redact_env
 from tests.conftest import CONFIGS
+from tests.helpers.cli import evalkit_cli
 
 SECRET = "hf_s3cr3t_value_that_must_not_leak"
 CUSTOM = "custom-private-value-42"
@@ -27,17 +25,17 @@ def test_redaction_rules() -> None:
         "--admin-api-key", REDACTED, f"--secret={REDACTED}", "--db_password", REDACTED]
 
 
-def test_no_file_of_a_run_and_no_plan_contains_a_secret(tmp_path: Path) -> None:
+def test_no_file_of_a_run_and_no_plan_contains_a_secret(tmp_path: Path, engine_processes: None) -> None:
+    """End to end: the run's cell starts a real simulator, which inherits the secrets in its environment."""
     text = (CONFIGS / "demo.yaml").read_text()
     text = text.replace("  profile: sim\n", f"  profile: sim\n  env: {{HF_TOKEN: {SECRET}, MY_PRIVATE: {CUSTOM}}}\n")
     text = text.replace("count: 64", "count: 2") + "secret_env: [MY_PRIVATE]\n"
     (tmp_path / "cfg.yaml").write_text(text)
-    env = {**os.environ, "EVALKIT_TEST_PASSWORD": SECRET}
-    base = [sys.executable, "-m", "evalkit.cli"]
-    plan = subprocess.run([*base, "plan", "--config", "cfg.yaml"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    env = {"EVALKIT_TEST_PASSWORD": SECRET}  # set for each command, as evalkit's own environment
+    plan = evalkit_cli("plan", "--config", "cfg.yaml", cwd=tmp_path, env=env)
     assert plan.returncode == 0 and "HF_TOKEN='***'" in plan.stdout
-    run = subprocess.run([*base, "matrix", "--config", "cfg.yaml", "--run-id", "r", "--limit", "5",
-                          "--only", "parallel=dp8,graph=piecewise"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    run = evalkit_cli("matrix", "--config", "cfg.yaml", "--run-id", "r", "--limit", "5",
+                      "--only", "parallel=dp8,graph=piecewise", cwd=tmp_path, env=env)
     assert run.returncode in (0, 1), run.stderr
     files = [p for p in (tmp_path / "results").rglob("*") if p.is_file()]
     assert len(files) > 10
