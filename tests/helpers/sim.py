@@ -11,7 +11,8 @@
   orphans included. For what crosses the boundary: start-up, signals, log lines, a real port, and
   clients evalkit does not own (lm-eval's). A test asks for one through the `sim_process` fixture
   (tests/conftest.py), which puts it in the `e2e` tier, or through `shared_sim`, the one default
-  simulator every lm-eval test of a session shares.
+  simulator every lm-eval test of a session shares. `run_sim` runs one to its end (a flag error,
+  --help) with its stdout and stderr apart.
 """
 
 from __future__ import annotations
@@ -177,6 +178,14 @@ class SimServer:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(DEFAULT_TIMEOUT)
+
+
+def run_sim(*args: str, env: dict[str, str] | None = None, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    """`python -m evalkit.sim ARGS` (nothing added: no --model, no --server-port) run to its end,
+    stdout and stderr apart: for its flag errors, --help and exit codes. A process: a test asks
+    for it through a fixture that depends on `sim_process`, which puts it in the `e2e` tier."""
+    return subprocess.run([sys.executable, "-m", "evalkit.sim", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, check=False)
 
 
 def gsm8k_test() -> list[dict[str, str]]:
