@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from evalkit.config import parse_config
 from evalkit.render import render
 from evalkit.store.records import CellRecord
 from evalkit.verdict.deltas import catalog_gate_flags
-from tests.conftest import checkout_env
+from tests.helpers.cli import Ran, evalkit_cli
 
 ENTRY = "Sim-V4 DSpark"
 BASE = {"model_name": ENTRY, "model_path": "sim/deepseek-v4", "runner": "linux-atom-do-mi350x-8",
@@ -85,9 +84,9 @@ thresholds:
     return path
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "evalkit.cli", *args], cwd=cwd, env=checkout_env(),
-                          capture_output=True, text=True, timeout=600, check=False)
+def _cli(*args: str, cwd: Path) -> Ran:
+    """`evalkit ARGS` from `cwd`, in this process (the sim-atom profile is evalkit's own)."""
+    return evalkit_cli(*args, cwd=cwd)
 
 
 def test_plan_shows_each_side_s_entry_and_what_differs(engine_repo: dict[str, Any]) -> None:
@@ -116,9 +115,10 @@ def test_an_entry_the_catalog_lacks_is_bad_input_in_one_line(engine_repo: dict[s
 
 
 def test_a_run_launches_each_cell_from_its_own_ref_s_entry_and_every_report_says_they_differ(
-        engine_repo: dict[str, Any]) -> None:
+        engine_repo: dict[str, Any], engine_processes: None) -> None:
     """The two PIECEWISE cells (~20 s): the catalog's DP attention and fix env drive the simulator,
-    the log reader agrees with what the entry asked, and the reports flag the differing entries."""
+    the log reader agrees with what the entry asked, and the reports flag the differing entries.
+    End to end: each cell starts a real simulator process."""
     root = engine_repo["root"]
     done = _cli("matrix", "--config", str(_config(engine_repo)), "--run-id", "cat", "--json", "--quiet", "--limit", "30",
                 "--only", "graph=piecewise", "--lock-file", str(root / "lock"), "--no-history", cwd=root)
