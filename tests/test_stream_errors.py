@@ -4,14 +4,18 @@ vLLM 0.34.0 and SGLang 0.5.23 end such a stream with `data: {"error": {"message"
 and `data: [DONE]` (vllm/entrypoints/openai/completion/serving.py:620-626;
 sglang/srt/entrypoints/openai/serving_completions.py:356-371, :498-504). The simulator's
 `--sim-fault stream-error` does the same half-way through a stream; the long-generation check
-runs against it for real.
+runs against it for real, in this process (its HTTP client reaches the simulator's app over ASGI;
+retries back off by evalkit/waits.py, which the tests scale to 0).
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import httpx
 import pytest
+from starlette.testclient import TestClient
 
 from evalkit.errors import EvalError
 from evalkit.evals import repetition
@@ -20,10 +24,22 @@ from evalkit.evals.http_client import MAX_ATTEMPTS
 from evalkit.evals.repetition import RepetitionSettings
 from evalkit.sim.hashing import unit
 from evalkit.wire import Wire
-from tests.helpers.sim import SimServer
+from tests.helpers.sim import simulator
 
 SETTINGS = RepetitionSettings(count=1, max_tokens=600, concurrency=1)
 IDS = Wire(token_ids="return_tokens_as_token_ids")
+
+
+def served(*flags: str) -> tuple[Server, TestClient]:
+    """A simulator with `flags` in this process: what the eval is given, and a client of the same
+    app for its /sim/stats."""
+    app = simulator(*flags).app
+    return Server("http://simulator.test", "sim-model", IDS, transport=httpx.ASGITransport(app=app)), TestClient(app)
+
+
+def stats(client: TestClient) -> dict[str, Any]:
+    answer: dict[str, Any] = client.get("/sim/stats").json()
+    return answer
 
 
 def _first_request_only() -> tuple[str, str]:
@@ -37,7 +53,7 @@ def _first_request_only() -> tuple[str, str]:
 
 
 def test_the_fault_is_an_error_event_then_done_inside_a_200() -> None:
-    with SimServer("--sim-fault", "stream-error") as server, server.client() as client:
+    with TestClient(simulator("--sim-fault", "stream-error").app) as client:
         response = client.post("/v1/completions", json={"prompt": "Write a long story.", "max_tokens": 600,
                                                         "stream": True})
         stats = client.get("/sim/stats").json()
@@ -51,12 +67,11 @@ def test_the_fault_is_an_error_event_then_done_inside_a_200() -> None:
 
 def test_a_transient_stream_error_is_retried_and_the_sample_is_whole() -> None:
     seed, rate = _first_request_only()
-    with SimServer("--sim-seed", seed) as clean:
-        expected = repetition.run_repetition(SETTINGS, Server(clean.url, "sim-model", IDS)).samples[0]
-    with SimServer("--sim-seed", seed, "--sim-fault", "stream-error", "--sim-fault-rate", rate) as server:
-        result = repetition.run_repetition(SETTINGS, Server(server.url, "sim-model", IDS))
-        with server.client() as client:
-            assert client.get("/sim/stats").json()["stream_errors"] == 1
+    clean, _ = served("--sim-seed", seed)
+    expected = repetition.run_repetition(SETTINGS, clean).samples[0]
+    server, client = served("--sim-seed", seed, "--sim-fault", "stream-error", "--sim-fault-rate", rate)
+    result = repetition.run_repetition(SETTINGS, server)
+    assert stats(client)["stream_errors"] == 1
     [sample] = result.samples
     assert sample["attempts"] == 2 and sample["stream_errors"] == 1 and result.metrics["stream_errors"] == 1
     assert sample["text"] == expected["text"] and sample["finish_reason"] == expected["finish_reason"]
@@ -64,11 +79,10 @@ def test_a_transient_stream_error_is_retried_and_the_sample_is_whole() -> None:
 
 
 def test_a_persistent_stream_error_fails_the_eval_with_the_engine_s_message() -> None:
-    with SimServer("--sim-fault", "stream-error") as server:
-        with pytest.raises(EvalError) as failed:
-            repetition.run_repetition(SETTINGS, Server(server.url, "sim-model", IDS))
-        with server.client() as client:
-            assert client.get("/sim/stats").json()["stream_errors"] == MAX_ATTEMPTS
+    server, client = served("--sim-fault", "stream-error")
+    with pytest.raises(EvalError) as failed:
+        repetition.run_repetition(SETTINGS, server)
+    assert stats(client)["stream_errors"] == MAX_ATTEMPTS
     message = str(failed.value)
     assert "simulated generation error (--sim-fault stream-error)" in message and "code 500" in message
     assert f"attempt {MAX_ATTEMPTS} of {MAX_ATTEMPTS}" in message
