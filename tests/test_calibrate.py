@@ -22,6 +22,7 @@ from evalkit.verdict.calibrate import (
     suggested_min,
     yaml_snippet,
 )
+from tests.helpers.cli import evalkit_cli
 
 
 def rejection_rate(n: int, flip_rate: float, drop: float, alpha: float, trials: int, seed: int) -> float:
@@ -121,18 +122,17 @@ timeouts: {startup: 60, stop_grace: 5}
 """
 
 
-def test_calibrate_runs_the_cell_n_times_and_prints_a_snippet_measured_from_them(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from evalkit.cli import main
+def test_calibrate_runs_the_cell_n_times_and_prints_a_snippet_measured_from_them(tmp_path: Path,
+                                                                                 engine_processes: None) -> None:
+    """End to end: each repeat starts the cell's engine, a real simulator process."""
     from evalkit.store import read_json, read_jsonl
 
     config = tmp_path / "cal.yaml"
     config.write_text(CALIBRATE_CONFIG, encoding="utf-8")
     args = ["calibrate", "--config", str(config), "--cell", "full", "--repeats", "2", "--limit", "40",
             "--run-id", "cal", "--results-dir", str(tmp_path / "results"), "--quiet"]
-    result = CliRunner().invoke(main, args)
-    assert result.exit_code == 0, result.output
+    result = evalkit_cli(*args)
+    assert result.returncode == 0, result.output
     folder = tmp_path / "results" / "cal"
     marks = [{r["id"]: r["flexible-extract.correct"] for r in read_jsonl(folder / f"repeat-{i}" / "full" / "gsm8k.samples.jsonl")}
              for i in (1, 2)]
@@ -147,19 +147,15 @@ def test_calibrate_runs_the_cell_n_times_and_prints_a_snippet_measured_from_them
     rules = parse_config({"model": "m", "engine": {"profile": "sim"}, **snippet}, "snippet").thresholds
     assert {t.metric for t in rules} == {"gsm8k.strict", "gsm8k.flexible", "repetition.collapse_rate"}
     first = (folder / "repeat-1" / "summary.json").stat().st_mtime_ns
-    again = CliRunner().invoke(main, args)  # the same folder: finished repeats are kept, not run again
-    assert again.exit_code == 0 and (folder / "repeat-1" / "summary.json").stat().st_mtime_ns == first
+    again = evalkit_cli(*args)  # the same folder: finished repeats are kept, not run again
+    assert again.returncode == 0 and (folder / "repeat-1" / "summary.json").stat().st_mtime_ns == first
 
 
 def test_calibrate_refuses_a_cell_the_config_does_not_have(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from evalkit.cli import main
-
     config = tmp_path / "cal.yaml"
     config.write_text(CALIBRATE_CONFIG, encoding="utf-8")
-    result = CliRunner().invoke(main, ["calibrate", "--config", str(config), "--cell", "eager", "--repeats", "2",
-                                       "--results-dir", str(tmp_path / "results")])
-    assert result.exit_code == 2
+    result = evalkit_cli("calibrate", "--config", str(config), "--cell", "eager", "--repeats", "2",
+                         "--results-dir", str(tmp_path / "results"))
+    assert result.returncode == 2
     assert "--cell eager: not a cell of" in result.output and "(cells: full, piecewise)" in result.output
     assert not (tmp_path / "results").exists()
