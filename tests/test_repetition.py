@@ -1,4 +1,5 @@
-"""The long-generation client: reading streams as servers really send them."""
+"""The long-generation client: reading streams as servers really send them (raw bytes over a real
+socket), and its verdicts against the simulator's app in this process."""
 
 from __future__ import annotations
 
@@ -11,12 +12,11 @@ import httpx
 import pytest
 
 from evalkit.evals import repetition
-from evalkit.evals.base import Server
 from evalkit.evals.repetition import RepetitionSettings
 from evalkit.profiles import get_profile
 from evalkit.render.markdown_details import _excerpt_label
 from evalkit.wire import Wire
-from tests.helpers.sim import SimServer
+from tests.helpers.sim import asgi_served, asgi_server, simulator
 
 
 class _RawSSE(http.server.BaseHTTPRequestHandler):
@@ -76,8 +76,8 @@ def test_results_do_not_depend_on_how_many_tokens_each_event_carries() -> None:
     for interval in ("1", "16"):
         args = ("--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off",
                 "--sim-collapse-rate", "0.5", "--sim-stream-interval", interval)
-        with SimServer(*args) as server:
-            runs.append(repetition.run_repetition(settings, Server(server.url, "sim-model", Wire(token_ids="return_tokens_as_token_ids"))))
+        server = asgi_server(*args, wire=Wire(token_ids="return_tokens_as_token_ids"))
+        runs.append(repetition.run_repetition(settings, server))
     one, sixteen = runs
     assert one.metrics == sixteen.metrics and one.metrics["collapsed"] > 0
     assert [s["text"] for s in one.samples] == [s["text"] for s in sixteen.samples]
@@ -89,9 +89,9 @@ def test_return_token_ids_gives_the_detector_the_same_ids_as_vllm_s_extension() 
     request) and vLLM's `return_tokens_as_token_ids`: the same ids, so the same verdicts."""
     settings = RepetitionSettings(count=6, max_tokens=1024, concurrency=3)
     args = ("--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off", "--sim-collapse-rate", "0.5")
-    with SimServer(*args) as server:
-        vllm = repetition.run_repetition(settings, Server(server.url, "sim-model", Wire(token_ids="return_tokens_as_token_ids")))
-        sglang = repetition.run_repetition(settings, Server(server.url, "sim-model", Wire(token_ids="return_token_ids")))
+    app = simulator(*args).app  # one engine, asked both ways
+    vllm = repetition.run_repetition(settings, asgi_served(app, wire=Wire(token_ids="return_tokens_as_token_ids")))
+    sglang = repetition.run_repetition(settings, asgi_served(app, wire=Wire(token_ids="return_token_ids")))
     assert {s["token_source"] for s in sglang.samples} == {"token_ids"}
     assert sglang.metrics == vllm.metrics and sglang.metrics["collapsed"] > 0
     assert [s["metrics"] for s in sglang.samples] == [s["metrics"] for s in vllm.samples]
@@ -106,11 +106,11 @@ def test_stutter_and_soup_are_judged_alike_by_id_streaming_and_text_only_engines
     settings = RepetitionSettings(count=8, max_tokens=1024, concurrency=4)
     args = ("--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off",
             "--sim-collapse-rate", "0.5", "--sim-collapse-kind", kind)
-    with SimServer(*args) as server:
-        runs = [repetition.run_repetition(settings, Server(server.url, "sim-model", Wire(token_ids=via)))
-                for via in ("return_tokens_as_token_ids", "return_token_ids")]
-    with SimServer("--sim-dialect", "atom", *args) as server:
-        runs.append(repetition.run_repetition(settings, Server(server.url, "sim-model", get_profile("sim-atom").wire())))
+    app = simulator(*args).app
+    runs = [repetition.run_repetition(settings, asgi_served(app, wire=Wire(token_ids=via)))
+            for via in ("return_tokens_as_token_ids", "return_token_ids")]
+    atom = asgi_server("--sim-dialect", "atom", *args, wire=get_profile("sim-atom").wire())
+    runs.append(repetition.run_repetition(settings, atom))
     assert [run.metrics["token_source"] for run in runs] == ["token_ids", "token_ids", "text_split"]
     verdicts = [[(s["id"], s["collapsed"], s["evidence"]["categories"]) for s in run.samples] for run in runs]
     assert verdicts[0] == verdicts[1] == verdicts[2]

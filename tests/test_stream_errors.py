@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
 import pytest
 from starlette.testclient import TestClient
 
@@ -24,7 +23,7 @@ from evalkit.evals.http_client import MAX_ATTEMPTS
 from evalkit.evals.repetition import RepetitionSettings
 from evalkit.sim.hashing import unit
 from evalkit.wire import Wire
-from tests.helpers.sim import simulator
+from tests.helpers.sim import asgi_served, simulator
 
 SETTINGS = RepetitionSettings(count=1, max_tokens=600, concurrency=1)
 IDS = Wire(token_ids="return_tokens_as_token_ids")
@@ -34,7 +33,7 @@ def served(*flags: str) -> tuple[Server, TestClient]:
     """A simulator with `flags` in this process: what the eval is given, and a client of the same
     app for its /sim/stats."""
     app = simulator(*flags).app
-    return Server("http://simulator.test", "sim-model", IDS, transport=httpx.ASGITransport(app=app)), TestClient(app)
+    return asgi_served(app, wire=IDS), TestClient(app)
 
 
 def stats(client: TestClient) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The simulated engine for tests, two ways:
 
-* in this process (`simulator`, `asgi_server`, `sim_client`): the simulator's Starlette app built
+* in this process (`simulator`, `asgi_server`, `asgi_served`, `sim_client`): the simulator's Starlette app built
   from the same flags `python -m evalkit.sim` takes, reached through `httpx.ASGITransport` (or,
   for a sync client in a test, Starlette's TestClient): no process, no port.
   The default for anything about what the simulator answers or how the HTTP evals read it.
@@ -59,7 +59,12 @@ def simulator(*args: str, model: str = "sim-model") -> Simulator:
 def asgi_server(*args: str, model: str = "sim-model", wire: Wire | None = None) -> Server:
     """What an eval asks (`evalkit.evals.base.Server`) for a `simulator(*args)` in this process:
     the evals' own HTTP client reaches its app through httpx.ASGITransport."""
-    app = simulator(*args, model=model).app
+    return asgi_served(simulator(*args, model=model).app, model=model, wire=wire)
+
+
+def asgi_served(app: Any, *, model: str = "sim-model", wire: Wire | None = None) -> Server:
+    """An eval's `Server` for an ASGI `app` already built (`simulator(...).app`): for several evals
+    or wires against one simulator, or a test that also reads the app's /sim/stats."""
     return Server("http://simulator.test", model, wire or Wire(), transport=httpx.ASGITransport(app=app))
 
 
