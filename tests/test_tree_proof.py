@@ -2,7 +2,10 @@
 
 One real matrix (module-scoped) of a throwaway engine laid out like SGLang (tests/tree_engine.py:
 package under `python/`, two commits `one` and `two`), started by `evalkit matrix` from a
-directory that holds a decoy `fakeserve/` package, as evalkit run from an engine checkout would:
+directory that holds a decoy `fakeserve/` package, as evalkit run from an engine checkout would.
+The matrix is the real program (`python -m evalkit.cli`, its working directory the decoy's, its
+profile `tests.tree_engine:PROFILE` imported by that new interpreter) and its cells start engines:
+every test that reads it asks for `engine_processes`, so it runs in the e2e tier:
 
     one       commit one
     two       commit two
@@ -18,7 +21,6 @@ import csv
 import io
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,7 @@ from evalkit.gitinfo import MISMATCH_WORDS
 from evalkit.profiles.sglang import SGLANG_STARTUP_FILE
 from evalkit.profiles.vllm import VLLM_STARTUP_FILE
 from evalkit.render import render
-from tests.conftest import checkout_env
+from tests.helpers.cli import evalkit_process
 from tests.tree_engine import make_tree_repo, write_package
 
 DECOY = '''from pathlib import Path
@@ -66,10 +68,10 @@ evals:
   gsm8k: {{num_fewshot: 0}}
   repetition: {{count: 4, max_tokens: 128}}
 """)
-    done = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(config), "--run-id", "t",
-                           "--results-dir", str(root / "results"), "--cache-dir", str(root / "cache"), "--json",
-                           "--limit", "5", "--no-history"], cwd=decoy, capture_output=True, text=True, timeout=300,
-                          check=False, env=checkout_env())
+    # module-scoped, so the process helper itself: each test that reads the run asks for engine_processes
+    done = evalkit_process("matrix", "--config", str(config), "--run-id", "t", "--results-dir", str(root / "results"),
+                           "--cache-dir", str(root / "cache"), "--json", "--limit", "5", "--no-history", cwd=decoy,
+                           timeout=300)
     path = root / "results" / "t"
     cells = {d.name: json.loads((d / "cell.json").read_text()) for d in path.iterdir() if (d / "cell.json").exists()}
     return {"done": done, "path": path, "cells": cells, "shas": shas, "cache": (root / "cache").resolve(),
@@ -84,7 +86,7 @@ def tree(run: dict[str, Any], mark: str) -> Path:
     return run["cache"] / "worktrees" / run["shas"][mark] / "python"
 
 
-def test_each_cell_runs_its_own_commit_proven_from_cell_json(run: dict[str, Any]) -> None:
+def test_each_cell_runs_its_own_commit_proven_from_cell_json(run: dict[str, Any], engine_processes: None) -> None:
     assert run["done"].returncode == 3, run["done"].stderr  # wrongdir failed: one failed cell
     cells = run["cells"]
     assert {c: cells[c]["status"] for c in cells} == {"one": "ok", "two": "ok", "nosafe": "ok", "wrapped": "ok",
@@ -98,13 +100,13 @@ def test_each_cell_runs_its_own_commit_proven_from_cell_json(run: dict[str, Any]
         assert f"fakeserve {mark} running {tree(run, mark)}/fakeserve/launch_server.py" in log(run, cell)
 
 
-def test_the_package_subdirectory_of_the_checkout_goes_on_pythonpath(run: dict[str, Any]) -> None:
+def test_the_package_subdirectory_of_the_checkout_goes_on_pythonpath(run: dict[str, Any], engine_processes: None) -> None:
     """The profile's `source_subdir` ("python", as SGLang's) unless the source names its own."""
     env = run["cells"]["one"]["launch"]["env"]
     assert env["PYTHONPATH"].split(":")[0] == str(tree(run, "one"))
 
 
-def test_a_decoy_in_evalkit_s_working_directory_is_never_imported(run: dict[str, Any]) -> None:
+def test_a_decoy_in_evalkit_s_working_directory_is_never_imported(run: dict[str, Any], engine_processes: None) -> None:
     assert not (run["decoy"] / "fakeserve" / "IMPORTED").exists()
     for cell in ("one", "two", "nosafe", "wrapped"):
         assert "DECOY" not in log(run, cell)
@@ -114,7 +116,8 @@ def test_a_decoy_in_evalkit_s_working_directory_is_never_imported(run: dict[str,
     assert run["cells"]["nosafe"]["launch"]["env"]["PYTHONSAFEPATH"] == ""  # the neutral directory alone
 
 
-def test_a_cell_whose_package_imports_from_outside_its_tree_fails_before_its_engine_starts(run: dict[str, Any]) -> None:
+def test_a_cell_whose_package_imports_from_outside_its_tree_fails_before_its_engine_starts(
+        run: dict[str, Any], engine_processes: None) -> None:
     cell = run["cells"]["wrongdir"]
     root = run["cache"] / "worktrees" / run["shas"]["one"]
     installed = run["site"] / "fakeserve" / "__init__.py"
@@ -128,7 +131,7 @@ def test_a_cell_whose_package_imports_from_outside_its_tree_fails_before_its_eng
     assert "engine_pid" not in cell and not (run["path"] / "wrongdir" / "engine.log").exists()
 
 
-def test_the_import_path_proves_the_tree_when_the_version_names_no_commit(run: dict[str, Any]) -> None:
+def test_the_import_path_proves_the_tree_when_the_version_names_no_commit(run: dict[str, Any], engine_processes: None) -> None:
     """SGLang reports its installed distribution's version (here 0.5.23, as the sim is told to):
     no commit, never a false mismatch; the logged file is the third witness."""
     check = run["cells"]["one"]["engine_check"]
@@ -139,7 +142,7 @@ def test_the_import_path_proves_the_tree_when_the_version_names_no_commit(run: d
                                                 f"{tree(run, 'one')}/fakeserve/launch_server.py")
 
 
-def test_an_engine_that_logs_a_file_outside_its_tree_is_a_loud_mismatch(run: dict[str, Any]) -> None:
+def test_an_engine_that_logs_a_file_outside_its_tree_is_a_loud_mismatch(run: dict[str, Any], engine_processes: None) -> None:
     check = run["cells"]["wrapped"]["engine_check"]
     elsewhere = run["site"] / "fakeserve" / "launch_server.py"
     assert check["status"] == "mismatch"
@@ -151,7 +154,7 @@ def test_an_engine_that_logs_a_file_outside_its_tree_is_a_loud_mismatch(run: dic
     assert len(progress) == 1 and " wrapped " in progress[0] and " warning " in progress[0]
 
 
-def test_the_report_shows_each_cell_s_import_origin_without_local_paths(run: dict[str, Any]) -> None:
+def test_the_report_shows_each_cell_s_import_origin_without_local_paths(run: dict[str, Any], engine_processes: None) -> None:
     # cell.json keeps the whole path (above); a report is pasted where others read it, so it
     # keeps the path's last two parts (render/text.py no_local_paths) and says inside or OUTSIDE.
     summary = run["summary"]
