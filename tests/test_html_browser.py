@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 
 from evalkit.store import read_json, read_jsonl, write_jsonl
-from tests.conftest import checkout_env
+from tests.helpers.cli import evalkit_cli
 from tests.test_render_html import Page
 from tests.test_report_cli import demo_runs  # noqa: F401  (the session's demo runs)
 
@@ -32,12 +31,6 @@ PLANTED = ("<script>document.title='pwned';document.body.insertAdjacentHTML('bef
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="SKIP browser test: /usr/bin/chromium is absent "
                                 "(apt-get install -y chromium)")
-
-
-def evalkit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The CLI in its own process, importing this checkout."""
-    return subprocess.run([sys.executable, "-c", "import sys; from evalkit.cli import main; sys.exit(main())", *args],
-                          cwd=cwd, env=checkout_env(), capture_output=True, text=True, timeout=300, check=False)
 
 
 def chromium(url: str, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -67,7 +60,7 @@ def page(tmp_path_factory: pytest.TempPathFactory, demo_runs: dict[str, Path]) -
     write_jsonl(samples, rows)  # text only: the numbers and summary.json stay as they were
 
     report = tmp / "report.html"
-    done = evalkit("report", str(run_path), "--format", "html", "-o", str(report), cwd=tmp)
+    done = evalkit_cli("report", str(run_path), "--format", "html", "-o", str(report), cwd=tmp)  # in this process
     assert (done.returncode, done.stdout) == (0, f"{report}\n"), done.stderr[-3000:]
     url = report.as_uri() + f"#cell={cell['id']}"
     started = time.monotonic()
