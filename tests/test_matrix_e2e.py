@@ -1,24 +1,22 @@
-"""The whole flow through real processes: config -> cells -> engines -> evals -> store -> report."""
+"""The whole flow, config -> cells -> engines -> evals -> store -> report: the CLI in this process
+(tests/helpers/cli.py), every cell's engine a real simulator process (the `e2e` tier)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.conftest import ROOT
+from tests.helpers.cli import evalkit_cli
 from tests.test_sources import make_engine_repo
 
 
-def evalkit(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "evalkit.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
-
-
 def sim_processes() -> list[psutil.Process]:
+    """This test's simulators anywhere on the box, not only among this process's children:
+    stricter than `engine_processes`, which sees only descendants."""
     found = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info["cmdline"] or []
@@ -27,6 +25,7 @@ def sim_processes() -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_fix_as_source_trees_checks_out_both_refs(tmp_path: Path) -> None:
     """The ATOM way: fix on/off are two commits; the sim reads the fix from a module on PYTHONPATH."""
     repo, before, after = make_engine_repo(tmp_path)
@@ -49,7 +48,7 @@ evals:
 thresholds:
   - {{metric: gsm8k.flexible, max_drop_ab: 0.02, alpha: 0.01}}
 """)
-    done = evalkit("matrix", "--config", str(config), "--run-id", "src", "--results-dir", str(tmp_path / "results"),
+    done = evalkit_cli("matrix", "--config", str(config), "--run-id", "src", "--results-dir", str(tmp_path / "results"),
                    "--cache-dir", str(tmp_path / "cache"), "--json", "--limit", "600", cwd=tmp_path)
     assert done.returncode == 1, done.stderr  # the fix-off tree breaks the A/B threshold
     summary = json.loads(done.stdout)
@@ -74,13 +73,14 @@ axes:
   fix:
     fixon: {{source: {{repo: "{repo}", ref: "no-such-branch"}}}}
 """)
-    done = evalkit("matrix", "--config", str(config), "--results-dir", str(tmp_path / "results"),
+    done = evalkit_cli("matrix", "--config", str(config), "--results-dir", str(tmp_path / "results"),
                    "--cache-dir", str(tmp_path / "cache"), cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [f"error: source {repo}@no-such-branch: ref does not resolve to a commit"]
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_repeats_give_a_noise_floor_and_a_delta_inside_it_is_not_a_regression(tmp_path: Path) -> None:
     """Asking again flips a few answers (the simulator's run-to-run noise): a small floor, and the
     bug's 7-point drop is far outside it. Every repeat is reported, with the worst (which a `min`
@@ -89,7 +89,7 @@ def test_repeats_give_a_noise_floor_and_a_delta_inside_it_is_not_a_regression(tm
     config.write_text((ROOT / "configs" / "demo.yaml").read_text().replace(
         "    num_concurrent: 32", "    num_concurrent: 32\n    repeats: 2").replace(
         "thresholds:\n", "thresholds:\n  - {metric: gsm8k.flexible_worst, min: 0.9}\n"))
-    done = evalkit("matrix", "--config", str(config), "--run-id", "rep", "--only", "parallel=dp8,graph=piecewise",
+    done = evalkit_cli("matrix", "--config", str(config), "--run-id", "rep", "--only", "parallel=dp8,graph=piecewise",
                    "--limit", "300", "--json", cwd=tmp_path)
     summary = json.loads(done.stdout)
     off = next(c for c in summary["cells"] if c["id"] == "dp8-piecewise-fixoff")
@@ -102,7 +102,7 @@ def test_repeats_give_a_noise_floor_and_a_delta_inside_it_is_not_a_regression(tm
         assert m["gsm8k.flexible_spread"] == max(m["gsm8k.flexible_repeats"]) - m["gsm8k.flexible_worst"]
         worst = next(c for c in cell["checks"] if c["rule"] == "gsm8k.flexible_worst min 0.9")
         assert worst["outcome"] == ("FAIL" if cell["id"] == "dp8-piecewise-fixoff" else "PASS")
-    table = evalkit("report", "rep", "--format", "markdown", "--results-dir", str(tmp_path / "results"),
+    table = evalkit_cli("report", "rep", "--format", "markdown", "--results-dir", str(tmp_path / "results"),
                     cwd=tmp_path).stdout
     every = off["metrics"]["gsm8k.flexible_repeats"]
     assert "| GSM8K worst repeat (spread: every run) |" in table
