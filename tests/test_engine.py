@@ -1,4 +1,6 @@
-"""Engine lifecycle through real processes: fail fast on exit, time out, stop the whole group."""
+"""Engine lifecycle through real processes: fail fast on exit, time out, stop the whole group.
+Every test starts an engine process (a `python -c` stand-in), so asks for `engine_processes` (the
+`e2e` tier)."""
 
 from __future__ import annotations
 
@@ -13,11 +15,13 @@ import pytest
 from evalkit.engine import EngineProcess, free_port
 from evalkit.errors import EngineExited, EngineFault, StartupTimeout
 
+pytestmark = pytest.mark.usefixtures("engine_processes")
+
 
 def engine(tmp_path: Path, code: str, **kw: object) -> EngineProcess:
     return EngineProcess(
         argv=[sys.executable, "-c", code], env=dict(os.environ), log_path=tmp_path / "engine.log",
-        base_url=f"http://127.0.0.1:{free_port()}", served_name="m", stop_grace_s=2.0, **kw,  # type: ignore[arg-type]
+        base_url=f"http://127.0.0.1:{free_port()}", served_name="m", stop_grace_s=0.5, **kw,  # type: ignore[arg-type]
     )
 
 
@@ -33,7 +37,7 @@ def test_exit_during_startup_fails_at_once_with_code_and_log_tail(tmp_path: Path
 def test_never_ready_times_out(tmp_path: Path) -> None:
     with pytest.raises(StartupTimeout, match="not ready after"):
         with engine(tmp_path, "import time; time.sleep(60)") as proc:
-            proc.wait_ready(timeout_s=1.5)
+            proc.wait_ready(timeout_s=0.5)
 
 
 def test_fatal_log_line_fails_the_cell(tmp_path: Path) -> None:
