@@ -1,7 +1,8 @@
 """run/lock.py: one matrix at a time on a box's devices; the lock names its holder and dies with it.
 
 The holder in the crash test is a real process that is SIGKILLed: the kernel, not evalkit, must
-release the lock, so no stale lock survives a crashed run.
+release the lock, so no stale lock survives a crashed run. The tests with a holder process are in
+the `e2e` tier (they ask for `evalkit_process`); the rest hold the lock in this process.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ def test_a_refused_holder_leaves_the_holders_record_alone(tmp_path: Path) -> Non
         assert json.loads(path.read_text()) == {"pid": os.getpid(), "run_id": "r1"}
 
 
+@pytest.mark.usefixtures("evalkit_process")  # another evalkit process holds the lock: the `e2e` tier
 def test_another_process_holding_the_lock_is_named(tmp_path: Path) -> None:
     path = tmp_path / "devices.lock"
     with holder_process(path, "other-run") as holder:
@@ -91,6 +93,7 @@ def test_another_process_holding_the_lock_is_named(tmp_path: Path) -> None:
             DeviceLock(path, "mine").__enter__()
 
 
+@pytest.mark.usefixtures("evalkit_process")  # another evalkit process holds the lock: the `e2e` tier
 def test_the_lock_is_released_when_its_holder_process_dies(tmp_path: Path) -> None:
     path = tmp_path / "devices.lock"
     with holder_process(path, "crashed-run") as holder:
