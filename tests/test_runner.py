@@ -5,6 +5,8 @@ engine fails, when an eval fails, when evalkit itself fails, when the run stops 
 runs out. The executor protocol (run/executor.py): what an executor refuses is bad input before
 the run folder exists; the local executor runs cells in plan order and skips those past the run's
 budget. The evals here are one toy eval registered by this module, so no lm-eval is needed.
+A test that starts engines asks for `engine_processes` (the `e2e` tier); the executors refused
+before anything starts stay in the default tier.
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ def stored(job: CellJob) -> dict[str, Any] | None:
 # --- one cell's lifecycle ------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_an_ok_cell_records_its_launch_timings_and_metrics_and_writes_exactly_that(tmp_path: Path) -> None:
     cell = job(tmp_path, config_text())
     record = run_cell(cell, CellControl(Stop()))
@@ -124,6 +127,7 @@ def test_an_ok_cell_records_its_launch_timings_and_metrics_and_writes_exactly_th
     assert [s for _, s, _ in cell.progress.seen] == ["starting", "ready", "probe", "ok"]  # type: ignore[attr-defined]
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_an_engine_that_exits_is_the_cells_error_with_its_exit_code_and_log_tail(tmp_path: Path) -> None:
     cell = job(tmp_path, config_text(a="[--sim-fault, crash-startup]"))
     record = run_cell(cell, CellControl(Stop()))
@@ -134,6 +138,7 @@ def test_an_engine_that_exits_is_the_cells_error_with_its_exit_code_and_log_tail
     assert stored(cell) == record.dump()
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_an_eval_that_fails_is_the_cells_error_with_the_live_engines_log_tail(tmp_path: Path) -> None:
     cell = job(tmp_path, config_text(fail="eval"))
     record = run_cell(cell, CellControl(Stop()))
@@ -145,6 +150,7 @@ def test_an_eval_that_fails_is_the_cells_error_with_the_live_engines_log_tail(tm
     assert stored(cell) == record.dump()
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_a_bug_in_evalkit_is_the_cells_internal_error_with_a_traceback(tmp_path: Path) -> None:
     cell = job(tmp_path, config_text(fail="bug"))
     record = run_cell(cell, CellControl(Stop()))
@@ -153,6 +159,7 @@ def test_a_bug_in_evalkit_is_the_cells_internal_error_with_a_traceback(tmp_path:
     assert stored(cell) == record.dump()
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_a_cell_the_run_stops_is_interrupted_and_writes_nothing(tmp_path: Path) -> None:
     cell = job(tmp_path, config_text(a="[--sim-startup-seconds, '30']"))
     control = CellControl(Stop())
@@ -162,6 +169,7 @@ def test_a_cell_the_run_stops_is_interrupted_and_writes_nothing(tmp_path: Path) 
     assert stored(cell) is None  # --resume runs it again
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_a_cell_over_its_budget_is_stopped_and_says_so(tmp_path: Path) -> None:
     cell = job(tmp_path, config_text(a="[--sim-startup-seconds, '30']"))
     record = run_cell(cell, CellControl(Stop(), budget_s=1.0))
@@ -214,6 +222,7 @@ def local(tmp_path: Path, text: str) -> tuple[LocalExecutor, Lines]:
     return LocalExecutor(config, store, options, lines, sources={}), lines
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_the_local_executor_runs_cells_in_plan_order_and_hands_each_finished_record_on(tmp_path: Path) -> None:
     executor, lines = local(tmp_path, config_text())
     a, b, c = expand(executor.config)
@@ -225,6 +234,7 @@ def test_the_local_executor_runs_cells_in_plan_order_and_hands_each_finished_rec
     assert done == [executor.store.read_cell(r["id"]) for r in done]
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_cells_that_would_start_after_the_run_budget_are_skipped(tmp_path: Path) -> None:
     text = config_text(a="[--sim-startup-seconds, '30']", timeouts="{startup: 60, stop_grace: 2, run: 1.5}")
     executor, _ = local(tmp_path, text)
