@@ -32,6 +32,7 @@ def make_engine_repo(root: Path) -> tuple[Path, str, str]:
     return repo, before, git(repo, "rev-parse", "HEAD")
 
 
+@pytest.mark.smoke  # real git: a throwaway repo, `git worktree add` per commit
 def test_checkout_makes_one_worktree_per_commit(tmp_path: Path) -> None:
     repo, before, after = make_engine_repo(tmp_path)
     cache = tmp_path / "cache"
