@@ -1,8 +1,8 @@
 """The consistency eval: identical greedy requests, sent together, compared with each other.
 
-Against the real simulator: a healthy cell's copies agree but for a rare near-tie, the buggy
+Against the simulator (its app in this process): a healthy cell's copies agree but for a rare near-tie, the buggy
 cell's race parts them (only when they share batches with other requests: sent one at a time
-they agree), and through `evalkit matrix` the disagree share is compared with the baseline's by
+they agree), and through `evalkit matrix` (simulator processes: e2e) the disagree share is compared with the baseline's by
 Fisher's test, breaks a threshold in the buggy cell only, and the reports show where the copies
 parted. The metrics are a pure function of the config."""
 
@@ -18,12 +18,12 @@ from click.testing import CliRunner
 from evalkit.cli import main
 from evalkit.config import parse_config
 from evalkit.evals import base, registry
-from evalkit.evals.base import EvalContext, Server, setup_fingerprint
+from evalkit.evals.base import EvalContext, setup_fingerprint
 from evalkit.evals.consistency import EVAL, ConsistencySettings, compare_copies, setup_fields, summarize
 from evalkit.evals.prompts import Prompt
 from evalkit.store import read_json, read_jsonl
 from tests.helpers.runs import config_dict
-from tests.helpers.sim import SimServer
+from tests.helpers.sim import asgi_server
 
 BUGGY = ("-tp", "8", "--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off")
 HEALTHY = ("-tp", "8", "--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "on")
@@ -85,9 +85,8 @@ def test_a_count_beyond_the_prompt_set_is_refused_naming_the_field() -> None:
 
 
 def run_on(args: tuple[str, ...], tmp_path: Path, **settings: Any) -> Any:
-    with SimServer(*args) as server:
-        ctx = EvalContext(Server(server.url, "sim-model"), tmp_path, tmp_path)
-        return EVAL.run(ctx, ConsistencySettings(**settings))
+    ctx = EvalContext(asgi_server(*args), tmp_path, tmp_path)
+    return EVAL.run(ctx, ConsistencySettings(**settings))
 
 
 def test_the_buggy_cell_s_copies_part_only_when_they_share_batches(tmp_path: Path) -> None:
@@ -127,7 +126,8 @@ timeouts: {startup: 60, stop_grace: 5}
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three simulated cells: the baseline, a healthy DP-attention cell and the buggy one."""
+    """Three simulated cells: the baseline, a healthy DP-attention cell and the buggy one. Module-scoped,
+    so each test that reads it asks for `engine_processes` itself (and is e2e)."""
     tmp = tmp_path_factory.mktemp("consistency")
     (tmp / "c.yaml").write_text(CONFIG, encoding="utf-8")
     result = CliRunner().invoke(main, ["matrix", "--config", str(tmp / "c.yaml"), "--run-id", "c", "--results-dir",
@@ -136,7 +136,8 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp / "results" / "c"
 
 
-def test_the_buggy_cell_breaks_a_threshold_on_the_disagree_share_vs_the_baseline(matrix: Path) -> None:
+def test_the_buggy_cell_breaks_a_threshold_on_the_disagree_share_vs_the_baseline(matrix: Path,
+                                                                                engine_processes: None) -> None:
     summary = read_json(matrix / "summary.json")
     cells = {c["id"]: c for c in summary["cells"]}
     assert [c["status"] for c in cells.values()] == ["ok"] * 3
@@ -151,7 +152,7 @@ def test_the_buggy_cell_breaks_a_threshold_on_the_disagree_share_vs_the_baseline
     assert buggy["metrics"]["consistency.n"] == 32 and buggy["metrics"]["consistency.disagree"] >= 8
 
 
-def test_the_reports_show_where_the_buggy_cell_s_copies_parted(matrix: Path) -> None:
+def test_the_reports_show_where_the_buggy_cell_s_copies_parted(matrix: Path, engine_processes: None) -> None:
     first = next(row for row in read_jsonl(matrix / "buggy" / "consistency.samples.jsonl") if row["disagree"])
     args = ["--results-dir", str(matrix.parent)]
     markdown = CliRunner().invoke(main, ["report", "c", "--format", "markdown", *args]).output
