@@ -7,19 +7,21 @@ a usage-only chunk, [DONE]), atom/model_engine/scheduler.py (`max_tokens`, `eos`
 `stop_sequence`, `stop_<id>`, `aborted`). These tests hold the simulator to it, then run evalkit's
 own clients against it: a loop cut by max_tokens must stay a cut although ATOM's last word is
 "stop", and GSM8K answers cut by max_gen_toks must be counted although ATOM says `max_tokens`.
+The wire and evalkit's own client against the simulator's app in this process; lm-eval's client,
+the simulator's flag check and the matrix against processes (e2e).
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from starlette.testclient import TestClient
 
 from evalkit.evals import gsm8k, repetition
 from evalkit.evals.base import EvalContext, Server
@@ -28,7 +30,8 @@ from evalkit.evals.lm_eval_adapter import TASK_DIR
 from evalkit.evals.repetition import RepetitionSettings
 from evalkit.profiles import get_profile
 from tests.conftest import CONFIGS
-from tests.helpers.sim import SimServer, gsm8k_test
+from tests.helpers.cli import evalkit_cli
+from tests.helpers.sim import SimServer, asgi_served, gsm8k_test, run_sim, simulator
 
 LONG = "Write a long essay about the history of rivers."
 QUESTION = f"Question: {gsm8k_test()[0]['question']}\nAnswer:"
@@ -37,9 +40,15 @@ BUGGY = ("--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", 
 
 
 @pytest.fixture(scope="module")
-def atom() -> Iterator[SimServer]:
-    with SimServer("--sim-dialect", "atom", *BUGGY) as server:
-        yield server
+def atom_app() -> Any:
+    """The buggy cell in ATOM's dialect, in this process, shared by the module's tests as one server was."""
+    return simulator("--sim-dialect", "atom", *BUGGY).app
+
+
+@pytest.fixture
+def atom(atom_app: Any) -> Iterator[TestClient]:
+    with TestClient(atom_app, base_url="http://simulator.test") as client:
+        yield client
 
 
 def _events(response: httpx.Response) -> list[Any]:
@@ -47,10 +56,9 @@ def _events(response: httpx.Response) -> list[Any]:
     return [data if data == "[DONE]" else json.loads(data) for data in datas]
 
 
-def test_a_completions_stream_ends_as_atom_s_does(atom: SimServer) -> None:
-    with atom.client() as client:
-        response = client.post("/v1/completions", json={"model": "sim-model", "prompt": QUESTION, "max_tokens": 20,
-                                                        "stream": True, "logprobs": 1, "stream_options": {}})
+def test_a_completions_stream_ends_as_atom_s_does(atom: TestClient) -> None:
+    response = atom.post("/v1/completions", json={"model": "sim-model", "prompt": QUESTION, "max_tokens": 20,
+                                                "stream": True, "logprobs": 1, "stream_options": {}})
     events = _events(response)
     *content, closing, usage, done = events
     reasons = [e["choices"][0]["finish_reason"] for e in content]
@@ -60,11 +68,10 @@ def test_a_completions_stream_ends_as_atom_s_does(atom: SimServer) -> None:
     assert all(e["choices"][0]["logprobs"] is None for e in content)  # logprobs are dropped unread
 
 
-def test_a_chat_stream_says_only_stop(atom: SimServer) -> None:
+def test_a_chat_stream_says_only_stop(atom: TestClient) -> None:
     """ATOM's chat stream has no real reason at all (serving_chat.py, `stream_chat_response`)."""
-    with atom.client() as client:
-        response = client.post("/v1/chat/completions", json={"model": "sim-model", "max_tokens": 16, "stream": True,
-                                                             "messages": [{"role": "user", "content": LONG}]})
+    response = atom.post("/v1/chat/completions", json={"model": "sim-model", "max_tokens": 16, "stream": True,
+                                                       "messages": [{"role": "user", "content": LONG}]})
     *content, closing, usage, done = _events(response)
     assert content[0]["choices"][0]["delta"] == {"role": "assistant"}
     assert {e["choices"][0]["finish_reason"] for e in content} == {None}
@@ -76,36 +83,40 @@ def test_a_chat_stream_says_only_stop(atom: SimServer) -> None:
     ({"prompt": "x", "stop": "\n\n"}, 422, {"type": "list_type", "loc": ["body", "stop"]}),
     ({"prompt": "x", "model": "deepseek"}, 400, "Requested model 'deepseek' does not match server model 'sim-model'"),
 ])
-def test_what_atom_refuses(atom: SimServer, body: dict[str, Any], status: int, detail: Any) -> None:
-    with atom.client() as client:
-        response = client.post("/v1/completions", json={"model": "sim-model", "max_tokens": 4, **body})
+def test_what_atom_refuses(atom: TestClient, body: dict[str, Any], status: int, detail: Any) -> None:
+    response = atom.post("/v1/completions", json={"model": "sim-model", "max_tokens": 4, **body})
     assert response.status_code == status
     found = response.json()["detail"]
     assert found == detail if isinstance(detail, str) else detail.items() <= found[0].items()
 
 
-def test_what_atom_ignores_or_lacks(atom: SimServer) -> None:
-    with atom.client() as client:
-        answer = client.post("/v1/completions", json={"model": "sim-model/", "prompt": QUESTION, "max_tokens": 8,
-                                                      "echo": True, "logprobs": 3, "seed": 7,
-                                                      "return_tokens_as_token_ids": True, "stop": ["zzz"]}).json()
-        assert client.get("/version").status_code == 404 and client.get("/metrics").status_code == 404
-        assert client.get("/v1/models").json()["data"][0]["id"] == "sim-model"
+def test_what_atom_ignores_or_lacks(atom: TestClient) -> None:
+    answer = atom.post("/v1/completions", json={"model": "sim-model/", "prompt": QUESTION, "max_tokens": 8,
+                                                "echo": True, "logprobs": 3, "seed": 7,
+                                                "return_tokens_as_token_ids": True, "stop": ["zzz"]}).json()
+    assert atom.get("/version").status_code == 404 and atom.get("/metrics").status_code == 404
+    assert atom.get("/v1/models").json()["data"][0]["id"] == "sim-model"
     [choice] = answer["choices"]
     assert choice.keys() == {"index", "text", "finish_reason"} and not choice["text"].startswith("Question")
     assert choice["finish_reason"] == "max_tokens"
 
 
-def test_atom_at_the_fix_has_no_served_model_name() -> None:
-    done = subprocess.run([sys.executable, "-m", "evalkit.sim", "--model", "m", "--served-model-name", "n",
-                           "--sim-dialect", "atom"], capture_output=True, text=True, timeout=60, check=False)
+@pytest.fixture
+def sim_cli(sim_process: Callable[..., SimServer]) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`python -m evalkit.sim ARGS` run to its end (tests/helpers/sim.py, `run_sim`): a process,
+    so the test is e2e (through `sim_process`)."""
+    return run_sim
+
+
+def test_atom_at_the_fix_has_no_served_model_name(sim_cli: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+    done = sim_cli("--model", "m", "--served-model-name", "n", "--sim-dialect", "atom", timeout=60)
     assert done.returncode == 2 and "--served-model-name" in done.stderr
 
 
-def test_a_loop_cut_by_max_tokens_stays_a_cut_through_atom_s_closing_stop(atom: SimServer) -> None:
+def test_a_loop_cut_by_max_tokens_stays_a_cut_through_atom_s_closing_stop(atom_app: Any) -> None:
     """The real last chunk says `max_tokens`, the one after it "stop": the first reason counts."""
     settings = RepetitionSettings(count=16, max_tokens=512, concurrency=8, early_abort=False)
-    result = repetition.run_repetition(settings, Server(atom.url, "sim-model", get_profile("sim-atom").wire()))
+    result = repetition.run_repetition(settings, asgi_served(atom_app, wire=get_profile("sim-atom").wire()))
     cut = [s for s in result.samples if s["engine_finish_reason"] == "max_tokens"]
     assert cut and all(s["finish_reason"] == "length" for s in cut)
     assert result.metrics["hit_max_tokens"] == len(cut)
@@ -118,8 +129,10 @@ def test_a_loop_cut_by_max_tokens_stays_a_cut_through_atom_s_closing_stop(atom: 
                for s in collapsed)
 
 
-def test_gsm8k_counts_atom_s_max_tokens_as_cut(atom: SimServer, tmp_path: Path) -> None:
-    """Non-streamed GSM8K answers from ATOM say `max_tokens` (or `stop_sequence` at lm-eval's stop)."""
+def test_gsm8k_counts_atom_s_max_tokens_as_cut(sim_process: Callable[..., SimServer], tmp_path: Path) -> None:
+    """Non-streamed GSM8K answers from ATOM say `max_tokens` (or `stop_sequence` at lm-eval's stop).
+    lm-eval's own client needs a real port, and this cell is not the default simulator: a process."""
+    atom = sim_process("--sim-dialect", "atom", *BUGGY)
     settings = gsm8k.GSM8KSettings(num_fewshot=0, max_gen_toks=8, num_concurrent=4)
     gsm8k.write_task_yaml(tmp_path / TASK_DIR, settings)
     server = Server(atom.url, "sim-model", get_profile("sim-atom").wire())
@@ -134,13 +147,12 @@ def test_gsm8k_counts_atom_s_max_tokens_as_cut(atom: SimServer, tmp_path: Path) 
                  id="buggy-twin-baseline"),
     pytest.param((), id="all-12-cells", marks=pytest.mark.slow),
 ])
-def test_the_atom_demo_catches_the_buggy_cell(tmp_path: Path, only: tuple[str, ...]) -> None:
+def test_the_atom_demo_catches_the_buggy_cell(tmp_path: Path, only: tuple[str, ...], engine_processes: None) -> None:
     """configs/demo-atom.yaml end to end: the buggy cell broken, reasons canonical, cuts counted.
     The default run takes the buggy cell, its fix-on twin and the baseline, the cells its A/B and
     baseline verdicts compare (~15 s); the slow suite takes all 12 (~50 s)."""
-    done = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(CONFIGS / "demo-atom.yaml"),
-                           "--run-id", "atom", "--json", "--quiet", "--lock-file", str(tmp_path / "lock"), *only],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
+    done = evalkit_cli("matrix", "--config", str(CONFIGS / "demo-atom.yaml"), "--run-id", "atom", "--json", "--quiet",
+                       "--lock-file", str(tmp_path / "lock"), *only, cwd=tmp_path)
     assert done.returncode == 1, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     cells = {c["id"]: c for c in summary["cells"]}
