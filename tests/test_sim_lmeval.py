@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +48,11 @@ def evaluate(tmp_path: Path, backend: str, url: str, limit: int, **kwargs: Any) 
     return out
 
 
-def test_local_completions_scores_the_simulator(tmp_path: Path) -> None:
-    with SimServer() as server:
-        out = evaluate(tmp_path, "local-completions", f"{server.url}/v1/completions", limit=20)
-        with server.client() as client:
-            assert client.get("/sim/stats").json()["requests"] == 20
+def test_local_completions_scores_the_simulator(tmp_path: Path, sim_process: Callable[..., SimServer]) -> None:
+    server = sim_process()  # its own: the test counts the requests it served
+    out = evaluate(tmp_path, "local-completions", f"{server.url}/v1/completions", limit=20)
+    with server.client() as client:
+        assert client.get("/sim/stats").json()["requests"] == 20
     scores = out["results"]["gsm8k_sim"]
     assert scores["exact_match,strict-match"] >= 0.8
     assert scores["exact_match,flexible-extract"] == scores["exact_match,strict-match"]
@@ -60,8 +61,7 @@ def test_local_completions_scores_the_simulator(tmp_path: Path) -> None:
     assert "Question:" not in sample["resps"][0][0]  # lm-eval's stop string was honoured
 
 
-def test_local_chat_completions_with_multiturn_few_shot(tmp_path: Path) -> None:
-    with SimServer() as server:
-        out = evaluate(tmp_path, "local-chat-completions", f"{server.url}/v1/chat/completions", limit=10,
-                       apply_chat_template=True, fewshot_as_multiturn=True)
+def test_local_chat_completions_with_multiturn_few_shot(tmp_path: Path, shared_sim: SimServer) -> None:
+    out = evaluate(tmp_path, "local-chat-completions", f"{shared_sim.url}/v1/chat/completions", limit=10,
+                   apply_chat_template=True, fewshot_as_multiturn=True)
     assert out["results"]["gsm8k_sim"]["exact_match,strict-match"] >= 0.8
