@@ -1,6 +1,8 @@
 """A matrix on a box with GPUs (faked: tests/helpers/gpus.py on PATH, the simulator as the engine that
 holds memory): busy GPUs refused before anything starts, each engine's memory waited for after it
-stops, provenance in run.json and the report, each cell's UUIDs and telemetry (issue 31 parts 1-4)."""
+stops, provenance in run.json and the report, each cell's UUIDs and telemetry (issue 31 parts 1-4).
+A test whose matrix starts engines asks for `engine_processes` (the `e2e` tier); busy GPUs refused
+before anything starts stay in the default tier."""
 
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ def matrix(root: Path, monkeypatch: pytest.MonkeyPatch, state: dict[str, Any], r
     return root / "results" / "r", run_matrix(request, progress)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module")  # starts engines: every test that reads it asks for `engine_processes`
 def lingering(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two cells whose engine keeps its 70000 MiB for 2 s after it exits (released within 30 s)."""
     with pytest.MonkeyPatch.context() as mp:
@@ -60,6 +62,7 @@ def lingering(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_each_cell_waits_for_its_engines_memory_and_records_the_wait(lingering: Path) -> None:
     for cell in ("fixon", "fixoff"):
         record = read_json(lingering / cell / "cell.json")
@@ -71,6 +74,7 @@ def test_each_cell_waits_for_its_engines_memory_and_records_the_wait(lingering: 
         assert record["gpu"]["before_mib"] == {"0": 1}
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_each_cell_records_its_devices_uuids_and_telemetry(lingering: Path) -> None:
     gpu = read_json(lingering / "fixon" / "cell.json")["gpu"]
     assert gpu["uuids"] == [UUIDS[0]]
@@ -79,6 +83,7 @@ def test_each_cell_records_its_devices_uuids_and_telemetry(lingering: Path) -> N
     assert telemetry["devices"] == [{"index": 0, "uuid": UUIDS[0], "peak_used_mib": 70001, "mean_util_pct": 87.0}]
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_run_json_and_the_report_carry_the_gpus_provenance(lingering: Path) -> None:
     gpus = read_json(lingering / "run.json")["gpus"]
     assert (gpus["vendor"], gpus["driver"], gpus["runtime"], gpus["runtime_version"], gpus["count"]) == (
@@ -91,6 +96,7 @@ def test_run_json_and_the_report_carry_the_gpus_provenance(lingering: Path) -> N
     assert UUIDS[0] in html and "70001 MiB" in html
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_memory_never_given_back_fails_the_cell_naming_its_holder(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     run, outcome = matrix(tmp_path, monkeypatch, box(**ENGINE, linger_s=600.0), release=1, only=("fix=fixon",))
@@ -113,6 +119,7 @@ def test_a_gpu_used_by_another_process_stops_the_run_before_anything_is_created(
         matrix(tmp_path, monkeypatch, foreign, release=30, wait_for_gpus=0.5)
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_a_wait_for_busy_gpus_is_shown_then_the_run_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """--wait-for-gpus was silent: on the H100 box a run waited 27 s for a foreign process with no line."""
     heard: list[tuple[str, str, str]] = []
