@@ -3,7 +3,8 @@ and layout its engine says it ran (from ATOM's own lines, which the simulator pr
 engine ran another mode than asked is flagged in every report format and the live progress, and
 the config's log assertions pass or fail the cell before its evals run.
 
-One run (module scope) of seven cells serves every test.
+One run (module scope) of seven cells serves every test; each asks for `engine_processes` (the
+`e2e` tier).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ evals:
 timeouts: {{startup: 60, stop_grace: 5}}
 """
 ONLY = ("fix=fixon", "graph=piecewise")
+
+pytestmark = pytest.mark.usefixtures("engine_processes")
 
 
 class Recorder:
