@@ -1,15 +1,17 @@
-"""Cells side by side on disjoint device sets give the same results and verdicts as one by one."""
+"""Cells side by side on disjoint device sets give the same results and verdicts as one by one
+(the CLI in this process, every cell's engine a simulator process: the `e2e` tier)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from evalkit.evals.engine_figures import TIMING_DEPENDENT
 from tests.conftest import demo_without_consistency
+from tests.helpers.cli import evalkit_cli
 
 PARALLEL = demo_without_consistency().replace("tensor_parallel: 8", "tensor_parallel: 2").replace(
     "count: 64", "count: 12") + "devices: {count: 4}\n"
@@ -17,10 +19,8 @@ PARALLEL = demo_without_consistency().replace("tensor_parallel: 8", "tensor_para
 
 def run(tmp_path: Path, name: str, *args: str) -> dict:
     (tmp_path / "cfg.yaml").write_text(PARALLEL)
-    done = subprocess.run(
-        [sys.executable, "-m", "evalkit.cli", "matrix", "--config", "cfg.yaml", "--run-id", name, "--limit", "60",
-         "--only", "graph=piecewise", "--json", "--lock-file", str(tmp_path / "devices.lock"), *args],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    done = evalkit_cli("matrix", "--config", "cfg.yaml", "--run-id", name, "--limit", "60", "--only", "graph=piecewise",
+                       "--json", "--lock-file", str(tmp_path / "devices.lock"), *args, cwd=tmp_path)
     assert done.returncode == 1, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -35,6 +35,7 @@ def comparable(summary: dict) -> list[tuple]:
             for c in summary["cells"]]
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_parallel_equals_serial_and_devices_are_disjoint(tmp_path: Path) -> None:
     serial = run(tmp_path, "serial", "--max-parallel", "1")
     parallel = run(tmp_path, "parallel")
