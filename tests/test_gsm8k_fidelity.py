@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 import sys
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -16,20 +18,21 @@ from evalkit.evals import gsm8k, lm_eval_adapter
 from evalkit.evals.base import EvalContext, Server
 from evalkit.evals.gsm8k import GSM8KSettings
 from tests.helpers.lm_eval import lm_eval_cli
-from tests.helpers.sim import running_sim
+from tests.helpers.sim import SimServer
 
 
 @pytest.mark.slow  # all 1319 questions twice through the lm_eval CLI (~2 min): .ci/run runs it
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])
-def test_marks_identical_to_lm_eval_cli_on_all_questions(tmp_path: Path, endpoint: str) -> None:
+def test_marks_identical_to_lm_eval_cli_on_all_questions(tmp_path: Path, endpoint: str,
+                                                        sim_process: Callable[..., SimServer]) -> None:
     settings = GSM8KSettings(endpoint=endpoint, num_fewshot=3, num_concurrent=32)
     task_dir = tmp_path / lm_eval_adapter.TASK_DIR
     gsm8k.write_task_yaml(task_dir, settings)
     # One server answers both passes: without run-to-run noise, so any difference is the client's.
-    with running_sim("--enable-dp-attention", "-tp", "8", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off",
-                     "--sim-run-noise", "0") as url:
-        ours = gsm8k.run_gsm8k(settings, EvalContext(Server(url, "sim-model"), tmp_path, tmp_path))
-        theirs = lm_eval_cli(settings, url, "sim-model", task_dir, tmp_path / "lm_eval_out")
+    url = sim_process("--enable-dp-attention", "-tp", "8", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off",
+                      "--sim-run-noise", "0").url
+    ours = gsm8k.run_gsm8k(settings, EvalContext(Server(url, "sim-model"), tmp_path, tmp_path))
+    theirs = lm_eval_cli(settings, url, "sim-model", task_dir, tmp_path / "lm_eval_out")
     assert ours.metrics["n"] == 1319
     by_doc: dict[int, dict[str, bool]] = {}
     for s in theirs:
@@ -112,11 +115,10 @@ def test_lm_eval_s_environment_report_runs_and_imports_nothing() -> None:
     assert ("transformers" in sys.modules) == imported_before
 
 
-def test_samples_record_what_silently_changes_scores(tmp_path: Path) -> None:
+def test_samples_record_what_silently_changes_scores(tmp_path: Path, shared_sim: SimServer) -> None:
     settings = GSM8KSettings(num_fewshot=3, max_gen_toks=24)
     gsm8k.write_task_yaml(tmp_path / lm_eval_adapter.TASK_DIR, settings)
-    with running_sim() as url:
-        result = gsm8k.run_gsm8k(settings, EvalContext(Server(url, "sim-model"), tmp_path, tmp_path, limit=30))
+    result = gsm8k.run_gsm8k(settings, EvalContext(Server(shared_sim.url, "sim-model"), tmp_path, tmp_path, limit=30))
     row = result.samples[0]
     assert {"prompt_hash", "response", "target", "strict-match.extracted", "flexible-extract.correct",
             "finish_reason", "completion_tokens", "attempts"} <= set(row)
@@ -124,7 +126,8 @@ def test_samples_record_what_silently_changes_scores(tmp_path: Path) -> None:
     assert result.metrics["lm_eval_version"] and result.metrics["task_version"] is not None
 
 
-def test_a_gsm8k_eval_imports_no_torch_where_torch_is_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_gsm8k_eval_imports_no_torch_where_torch_is_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               shared_sim: SimServer) -> None:
     """lm-eval seeds torch unless told not to, importing it for an API backend that never uses it:
     6-8 s on the first eval of each process on a GPU box. A `torch` that fails when imported
     stands in for an installed one."""
@@ -135,8 +138,7 @@ def test_a_gsm8k_eval_imports_no_torch_where_torch_is_installed(tmp_path: Path, 
     assert "torch" not in sys.modules
     settings = GSM8KSettings(num_fewshot=3)
     gsm8k.write_task_yaml(tmp_path / lm_eval_adapter.TASK_DIR, settings)
-    with running_sim() as url:
-        result = gsm8k.run_gsm8k(settings, EvalContext(Server(url, "sim-model"), tmp_path, tmp_path, limit=5))
+    result = gsm8k.run_gsm8k(settings, EvalContext(Server(shared_sim.url, "sim-model"), tmp_path, tmp_path, limit=5))
     assert result.metrics["n"] == 5 and "torch" not in sys.modules
 
 
@@ -149,31 +151,28 @@ def test_missing_or_corrupt_data_file_is_named(tmp_path: Path) -> None:
         gsm8k.check_data(tmp_path)
 
 
-def test_an_endpoint_the_server_does_not_serve_is_refused_before_any_question(tmp_path: Path) -> None:
-    """A server with only /v1/completions (the `command` profile's simplest case) and a chat config."""
-    server = tmp_path / "server.py"
-    server.write_text(
-        "import json, sys\n"
-        "from http.server import BaseHTTPRequestHandler, HTTPServer\n"
-        "class H(BaseHTTPRequestHandler):\n"
-        "    def do_POST(self):\n"
-        "        self.rfile.read(int(self.headers['Content-Length']))\n"
-        "        ok = self.path == '/v1/completions'\n"
-        "        self.send_response(200 if ok else 404); self.end_headers()\n"
-        "        self.wfile.write(json.dumps({'choices': [{'text': 'x', 'index': 0}]} if ok else {'detail': 'Not Found'}).encode())\n"
-        "    def log_message(self, *a): pass\n"
-        "HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n")
-    from evalkit.engine import free_port
+class _CompletionsOnly(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802  (the stdlib's name)
+        self.rfile.read(int(self.headers["Content-Length"]))
+        ok = self.path == "/v1/completions"
+        self.send_response(200 if ok else 404)
+        self.end_headers()
+        self.wfile.write(json.dumps({"choices": [{"text": "x", "index": 0}]} if ok else {"detail": "Not Found"}).encode())
 
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(server), str(port)])
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_endpoint_the_server_does_not_serve_is_refused_before_any_question() -> None:
+    """A server with only /v1/completions (the `command` profile's simplest case) and a chat config
+    (a stdlib HTTP server on a thread of this process)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _CompletionsOnly)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
     try:
-        import time
-
-        time.sleep(0.5)
         with pytest.raises(EvalError, match=r"endpoint is 'chat' but the server answers /v1/chat/completions with HTTP 404"):
             gsm8k.check_endpoint(GSM8KSettings(endpoint="chat"), Server(f"http://127.0.0.1:{port}", "m"))
         gsm8k.check_endpoint(GSM8KSettings(endpoint="completions"), Server(f"http://127.0.0.1:{port}", "m"))
     finally:
-        proc.kill()
-        proc.wait()
+        server.shutdown()
+        server.server_close()

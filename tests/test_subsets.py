@@ -12,7 +12,7 @@ from evalkit.evals import gsm8k, lm_eval_adapter
 from evalkit.evals.base import EvalContext, Server
 from evalkit.evals.gsm8k import GSM8KSettings, data_dir, questions, solution_steps
 from evalkit.evals.subsets import RULES, pick
-from tests.helpers.sim import running_sim
+from tests.helpers.sim import SimServer
 
 
 def shares(indices: list[int], strata: tuple[int, ...]) -> Counter[int]:
@@ -62,11 +62,10 @@ def test_a_limit_covering_the_set_and_no_limit_ask_every_question_through_lm_eva
     assert pick(solution_steps(data_dir()), 5000, "random", 0) == list(range(len(solution_steps(data_dir()))))
 
 
-def test_a_limited_gsm8k_run_asks_the_subset_and_lm_eval_scores_it(tmp_path: Path) -> None:
+def test_a_limited_gsm8k_run_asks_the_subset_and_lm_eval_scores_it(tmp_path: Path, shared_sim: SimServer) -> None:
     settings = GSM8KSettings(num_fewshot=3, max_gen_toks=64)
     gsm8k.write_task_yaml(tmp_path / lm_eval_adapter.TASK_DIR, settings)
-    with running_sim() as url:
-        result = gsm8k.run_gsm8k(settings, EvalContext(Server(url, "sim-model"), tmp_path, tmp_path, limit=12))
+    result = gsm8k.run_gsm8k(settings, EvalContext(Server(shared_sim.url, "sim-model"), tmp_path, tmp_path, limit=12))
     assert [row["doc_id"] for row in result.samples] == questions(settings, 12)
     marks = [row["flexible-extract.correct"] for row in result.samples]
     assert result.metrics["n"] == 12 and result.metrics["flexible"] == pytest.approx(sum(marks) / 12)
