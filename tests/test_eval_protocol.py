@@ -113,7 +113,8 @@ def words_eval() -> Iterator[Words]:
 
 @pytest.fixture(scope="module")
 def toy_run(words_eval: Words, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
-    """One two-cell matrix (2 engine starts, 10 questions), shared by the tests that read it."""
+    """One two-cell matrix (2 engine starts, 10 questions), shared by the tests that read it. Those tests are
+    about that real run (the eval in every cell of it), so each asks for `engine_processes`: e2e."""
     tmp_path = tmp_path_factory.mktemp("toy")
     config = tmp_path / "toy.yaml"
     config.write_text(CONFIG, encoding="utf-8")
@@ -122,7 +123,8 @@ def toy_run(words_eval: Words, tmp_path_factory: pytest.TempPathFactory) -> tupl
     return tmp_path / "results" / "toy", result
 
 
-def test_a_registered_eval_runs_in_every_cell_and_lands_in_summary_json(toy_run: tuple[Path, Any]) -> None:
+def test_a_registered_eval_runs_in_every_cell_and_lands_in_summary_json(
+        toy_run: tuple[Path, Any], engine_processes: None) -> None:
     run_path, result = toy_run
     summary = read_json(run_path / "summary.json")
     assert [c["status"] for c in summary["cells"]] == ["ok", "ok"], result.output
@@ -139,7 +141,7 @@ def test_a_registered_eval_runs_in_every_cell_and_lands_in_summary_json(toy_run:
     assert off["vs_ab"]["words.answered"]["n"] == 3  # paired on the three prompts
 
 
-def test_a_registered_eval_metric_is_a_threshold_like_any_other(toy_run: tuple[Path, Any]) -> None:
+def test_a_registered_eval_metric_is_a_threshold_like_any_other(toy_run: tuple[Path, Any], engine_processes: None) -> None:
     run_path, result = toy_run
     summary = read_json(run_path / "summary.json")
     flags = [f for c in summary["cells"] for f in c["flags"]]
@@ -148,7 +150,7 @@ def test_a_registered_eval_metric_is_a_threshold_like_any_other(toy_run: tuple[P
     assert summary["exit_code"] == 1 and result.exit_code == 1
 
 
-def test_a_registered_eval_shows_in_the_report_and_csv(toy_run: tuple[Path, Any]) -> None:
+def test_a_registered_eval_shows_in_the_report_and_csv(toy_run: tuple[Path, Any], engine_processes: None) -> None:
     run_path, _ = toy_run
     results = str(run_path.parent)
     markdown = CliRunner().invoke(main, ["report", "toy", "--format", "markdown", "--results-dir", results]).output
