@@ -58,7 +58,8 @@ def with_evals(evals: dict[str, Any], **more: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def plugin_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
-    """One two-cell matrix running only the plugin (2 engine starts, 3 questions each)."""
+    """One two-cell matrix running only the plugin (2 engine starts, 3 questions each). The tests that
+    read it are about that real run, so each asks for `engine_processes`: e2e."""
     tmp_path = tmp_path_factory.mktemp("plugin")
     config = tmp_path / "plugin.yaml"
     config.write_text(CONFIG, encoding="utf-8")
@@ -67,7 +68,8 @@ def plugin_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     return tmp_path / "results" / "plugin", result
 
 
-def test_an_eval_named_in_a_config_runs_in_every_cell_and_is_compared(plugin_run: tuple[Path, Any]) -> None:
+def test_an_eval_named_in_a_config_runs_in_every_cell_and_is_compared(
+        plugin_run: tuple[Path, Any], engine_processes: None) -> None:
     run_path, result = plugin_run
     summary = read_json(run_path / "summary.json")
     assert [c["status"] for c in summary["cells"]] == ["ok", "ok"], result.output
@@ -81,7 +83,7 @@ def test_an_eval_named_in_a_config_runs_in_every_cell_and_is_compared(plugin_run
     assert result.exit_code == 1  # the threshold on its metric failed, like any other
 
 
-def test_its_report_shows_it_from_the_runs_own_evals(plugin_run: tuple[Path, Any]) -> None:
+def test_its_report_shows_it_from_the_runs_own_evals(plugin_run: tuple[Path, Any], engine_processes: None) -> None:
     run_path, _ = plugin_run
     assert "| chars/answer |" in (run_path / "table.md").read_text(encoding="utf-8")
     csv = CliRunner().invoke(main, ["report", "plugin", "--format", "csv", "--results-dir", str(run_path.parent)])
@@ -90,7 +92,7 @@ def test_its_report_shows_it_from_the_runs_own_evals(plugin_run: tuple[Path, Any
 
 
 def test_its_report_without_the_plugin_shows_what_the_run_recorded_and_says_so(
-        plugin_run: tuple[Path, Any], tmp_path: Path) -> None:
+        plugin_run: tuple[Path, Any], tmp_path: Path, engine_processes: None) -> None:
     run_path, _ = plugin_run
     moved = tmp_path / "results" / "plugin"
     shutil.copytree(run_path, moved)
@@ -129,7 +131,8 @@ def test_validating_a_config_that_names_it_registers_nothing() -> None:
         parse_config(with_evals({"echo": {}}), "cfg.yaml")  # a config that does not name it
 
 
-def test_its_history_reads_its_cells_by_the_runs_own_evals(plugin_run: tuple[Path, Any], tmp_path: Path) -> None:
+def test_its_history_reads_its_cells_by_the_runs_own_evals(plugin_run: tuple[Path, Any], tmp_path: Path,
+                                                           engine_processes: None) -> None:
     run_path, _ = plugin_run
     args = ["history", "--db", str(tmp_path / "h.db"), "--results-dir", str(run_path.parent), "--model", "sim/plugin"]
     imported = CliRunner().invoke(main, [*args, "--import", "plugin", "--format", "csv"])
