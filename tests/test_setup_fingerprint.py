@@ -52,7 +52,9 @@ timeouts: {{startup: 60, stop_grace: 5}}
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Three real runs of two cells, 12 questions: the base, n-shot 2, and the chat endpoint."""
+    """Three real runs of two cells, 12 questions: the base, n-shot 2, and the chat endpoint (6 engine
+    starts). The tests that read them check what those real runs recorded, so each asks for
+    `engine_processes`: e2e."""
     tmp = tmp_path_factory.mktemp("fingerprint")
     results = tmp / "results"
     made = {}
@@ -70,7 +72,8 @@ def differing(result: RunComparison, cell: str = "fixon") -> dict[str, list[str]
     return next(r for r in result.cells if r.id == cell).setup_differs
 
 
-def test_every_cell_records_its_setup_and_equal_setups_compare_as_before(runs: dict[str, Path]) -> None:
+def test_every_cell_records_its_setup_and_equal_setups_compare_as_before(runs: dict[str, Path],
+                                                                          engine_processes: None) -> None:
     summary = read_json(runs["base"] / "summary.json")
     for cell in summary["cells"]:
         assert set(cell["setup"]) == {"gsm8k", "repetition"}
@@ -87,7 +90,8 @@ def test_every_cell_records_its_setup_and_equal_setups_compare_as_before(runs: d
 
 @pytest.mark.parametrize(("run", "fields"), [("shots", ["num_fewshot"]),
                                              ("chat", ["chat_template", "endpoint"])])
-def test_compare_refuses_runs_whose_config_changed_the_setup(runs: dict[str, Path], run: str, fields: list[str]) -> None:
+def test_compare_refuses_runs_whose_config_changed_the_setup(runs: dict[str, Path], run: str, fields: list[str],
+                                                             engine_processes: None) -> None:
     result = compare_runs(runs["base"], runs[run])
     assert differing(result) == {"gsm8k": fields}
     for cell in result.dump()["cells"]:
@@ -118,7 +122,7 @@ def _edit_setup(cell_json: Path, eval_name: str, field: str, value: Any) -> None
 
 @pytest.mark.parametrize(("eval_name", "field", "value"), STORED_FIELDS)
 def test_compare_names_each_differing_field(runs: dict[str, Path], tmp_path: Path, eval_name: str, field: str,
-                                            value: Any) -> None:
+                                            value: Any, engine_processes: None) -> None:
     other = tmp_path / "other"
     shutil.copytree(runs["base"], other)
     for cell in ("fixon", "fixoff"):
@@ -130,7 +134,8 @@ def test_compare_names_each_differing_field(runs: dict[str, Path], tmp_path: Pat
     assert delta is not None and delta.setup_differs == [field]
 
 
-def test_a_twin_from_another_setup_is_not_compared_and_its_gate_says_so(runs: dict[str, Path], tmp_path: Path) -> None:
+def test_a_twin_from_another_setup_is_not_compared_and_its_gate_says_so(runs: dict[str, Path], tmp_path: Path,
+                                                                         engine_processes: None) -> None:
     """A run resumed after an lm-eval upgrade: the fix-off cell ran with another version."""
     run = tmp_path / "mixed"
     shutil.copytree(runs["base"], run)
