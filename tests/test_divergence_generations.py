@@ -39,6 +39,8 @@ timeouts: {startup: 60, stop_grace: 5}
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """One three-cell matrix on the simulator (3 engine starts, long generations). The tests that read
+    it are about that real run, so each asks for `engine_processes`: e2e."""
     tmp = tmp_path_factory.mktemp("gen")
     config = tmp / "gen.yaml"
     config.write_text(CONFIG, encoding="utf-8")
@@ -47,7 +49,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     return tmp / "results" / "gen", result
 
 
-def test_the_baseline_runs_last_and_scores_every_cell_s_generations(run: tuple[Path, Any]) -> None:
+def test_the_baseline_runs_last_and_scores_every_cell_s_generations(run: tuple[Path, Any], engine_processes: None) -> None:
     path, result = run
     rows = list(read_jsonl(path / "base" / FILE))
     assert {row["cell"] for row in rows} == {"base", "healthy", "buggy"}, result.output
@@ -58,7 +60,8 @@ def test_the_baseline_runs_last_and_scores_every_cell_s_generations(run: tuple[P
     assert [row["cell"] for row in read_jsonl(path / "healthy" / FILE)] == []
 
 
-def test_single_script_soup_is_far_less_likely_under_the_baseline_and_fails_the_threshold(run: tuple[Path, Any]) -> None:
+def test_single_script_soup_is_far_less_likely_under_the_baseline_and_fails_the_threshold(
+        run: tuple[Path, Any], engine_processes: None) -> None:
     path, result = run
     cells = {c["id"]: c for c in read_json(path / "summary.json")["cells"]}
     repetition = read_json(path / "buggy" / "cell.json")["metrics"]["repetition"]
@@ -74,7 +77,7 @@ def test_single_script_soup_is_far_less_likely_under_the_baseline_and_fails_the_
     assert cells["healthy"]["flags"] == [] and result.exit_code == 1
 
 
-def test_a_reference_that_ran_first_says_not_checked(tmp_path: Path, run: tuple[Path, Any]) -> None:
+def test_a_reference_that_ran_first_says_not_checked(tmp_path: Path, run: tuple[Path, Any], engine_processes: None) -> None:
     from evalkit.evals.divergence_generations import rise
 
     path, _ = run
