@@ -42,7 +42,8 @@ timeouts: {startup: 60, stop_grace: 5}
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
-    """One four-cell matrix (four server starts, 4 texts each, scored twice)."""
+    """One four-cell matrix (four server starts, 4 texts each, scored twice). The tests that read it are
+    about that real run, so each asks for `engine_processes`: e2e."""
     tmp = tmp_path_factory.mktemp("div")
     config = tmp / "div.yaml"
     config.write_text(CONFIG % (SERVER, sys.executable), encoding="utf-8")
@@ -52,7 +53,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     return tmp / "results" / "div", result
 
 
-def test_each_cell_is_measured_against_the_baseline_and_the_thresholds_read_it(run: tuple[Path, Any]) -> None:
+def test_each_cell_is_measured_against_the_baseline_and_the_thresholds_read_it(
+        run: tuple[Path, Any], engine_processes: None) -> None:
     path, result = run
     summary = read_json(path / "summary.json")
     cells = {c["id"]: c for c in summary["cells"]}
@@ -75,7 +77,7 @@ def test_each_cell_is_measured_against_the_baseline_and_the_thresholds_read_it(r
     assert summary["exit_code"] == 1 and result.exit_code == 1
 
 
-def test_the_report_shows_the_divergence_columns_and_the_worst_places(run: tuple[Path, Any]) -> None:
+def test_the_report_shows_the_divergence_columns_and_the_worst_places(run: tuple[Path, Any], engine_processes: None) -> None:
     path, _ = run
     markdown = CliRunner().invoke(main, ["report", "div", "--format", "markdown", "--results-dir",
                                          str(path.parent)]).output
