@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from evalkit.sim.reports import EngineMetrics
 from evalkit.store import read_json, read_jsonl
 from evalkit.verdict.deltas import summarize
 from tests.helpers.git import add_branch, make_repo
-from tests.helpers.sim import running_sim
+from tests.helpers.sim import SimServer
 
 COMMON = '["--sim-fix-module", "simfix", "--sim-natural-loop-rate", "0"]'
 EVALS = "evals:\n  gsm8k: {num_fewshot: 1}\n  repetition: {count: 4, max_tokens: 256, early_abort: false}\n"
@@ -59,6 +60,8 @@ def matrix(config: Path, results: Path, run_id: str, *extra: str) -> Result:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One matrix for the module; its cells start simulator processes, so each test that reads it
+    asks for `engine_processes` itself (module scope cannot), which makes it e2e."""
     root = tmp_path_factory.mktemp("engine-report")
     repo, first = make_repo(root)
     c1 = add_branch(repo, "next", 2, first_bad=99)[1]
@@ -145,7 +148,7 @@ def test_sglang_s_mean_accepted_length_is_tokens_per_verify_call() -> None:
     assert engine.absent(raw)["engine.spec_acceptance_rate"] == VERIFY_ONLY
 
 
-def test_the_engine_reports_its_version_and_it_is_a_second_witness_to_the_import_path(run: dict[str, Any]) -> None:
+def test_the_engine_reports_its_version_and_it_is_a_second_witness_to_the_import_path(run: dict[str, Any], engine_processes: None) -> None:
     """Each cell's tree is proven by where its package (the fix module) imports from; a version
     naming another commit than that tree (SGLang reports the installed build's, a vLLM tree may
     hold another commit's build) is noted, never the loud "ENGINE DOES NOT RUN ITS SOURCE"
@@ -166,7 +169,7 @@ def test_the_engine_reports_its_version_and_it_is_a_second_witness_to_the_import
     assert not [f for c in run["cells"].values() for f in c["flags"] if f["check"] == "source"]
 
 
-def test_the_engine_s_token_counts_are_exactly_what_each_eval_received(run: dict[str, Any]) -> None:
+def test_the_engine_s_token_counts_are_exactly_what_each_eval_received(run: dict[str, Any], engine_processes: None) -> None:
     record = run["record"]("base")
     gsm8k = list(read_jsonl(run["path"] / "base" / "gsm8k.samples.jsonl"))
     long = list(read_jsonl(run["path"] / "base" / "repetition.samples.jsonl"))
@@ -193,7 +196,7 @@ def test_the_engine_s_token_counts_are_exactly_what_each_eval_received(run: dict
     assert flat["engine.generation_tokens"] == sum(f["generation_tokens"] for f in engine.values())
 
 
-def test_a_spec_decoding_threshold_passes_fails_and_is_not_checked_without_spec_decoding(run: dict[str, Any]) -> None:
+def test_a_spec_decoding_threshold_passes_fails_and_is_not_checked_without_spec_decoding(run: dict[str, Any], engine_processes: None) -> None:
     cells = run["cells"]
     spec = {cid: [f for f in c["flags"] if f["metric"] == "engine.spec_acceptance_rate"] for cid, c in cells.items()}
     assert 0.6 < cells["base"]["metrics"]["engine.spec_acceptance_rate"] < 0.75 and spec["base"] == []
@@ -207,7 +210,7 @@ def test_a_spec_decoding_threshold_passes_fails_and_is_not_checked_without_spec_
     assert run["summary"]["exit_code"] == 1 == run["result"].exit_code
 
 
-def test_tokens_per_s_is_a_column_of_every_report(run: dict[str, Any]) -> None:
+def test_tokens_per_s_is_a_column_of_every_report(run: dict[str, Any], engine_processes: None) -> None:
     header = next(line for line in report(run["summary"], "markdown").splitlines() if line.startswith("| cell"))
     assert "| tokens/s |" in header and "| engine TPOT |" in header
     assert "tokens/s" in report(run["summary"], "terminal") and ">tokens/s<" in report(run["summary"], "html")
@@ -218,7 +221,7 @@ def test_tokens_per_s_is_a_column_of_every_report(run: dict[str, Any]) -> None:
     assert {row["engine_version"] for row in rows} == {f"0.32.1.dev1+g{run['c1'][:9]}"}
 
 
-def test_a_failed_scrape_is_recorded_with_its_reason_and_the_cell_passes(tmp_path: Path) -> None:
+def test_a_failed_scrape_is_recorded_with_its_reason_and_the_cell_passes(tmp_path: Path, engine_processes: None) -> None:
     config = tmp_path / "noscrape.yaml"
     config.write_text("model: sim/x\nserved_name: x\nengine: {profile: sim, metrics_path: /no-metrics}\n"
                       "evals:\n  gsm8k: {enabled: false}\n  repetition: {count: 2, max_tokens: 128}\n"
@@ -235,14 +238,17 @@ def test_a_failed_scrape_is_recorded_with_its_reason_and_the_cell_passes(tmp_pat
     assert flag["message"].endswith("engine TPOT not checked: no engine metrics (GET /no-metrics: HTTP 404)")
 
 
-def test_an_external_server_is_scraped_only_when_its_profile_says_so(tmp_path: Path) -> None:
+def test_an_external_server_is_scraped_only_when_its_profile_says_so(
+    tmp_path: Path, sim_process: Callable[..., SimServer]
+) -> None:
+    """`--base-url` takes an address, so the server is a process (e2e), its /metrics read over HTTP."""
     text = ("model: sim/x\nserved_name: sim-model\nengine: {{profile: {profile}}}\n"
             "evals:\n  gsm8k: {{enabled: false}}\n  repetition: {{count: 2, max_tokens: 128}}\n")
-    with running_sim("--sim-version", "0.32.0") as url:
-        for profile in ("sim", "vllm"):
-            config = tmp_path / f"{profile}.yaml"
-            config.write_text(text.format(profile=profile), encoding="utf-8")
-            assert matrix(config, tmp_path / "results", profile, "--base-url", url).exit_code == 0
+    url = sim_process("--sim-version", "0.32.0").url
+    for profile in ("sim", "vllm"):
+        config = tmp_path / f"{profile}.yaml"
+        config.write_text(text.format(profile=profile), encoding="utf-8")
+        assert matrix(config, tmp_path / "results", profile, "--base-url", url).exit_code == 0
     sim, vllm = (read_json(tmp_path / "results" / p / "external" / "cell.json") for p in ("sim", "vllm"))
     assert sim["engine_version"] == vllm["engine_version"] == "0.32.0"
     # an external server gets text requests: split text counts words, so only the engine's counter counts tokens
@@ -281,7 +287,7 @@ def test_a_faster_cell_whose_copies_disagree_more_gets_no_collapse_note() -> Non
     assert EngineFigures().cell_flags(record, row, _row("tp8", 100)) == []
 
 
-def test_cell_json_keeps_engine_figures_out_of_the_eval_metrics(run: dict[str, Any]) -> None:
+def test_cell_json_keeps_engine_figures_out_of_the_eval_metrics(run: dict[str, Any], engine_processes: None) -> None:
     record = run["record"]("base")
     assert set(record["metrics"]) == {"gsm8k", "repetition"}
     assert set(record["engine_metrics"]) == set(record["throughput"]) == {"gsm8k", "repetition"}

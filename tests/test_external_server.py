@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,7 +18,7 @@ from evalkit.cli import main
 from evalkit.errors import ConfigError
 from evalkit.run.external import choose_served_name, normalise_base_url
 from evalkit.store import read_json
-from tests.helpers.sim import running_sim
+from tests.helpers.sim import SimServer
 
 CONFIG = ("model: sim/x\nserved_name: deepseek-v4-sim\nengine: {profile: sim}\n"
           "evals:\n  gsm8k: {num_fewshot: 1}\n  repetition: {count: 2, max_tokens: 256}\n")
@@ -56,13 +56,16 @@ def test_the_configured_name_wins_then_the_requested_then_the_only_one() -> None
 
 
 @pytest.mark.parametrize("suffix", ["/v1", "/v1/completions"])
-def test_a_server_serving_another_name_is_used_under_the_name_it_serves(tmp_path: Path, suffix: str) -> None:
+def test_a_server_serving_another_name_is_used_under_the_name_it_serves(
+    tmp_path: Path, suffix: str, sim_process: Callable[..., SimServer]
+) -> None:
+    """A simulator process serving another name (lm-eval's GSM8K client needs a real port): e2e."""
     config = tmp_path / "ext.yaml"
     config.write_text(CONFIG, encoding="utf-8")
-    with running_sim(served="demo") as url:
-        result = CliRunner().invoke(main, ["matrix", "--config", str(config), "--base-url", url + suffix, "--limit", "5",
-                                           "--run-id", "ext", "--results-dir", str(tmp_path / "results"),
-                                           "--no-history"])
+    url = sim_process(model="demo").url
+    result = CliRunner().invoke(main, ["matrix", "--config", str(config), "--base-url", url + suffix, "--limit", "5",
+                                       "--run-id", "ext", "--results-dir", str(tmp_path / "results"),
+                                       "--no-history"])
     assert result.exit_code == 0, result.output
     assert "serves 'demo', not the config's 'deepseek-v4-sim': using 'demo'" in result.output
     run = read_json(tmp_path / "results" / "ext" / "run.json")

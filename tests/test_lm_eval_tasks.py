@@ -83,6 +83,8 @@ def run_cli(*args: str) -> Any:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """The matrix, run once for the module: its cells start simulator processes, so each test that
+    reads it asks for `engine_processes` itself (module scope cannot), which makes it e2e."""
     tmp_path = tmp_path_factory.mktemp("lm_eval")
     result = run_cli("matrix", "--config", str(write_config(tmp_path)), "--run-id", "tasks", "--limit", str(LIMIT),
                      "--results-dir", str(tmp_path / "results"), "--no-history", "--quiet")
@@ -97,7 +99,7 @@ def samples(run_path: Path, cell: str) -> list[dict[str, Any]]:
     return list(read_jsonl(run_path / cell / "lm_eval.samples.jsonl"))
 
 
-def test_each_task_is_scored_by_lm_eval_per_question(run: tuple[Path, Any]) -> None:
+def test_each_task_is_scored_by_lm_eval_per_question(run: tuple[Path, Any], engine_processes: None) -> None:
     run_path, result = run
     by_id = cells(run_path)
     assert [c["status"] for c in by_id.values()] == ["ok", "ok"], result.output
@@ -121,7 +123,7 @@ def test_each_task_is_scored_by_lm_eval_per_question(run: tuple[Path, Any]) -> N
     assert by_id["tp8-piecewise-fixoff"]["metrics"][FLEXIBLE] > 0.8  # the healthy cell answers the 8-shot CoT prompt
 
 
-def test_paired_deltas_between_two_cells_come_from_the_per_question_marks(run: tuple[Path, Any]) -> None:
+def test_paired_deltas_between_two_cells_come_from_the_per_question_marks(run: tuple[Path, Any], engine_processes: None) -> None:
     run_path, _ = run
     buggy = cells(run_path)["dp8-piecewise-fixoff"]
     delta = buggy["vs_baseline"][FLEXIBLE]
@@ -137,7 +139,7 @@ def test_paired_deltas_between_two_cells_come_from_the_per_question_marks(run: t
     assert buggy["vs_baseline"][AIME]["n"] == 3
 
 
-def test_thresholds_name_the_task_metrics(run: tuple[Path, Any]) -> None:
+def test_thresholds_name_the_task_metrics(run: tuple[Path, Any], engine_processes: None) -> None:
     run_path, result = run
     summary = read_json(run_path / "summary.json")
     for cell in summary["cells"]:
@@ -153,7 +155,7 @@ def test_thresholds_name_the_task_metrics(run: tuple[Path, Any]) -> None:
     assert summary["exit_code"] == result.exit_code == EXIT_THRESHOLD
 
 
-def test_each_task_has_its_setup_fingerprint(run: tuple[Path, Any]) -> None:
+def test_each_task_has_its_setup_fingerprint(run: tuple[Path, Any], engine_processes: None) -> None:
     run_path, _ = run
     raw = read_json(run_path / "tp8-piecewise-fixoff" / "cell.json")["metrics"]["lm_eval"]
     fields = raw["tasks"]["gsm8k_cot"]["setup"]["fields"]
@@ -165,7 +167,7 @@ def test_each_task_has_its_setup_fingerprint(run: tuple[Path, Any]) -> None:
     assert other["setup"]["hash"] == raw["setup"]["hash"]  # same setup: the cells are compared
 
 
-def test_the_report_and_compare_of_a_stored_run_know_the_task_metrics(run: tuple[Path, Any]) -> None:
+def test_the_report_and_compare_of_a_stored_run_know_the_task_metrics(run: tuple[Path, Any], engine_processes: None) -> None:
     run_path, _ = run
     results = str(run_path.parent)
     markdown = run_cli("report", "tasks", "--format", "markdown", "--results-dir", results).output
@@ -180,7 +182,7 @@ def test_the_report_and_compare_of_a_stored_run_know_the_task_metrics(run: tuple
     assert row[FLEXIBLE]["diff"] == 0 and row[FLEXIBLE]["n"] == LIMIT  # known again from the stored cells
 
 
-def test_the_history_of_a_stored_run_knows_the_task_metrics(run: tuple[Path, Any], tmp_path: Path) -> None:
+def test_the_history_of_a_stored_run_knows_the_task_metrics(run: tuple[Path, Any], engine_processes: None, tmp_path: Path) -> None:
     run_path, _ = run
     results, db = str(run_path.parent), str(tmp_path / "history.db")
     assert run_cli("history", "--import", "tasks", "--db", db, "--results-dir", results).exit_code == 0
