@@ -1,14 +1,14 @@
 """The simulator's GPU workers (`--sim-gpu-gib`, evalkit/sim/gpu.py) on a machine without a GPU:
 `--sim-gpu-on host` runs the same processes, pipes and lingering with host memory, stopped by
 evalkit's own EngineProcess; without torch the flag refuses in one line. The real run, on a GPU,
-is configs/gpu-linger.yaml (README "On a real GPU")."""
+is configs/gpu-linger.yaml (README "On a real GPU"). The workers are processes, so every test that
+starts the simulator asks for `engine_processes` (e2e)."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,6 +19,7 @@ import pytest
 from evalkit.engine import EngineProcess, free_port
 from evalkit.sim.gpu import visible_devices
 from tests.conftest import checkout_env
+from tests.helpers.sim import run_sim
 
 WORKER_LINE = re.compile(r"sim-gpu: worker 0 pid (\d+) on device 0 uuid HOST-0 \(host memory\) holds 0.01 GiB")
 
@@ -45,12 +46,13 @@ def _serve_and_stop(tmp_path: Path, *args: str) -> tuple[int, str]:
     return int(found.group(1)), log.read_text()
 
 
-def test_a_worker_stops_with_its_engine(tmp_path: Path) -> None:
+def test_a_worker_stops_with_its_engine(tmp_path: Path, engine_processes: None) -> None:
     pid, _ = _serve_and_stop(tmp_path)
     assert not _alive(pid)
 
 
-def test_a_lingering_worker_outlives_evalkits_stop_then_gives_its_memory_back(tmp_path: Path) -> None:
+def test_a_lingering_worker_outlives_evalkits_stop_then_gives_its_memory_back(tmp_path: Path,
+                                                                             engine_processes: None) -> None:
     pid, _ = _serve_and_stop(tmp_path, "--sim-gpu-linger", "2")
     stopped = time.monotonic()
     assert _alive(pid), "evalkit's stop reached the lingering worker"
@@ -64,10 +66,9 @@ def test_a_lingering_worker_outlives_evalkits_stop_then_gives_its_memory_back(tm
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="torch is importable here")
-def test_without_torch_the_flag_refuses_in_one_line(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "evalkit.sim", "--model", "m", "--server-port", "0",
-                           "--sim-gpu-gib", "1"], capture_output=True, text=True, timeout=60, env=checkout_env(),
-                          cwd=tmp_path)
+def test_without_torch_the_flag_refuses_in_one_line(tmp_path: Path, engine_processes: None) -> None:
+    done = run_sim("--model", "m", "--server-port", "0", "--sim-gpu-gib", "1", timeout=60, env=checkout_env(),
+                   cwd=tmp_path)
     assert done.returncode == 4
     fatal = [line for line in done.stderr.splitlines() if "fatal" in line]
     assert fatal == [f"sim: fatal: --sim-gpu-gib needs torch with CUDA, which {sys.executable} cannot import "
@@ -82,7 +83,7 @@ def test_one_worker_per_device_that_cuda_visible_devices_leaves(value: str | Non
     assert visible_devices(env) == count
 
 
-def test_cpu_runs_of_the_simulator_start_no_worker(tmp_path: Path) -> None:
+def test_cpu_runs_of_the_simulator_start_no_worker(tmp_path: Path, engine_processes: None) -> None:
     """The default (`--sim-gpu-gib 0`): no worker, no torch, as in the demo and CI."""
     port = free_port()
     argv = [sys.executable, "-m", "evalkit.sim", "--model", "m", "--server-port", str(port)]

@@ -185,12 +185,14 @@ class SimServer:
         self.process.wait(DEFAULT_TIMEOUT)
 
 
-def run_sim(*args: str, env: dict[str, str] | None = None, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+def run_sim(*args: str, env: dict[str, str] | None = None, timeout: float = 20,
+            cwd: str | os.PathLike[str] | None = None) -> subprocess.CompletedProcess[str]:
     """`python -m evalkit.sim ARGS` (nothing added: no --model, no --server-port) run to its end,
     stdout and stderr apart: for its flag errors, --help and exit codes. A process: a test asks
-    for it through a fixture that depends on `sim_process`, which puts it in the `e2e` tier."""
+    for it through a fixture that depends on `sim_process` (or `engine_processes`), which puts it
+    in the `e2e` tier."""
     return subprocess.run([sys.executable, "-m", "evalkit.sim", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})}, check=False)
+                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd, check=False)
 
 
 def gsm8k_test() -> list[dict[str, str]]:
