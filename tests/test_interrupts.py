@@ -3,8 +3,9 @@ stops the engine, exits 130 within seconds with its verdict last, leaves no proc
 finished; a second signal stops at once.
 
 Each moment is a phase of a real two-cell run on the simulator (one line of its progress starts the
-phase) plus a seeded delay, and one or two signals. The default suite tries a few moments; the
-whole sweep, every phase several times, is `slow` and prints its figures.
+phase) plus a seeded delay, and one or two signals. The `e2e` tier tries a few moments (each test
+asks for `engine_processes`); the whole sweep, every phase several times, is `slow` and prints its
+figures.
 """
 
 from __future__ import annotations
@@ -167,6 +168,7 @@ def problems(tmp_path: Path, out: Outcome) -> list[str]:
     return found
 
 
+@pytest.mark.usefixtures("engine_processes")
 @pytest.mark.parametrize(("phase", "delay_s", "sig"), [("teardown", 0.3, signal.SIGINT), ("report", 0.05, signal.SIGTERM)])
 def test_a_signal_in_this_phase_stops_the_run_cleanly(tmp_path: Path, phase: str, delay_s: float,
                                                       sig: signal.Signals) -> None:
@@ -178,6 +180,7 @@ def test_a_signal_in_this_phase_stops_the_run_cleanly(tmp_path: Path, phase: str
     assert problems(tmp_path, out) == [], out.output[-3000:]
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_a_second_signal_stops_at_once(tmp_path: Path) -> None:
     """The issue's case, SIGTERM while lm-eval's GSM8K requests run; the first cell's engine ignores
     it and has 60 s of grace, so this run would wait for it; a Ctrl-C after it kills the engine
