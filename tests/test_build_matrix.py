@@ -3,6 +3,10 @@
 Each cell checks out its commit, runs the source's setup once per worktree, and starts the engine
 from the built tree with fresh caches and its own internal port; a commit whose build fails is
 that cell's error, and the other cells still run. `evalkit prepare` builds without any engine.
+
+The module's matrix starts engines, so every test (each reads it) is in the `e2e` tier. The CLI
+runs as its own process, the toy engine's profile (`tests.toy_engine:PROFILE`) imported by that
+new interpreter from this checkout (tests/helpers/cli.py, `evalkit_process`).
 """
 
 from __future__ import annotations
@@ -15,16 +19,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import checkout_env
+from tests.helpers.cli import evalkit_process
 from tests.toy_engine import SETUP, make_toy_repo
 
+pytestmark = pytest.mark.usefixtures("engine_processes")
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def evalkit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The CLI in its own process; the toy engine's profile (`tests.toy_engine:PROFILE`) imports from this checkout."""
-    return subprocess.run([sys.executable, "-m", "evalkit.cli", *args], cwd=cwd, env=checkout_env(), capture_output=True,
-                          text=True, timeout=600)
 
 
 def config_text(repo: Path, shas: list[str]) -> str:
@@ -52,9 +52,9 @@ class World:
         self.cache = root / "cache"
 
     def matrix(self, run_id: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        return evalkit("matrix", "--config", str(self.config), "--run-id", run_id, "--results-dir",
+        return evalkit_process("matrix", "--config", str(self.config), "--run-id", run_id, "--results-dir",
                        str(self.root / "results"), "--cache-dir", str(self.cache), "--limit", "8", "--no-lock",
-                       "--max-parallel", "3", *extra, cwd=self.root)
+                       "--max-parallel", "3", *extra, cwd=self.root, timeout=600)
 
     def cell(self, run_id: str, cell: str) -> dict[str, Any]:
         return json.loads((self.root / "results" / run_id / cell / "cell.json").read_text())
@@ -127,7 +127,7 @@ def test_a_second_run_reuses_the_build(world: World) -> None:
 
 def test_prepare_builds_every_tree_without_starting_an_engine(world: World, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    done = evalkit("prepare", "--config", str(world.config), "--cache-dir", str(cache), cwd=tmp_path)
+    done = evalkit_process("prepare", "--config", str(world.config), "--cache-dir", str(cache), cwd=tmp_path)
     assert done.returncode == 3, done.stderr  # one tree's build failed
     lines = done.stdout.splitlines()
     one, two, broken = (next(line for line in lines if line.startswith(sha[:12])) for sha in world.shas)
@@ -137,13 +137,13 @@ def test_prepare_builds_every_tree_without_starting_an_engine(world: World, tmp_
     for sha in world.shas[:2]:
         assert (cache.resolve() / "worktrees" / sha / "toyengine" / "_built.py").is_file()
     assert not (tmp_path / "results").exists()
-    again = evalkit("prepare", "--config", str(world.config), "--cache-dir", str(cache), "--only", "tree=one",
+    again = evalkit_process("prepare", "--config", str(world.config), "--cache-dir", str(cache), "--only", "tree=one",
                     cwd=tmp_path)
     assert again.returncode == 0 and "[one]: setup reused" in again.stdout, again.stdout + again.stderr
 
 
 def test_plan_says_how_each_tree_is_built_and_which_caches_are_fresh(world: World) -> None:
-    done = evalkit("plan", "--config", str(world.config), "--cache-dir", str(world.cache), "--only", "tree=one|broken",
+    done = evalkit_process("plan", "--config", str(world.config), "--cache-dir", str(world.cache), "--only", "tree=one|broken",
                    cwd=world.root)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
