@@ -5,15 +5,15 @@ cumulative `[MTP Stats         ]` lines every 1000 verify steps (atom/model_engi
 `SpecStats._log` at ccc861dc5 and HEAD ffdf3bb5), one scheduler per attention-DP rank. The lines
 below are ATOM's f-string, filled in. The simulator logs them the same way (sim/mtp.py), and
 configs/demo-spec.yaml runs a matrix where the buggy cell's acceptance falls with its accuracy.
+The simulator's log lines and the matrices (whose cells are simulator processes) are e2e.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from evalkit.profiles.atom import read_mtp_log
 from evalkit.render import render
 from evalkit.run.engine_report import EngineScrapes
 from tests.conftest import CONFIGS
+from tests.helpers.cli import evalkit_cli
 from tests.helpers.sim import SimServer
 
 DIST = "{0: '10.00%', 1: '20.00%', 2: '30.00%', 3: '40.00%'}"
@@ -58,14 +59,15 @@ def _settled(server: SimServer) -> str:
     return seen
 
 
-def test_the_simulator_logs_atom_s_lines_and_the_buggy_cell_accepts_nothing() -> None:
+def test_the_simulator_logs_atom_s_lines_and_the_buggy_cell_accepts_nothing(sim_process: Callable[..., SimServer]) -> None:
     """One scheduler (TP): its interval lines sum to its last cumulative line, the acceptance is
     what the cell was given; the buggy cell (DP attention + PIECEWISE, fix off) accepts no draft."""
     healthy = ("--method", "mtp", "--num-speculative-tokens", "3", "--sim-spec-acceptance", "0.7", "-tp", "8")
     buggy = (*healthy, "--enable-dp-attention", "--cudagraph-mode", "PIECEWISE", "--sim-fix", "off")
     rates = []
     for args in (healthy, buggy):
-        with SimServer("--sim-dialect", "atom", *args) as server, server.client() as client:
+        server = sim_process("--sim-dialect", "atom", *args)
+        with server.client() as client:
             for i in range(12):
                 client.post("/v1/completions", json={"prompt": f"Write a long essay about river {i}.",
                                                      "max_tokens": 1024, "temperature": 0}).raise_for_status()
@@ -83,16 +85,16 @@ def test_the_simulator_logs_atom_s_lines_and_the_buggy_cell_accepts_nothing() ->
 
 @pytest.fixture(scope="module")
 def spec_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """configs/demo-spec.yaml's DP8 cells, fix on and off (~30 s): one run for the tests below."""
+    """configs/demo-spec.yaml's DP8 cells, fix on and off (~30 s): one run for the tests below, each
+    of which asks for `engine_processes` itself (module scope cannot), which makes it e2e."""
     tmp = tmp_path_factory.mktemp("spec")
-    done = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(CONFIGS / "demo-spec.yaml"),
-                           "--run-id", "spec", "--json", "--quiet", "--lock-file", str(tmp / "lock"),
-                           "--only", "parallel=dp8"], cwd=tmp, capture_output=True, text=True, timeout=600, check=False)
+    done = evalkit_cli("matrix", "--config", str(CONFIGS / "demo-spec.yaml"), "--run-id", "spec", "--json", "--quiet",
+                       "--lock-file", str(tmp / "lock"), "--only", "parallel=dp8", cwd=tmp)
     assert done.returncode == 1, done.stderr[-3000:]
     return {"summary": json.loads(done.stdout), "run": tmp / "results" / "spec"}
 
 
-def test_each_cell_gets_its_acceptance_from_its_own_eval_windows(spec_run: dict[str, Any]) -> None:
+def test_each_cell_gets_its_acceptance_from_its_own_eval_windows(spec_run: dict[str, Any], engine_processes: None) -> None:
     cells = {c["id"]: c for c in spec_run["summary"]["cells"]}
     assert 0.6 < cells["dp8-fixon"]["metrics"]["engine.spec_acceptance_rate"] < 0.75
     assert cells["dp8-fixon"]["metrics"]["engine.spec_accepted_len"] > 2.5
@@ -109,7 +111,7 @@ def test_each_cell_gets_its_acceptance_from_its_own_eval_windows(spec_run: dict[
 
 
 def test_the_acceptance_gate_fails_the_buggy_cell_and_the_reports_say_it_fell_with_accuracy(
-        spec_run: dict[str, Any]) -> None:
+        spec_run: dict[str, Any], engine_processes: None) -> None:
     cells = {c["id"]: c for c in spec_run["summary"]["cells"]}
     gate = [f for f in cells["dp8-fixoff"]["flags"] if f["metric"] == "engine.spec_acceptance_rate"]
     assert {(f["check"], f["action"]) for f in gate} == {("min", "fail"), ("accuracy_with_acceptance", "warn")}
@@ -151,12 +153,11 @@ def test_an_eval_counts_only_the_lines_logged_while_it_ran(tmp_path: Path, exter
 
 
 @pytest.mark.slow
-def test_the_whole_spec_demo_flags_only_the_buggy_cell(tmp_path: Path) -> None:
+def test_the_whole_spec_demo_flags_only_the_buggy_cell(tmp_path: Path, engine_processes: None) -> None:
     """configs/demo-spec.yaml's four cells (~1 min): one scheduler (TP8) and eight (DP8 attention)
     alike give the acceptance the simulator was given; only the buggy cell breaks a threshold."""
-    done = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(CONFIGS / "demo-spec.yaml"),
-                           "--run-id", "all", "--json", "--quiet", "--lock-file", str(tmp_path / "lock")],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
+    done = evalkit_cli("matrix", "--config", str(CONFIGS / "demo-spec.yaml"), "--run-id", "all", "--json", "--quiet",
+                       "--lock-file", str(tmp_path / "lock"), cwd=tmp_path)
     assert done.returncode == 1, done.stderr[-3000:]
     cells = {c["id"]: c for c in json.loads(done.stdout)["cells"]}
     for cid in ("tp8-fixon", "tp8-fixoff", "dp8-fixon"):
