@@ -195,3 +195,16 @@ def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (tmp / "run-a.stdout").write_text(a.stdout)
     return {"results": results, "a": results / "run-a", "b": results / "run-b", "step_summary": step_summary,
             "a_stdout": tmp / "run-a.stdout", "a_junit": tmp / "run-a.junit.xml"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_engine_outlives_the_session() -> Iterator[None]:
+    """After the last test (of this xdist worker): no simulator or evalkit process started by any
+    test, fixture or module-scoped run is still alive. `engine_processes` checks each test; this
+    catches what a shared run (set up before any test's own check) left behind."""
+    yield
+    left = _engines()
+    if left:
+        psutil.wait_procs([psutil.Process(pid) for pid in left if psutil.pid_exists(pid)], timeout=5)
+    alive = sorted(p for p in left if psutil.pid_exists(p))
+    assert not alive, f"engine processes outlived the test session: {alive}"
