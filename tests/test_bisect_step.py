@@ -4,7 +4,8 @@ The engine repo is the throwaway one of tests/helpers/git.py: the simulator read
 `simfix.py` on the engine's PYTHONPATH, so a commit without it has the DP-attention + PIECEWISE
 bug and a broken commit does not start. The two ends run once per module as full cells (all
 1319 GSM8K questions, 64 long generations at 1024 tokens: a few seconds on the simulator) and
-every step is judged against them.
+every step is judged against them. Every test reads them and starts engines itself, so every
+test asks for `engine_processes` (the `e2e` tier).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.options import Silent
 from evalkit.store import RunStore, read_jsonl
 from tests.helpers.git import add_branch, config_text, make_repo
+
+pytestmark = pytest.mark.usefixtures("engine_processes")
 
 FIRST_BAD, BROKEN = 4, 3
 GENERATIONS = 64
