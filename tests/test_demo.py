@@ -5,14 +5,12 @@ other cell, end to end for three sim seeds (tests/test_sim_noise.py checks the s
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import CONFIGS, ROOT
+from tests.helpers.cli import evalkit_process
 
 BUGGY = "dp8-piecewise-fixoff"
 
@@ -23,10 +21,8 @@ def run_demo(tmp_path: Path, seed: int, *args: str, extra: str = "", shown: list
     config = tmp_path / "demo.yaml"
     config.write_text((CONFIGS / "demo.yaml").read_text().replace('"--sim-seed", "0"', f'"--sim-seed", "{seed}"') + extra)
     output = [] if shown is not None else ["--json", "--quiet"]
-    done = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(config), "--run-id",
-                           f"seed{seed}", *output, "--lock-file", str(tmp_path / "lock"), *args],
-                          cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"},
-                          timeout=900)
+    done = evalkit_process("matrix", "--config", str(config), "--run-id", f"seed{seed}", *output, "--lock-file",
+                           str(tmp_path / "lock"), *args, cwd=tmp_path, env={"COLUMNS": "200"}, timeout=900)
     assert done.returncode == 1, done.stderr[-3000:]  # thresholds broken: the demo's bug is found
     if shown is None:
         return json.loads(done.stdout)
