@@ -21,6 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.helpers.cli import checkout_env, evalkit_process
 from tests.helpers.git import add_branch, config_text, make_repo
 
 pytestmark = pytest.mark.slow  # ~6 min: .ci/run runs it after the default suite (README.md, Tests)
@@ -29,12 +30,9 @@ N = 64
 LIMIT = "200"
 
 
-def evalkit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "evalkit.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
-
-
 def sim_processes() -> list[psutil.Process]:
+    """This module's simulators anywhere on the box: an engine whose evalkit was SIGKILLed is no
+    longer a descendant of this process, where conftest's `engine_processes` looks."""
     return [p for p in psutil.process_iter(["cmdline"])
             if "evalkit.sim" in (cmd := p.info["cmdline"] or []) and "bisect-test" in cmd]
 
@@ -49,18 +47,21 @@ class World:
         self.config.write_text(config_text(self.repo, self.good))
         self.results = root / "results"
         self.cache = root / "cache"
-        done = evalkit("matrix", "--config", str(self.config), "--run-id", "good", "--limit", LIMIT,
+        done = evalkit_process("matrix", "--config", str(self.config), "--run-id", "good", "--limit", LIMIT,
                        "--results-dir", str(self.results), "--cache-dir", str(self.cache), "--quiet", cwd=root)
         assert done.returncode == 0, done.stderr
 
-    def argv(self, *args: str, good_run: bool = True, config: Path | None = None, cache: Path | None = None) -> list[str]:
-        return [sys.executable, "-m", "evalkit.cli", "bisect", "--config", str(config or self.config), "--cell", "head",
-                "--limit", LIMIT, "--quiet", "--results-dir", str(self.results), "--cache-dir", str(cache or self.cache),
+    def args(self, *args: str, good_run: bool = True, config: Path | None = None, cache: Path | None = None) -> list[str]:
+        return ["bisect", "--config", str(config or self.config), "--cell", "head", "--limit", LIMIT, "--quiet",
+                "--results-dir", str(self.results), "--cache-dir", str(cache or self.cache),
                 *(["--good-run", "good"] if good_run else []), *args]
 
+    def argv(self, *args: str, good_run: bool = True, config: Path | None = None, cache: Path | None = None) -> list[str]:
+        """`evalkit bisect ...` as a command line, for a process a test signals."""
+        return [sys.executable, "-m", "evalkit.cli", *self.args(*args, good_run=good_run, config=config, cache=cache)]
+
     def bisect(self, *args: str, good_run: bool = True, config: Path | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.argv(*args, good_run=good_run, config=config), cwd=self.root, capture_output=True,
-                              text=True, timeout=300)
+        return evalkit_process(*self.args(*args, good_run=good_run, config=config), cwd=self.root)
 
     def record(self, bisect_id: str) -> dict[str, Any]:
         return json.loads((self.results / f"bisect-{bisect_id}" / "bisect.json").read_text())
@@ -90,8 +91,8 @@ def test_five_seeds_name_exactly_the_commit_that_turned_the_bug_on(world: World)
         config.write_text(config_text(clone, world.good))
         argv = world.argv("--good", world.good, "--bad", "bug", "--bisect-id", f"seed{seed}", "--json",
                           config=config, cache=world.root / f"cache{seed}")
-        runs[seed] = (k, shas, subprocess.Popen(argv, cwd=world.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                                 text=True))
+        runs[seed] = (k, shas, subprocess.Popen(argv, cwd=world.root, env=checkout_env(), stdout=subprocess.PIPE,
+                                                 stderr=subprocess.PIPE, text=True))
     for seed, (k, shas, proc) in runs.items():
         stdout, stderr = proc.communicate(timeout=300)
         assert proc.returncode == 0, stderr
@@ -189,7 +190,7 @@ def test_sigkill_and_ctrl_c_keep_finished_steps_and_resume_runs_only_the_rest(wo
     dies with evalkit), Ctrl-C after the next (exit 130), then resumed to the end; no finished
     step is ever run again."""
     shas = add_branch(world.repo, "interrupt", 16, first_bad=11)
-    popen = {"cwd": world.root, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    popen = {"cwd": world.root, "env": checkout_env(), "stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     proc = subprocess.Popen(world.argv("--good", world.good, "--bad", "interrupt", "--bisect-id", "interrupt"), **popen)
     wait_for_steps(world, "interrupt", 1)
     proc.kill()
