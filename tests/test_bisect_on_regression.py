@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +18,18 @@ import pytest
 from evalkit.bisect.on_regression import findings, previous_run
 from evalkit.store import write_json
 from evalkit.verdict.summary import RunSummary
+from tests.helpers.cli import evalkit_process
 from tests.helpers.git import DEFAULT_EVALS, DEFAULT_THRESHOLDS, add_branch, config_text, git, make_repo
 from tests.helpers.runs import hand_made
 
-_CLI = "import sys; from evalkit.cli import main; sys.exit(main())"
 GATES = DEFAULT_THRESHOLDS + "\n  - {metric: repetition.collapse_rate, max: 0.1}"
 """The bisect's own tests (against the good end) and a gate a one-cell nightly can break by itself."""
 
 
 def nightly(root: Path, config: Path, run_id: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", _CLI, "matrix", "--config", str(config), "--run-id", run_id,
-                           "--results-dir", str(root / "results"), "--cache-dir", str(root / "cache"), "--limit", "60",
-                           "--no-lock", "-q", "--bisect-on-regression", *extra],
-                          cwd=root, capture_output=True, text=True, timeout=600, check=False)
+    return evalkit_process("matrix", "--config", str(config), "--run-id", run_id, "--results-dir", str(root / "results"),
+                           "--cache-dir", str(root / "cache"), "--limit", "60", "--no-lock", "-q",
+                           "--bisect-on-regression", *extra, cwd=root, timeout=600)
 
 
 @pytest.mark.slow
