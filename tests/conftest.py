@@ -74,10 +74,16 @@ E2E_FIXTURES = frozenset({"sim_process", "evalkit_process", "engine_processes", 
 unless it is marked `smoke` (one of the few default-tier tests that cross each boundary once)."""
 
 
+OTHER_TIERS = ("slow", "slurm", "real_engine")
+"""Tiers chosen by marker: a test there is never also `e2e`, so each tier runs it once."""
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.get_closest_marker("smoke") is None and E2E_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        if any(item.get_closest_marker(name) for name in ("smoke", *OTHER_TIERS)):
+            continue  # a smoke test stays in the default tier; a slow one runs once, in its own
+        if E2E_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
 
 
