@@ -1,5 +1,9 @@
 """Faults through real processes: every simulator fault ends as that cell's error within its
-timeouts, the matrix goes on, and no engine process (nor its grandchild) is left running."""
+timeouts, the matrix goes on, and no engine process (nor its grandchild) is left running.
+
+Every test here starts engines (the `e2e` tier, through `engine_processes`). A matrix whose process
+is not what a test checks runs the CLI in this process (tests/helpers/cli.py); the signal tests,
+SIGKILL and two matrices at once run `evalkit matrix` as a process of its own."""
 
 from __future__ import annotations
 
@@ -17,11 +21,14 @@ import psutil
 import pytest
 
 from evalkit.evals.engine_figures import TIMING_DEPENDENT
+from tests.helpers.cli import Ran, checkout_env, evalkit_cli
 
 HEALTHY = "[--sim-seed, '1']"
 PACED = "[--sim-seed, '1', --sim-tokens-per-second, '100']"
 """A healthy cell slow enough for a signal to land inside the phase a test waits for."""
-TIMEOUTS = "{startup: 8, warmup: 5, stop_grace: 2, hang: 4}"
+TIMEOUTS = "{startup: 20, warmup: 5, stop_grace: 2, hang: 4}"
+"""Start-up 20 s, not 8: on a loaded 2-core box a simulator took longer than 8 s to import and exit
+(crash-startup read as `not ready after 8 s`), and the never-ready cell still ends well inside 60 s."""
 
 
 def matrix_text(cases: dict[str, str], *, timeouts: str = TIMEOUTS,
@@ -49,14 +56,12 @@ def config_text(fault_args: str, *, healthy: str = HEALTHY, timeouts: str = TIME
     return matrix_text({"faulty": fault_args, "healthy": healthy}, timeouts=timeouts, gsm8k=gsm8k, extra=extra)
 
 
-def run(tmp_path: Path, text: str, *extra: str, timeout: float = 240) -> tuple[subprocess.CompletedProcess[str], dict]:
+def run(tmp_path: Path, text: str, *extra: str) -> tuple[Ran, dict]:
+    """`evalkit matrix` of `text` as run `r`, the CLI in this process (its engines are processes)."""
     path = tmp_path / "cfg.yaml"
     path.write_text(text)
-    done = subprocess.run(
-        [sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(path), "--run-id", "r",
-         "--results-dir", str(tmp_path / "results"), "--limit", "40", "--json", *extra],
-        cwd=tmp_path, capture_output=True, text=True, timeout=timeout,
-    )
+    done = evalkit_cli("matrix", "--config", str(path), "--run-id", "r", "--results-dir", str(tmp_path / "results"),
+                       "--limit", "40", "--json", *extra, cwd=tmp_path)
     summary = json.loads(done.stdout) if done.stdout.strip() else {}
     return done, summary
 
@@ -105,8 +110,8 @@ ORPHAN = "[--sim-fault, ignore-sigterm, --sim-fault, spawn-orphan]"
 """An engine that ignores SIGTERM and spawns a child that outlives it unless evalkit kills it too."""
 
 
-@pytest.fixture(scope="module")
-def fault_matrix(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str], dict]:
+@pytest.fixture(scope="module")  # starts engines: every test that reads it asks for `engine_processes`
+def fault_matrix(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Ran, dict]:
     """Every fault of FAULTS in one matrix, one faulty cell each, beside the ORPHAN cell and a
     healthy one: one run shared by the tests below instead of a matrix per fault. Four cells run at
     a time (declared devices), so each fault must still end as its own cell's error while engines
@@ -122,9 +127,9 @@ def seconds(record: dict) -> float:
     return (datetime.fromisoformat(record["finished_at"]) - datetime.fromisoformat(record["started_at"])).total_seconds()
 
 
+@pytest.mark.usefixtures("engine_processes")
 @pytest.mark.parametrize("name", list(FAULTS))
-def test_fault_becomes_the_cells_error_within_its_timeouts(
-        fault_matrix: tuple[Path, subprocess.CompletedProcess[str], dict], name: str) -> None:
+def test_fault_becomes_the_cells_error_within_its_timeouts(fault_matrix: tuple[Path, Ran, dict], name: str) -> None:
     tmp, _, summary = fault_matrix
     _, words, code = FAULTS[name]
     faulty = cell(summary, name)
@@ -136,8 +141,8 @@ def test_fault_becomes_the_cells_error_within_its_timeouts(
     assert seconds(record) < 60
 
 
-def test_the_matrix_goes_on_past_every_fault_and_leaves_no_process(
-        fault_matrix: tuple[Path, subprocess.CompletedProcess[str], dict]) -> None:
+@pytest.mark.usefixtures("engine_processes")
+def test_the_matrix_goes_on_past_every_fault_and_leaves_no_process(fault_matrix: tuple[Path, Ran, dict]) -> None:
     tmp, done, summary = fault_matrix
     assert done.returncode == 3, done.stderr[-2000:]
     assert [c["id"] for c in summary["cells"]] == [*FAULTS, "orphan", "healthy"]
@@ -146,14 +151,15 @@ def test_the_matrix_goes_on_past_every_fault_and_leaves_no_process(
     assert_nothing_left(tmp)
 
 
-def test_engine_ignoring_sigterm_and_its_orphan_child_are_killed(
-        fault_matrix: tuple[Path, subprocess.CompletedProcess[str], dict]) -> None:
+@pytest.mark.usefixtures("engine_processes")
+def test_engine_ignoring_sigterm_and_its_orphan_child_are_killed(fault_matrix: tuple[Path, Ran, dict]) -> None:
     tmp, _, summary = fault_matrix
     assert cell(summary, "orphan")["status"] == "ok"
     assert len(engine_pids(tmp, "orphan")) == 2  # the engine and the orphan-to-be
     assert_nothing_left(tmp)
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_transient_http_errors_are_retried_and_counted(tmp_path: Path) -> None:
     done, _ = run(tmp_path, config_text("[--sim-fault, http-500, --sim-fault-rate, '0.1']",
                                               gsm8k="{num_fewshot: 3, max_retries: 5, timeout: 5}"),
@@ -164,6 +170,7 @@ def test_transient_http_errors_are_retried_and_counted(tmp_path: Path) -> None:
     assert record["metrics"]["gsm8k"]["n"] == 40
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_slow_engine_over_its_cell_budget_is_stopped(tmp_path: Path) -> None:
     text = config_text("[--sim-tokens-per-second, '20']",
                        timeouts="{startup: 20, stop_grace: 2, cell: 6}")
@@ -185,6 +192,7 @@ def taken_port() -> socket.socket:
     return taken
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_fixed_port_already_taken_is_the_cells_error(tmp_path: Path) -> None:
     with taken_port() as taken:
         port = taken.getsockname()[1]
@@ -197,6 +205,7 @@ def test_fixed_port_already_taken_is_the_cells_error(tmp_path: Path) -> None:
     assert "Address already in use" in log
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_taken_port_is_retried_on_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process: the first port handed out is taken by someone else; the cell still runs."""
     from evalkit import MatrixRequest, run_matrix
@@ -224,7 +233,10 @@ def test_taken_port_is_retried_on_another(tmp_path: Path, monkeypatch: pytest.Mo
     assert any("taken, retrying" in line for line in lines)
 
 
+@pytest.mark.usefixtures("engine_processes")
 def test_two_matrices_at_once_use_different_ports(tmp_path: Path) -> None:
+    """Two evalkit processes: each hands out ports only once in its own process, so it is the OS
+    (a port bound is not free) that keeps them apart."""
     procs = []
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
@@ -233,7 +245,7 @@ def test_two_matrices_at_once_use_different_ports(tmp_path: Path) -> None:
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(path), "--run-id", "r",
              "--results-dir", str(tmp_path / name / "results"), "--limit", "40", "--quiet"],
-            cwd=tmp_path / name, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+            cwd=tmp_path / name, env=checkout_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     for proc in procs:
         assert proc.wait(timeout=240) == 0, proc.stderr.read()  # type: ignore[union-attr]
     ports = set()
@@ -256,7 +268,8 @@ def interrupt_at(tmp_path: Path, sig: signal.Signals, moment: str) -> None:
     path.write_text(SIGNALLED)
     argv = [sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(path), "--run-id", "r",
             "--results-dir", str(tmp_path / "results"), "--limit", "40"]
-    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=checkout_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     # Wait until the second cell reaches the moment, then signal evalkit.
     deadline = time.monotonic() + 120
     seen = ""
@@ -281,11 +294,10 @@ def interrupt_at(tmp_path: Path, sig: signal.Signals, moment: str) -> None:
     assert not list((tmp_path / "results").rglob(".*.tmp")), "no temp file is left behind"
 
 
-def resume(tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """`--resume r` after `interrupt_at`: it finishes the cut cell, whole, and leaves no engine."""
-    resumed = subprocess.run([sys.executable, "-m", "evalkit.cli", "matrix", "--resume", "r", "--results-dir",
-                              str(tmp_path / "results"), "--json"], cwd=tmp_path, capture_output=True, text=True,
-                             timeout=240)
+def resume(tmp_path: Path) -> Ran:
+    """`--resume r` after `interrupt_at` (the CLI in this process): it finishes the cut cell, whole,
+    and leaves no engine."""
+    resumed = evalkit_cli("matrix", "--resume", "r", "--results-dir", str(tmp_path / "results"), "--json", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     summary = json.loads(resumed.stdout)
     assert [c["status"] for c in summary["cells"]] == ["ok", "ok"]
@@ -295,17 +307,28 @@ def resume(tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return resumed
 
 
-@pytest.mark.parametrize(("sig", "moment"), [pytest.param(signal.SIGINT, "starting", marks=pytest.mark.slow),
-                                            pytest.param(signal.SIGINT, "repetition", marks=pytest.mark.slow),
-                                            (signal.SIGTERM, "gsm8k")])
+@pytest.mark.usefixtures("engine_processes")
+@pytest.mark.parametrize(("sig", "moment"), [(signal.SIGTERM, "gsm8k")])
 def test_signal_stops_engines_keeps_finished_cells_and_resume_completes(tmp_path: Path, sig: signal.Signals, moment: str) -> None:
-    """The fourth moment, SIGINT in gsm8k, is interrupted and resumed by the next test. Two moments
-    are `slow` (~25 s each): test_interrupts stops every phase by default at two moments and, in
-    its slow sweep, at all of them."""
+    """The fourth moment, SIGINT in gsm8k, is interrupted and resumed by the next test. Two more
+    moments are `slow` (the next test): test_interrupts stops every phase in e2e at two moments and,
+    in its slow sweep, at all of them."""
     interrupt_at(tmp_path, sig, moment)
     resume(tmp_path)
 
 
+@pytest.mark.slow  # ~25 s each
+@pytest.mark.parametrize(("sig", "moment"), [(signal.SIGINT, "starting"), (signal.SIGINT, "repetition")])
+def test_signal_stops_engines_keeps_finished_cells_and_resume_completes_slow(
+        tmp_path: Path, sig: signal.Signals, moment: str) -> None:
+    """The test above at two more moments. A function of its own: a `slow` test that asked for
+    `engine_processes` would be put in `e2e` too (tests/conftest.py), and a fixture cannot be asked
+    for by one parameter only."""
+    interrupt_at(tmp_path, sig, moment)
+    resume(tmp_path)
+
+
+@pytest.mark.usefixtures("engine_processes")
 def test_resume_after_sigint_gives_the_results_of_an_uninterrupted_run(tmp_path: Path) -> None:
     """SIGINT in gsm8k, then resume: the same results as the same matrix run whole (beside it, in
     its own results folder, to save the wall time)."""
@@ -313,7 +336,8 @@ def test_resume_after_sigint_gives_the_results_of_an_uninterrupted_run(tmp_path:
     (tmp_path / "whole" / "cfg.yaml").write_text(SIGNALLED)
     whole = subprocess.Popen([sys.executable, "-m", "evalkit.cli", "matrix", "--config", "cfg.yaml", "--run-id", "r",
                               "--results-dir", "results", "--limit", "40", "--json"],
-                             cwd=tmp_path / "whole", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             cwd=tmp_path / "whole", env=checkout_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
     interrupt_at(tmp_path, signal.SIGINT, "gsm8k")
     resumed = resume(tmp_path)
     whole_out, whole_err = whole.communicate(timeout=240)
@@ -332,6 +356,7 @@ def test_resume_after_sigint_gives_the_results_of_an_uninterrupted_run(tmp_path:
         assert a == b, cell_id
 
 
+@pytest.mark.usefixtures("engine_processes")
 @pytest.mark.parametrize("after_s", [1.5, 4.0, 7.0])
 def test_sigkill_of_evalkit_leaves_whole_files_and_no_engine(tmp_path: Path, after_s: float) -> None:
     """SIGKILL cannot be caught: files are still whole (atomic renames) and the engine dies with
@@ -339,7 +364,8 @@ def test_sigkill_of_evalkit_leaves_whole_files_and_no_engine(tmp_path: Path, aft
     path = tmp_path / "cfg.yaml"
     path.write_text(config_text("[--sim-seed, '6', --sim-tokens-per-second, '200']", gsm8k="{num_fewshot: 3}"))
     proc = subprocess.Popen([sys.executable, "-m", "evalkit.cli", "matrix", "--config", str(path), "--run-id", "r",
-                             "--results-dir", str(tmp_path / "results"), "--limit", "40", "--quiet"], cwd=tmp_path)
+                             "--results-dir", str(tmp_path / "results"), "--limit", "40", "--quiet"], cwd=tmp_path,
+                            env=checkout_env())
     time.sleep(after_s)
     proc.kill()
     proc.wait()
