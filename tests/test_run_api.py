@@ -169,6 +169,7 @@ def test_the_device_lock_held_by_another_run_is_raised_before_anything_is_create
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.smoke  # a fresh interpreter (0.5 s): what `import evalkit` loads, which this process cannot show
 def test_the_api_names_are_pinned_and_importing_evalkit_stays_cheap() -> None:
     assert sorted(evalkit.__all__) == ["MatrixOutcome", "MatrixRequest", "__version__", "run_matrix", "run_one_cell"]
     assert evalkit.run_matrix is run_matrix and callable(evalkit.run_one_cell)
