@@ -39,6 +39,7 @@ def install(bin_dir: Path, state_path: Path, state: dict[str, Any], tool: str) -
 
 def write_state(path: Path, state: dict[str, Any]) -> None:
     path.write_text(json.dumps(state))
+    path.with_suffix(".foreign.json").unlink(missing_ok=True)  # a new box: no snapshot has decided anything yet
 
 
 def _engines(state: dict[str, Any], seen_path: Path) -> list[tuple[int, str]]:
@@ -122,8 +123,26 @@ def amd(state: dict[str, Any], procs: list[dict[str, Any]], args: list[str]) -> 
     return json.dumps({"gpu_data": rows} if state.get("wrapped") else rows, indent=4)
 
 
+def _lists_processes(tool: str, args: list[str]) -> bool:
+    """The call that lists processes, which evalkit makes right after the one reading memory
+    (devices/nvidia.py and amd.py: one snapshot is those two calls)."""
+    return args[:1] == ["process"] if tool == "amd-smi" else bool(args) and args[0].startswith("--query-compute-apps=")
+
+
 def main(tool: str, args: list[str]) -> None:
+    """One call of the fake `tool`. A snapshot's two calls agree, as one driver query would: the
+    memory call decides which foreign processes are still there (their `until`) and records it;
+    the process list that follows reads that decision. Decided by the clock per call instead, a
+    process timed to leave 1 s in left between the two calls on a loaded box (each call a new
+    interpreter, seconds apart): memory in use with no process listed, a state the test never set."""
     path = Path(os.environ["EVALKIT_FAKE_GPU"])
     state = json.loads(path.read_text())
+    decided = path.with_suffix(".foreign.json")
+    if _lists_processes(tool, args) and decided.is_file():
+        kept = set(json.loads(decided.read_text()))
+        state["foreign"] = [f for f in state.get("foreign", []) if f["pid"] in kept]
     procs = holders(state, path.with_suffix(".seen.json"))
+    if not _lists_processes(tool, args):
+        foreign = {f["pid"] for f in state.get("foreign", [])}
+        decided.write_text(json.dumps(sorted(p["pid"] for p in procs if p["pid"] in foreign)))
     print(nvidia(state, procs, args) if tool == "nvidia-smi" else amd(state, procs, args), end="")
