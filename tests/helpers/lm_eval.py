@@ -4,7 +4,6 @@ tests/real_engine on vLLM's CPU build)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,11 +17,10 @@ from evalkit.store import read_jsonl
 
 
 def lm_eval_cli(settings: GSM8KSettings, base_url: str, served: str, task_dir: Path, out: Path, *,
-                docs: list[int] | None = None, limit: int | None = None, timeout: float = 900) -> list[dict[str, Any]]:
+                limit: int | None = None, timeout: float = 900) -> list[dict[str, Any]]:
     """`python -m lm_eval run` with evalkit's task (`task_dir`, as `gsm8k.write_task_yaml` wrote it)
-    on `docs` (test-split indices, lm-eval's `--samples`: the questions a limited evalkit run
-    draws, `gsm8k.questions`), else on the first `limit`, else on every question; its per-sample
-    log. Offline, as evalkit runs lm-eval."""
+    on the first `limit` questions (lm-eval's own --limit; evalkit asks the same with `subset:
+    first`), else on every question; its per-sample log. Offline, as evalkit runs lm-eval."""
     args = lm_eval_adapter.model_args(settings, Server(base_url, served))
     backend = "local-completions" if settings.endpoint == "completions" else "local-chat-completions"
     cmd = [sys.executable, "-m", "lm_eval", "run", "--model", backend,
@@ -31,9 +29,7 @@ def lm_eval_cli(settings: GSM8KSettings, base_url: str, served: str, task_dir: P
            "--log_samples", "--output_path", str(out), "--seed", ",".join([str(settings.seed)] * 4)]
     if settings.endpoint == "chat":
         cmd += ["--apply_chat_template", "--fewshot_as_multiturn"]
-    if docs is not None:
-        cmd += ["--samples", json.dumps({gsm8k.TASK_NAME: docs})]
-    elif limit:
+    if limit:
         cmd += ["--limit", str(limit)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=out.parent,
                           env={**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
