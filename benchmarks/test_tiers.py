@@ -4,7 +4,8 @@ coverage of evalkit/ per tier and for their union, the processes the tests start
 Each tier runs as its own `python -m pytest -m EXPR` from the checkout given (default: this one),
 under coverage when `--coverage` is given (pyproject.toml's [tool.coverage.run]: branches, and
 every Python process a test starts measures itself), with a JUnit file whose test times give the
-seconds per file. A figure of a tier run with `--workers N` is pytest-xdist's wall time over N
+seconds per file. CPU seconds (the tier's whole process tree: pytest, its workers, the engines
+and CLIs they start and wait for) read less of what else the machine is doing than wall seconds. A figure of a tier run with `--workers N` is pytest-xdist's wall time over N
 workers. Figures go to stdout as a table and to OUT/tiers.json; docs/tests.md quotes them.
 
     python benchmarks/test_tiers.py --out /tmp/tiers                        # every tier, as .ci/run runs them
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -50,13 +52,16 @@ def run_tier(checkout: Path, name: str, expr: str, out: Path, workers: int, cove
     argv = [sys.executable, *(["-m", "coverage", "run", f"--rcfile={checkout / 'pyproject.toml'}"] if coverage else []),
             *pytest_args]
     env = {**os.environ, "PYTHONPATH": str(checkout), "COVERAGE_FILE": str(folder / ".coverage")}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     with (folder / "pytest.log").open("w") as log:
         done = subprocess.run(argv, cwd=checkout, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     counts, per_file = read_junit(junit)
     return {"tier": name, "expr": expr, "workers": workers, "exit": done.returncode, "wall_s": round(wall, 1),
-            **counts, "per_file_s": per_file}
+            "cpu_s": round(cpu, 1), **counts, "per_file_s": per_file}
 
 
 def read_junit(path: Path) -> tuple[dict[str, int], dict[str, float]]:
@@ -111,7 +116,7 @@ def main() -> None:
         if args.coverage:
             result["coverage"] = coverage_of(checkout, [args.out / name.replace(" ", "_")], args.out / "cov" / name.replace(" ", "_"))
         results.append(result)
-        print(f"{name:<10} {result['wall_s']:>8.1f} s  exit {result['exit']}  {result.get('tests', 0)} tests "
+        print(f"{name:<10} {result['wall_s']:>8.1f} s wall {result['cpu_s']:>8.1f} s CPU  exit {result['exit']}  {result.get('tests', 0)} tests "
               f"({result.get('failed', 0)} failed, {result.get('errors', 0)} errors, {result.get('skipped', 0)} skipped)"
               + (f"  lines {result['coverage']['lines_pct']}%  branches {result['coverage']['branches_pct']}%"  # type: ignore[index]
                  if args.coverage else ""), flush=True)
