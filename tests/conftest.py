@@ -10,8 +10,9 @@ Tiers (README.md, Tests; docs/tests.md says how to write a test for each):
   process, a run whose cells start engines) is put there by `pytest_collection_modifyitems`;
 * `slow`, `slurm`, `real_engine`: by marker, as before.
 
-Every test and every process it starts sees `EVALKIT_WAIT_SCALE=0` (evalkit/waits.py): evalkit's
-own retry back-offs and poll slow-downs take no time; a test about them sets the scale back.
+Every test and every process it starts sees `EVALKIT_WAIT_SCALE=0` (evalkit/waits.py) unless the
+environment sets it (.ci/run runs the slow tier at 1, the product's own waits): evalkit's retry
+back-offs and poll slow-downs take no time; a test about them sets the scale back.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from tests.helpers.sim import SimServer
 settings.register_profile("evalkit", deadline=None)
 settings.load_profile("evalkit")
 
-os.environ[waits.ENV] = "0"  # before any test, so every process a test starts inherits it
+os.environ.setdefault(waits.ENV, "0")  # before any test, so every process a test starts inherits it
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
