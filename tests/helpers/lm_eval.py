@@ -35,4 +35,4 @@ def lm_eval_cli(settings: GSM8KSettings, base_url: str, served: str, task_dir: P
                           env={**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     (samples_file,) = out.rglob(f"samples_{gsm8k.TASK_NAME}_*.jsonl")
-    return read_jsonl(samples_file)
+    return list(read_jsonl(samples_file))
