@@ -31,7 +31,6 @@ from hypothesis import settings
 from evalkit import waits
 from evalkit.config.loader import _UniqueKeyLoader
 from tests.helpers import cli
-from tests.helpers.cli import checkout_env
 from tests.helpers.sim import SimServer
 
 # Property tests check behaviour, never speed (benchmarks/ measures that): Hypothesis' default
@@ -67,8 +66,6 @@ def write_config(tmp_path: Path, text: str, name: str = "cfg.yaml") -> Path:
     path.write_text(text, encoding="utf-8")
     return path
 
-
-__all__ = ["CONFIGS", "ROOT", "checkout_env", "demo_without_consistency", "write_config"]
 
 E2E_FIXTURES = frozenset({"sim_process", "evalkit_process", "engine_processes", "program"})
 """The fixtures through which a test starts processes: asking for one puts it in the `e2e` tier,
@@ -138,17 +135,25 @@ def _engines() -> set[int]:
     return found
 
 
+def _assert_gone(pids: set[int], what: str) -> None:
+    """Each of `pids` ended, given 5 s to finish stopping; else fail naming the ones still alive."""
+    procs = []
+    for pid in pids:
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            continue
+    _, alive = psutil.wait_procs(procs, timeout=5)
+    assert not alive, f"{what}: {sorted(p.pid for p in alive)}"
+
+
 @pytest.fixture
 def engine_processes() -> Iterator[None]:
     """For a test whose run starts engines (a matrix, a bisect step): after it, none of the engines
     it started is still alive; an orphan fails the test by pid and command line."""
     before = _engines()
     yield
-    left = _engines() - before
-    if left:
-        psutil.wait_procs([psutil.Process(pid) for pid in left if psutil.pid_exists(pid)], timeout=5)
-    alive = [p for p in left if psutil.pid_exists(p)]
-    assert not alive, f"engine processes left behind: {alive}"
+    _assert_gone(_engines() - before, "engine processes left behind")
 
 
 @pytest.fixture(scope="session")
@@ -210,8 +215,4 @@ def no_engine_outlives_the_session() -> Iterator[None]:
     test, fixture or module-scoped run is still alive. `engine_processes` checks each test; this
     catches what a shared run (set up before any test's own check) left behind."""
     yield
-    left = _engines()
-    if left:
-        psutil.wait_procs([psutil.Process(pid) for pid in left if psutil.pid_exists(pid)], timeout=5)
-    alive = sorted(p for p in left if psutil.pid_exists(p))
-    assert not alive, f"engine processes outlived the test session: {alive}"
+    _assert_gone(_engines(), "engine processes outlived the test session")

@@ -20,7 +20,6 @@ from evalkit.store import read_json
 from evalkit.verdict.summary import RunSummary
 from tests.helpers.runs import hand_made
 from tests.test_history_cli import three_runs  # noqa: F401 - three stored nightly runs
-from tests.test_report_cli import demo_runs  # noqa: F401 - the session's real demo runs
 
 COMMAND = re.compile(r"^::(error|warning) title=([^:]*)::(.*)$")
 
@@ -33,7 +32,7 @@ def unescape(text: str) -> str:
 
 
 def test_a_run_as_an_actions_step_annotates_each_broken_threshold_and_appends_its_report(
-        demo_runs: dict[str, Path]) -> None:  # noqa: F811
+        demo_runs: dict[str, Path]) -> None:
     summary = read_json(demo_runs["a"] / "summary.json")
     flags = [f for cell in summary["cells"] for f in cell["flags"]]
     assert any(f["action"] == "fail" for f in flags)  # the bug's cell breaks a gate by design of the demo config
@@ -140,7 +139,7 @@ def junit_schema() -> xmlschema.XMLSchema:
 
 
 def test_junit_is_valid_and_reports_each_cell_and_check_as_ci_reporters_read_it(
-        demo_runs: dict[str, Path], junit_schema: xmlschema.XMLSchema, tmp_path: Path) -> None:  # noqa: F811
+        demo_runs: dict[str, Path], junit_schema: xmlschema.XMLSchema, tmp_path: Path) -> None:
     out = tmp_path / "junit.xml"
     result = CliRunner().invoke(main, ["report", "run-a", "--format", "junit", "-o", str(out),
                                        "--results-dir", str(demo_runs["results"])])
@@ -249,7 +248,7 @@ def test_the_deltas_plot_is_a_png_and_inline_svg_for_12_and_48_cells(tmp_path: P
     assert not png(hand_made({"run_id": "r", "cells": [{"id": "a", "status": "ok", "flags": []}]}), tmp_path / "none.png")
 
 
-def test_report_plot_writes_the_png_of_a_real_run_and_the_html_holds_it(demo_runs: dict[str, Path],  # noqa: F811
+def test_report_plot_writes_the_png_of_a_real_run_and_the_html_holds_it(demo_runs: dict[str, Path],
                                                                         tmp_path: Path) -> None:
     out, page = tmp_path / "deltas.png", tmp_path / "report.html"
     result = CliRunner().invoke(main, ["report", "run-a", "--format", "html", "-o", str(page), "--plot", str(out),
@@ -304,7 +303,7 @@ def test_compare_as_junit_has_a_testcase_per_check_and_per_cell_run(junit_schema
     assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (10, 1, 1, 3)
 
 
-def test_compare_of_real_runs_writes_valid_junit(demo_runs: dict[str, Path], junit_schema: xmlschema.XMLSchema,  # noqa: F811
+def test_compare_of_real_runs_writes_valid_junit(demo_runs: dict[str, Path], junit_schema: xmlschema.XMLSchema,
                                                  tmp_path: Path) -> None:
     out = tmp_path / "compare.xml"
     result = CliRunner().invoke(main, ["compare", "run-a", "run-b", "--format", "junit", "-o", str(out),

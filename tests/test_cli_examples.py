@@ -19,7 +19,6 @@ from click.testing import CliRunner
 
 from evalkit.cli import main
 from evalkit.errors import EXIT_INCONCLUSIVE
-from tests.test_report_cli import demo_runs  # noqa: F401 - the session's real demo runs
 
 NOT_RUN = {
     "evalkit matrix --resume latest": "resumes an interrupted run",
@@ -54,7 +53,7 @@ def test_every_command_has_examples() -> None:
 
 
 @pytest.fixture(scope="module")
-def workdir(demo_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+def workdir(demo_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder where the examples' inputs exist: `results/` holding copies of the real demo runs
     (made from copies of configs/demo.yaml under other names, so their run.json names it), one
     more copy under each run id an example names, the history of them all, and transcript.txt."""

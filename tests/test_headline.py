@@ -19,7 +19,6 @@ from evalkit.store import read_json
 from evalkit.verdict.deltas import summarize_run
 from evalkit.verdict.summary import RunSummary
 from tests.helpers.runs import CellSpec, write_run
-from tests.test_report_cli import demo_runs  # noqa: F401 - the session's real runs
 
 HEALTHY = {"tp8-fixon": CellSpec(), "tp8-fixoff": CellSpec(), "dp8-fixon": CellSpec(), "dp8-fixoff": CellSpec()}
 
@@ -71,7 +70,7 @@ def test_every_format_opens_with_the_headline(tmp_path: Path) -> None:
 
 
 def test_matrix_q_still_prints_the_report_the_results_folder_and_ends_with_the_headline(
-        demo_runs: dict[str, Path]) -> None:  # noqa: F811
+        demo_runs: dict[str, Path]) -> None:
     """Run A was made with `-q` (as a GitHub Actions step): no progress, but the rest of the output."""
     printed = [line for line in demo_runs["a_stdout"].read_text().splitlines() if not line.startswith("::")]
     line = headline(RunSummary.model_validate(read_json(demo_runs["a"] / "summary.json")))
@@ -82,7 +81,7 @@ def test_matrix_q_still_prints_the_report_the_results_folder_and_ends_with_the_h
 
 
 @pytest.mark.parametrize("fmt", ["terminal", "markdown"])
-def test_report_of_the_real_run_names_the_bug_cell_first(demo_runs: dict[str, Path], fmt: str) -> None:  # noqa: F811
+def test_report_of_the_real_run_names_the_bug_cell_first(demo_runs: dict[str, Path], fmt: str) -> None:
     summary = read_json(demo_runs["a"] / "summary.json")
     console = Console(file=io.StringIO(), width=120, record=True, color_system=None)
     text = render(summary, fmt, demo_runs["a"], console=console) or console.export_text()

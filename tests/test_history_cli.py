@@ -12,7 +12,6 @@ from evalkit.history.db import History
 from evalkit.store import write_json
 from evalkit.verdict.deltas import summarize
 from tests.helpers.runs import CellSpec, loop_text, write_run
-from tests.test_report_cli import demo_runs  # noqa: F401 - the session's real demo runs
 
 
 @pytest.fixture
@@ -58,7 +57,7 @@ def test_without_a_model_it_names_the_recorded_ones(three_runs: Path) -> None:
     assert unknown.exit_code == 2 and "no recorded cells for model 'nope'" in unknown.output
 
 
-def test_import_of_a_real_demo_run(demo_runs: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
+def test_import_of_a_real_demo_run(demo_runs: dict[str, Path], tmp_path: Path) -> None:
     db = tmp_path / "h.db"
     result = invoke("history", "--import", str(demo_runs["a"]), "--db", str(db), "--model", "demo-a")
     assert result.exit_code == 0, result.output

@@ -22,7 +22,6 @@ import pytest
 from evalkit.store import read_json, read_jsonl, write_jsonl
 from tests.helpers.cli import evalkit_cli
 from tests.test_render_html import Page
-from tests.test_report_cli import demo_runs  # noqa: F401  (the session's demo runs)
 
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +40,7 @@ def chromium(url: str, profile: Path, *extra: str) -> subprocess.CompletedProces
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory: pytest.TempPathFactory, demo_runs: dict[str, Path]) -> dict[str, Any]:  # noqa: F811
+def page(tmp_path_factory: pytest.TempPathFactory, demo_runs: dict[str, Path]) -> dict[str, Any]:
     """The demo run with a planted script, its HTML report, and the DOM Chromium dumped: a copy of
     the session's run A (test_report_cli.make_demo_runs), as the planting changes its files."""
     tmp = tmp_path_factory.mktemp("html-browser")

@@ -26,10 +26,7 @@ from evalkit.render.compare_table import compare_columns
 from evalkit.render.table import columns, flag_column
 from evalkit.store import read_json, read_jsonl
 from evalkit.verdict.summary import Flag
-from tests.conftest import demo_runs
 from tests.helpers.runs import gfm, tables
-
-__all__ = ["demo_runs"]  # until every module takes it from tests/conftest.py, where it lives
 
 
 def cli(*args: str) -> Any:

@@ -31,7 +31,6 @@ from evalkit.render.text import MAX_CELL_CHARS, truncate
 from evalkit.store import read_json
 from evalkit.verdict.deltas import summarize_run
 from evalkit.verdict.summary import RunSummary
-from tests.test_report_cli import demo_runs  # noqa: F401 - the session's real runs
 
 WIDTHS = (80, 100, 120, 160, 200)
 LOCAL_PATH = re.compile(r"(?<![\w.:/~…-])/(tmp|root|home|work|Users|usr|var|opt|srv)/")
@@ -50,7 +49,7 @@ def twelve(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunSummary]:
 
 
 @pytest.fixture(scope="module")
-def runs(twelve: tuple[Path, RunSummary], demo_runs: dict[str, Path]) -> list[tuple[Path, RunSummary]]:  # noqa: F811
+def runs(twelve: tuple[Path, RunSummary], demo_runs: dict[str, Path]) -> list[tuple[Path, RunSummary]]:
     demo = RunSummary.model_validate(read_json(demo_runs["a"] / "summary.json"))
     return [(demo_runs["a"], demo), twelve]
 
@@ -102,7 +101,7 @@ def test_the_wide_table_gives_up_columns_least_telling_first_and_a_broken_one_la
     assert "Δ flexible vs baseline" in gone[80] and "Δ flexible vs twin" not in gone[80]
 
 
-def test_a_piped_report_is_as_wide_as_columns_says(demo_runs: dict[str, Path]) -> None:  # noqa: F811
+def test_a_piped_report_is_as_wide_as_columns_says(demo_runs: dict[str, Path]) -> None:
     def lines(columns: str | None) -> list[str]:
         done = CliRunner().invoke(main, ["report", str(demo_runs["a"])], env={"COLUMNS": columns})  # stdout: a pipe
         assert done.exit_code == 0, done.output
@@ -138,14 +137,14 @@ def test_a_48_cell_pr_comment_stays_well_under_githubs_limit(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("fmt", ["markdown", "html", "junit", "csv", "headline"])
-def test_no_report_holds_an_absolute_local_path(demo_runs: dict[str, Path], fmt: str) -> None:  # noqa: F811
+def test_no_report_holds_an_absolute_local_path(demo_runs: dict[str, Path], fmt: str) -> None:
     summary = read_json(demo_runs["a"] / "summary.json")
     assert str(demo_runs["a"].parent) in " ".join(summary["command"])  # the run was made with --results-dir /tmp/...
     text = render(summary, fmt, demo_runs["a"]) or ""
     assert not LOCAL_PATH.search(text), LOCAL_PATH.search(text)
 
 
-def test_the_plot_is_drawn_for_a_pr_column(demo_runs: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
+def test_the_plot_is_drawn_for_a_pr_column(demo_runs: dict[str, Path], tmp_path: Path) -> None:
     summary = RunSummary.model_validate(read_json(demo_runs["a"] / "summary.json"))
     out = tmp_path / "deltas.png"
     assert png(summary, out)

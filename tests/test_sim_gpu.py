@@ -18,7 +18,7 @@ import pytest
 
 from evalkit.engine import EngineProcess, free_port
 from evalkit.sim.gpu import visible_devices
-from tests.conftest import checkout_env
+from tests.helpers.cli import checkout_env
 from tests.helpers.sim import run_sim
 
 WORKER_LINE = re.compile(r"sim-gpu: worker 0 pid (\d+) on device 0 uuid HOST-0 \(host memory\) holds 0.01 GiB")

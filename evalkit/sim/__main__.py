@@ -205,7 +205,7 @@ def _resolve_fix(args: argparse.Namespace) -> tuple[bool, str, str | None]:
 def configure(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str | None, AtomRequest]:
     """The server a command line asks for: its config, the fix module's file (if one decides the
     fix) and ATOM's view of the request. Separate from `main` so a test can build the same server
-    in its own process (`Simulator(config, ...).app`) from the same flags. A bad flag exits 2
+    in the test's own process (`Simulator(config, ...).app`) from the same flags. A bad flag exits 2
     (argparse); a bad combination raises SimConfigError."""
     args = build_parser().parse_args(argv)
     if args.sim_dialect == "atom" and args.served_model_name is not None:
