@@ -40,6 +40,11 @@ settings.register_profile("evalkit", deadline=None)
 settings.load_profile("evalkit")
 
 os.environ.setdefault(waits.ENV, "0")  # before any test, so every process a test starts inherits it
+# A test reads the same width whether it runs in pytest's process or in an xdist worker (whose
+# environment says COLUMNS=80): without a TTY, evalkit then prints PIPED_WIDTH wide unless the
+# test sets COLUMNS itself.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"

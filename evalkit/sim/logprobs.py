@@ -35,6 +35,7 @@ healthy cells and about 1.2 in the buggy cell, whose top-1 agrees at ~91% of pos
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -96,6 +97,7 @@ class Scorer:
         self.numerics_key = hash64(behaviour.seed, "numerics", cell.numerics)
         self.sigma = behaviour.logprob_bug_noise if cell.buggy else behaviour.logprob_noise
         self.flip_rate = BUG_FLIP_RATE if cell.buggy else 0.0
+        self._prefix = f"{behaviour.seed}\x1flogprobs\x1f"
 
     def score(self, tokens: Sequence[str], start: int, greedy_from: int, keep: int = CANDIDATES) -> list[Scored]:
         """Positions ``start`` to the end of ``tokens`` with their ``keep`` most likely candidates;
@@ -104,10 +106,7 @@ class Scorer:
         positions = range(start, len(tokens))
         if not positions:
             return []
-        keys = np.array(
-            [hash64(self.seed, "logprobs", tokens[i], *tokens[max(0, i - WINDOW) : i]) for i in positions],
-            dtype=np.uint64,
-        )
+        keys = np.array([self._key(tokens, i) for i in positions], dtype=np.uint64)
         greedy = np.array([i >= greedy_from for i in positions])
         soup = np.array([is_soup(tokens[i]) for i in positions])
         draws = _uniforms(keys, _BASE_DRAWS)
@@ -127,15 +126,24 @@ class Scorer:
         order = np.argsort(-logprobs, axis=1, kind="stable")
         ranks = (order == 0).argmax(axis=1) + 1
         pool_sizes = np.array([len(COMMON) + min(i, RECENT) for i in positions])[:, None]
+        if not keep:  # no candidate is shown: the text token's own logprob and rank
+            return [Scored(tokens[i], value, rank, ())
+                    for i, value, rank in zip(positions, logprobs[:, 0].tolist(), ranks.tolist(), strict=True)]
         picks = (draws[:, _POOL:] * pool_sizes).astype(np.int64).tolist()
+        shown, values, rank_list = order[:, :keep].tolist(), logprobs.tolist(), ranks.tolist()
         scored = []
         for row, i in enumerate(positions):
-            slots = order[row, :keep].tolist()
-            names = _candidates(tokens[i], tokens[max(0, i - RECENT) : i], picks[row], max(slots, default=0) + 1)
-            values = logprobs[row].tolist()
-            top = tuple((names[slot], values[slot]) for slot in slots)
-            scored.append(Scored(tokens[i], values[0], int(ranks[row]), top))
+            slots = shown[row]
+            names = _candidates(tokens[i], tokens[max(0, i - RECENT) : i], picks[row], max(slots) + 1)
+            top = tuple((names[slot], values[row][slot]) for slot in slots)
+            scored.append(Scored(tokens[i], values[row][0], rank_list[row], top))
         return scored
+
+    def _key(self, tokens: Sequence[str], i: int) -> int:
+        """Position ``i``'s key: ``hash64(seed, "logprobs", token, *the WINDOW tokens before it)``,
+        its bytes joined here from a prefix made once (the hot loop of a long request)."""
+        key = self._prefix + "\x1f".join((tokens[i], *tokens[max(0, i - WINDOW) : i]))
+        return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little")
 
     def _noise(self, keys: np.ndarray) -> np.ndarray:
         """This cell's numerics: Gaussian noise (Box-Muller) on every candidate's logit."""
