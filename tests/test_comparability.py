@@ -90,6 +90,7 @@ def test_a_flag_or_variable_set_on_one_side_only_is_named() -> None:
     assert differences(a, b) == ["engine argv: --max-num-seqs 256 vs 128",
                                  "engine argv: --enforce-eager in the second only",
                                  "env EVALKIT_X set in the second only"]
+    assert differences(a, b, sides=("A", "B"))[1:] == ["engine argv: --enforce-eager in B only", "env EVALKIT_X set in B only"]
 
 
 def test_flag_order_decides_nothing_but_values_do() -> None:

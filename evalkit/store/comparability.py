@@ -34,12 +34,13 @@ API:
   so no set-up, questions, build commit or devices beyond what the config says);
 * ``ComparabilityKey.digest``: a short stable string of the whole key (a database column), and
   ``digest_except(*fields)`` of all but some parts (a history series spans builds);
-* ``compare_keys(a, b) -> list[Difference]``: each difference with its part (``field``), what in it
+* ``compare_keys(a, b, sides) -> list[Difference]``: each difference with its part (``field``), what in it
   (``item``: a flag, a variable, an eval) and its words;
 * ``differences(a, b, *, allow=()) -> list[str]``: the words of those not allowed, where `allow`
   names what the comparison expects to differ: a part (``"build"``) or one item of it
   (``"argv --sim-fix"``, ``"env VLLM_X"``, ``"setup gsm8k"``), as `Difference.name` spells it;
-  ``comparable(a, b, allow=())`` is whether that list is empty.
+  ``comparable(a, b, allow=())`` is whether that list is empty; `sides` (default "the first",
+  "the second") name the two where a thing is on one side only (``set in B only``).
 
 A part unknown on either side is no difference: absence of a record is not evidence that two cells
 differ, and runs stored before the key existed compare as they did.
@@ -71,6 +72,8 @@ NEVER_DECIDES_ENV = re.compile(r"VISIBLE_DEVICES$")
 """Variables that only pick devices (which devices the key's `devices` says)."""
 HELD_SECRET = REDACTED
 """A secret as the key holds it: `***`, then `:` and a short hash when its value was known."""
+SIDES = ("the first", "the second")
+"""How a difference names a and b by default (a comparison names its own: `A`, a cell's id)."""
 SHOWN_VALUE = 48
 """Characters of a value shown in a difference's words."""
 
@@ -135,11 +138,13 @@ class Difference:
         return f"{self.field} {self.item}" if self.item else self.field
 
 
-def differences(a: ComparabilityKey, b: ComparabilityKey, *, allow: Iterable[str] = ()) -> list[str]:
+def differences(a: ComparabilityKey, b: ComparabilityKey, *, allow: Iterable[str] = (),
+                sides: tuple[str, str] = SIDES) -> list[str]:
     """What differs between two keys, in words, leaving out what `allow` names (a part, or a part
-    and item: see `Difference.name`); [] when the two may be compared."""
+    and item: see `Difference.name`); [] when the two may be compared. `sides` name a and b where
+    a thing is on one side only (``set in B only``)."""
     allowed = set(allow)
-    return [d.words for d in compare_keys(a, b) if d.field not in allowed and d.name not in allowed]
+    return [d.words for d in compare_keys(a, b, sides) if d.field not in allowed and d.name not in allowed]
 
 
 def comparable(a: ComparabilityKey, b: ComparabilityKey, *, allow: Iterable[str] = ()) -> bool:
@@ -147,7 +152,7 @@ def comparable(a: ComparabilityKey, b: ComparabilityKey, *, allow: Iterable[str]
     return not differences(a, b, allow=allow)
 
 
-def compare_keys(a: ComparabilityKey, b: ComparabilityKey) -> list[Difference]:
+def compare_keys(a: ComparabilityKey, b: ComparabilityKey, sides: tuple[str, str] = SIDES) -> list[Difference]:
     """Every difference between two keys, part by part in `FIELDS` order; a part unknown on
     either side is none."""
     out: list[Difference] = []
@@ -162,9 +167,9 @@ def compare_keys(a: ComparabilityKey, b: ComparabilityKey) -> list[Difference]:
     if a.engine is not None and b.engine is not None and a.engine != b.engine:
         out.append(Difference("engine", None, f"engine: {a.engine} vs {b.engine}"))
     if a.argv is not None and b.argv is not None:
-        out += _argv(a.argv, b.argv)
+        out += _argv(a.argv, b.argv, sides)
     if a.env is not None and b.env is not None:
-        out += _env(dict(a.env), dict(b.env))
+        out += _env(dict(a.env), dict(b.env), sides)
     out += _build(a, b)
     if a.devices is not None and b.devices is not None and a.devices != b.devices:
         out.append(Difference("devices", None, f"devices: {a.devices} vs {b.devices}"))
@@ -282,7 +287,7 @@ def _shown(values: Sequence[str] | str | None, absent: str) -> str:
     return text if len(text) <= SHOWN_VALUE else text[:SHOWN_VALUE - 1] + "…"
 
 
-def _argv(a: Sequence[str], b: Sequence[str]) -> list[Difference]:
+def _argv(a: Sequence[str], b: Sequence[str], sides: tuple[str, str]) -> list[Difference]:
     fa, fb = _flags(a), _flags(b)
     out = []
     for flag in dict.fromkeys([*fa, *fb]):
@@ -293,23 +298,23 @@ def _argv(a: Sequence[str], b: Sequence[str]) -> list[Difference]:
             words = f"engine argv: program {_shown(x, '(none)')} vs {_shown(y, '(none)')}"
         elif x is None or y is None:
             present = x if x is not None else y
-            side = "first" if x is not None else "second"
-            words = f"engine argv: {_shown([flag, *(present or [])], '')} in the {side} only"
+            side = sides[0] if x is not None else sides[1]
+            words = f"engine argv: {_shown([flag, *(present or [])], '')} in {side} only"
         else:
             words = f"engine argv: {flag} {_shown(x, '(no value)')} vs {_shown(y, '(no value)')}"
         out.append(Difference("argv", flag or "program", words))
     return out
 
 
-def _env(a: Mapping[str, str], b: Mapping[str, str]) -> list[Difference]:
+def _env(a: Mapping[str, str], b: Mapping[str, str], sides: tuple[str, str]) -> list[Difference]:
     out = []
     for name in sorted(set(a) | set(b)):
         x, y = a.get(name), b.get(name)
         if x == y or (x is not None and y is not None and _same_secret(x, y)):
             continue
         if x is None or y is None:
-            side = "first" if x is not None else "second"
-            words = f"env {name} set in the {side} only"
+            side = sides[0] if x is not None else sides[1]
+            words = f"env {name} set in {side} only"
         elif x.startswith(REDACTED) or y.startswith(REDACTED):
             words = f"env {name} differs (a secret: values not shown)"
         else:
