@@ -73,7 +73,8 @@ def format_validation_error(path: Path | str, error: ValidationError) -> str:
         message = found["msg"].removeprefix("Value error, ")
         if found["type"] == "extra_forbidden":
             message = "unknown key (not a field of this section)"
-        elif "input" in found and found["type"] not in ("missing", "model_type") and found["loc"]:
+        elif ("input" in found and found["type"] not in ("missing", "model_type") and found["loc"]
+              and not isinstance(found["input"], dict)):  # a section's own check names its fields itself
             shown = repr(found["input"])
             message += f" (got {shown})" if len(shown) <= SHOWN_INPUT else ""
         line = f"{path}: {message}" if where == "(top level)" and ": " in message else f"{path}: {where}: {message}"

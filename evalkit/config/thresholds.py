@@ -66,7 +66,9 @@ class Threshold(StrictModel):
     `min`/`max` bound a cell's own value; `max_drop_*`/`max_rise_*` bound its delta against the
     baseline cell or against its fix-on twin (`ab`), in absolute units (0.02 = 2 points);
     `equivalent_*` passes only when the paired difference is shown to lie inside +-margin (two
-    one-sided tests at `alpha`: the contract "must not move"). Every check is PASS, FAIL or
+    one-sided tests at `alpha`: the contract "must not move"). A `min`/`max` on a share is judged
+    against its sampling noise at `alpha` (0.05 unless set), or on the point estimate with
+    `gate: point`. Every check is PASS, FAIL or
     INCONCLUSIVE (verdict/checks.py): a tested delta that is not significant is INCONCLUSIVE when the
     smallest drop its test could see with probability `power` (its MDE) exceeds the margin
     times `inconclusive_factor`, or, for a detect-only check (`detects`), the change it exists to
@@ -91,6 +93,10 @@ class Threshold(StrictModel):
     detects: float | None = Field(None, gt=0, description="Detect-only: the change the check exists to catch (0.2 = "
                                   "20 points, at least the margin); not significant, it PASSES when its MDE is within it.")
     action: Literal["fail", "warn"] = "fail"
+    gate: Literal["noise", "point"] = Field(
+        "noise", description="`min`/`max` only: `noise` (default) FAILs a value beyond the limit by more than its "
+        "sampling noise at alpha (exact binomial from the cell's n), PASSes one inside by more, INCONCLUSIVE "
+        "between; `point` FAILs on the point estimate alone, as an engine CI's accuracy gate does (ATOM's catalog).")
     _spec: MetricSpec | None = PrivateAttr(None)
 
     @field_validator("metric")
@@ -112,6 +118,8 @@ class Threshold(StrictModel):
         self._fits_pairwise(set_checks[0], spec)
         self._fits_equivalence(set_checks[0], spec)
         self._fits_detects(set_checks[0])
+        self._fits_gate(set_checks[0])
+        self._fits_unit(set_checks[0], spec)
         self._spec = spec
         return self
 
@@ -132,6 +140,26 @@ class Threshold(StrictModel):
             raise ValueError(f"detects: only a max_drop_* or max_rise_* check with alpha can be detect-only (got {check})")
         if self.detects is not None and self.detects < getattr(self, check):
             raise ValueError(f"detects: {self.detects:g} is below the margin {check}: {getattr(self, check):g}")
+
+    def _fits_unit(self, check: str, spec: MetricSpec | None) -> None:
+        """A limit the metric can never reach, or a margin larger than any change it can make,
+        is a mistake a whole matrix of engine starts would only reveal as 12 FAILs (`min: 90` on a
+        share) or as a check that can never fail: bad input here, named in the metric's unit
+        (evals/units.py). A `min`/`max` must lie in the unit's range; a margin (`max_drop_*`,
+        `max_rise_*`, `equivalent_*`) and `detects` within the largest change it can make."""
+        if spec is None:
+            return
+        unit = spec.unit
+        why = unit.check(self.value) if ThresholdKind.of(check).own_value else unit.check_change(getattr(self, check))
+        if why is not None:
+            raise ValueError(f"{self.metric} {why}")
+        if self.detects is not None and (why := unit.check_change(self.detects)) is not None:
+            raise ValueError(f"detects: {self.metric} {why}")
+
+    def _fits_gate(self, check: str) -> None:
+        """`gate` says how a cell's own value is held to a limit; a delta is always tested."""
+        if self.gate == "point" and not ThresholdKind.of(check).own_value:
+            raise ValueError(f"gate: point applies to min and max only (got {check})")
 
     def _fits_pairwise(self, check: str, spec: MetricSpec | None) -> None:
         """A metric measured between two cells (PAIRWISE) has no value of its own and no p-value,

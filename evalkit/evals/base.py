@@ -44,6 +44,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict
 
 from evalkit import __version__
+from evalkit.evals.units import NUMBER, SHARE, Unit
 from evalkit.wire import Wire
 
 
@@ -137,6 +138,19 @@ class MetricSpec:
     noise_floor: Callable[[Mapping[str, Any]], float | None] | None = None
     """From the eval's raw cell metrics: the largest change re-running the same cell produced
     (PAIRED, PAIRWISE): a change within it breaks no threshold."""
+    unit: Unit = NUMBER
+    """What its values are, their range and how a change reads (evals/units.py): a threshold
+    outside the range is bad input at config load. PAIRED and COUNT metrics are shares by
+    construction: left at the default, `SHARE`; any other unit declared for them is an error."""
+
+    def __post_init__(self) -> None:
+        """A per-question mark or a k-of-n count is a share whatever the eval forgot to say; one
+        declared in tokens/s is a mistake in the eval, raised where it is defined."""
+        if self.comparison in (Comparison.PAIRED, Comparison.COUNT):
+            if self.unit is NUMBER:
+                object.__setattr__(self, "unit", SHARE)
+            elif self.unit != SHARE:
+                raise ValueError(f"{self.name}: a {self.comparison.value} metric is a share, not {self.unit.name}")
 
     @property
     def short(self) -> str:

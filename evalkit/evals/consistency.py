@@ -48,6 +48,7 @@ from evalkit.evals.base import (
 from evalkit.evals.detector import split_text
 from evalkit.evals.http_client import Bounded, Tries, pooled_client, with_retries
 from evalkit.evals.prompts import Prompt, load_prompt_set
+from evalkit.evals.units import TOKENS
 
 CONTEXT_CHARS = 120
 """Characters of the shared text before the parting place, and of each continuation after it,
@@ -162,7 +163,7 @@ SPECS = (
                event_field="disagree"),
     MetricSpec("consistency.diverge_at_median", Comparison.CONTINUOUS,
                MetricDisplay("median first divergence (token)", key="diverge_at", column="diverge at (median token)",
-                             delta_label="diverge at")),
+                             delta_label="diverge at"), unit=TOKENS),
 )
 """The eval's metrics (`Consistency.metrics_for` a config naming it). An earlier divergence is
 the worse one: a race parts copies within a few tokens."""

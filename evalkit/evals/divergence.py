@@ -58,6 +58,7 @@ from evalkit.evals.base import (
 )
 from evalkit.evals.http_client import Bounded, Tries, pooled_client, with_retries
 from evalkit.evals.prompts import Prompt, load_prompt_set
+from evalkit.evals.units import NATS, NATS_CHANGE, SHARE
 from evalkit.store.files import once_per_file_state, read_jsonl, write_jsonl
 
 
@@ -200,20 +201,21 @@ _FACTS = {"kl_mean": ("kl", "worst_kl"), "kl_p99": ("kl", "worst_kl"), "logprob_
 SPECS = (
     MetricSpec("divergence.kl_p99", Comparison.PAIRWISE,
                MetricDisplay("KL p99", key="kl_p99", delta_label="KL p99", details=Evidence.WORST),
-               higher_is_better=False, noise_floor=floor_of_repeats("kl_p99")),
+               higher_is_better=False, noise_floor=floor_of_repeats("kl_p99"), unit=NATS),
     MetricSpec("divergence.kl_mean", Comparison.PAIRWISE, MetricDisplay("KL mean", key="kl_mean"),
-               higher_is_better=False, noise_floor=floor_of_repeats("kl_mean")),
+               higher_is_better=False, noise_floor=floor_of_repeats("kl_mean"), unit=NATS),
     MetricSpec("divergence.top1_agreement", Comparison.PAIRWISE,
                MetricDisplay("top-1 agreement", key="top1", delta_label="top-1 agree"),
-               noise_floor=floor_of_repeats("top1_agreement")),
+               noise_floor=floor_of_repeats("top1_agreement"), unit=SHARE),
     MetricSpec("divergence.logprob_abs_mean", Comparison.PAIRWISE,
                MetricDisplay("mean |Δ logprob|", key="logprob_abs", details=Evidence.WORST),
-               higher_is_better=False, noise_floor=floor_of_repeats("logprob_abs_mean")),
+               higher_is_better=False, noise_floor=floor_of_repeats("logprob_abs_mean"), unit=NATS),
 )
 """The eval's metrics, all measured between two cells (`Divergence.metrics_for` a config naming it)."""
 GENERATIONS_SPEC = MetricSpec(
     "divergence.generation_nll_rise", Comparison.PAIRWISE,
-    MetricDisplay("generation NLL rise", key="gen_nll", delta_label="gen NLL rise"), higher_is_better=False)
+    MetricDisplay("generation NLL rise", key="gen_nll", delta_label="gen NLL rise"), higher_is_better=False,
+    unit=NATS_CHANGE)
 """With `generations`: nats per token by which a cell's long generations are less likely under the
 reference's model than the reference's own (evals/divergence_generations.py)."""
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, EvalDisplay, EvalSettings, MetricDisplay, MetricSpec
+from evalkit.evals.units import SECONDS, SHARE, TOKENS, TOKENS_PER_S
 
 FASTER = 1.5
 """tokens/s at least this many times the baseline's, with a significant rise in collapses: noted."""
@@ -79,16 +80,18 @@ class EngineFigures(Eval):
     settings_model = EngineFiguresSettings
     metrics = (
         MetricSpec("engine.tokens_per_s", Comparison.CONTINUOUS,
-                   MetricDisplay("output tokens/s", key="tokens/s", column="tokens/s", text=_per_second)),
+                   MetricDisplay("output tokens/s", key="tokens/s", column="tokens/s", text=_per_second),
+                   unit=TOKENS_PER_S),
         MetricSpec("engine.tpot_s", Comparison.CONTINUOUS,
-                   MetricDisplay("engine TPOT", key="TPOT", column="engine TPOT", text=_ms), higher_is_better=False),
+                   MetricDisplay("engine TPOT", key="TPOT", column="engine TPOT", text=_ms), higher_is_better=False,
+                   unit=SECONDS),
         MetricSpec("engine.spec_acceptance_rate", Comparison.CONTINUOUS,
                    MetricDisplay("spec decoding acceptance rate", key="spec_acceptance", column="spec accept",
-                                 column_when_measured=True)),
+                                 column_when_measured=True), unit=SHARE),
         MetricSpec("engine.spec_accepted_len", Comparison.CONTINUOUS,
-                   MetricDisplay("spec decoding mean accepted length", key="spec_accepted_len")),
+                   MetricDisplay("spec decoding mean accepted length", key="spec_accepted_len"), unit=TOKENS),
         MetricSpec("engine.generation_tokens", Comparison.NONE,
-                   MetricDisplay("engine generation tokens", key="generation_tokens")),
+                   MetricDisplay("engine generation tokens", key="generation_tokens"), unit=TOKENS),
     )
     display = EvalDisplay(title="engine", csv_fields=tuple(spec.name for spec in metrics))
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from evalkit.evals.base import Comparison, EvalContext, EvalResult, MetricDisplay, MetricSpec
+from evalkit.evals.units import SHARE
 from evalkit.store.files import write_jsonl
 
 SHORT = {"strict": "strict-match", "flexible": "flexible-extract"}
@@ -72,6 +73,6 @@ def _worst_text(flat: Mapping[str, Any]) -> str:
 WORST = MetricSpec(
     "gsm8k.flexible_worst", Comparison.CONTINUOUS,
     MetricDisplay("GSM8K flexible, worst repeat", key="flexible_worst", column="GSM8K worst repeat (spread: every run)",
-                  text=_worst_text))
+                  text=_worst_text), unit=SHARE)
 """With `repeats`: the lowest flexible accuracy of the cell's runs, which a `min` threshold gates
 (an intermittent failure lowers the worst run, not the first)."""

@@ -2,13 +2,14 @@
 
 `summarize` resolves the run's metrics once (its config's evals and its stored cells,
 `EvalSet.metrics`) and writes them under ``metrics``: name, comparison kind, direction and
-what the report shows (label, key, column, delta_label, pivot, details). Renderers, the history
-export and the checks read them back with `specs_of`, so a summary renders the same whatever
+what the report shows (label, key, column, delta_label, pivot, details), and its unit by name.
+Renderers, the history export and the checks read them back with `specs_of`, so a summary renders the same whatever
 config a process validated before. What JSON cannot hold, the value's display (`text`) and the
 repeat noise floor (`noise_floor`), comes back from the eval's own fixed spec of that name, in
 the run's `EvalSet`; a metric of an eval that set lacks (a plugin this process cannot import)
 keeps the rest: it is shown as recorded, its value plainly. A summary written before the field
-existed falls back to the set's fixed specs.
+existed falls back to the set's fixed specs; one recorded before units were, to the fixed spec's
+unit (NUMBER for an eval this process lacks; a PAIRED or COUNT metric is a share whatever).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, Evidence, MetricDisplay, MetricSpec
 from evalkit.evals.evalset import EvalSet
+from evalkit.evals.units import NUMBER, unit_named
 
 _CALLABLES = ("text", "noise_floor")
 """Fields a summary cannot hold: taken from the eval's fixed spec of the same name."""
@@ -32,6 +34,7 @@ def record(spec: MetricSpec) -> dict[str, Any]:
     but the callables; the kind as its word)."""
     out = {name: getattr(spec, name) for name in _CORE} | {name: getattr(spec.display, name) for name in _DISPLAY}
     out["comparison"] = spec.comparison.value
+    out["unit"] = spec.unit.name
     out["details"] = spec.display.details.value if spec.display.details is not None else None
     return out
 
@@ -55,6 +58,7 @@ def spec(recorded: Mapping[str, Any], evals: EvalSet) -> MetricSpec:
     display = MetricDisplay(**shown, text=fixed.display.text if fixed is not None else None)
     core = {k: v for k, v in recorded.items() if k in _CORE}
     core["comparison"] = Comparison(core["comparison"])
+    core["unit"] = unit_named(core["unit"]) if "unit" in core else (fixed.unit if fixed is not None else NUMBER)
     return MetricSpec(**core, display=display, noise_floor=fixed.noise_floor if fixed is not None else None)
 
 

@@ -44,6 +44,8 @@ class MetricRecord(Record):
     delta_label: str | None = None
     pivot: str | None = None
     details: str | None = None
+    unit: str | None = None
+    """Its unit's name (evals/units.py: "share", "tokens/s"); None: recorded before units were."""
 
 
 class Delta(Record):
