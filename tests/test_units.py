@@ -171,3 +171,16 @@ def test_a_unit_says_values_and_changes_in_the_metric_own_words() -> None:
     assert SECONDS.describe(0.0123) == "12.3 ms"
     assert SHARE.clamp(-0.693) == 0.0 and SHARE.clamp(1.2) == 1.0 and TOKENS_PER_S.clamp(-497567) == 0.0
     assert SHARE.describe(None) == "-" and SHARE.describe_change(None) == "-"
+
+
+def test_plan_says_each_threshold_in_its_metric_unit(tmp_path: Path) -> None:
+    """`plan` of a floor on a position in tokens says tokens and a divergence margin nats, not a bare
+    number a reader might take for points."""
+    config = tmp_path / "x.yaml"
+    config.write_text(yaml.safe_dump(_demo_with({"metric": "consistency.diverge_at_median", "min": 8})))
+    result = evalkit_cli("plan", "--config", str(config), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "#   consistency.diverge_at_median min 8: a bound on the cell's own value, 8.0 tokens" in lines
+    assert ("#   divergence.kl_p99 max_rise_ab 0.05: no test (a change beyond 0.0500 nats and the noise floor fails)"
+            in lines)

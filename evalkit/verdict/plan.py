@@ -101,11 +101,11 @@ def threshold_line(threshold: Threshold, n: int | None, noise: Noise, evals: Eva
     alpha, power, margin = threshold.alpha, threshold.power, threshold.value
     if threshold.kind.own_value:
         if spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
-            return f"{head}: a bound on the cell's own value"
+            return f"{head}: a bound on the cell's own value, {spec.unit.describe(margin)}"
         return (f"{head}: at n {n} a rerun moves a 0/1 score by up to {_pts(gate_room(n, alpha or 0.05))} "
                 f"(TensorRT-LLM's room, one-sided {alpha or 0.05:g}): a limit closer to the expected value flakes")
     if alpha is None or spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
-        return f"{head}: no test (a change beyond the margin and the noise floor fails)"
+        return f"{head}: no test (a change beyond {spec.unit.describe_change(margin, signed=False)} and the noise floor fails)"
     target = threshold.detects or margin  # a detect-only check is powered for the change it exists to catch
     if spec.comparison is Comparison.PAIRED:
         d = noise.discordance.get(threshold.metric, ASSUMED_DISCORDANCE)
