@@ -1,4 +1,4 @@
-"""The bisect step's sequential test (evalkit/bisect/sequential.py), as a specification.
+"""The bisect step's sequential test (evalkit/stats/sequential.py), as a specification.
 
 The demo bug (configs/demo.yaml on the simulator): the bad end loses 100 and gains 6 of the
 1319 GSM8K questions vs the good end and collapses 21 of 64 long generations (good end 0/64).
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from evalkit.bisect.sequential import Count, PairedCounts, StepTest, batch_schedule, simulate
+from evalkit.stats.sequential import Count, PairedCounts, StepTest, batch_schedule, simulate
 
 ALPHA = 0.01
 DEMO_BAD = PairedCounts(n=1319, lost=100, gained=6)

@@ -8,7 +8,7 @@ end as the reference (PASS, FAIL or INCONCLUSIVE with the MDE, the words of ever
 bisect the one reference is the good end), and `min` / `max` on each end's own value. The ends are as
 claimed when the bad end breaks a failing threshold, the good end breaks no `min`/`max` itself,
 both ran the same eval setup, and the bad end's effect is one a step can be tested against: it
-becomes the alternative hypothesis of every step's sequential test (evalkit/bisect/sequential.py).
+becomes the alternative hypothesis of every step's sequential test (evalkit/stats/sequential.py).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.bisect.sequential import Count, PairedCounts, StepTest
 from evalkit.config import MatrixConfig
 from evalkit.config.thresholds import ThresholdKind
 from evalkit.evals import recorded
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.evals.capabilities import Subsets
+from evalkit.stats.sequential import Count, PairedCounts, StepTest
 from evalkit.store.records import CellRecord
 from evalkit.verdict import checks
 from evalkit.verdict.deltas import check_threshold, deltas_between, flat_metrics, unmeasured

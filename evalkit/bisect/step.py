@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evalkit.bisect.ends import Ends, label
-from evalkit.bisect.sequential import Count, Judgement, PairedCounts, batch_schedule
 from evalkit.errors import ConfigError, Interrupted
 from evalkit.evals import evalset
 from evalkit.evals.base import Eval, EvalResult, MetricSpec, Server
@@ -39,6 +38,7 @@ from evalkit.evals.capabilities import Subsets
 from evalkit.evals.evalset import EvalSet, eval_name, spec_named
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.parts import CellPart, EvalRun, Step
+from evalkit.stats.sequential import Count, Judgement, PairedCounts, batch_schedule
 from evalkit.store import read_json, read_jsonl, write_jsonl
 from evalkit.store.records import CellRecord
 from evalkit.verdict.deltas import deltas_between, flat_metrics, marks, question_order

@@ -1,7 +1,8 @@
 """The statistics evalkit's verdicts rest on, pure functions of counts with no evalkit imports:
 `tests` (Wilson and Newcombe intervals, McNemar exact on paired questions, Fisher exact on counts,
 equivalence, noise floors), `power` (the smallest effect a test can see at n, and the n a margin
-needs), `multiplicity` (Holm and Benjamini-Hochberg across the cells a threshold is checked on).
+needs), `multiplicity` (Holm and Benjamini-Hochberg across the cells a threshold is checked on),
+`sequential` (a bisect step's anytime-valid test, decided after every batch).
 
 A new statistic goes in the module of its kind here; the judging step (evalkit/verdict/) decides
 what to do with it.
