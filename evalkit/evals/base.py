@@ -44,7 +44,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict
 
 from evalkit import __version__
-from evalkit.evals.units import NUMBER, SHARE, Unit
+from evalkit.evals.unit_kinds import NUMBER, SHARE, Unit
 from evalkit.wire import Wire
 
 
