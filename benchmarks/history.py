@@ -22,7 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evalkit.history.db import History, m001_initial, migrate  # noqa: E402
+from evalkit.history.db import History  # noqa: E402
+from evalkit.history.schema import m001_initial, migrate  # noqa: E402
 
 RUNS, CELLS = 1000, 12
 METRICS = ("gsm8k.strict", "gsm8k.flexible", "gsm8k.n", "gsm8k.strict_stderr", "gsm8k.flexible_stderr",

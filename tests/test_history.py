@@ -5,6 +5,7 @@ Speed is measured by benchmarks/history.py, not asserted here: a loaded machine 
 
 from __future__ import annotations
 
+import json
 import io
 import sqlite3
 from collections.abc import Iterator, Mapping
@@ -18,16 +19,14 @@ from evalkit.errors import ConfigError
 from evalkit.evals import registry
 from evalkit.evals.base import Comparison, Eval, EvalSettings, MetricDisplay, MetricSpec
 from evalkit.history.db import (
-    MIGRATIONS,
     History,
     Point,
     by_cell,
     cell_recorder,
-    m001_initial,
-    migrate,
     parse_since,
     record_finished_run,
 )
+from evalkit.history.schema import MIGRATIONS, m001_initial, migrate
 from evalkit.render.trend import layout, panel_label, panels, trend_table
 from evalkit.verdict.deltas import flat_metrics
 from tests.helpers.runs import CellSpec, cell_record, loop_text, write_run
@@ -38,7 +37,9 @@ RUN_COLUMNS = ["run_id", "model", "config_name", "engine", "simulated", "status"
 CELL_COLUMNS = ["run_id", "cell_id", "axes", "status", "error", "source_repo", "source_ref", "source_sha",
                 "effective_mode", "started_at", "finished_at", "total_s", "timings", "gsm8k_strict",
                 "gsm8k_flexible", "gsm8k_n", "collapse_rate", "collapse_n", "collapsed", "metrics", "recorded_at",
-                "setups", "checks"]
+                "setups", "checks", "comparability"]
+MIGRATION_NAMES = ["m001_initial", "m002_cell_metrics", "m003_cell_setups", "m004_cell_checks", "m005_dashboard_points",
+                   "m006_cell_keys", "m007_accepted_levels"]
 CELL_METRIC_COLUMNS = ["run_id", "cell_id", "name", "value"]
 
 
@@ -117,14 +118,13 @@ def words_eval() -> Iterator[Words]:
 def test_schema_after_migrations(tmp_path: Path) -> None:
     with History(tmp_path / "h.db") as store:
         db = store.db
-        assert [name for (name,) in db.execute("SELECT name FROM _migrations")] == ["m001_initial", "m002_cell_metrics",
-                                                                                  "m003_cell_setups", "m004_cell_checks",
-                                                                                  "m005_dashboard_points"]
+        assert [name for (name,) in db.execute("SELECT name FROM _migrations")] == MIGRATION_NAMES
         assert columns(db, "runs") == RUN_COLUMNS
         assert columns(db, "dashboard_points") == ["source", "suite", "name", "commit_sha", "date", "value", "unit",
                                                    "bigger_is_better", "run_url", "floor", "extra"]
         assert columns(db, "cells") == CELL_COLUMNS
         assert columns(db, "cell_metrics") == CELL_METRIC_COLUMNS
+        assert columns(db, "accepted_levels") == ["series", "from_commit", "why", "accepted_at"]
         indexes = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")}
         assert indexes == {"runs_by_model", "runs_by_config", "cells_by_cell", "cell_metrics_by_name"}
 
@@ -181,10 +181,13 @@ def test_nothing_from_the_environment_is_stored(tmp_path: Path) -> None:
     run_path, _ = write_run(tmp_path / "results", "r1", {"tp8-fixon": CellSpec(source_sha="c" * 40)})
     with History(tmp_path / "h.db") as store:
         assert store.import_run(run_path, flat) == 1
+        (key,) = store.db.execute("SELECT comparability FROM cells").fetchone()
     dump = "\n".join(sqlite3.connect(tmp_path / "h.db").iterdump())
     for secret in ("sk-launch-secret", "env-value-not-for-history", "HF_TOKEN", "sk-cmd-secret", "hunter2"):
         assert secret not in dump
     assert "https://github.com/ROCm/ATOM.git" in dump and "c" * 40 in dump
+    stored = json.loads(key)  # the comparability key is kept, its launch's argv and env as hashes only
+    assert stored["argv"][0].startswith("sha256:") and stored["env"][0][0] == "sha256" and stored["model"] == "sim/test-model"
 
 
 def test_import_of_a_stored_run_records_its_metrics(tmp_path: Path) -> None:
@@ -289,9 +292,7 @@ def test_opening_an_m001_database_adds_cell_metrics_from_its_metrics_json(tmp_pa
         applied = [name for (name,) in store.db.execute("SELECT name FROM _migrations ORDER BY rowid")]
         rows = sorted(store.db.execute("SELECT cell_id, name, value FROM cell_metrics"))
         points = {p.cell_id: p.metrics for p in store.trend("m")}
-    assert applied == ["m001_initial", "m002_cell_metrics",
-                                                                                  "m003_cell_setups", "m004_cell_checks",
-                                                                                  "m005_dashboard_points"]
+    assert applied == MIGRATION_NAMES
     assert rows == [("ok", "gsm8k.flexible", 0.9), ("ok", "gsm8k.n", 20.0), ("ok", "repetition.collapsed", 1.0),
                     ("ok", "x.flag", 1.0)]
     assert points == {"ok": {"gsm8k.flexible": 0.9, "gsm8k.n": 20, "repetition.collapsed": 1, "x.flag": 1},

@@ -20,8 +20,9 @@ from click.testing import CliRunner
 from evalkit.cli import main
 from evalkit.history.db import History
 from evalkit.history.imports import import_dashboard
-from evalkit.history.judge import INSUFFICIENT, INTERMITTENT, OK, REGRESSION, SHIFT, Judge
-from evalkit.history.noise import diffs, robust_sd
+from evalkit.history.judge import Judge
+from evalkit.history.verdicts import INSUFFICIENT, INTERMITTENT, OK, REGRESSION, SHIFT
+from evalkit.stats.noise import diffs, excess_sd
 from evalkit.history.series import ACCURACY, Series, SeriesPoint, split_name
 from evalkit.store import write_json
 from tests.helpers.runs import CellSpec, summary_of, write_run
@@ -77,20 +78,25 @@ def test_a_commit_both_healthy_and_failing_is_intermittent() -> None:
     assert newest([*history, healthy, low(healthy, 6)])[0] == INTERMITTENT
 
 
-def test_a_lasting_drop_over_commits_is_a_shift_naming_its_first_commit() -> None:
+def test_a_fall_that_stays_down_stays_a_regression_since_its_first_commit() -> None:
+    """A 4-point fall over three commits is no new normal: each night is judged against the healthy
+    level it fell from, and says since which commit and at what level."""
     history = seeded("a")
     dropped = [SeriesPoint(f"bad{k}", f"2026-04-0{k}", 0.90 + k / 1000, f"bad-{k}") for k in range(3)]
     points = [*history, *dropped]
-    verdict, first = newest(points)
-    assert verdict == SHIFT and first is not None and points[first].commit == "bad0"
-    assert newest([*history, *dropped[:1]])[0] == REGRESSION  # its first night cannot tell yet
+    judge = judged(points)
+    verdict, _, first = judge.classify(0, len(points) - 1)
+    assert verdict == REGRESSION and first is not None and points[first].commit == "bad0"
+    (series,) = judge.judge(only=[0])
+    assert series.newest is not None and "since bad0, 3 nights, level 0.901 vs healthy 0.93" in series.newest.why
+    assert newest([*history, *dropped[:1]])[0] == REGRESSION
 
 
 def test_the_noise_is_read_past_the_regressions_in_the_history() -> None:
     clean = seeded("a", nights=120)
     broken = [low(p, 8) if i % 20 == 3 else p for i, p in enumerate(clean)]  # one night in 20, 8 points low
-    clean_sd = robust_sd(diffs([(p.commit, p.value) for p in clean]).across_commits)
-    broken_sd = robust_sd(diffs([(p.commit, p.value) for p in broken]).across_commits)
+    clean_sd = excess_sd(diffs([(p.commit, p.value, 0.0) for p in clean]).across_commits)
+    broken_sd = excess_sd(diffs([(p.commit, p.value, 0.0) for p in broken]).across_commits)
     assert clean_sd is not None and broken_sd is not None
     assert abs(clean_sd - (0.002 ** 2 + 0.004 ** 2) ** 0.5) < 0.0015
     assert broken_sd < clean_sd * 1.25
@@ -131,14 +137,19 @@ def atom_json(atom_db: Path) -> tuple[int, dict[str, Any]]:
     return result.exit_code, json.loads(result.output)
 
 
-def test_judge_json_is_the_issue_39_format(atom_json: tuple[int, dict[str, Any]]) -> None:
+def test_judge_json_is_the_issue_39_format_with_units_runs_and_what_was_left_out(
+        atom_json: tuple[int, dict[str, Any]]) -> None:
+    """Issue 39's JSON, and issue 47's additions: each series' unit and its noise's (points for a
+    share), how many more nights an insufficient series needs, its accepted level, each point's run."""
     _, out = atom_json
-    assert list(out) == ["series"] and len(out["series"]) == 103
+    assert list(out) == ["series", "left_out"] and len(out["series"]) == 103 and out["left_out"] == []
     for series in out["series"]:
-        assert list(series) == ["name", "n", "noise", "floor", "floor_false_alarm_rate", "suggested_floor", "points"]
-        assert list(series["noise"]) == ["same_commit", "across_commits"]
-        assert [list(p) for p in series["points"]] == [["commit", "date", "value", "verdict", "why"]]
-        assert len(series["points"][0]["commit"]) == 40
+        assert list(series) == ["name", "n", "unit", "noise", "floor", "floor_false_alarm_rate", "suggested_floor",
+                                "needed", "accepted", "points"]
+        assert list(series["noise"]) == ["unit", "same_commit", "across_commits", "binomial"]
+        assert series["noise"]["unit"] == "points" and series["unit"] in ("share", "%")
+        assert [list(p) for p in series["points"]] == [["commit", "date", "run", "value", "verdict", "why"]]
+        assert len(series["points"][0]["commit"]) == 40 and series["points"][0]["run"]
 
 
 def test_the_dspark_night_reads_its_acceptance_and_its_controls(atom_json: tuple[int, dict[str, Any]]) -> None:

@@ -5,9 +5,8 @@ worse". It is a cache of the run folders, never the source of truth: `import_run
 run's rows from its folder, and writing the same cell twice replaces it (upsert), so the run's
 per-cell hook and a later backfill agree.
 
-The schema upgrades itself when the store is opened, the simonw/llm way: each migration is a
-named function `mNNN_what(db)`, applied once, in order, and recorded in `_migrations`. Never
-edit a released migration; append a new one.
+The schema upgrades itself when the store is opened (history/schema.py: named migrations, the
+simonw/llm way).
 
 What is stored: run and cell identity (ids, axes, model, engine, engine source repo/ref/SHA),
 status, timings, timestamps and the flat metrics of every registered eval: all of them as JSON
@@ -38,145 +37,14 @@ from typing import Any
 
 from evalkit.errors import ConfigError
 from evalkit.evals.base import SETUP_KEY
-from evalkit.history.imports import m005_dashboard_points
+from evalkit.history.keys import stored_key
+from evalkit.history.schema import migrate, now
 from evalkit.redact import redact_argv, strip_userinfo
 from evalkit.store import read_json
 
 DB_NAME = "history.db"
 BUSY_TIMEOUT_MS = 30_000
 """Two matrices finishing cells at once wait for each other instead of failing."""
-
-Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: list[Migration] = []
-
-
-def migration(fn: Migration) -> Migration:
-    """Register a migration; its function name is its identity in `_migrations`."""
-    MIGRATIONS.append(fn)
-    return fn
-
-
-@migration
-def m001_initial(db: sqlite3.Connection) -> None:
-    db.execute("""
-        CREATE TABLE runs (
-            run_id TEXT PRIMARY KEY,
-            model TEXT NOT NULL,
-            config_name TEXT,
-            engine TEXT NOT NULL,
-            simulated INTEGER NOT NULL DEFAULT 0,
-            status TEXT,
-            started_at TEXT,
-            finished_at TEXT,
-            limit_n INTEGER,
-            command TEXT,
-            evalkit_version TEXT,
-            evalkit_git_sha TEXT,
-            lm_eval_version TEXT,
-            hostname TEXT,
-            run_path TEXT,
-            recorded_at TEXT NOT NULL
-        )""")
-    db.execute("""
-        CREATE TABLE cells (
-            run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
-            cell_id TEXT NOT NULL,
-            axes TEXT NOT NULL,
-            status TEXT NOT NULL,
-            error TEXT,
-            source_repo TEXT,
-            source_ref TEXT,
-            source_sha TEXT,
-            effective_mode TEXT,
-            started_at TEXT,
-            finished_at TEXT,
-            total_s REAL,
-            timings TEXT,
-            gsm8k_strict REAL,
-            gsm8k_flexible REAL,
-            gsm8k_n INTEGER,
-            collapse_rate REAL,
-            collapse_n INTEGER,
-            collapsed INTEGER,
-            metrics TEXT NOT NULL,
-            recorded_at TEXT NOT NULL,
-            PRIMARY KEY (run_id, cell_id)
-        )""")
-    # The trend query filters runs by model (or config name) and time, then joins cells by run.
-    db.execute("CREATE INDEX runs_by_model ON runs (model, started_at)")
-    db.execute("CREATE INDEX runs_by_config ON runs (config_name, started_at)")
-    db.execute("CREATE INDEX cells_by_cell ON cells (cell_id, run_id)")
-
-
-@migration
-def m002_cell_metrics(db: sqlite3.Connection) -> None:
-    """One row per numeric flat metric of a cell, so any eval's metric is a trend without a column.
-
-    The key is the clustered index (WITHOUT ROWID) of the trend query's join from a cell to its
-    metrics; `cell_metrics_by_name` serves one metric of one cell over time (`WHERE name = ?
-    AND cell_id = ?`). Backfilled from `cells.metrics`, which has held every flat metric since
-    m001. The numeric rule is written out here, not shared, so this migration never changes:
-    numbers and booleans (as 1/0) that are finite; lists (`_ci95`), strings and nulls are not rows.
-    """
-    db.execute("""
-        CREATE TABLE cell_metrics (
-            run_id TEXT NOT NULL,
-            cell_id TEXT NOT NULL,
-            name TEXT NOT NULL,
-            value REAL NOT NULL,
-            PRIMARY KEY (run_id, cell_id, name),
-            FOREIGN KEY (run_id, cell_id) REFERENCES cells (run_id, cell_id) ON DELETE CASCADE
-        ) WITHOUT ROWID""")
-    db.execute("CREATE INDEX cell_metrics_by_name ON cell_metrics (name, cell_id)")
-    rows = []
-    for run_id, cell_id, text in db.execute("SELECT run_id, cell_id, metrics FROM cells"):
-        try:
-            metrics = json.loads(text)
-        except (TypeError, ValueError):
-            continue  # not written by evalkit; the row keeps its JSON, the trend shows "-"
-        rows += [(run_id, cell_id, name, float(value)) for name, value in (metrics or {}).items()
-                 if isinstance(value, (int, float)) and math.isfinite(value)]
-    db.executemany("INSERT INTO cell_metrics (run_id, cell_id, name, value) VALUES (?, ?, ?, ?)", rows)
-
-
-@migration
-def m003_cell_setups(db: sqlite3.Connection) -> None:
-    """Each cell's eval setup fingerprints ({eval: hash}), so a trend can say where the setup
-    changed instead of showing a delta between unlike scores. Backfilled as NULL: cells recorded
-    before fingerprints existed compare as before."""
-    db.execute("ALTER TABLE cells ADD COLUMN setups TEXT")
-
-
-@migration
-def m004_cell_checks(db: sqlite3.Connection) -> None:
-    """Each cell's threshold checks as its run's summary.json holds them (verdict/checks.py: PASS, FAIL or
-    INCONCLUSIVE with the MDE), so a trend says each run's verdict in the report's words. NULL
-    before, and while the run has no summary yet (cells are recorded as they finish)."""
-    db.execute("ALTER TABLE cells ADD COLUMN checks TEXT")
-
-
-migration(m005_dashboard_points)  # history/imports.py: dashboards evalkit did not write
-
-
-def migrate(db: sqlite3.Connection, migrations: Iterable[Migration] = MIGRATIONS) -> list[str]:
-    """Apply the migrations not yet recorded, each in its own transaction; returns their names."""
-    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    db.commit()
-    done = {name for (name,) in db.execute("SELECT name FROM _migrations")}
-    applied = []
-    for fn in migrations:
-        if fn.__name__ in done:
-            continue
-        with db:
-            fn(db)
-            db.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (fn.__name__, _now()))
-        applied.append(fn.__name__)
-    return applied
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
 
 def default_db_path(results_dir: Path) -> Path:
     return results_dir / DB_NAME
@@ -200,6 +68,8 @@ class Point:
     """Each eval's setup fingerprint ({"hash", "fields"}) as the cell recorded it ({} before m003)."""
     checks: list[dict[str, Any]] | None = field(default=None, hash=False)
     """The cell's threshold checks in its run's summary (None: not recorded, see m004)."""
+    key: str | None = field(default=None, hash=False)
+    """The cell's comparability key as stored (history/keys.py; None: recorded before m006)."""
 
     @property
     def when(self) -> datetime | None:
@@ -219,7 +89,7 @@ def _run_row(run: dict[str, Any]) -> dict[str, Any]:
         "command": json.dumps(redact_argv(run["command"])) if run.get("command") else None,
         "evalkit_version": run.get("evalkit_version"), "evalkit_git_sha": run.get("evalkit_git_sha"),
         "lm_eval_version": run.get("lm_eval_version"), "hostname": (run.get("host") or {}).get("hostname"),
-        "run_path": run.get("run_path"), "recorded_at": _now(),
+        "run_path": run.get("run_path"), "recorded_at": now(),
     }
 
 
@@ -237,23 +107,25 @@ def numeric(metrics: dict[str, Any]) -> dict[str, float]:
             if isinstance(value, (int, float)) and math.isfinite(value)}
 
 
-def _cell_row(run_id: str, record: dict[str, Any], metrics: dict[str, Any],
+def _cell_row(run: dict[str, Any], record: dict[str, Any], metrics: dict[str, Any],
               checks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The columns of one cell; only the fields named here leave cell.json (no launch, no env)."""
+    """The columns of one cell; only the fields named here leave cell.json (no launch, no env: the
+    comparability key holds the launch's arguments and environment as hashes)."""
     source = record.get("source") or {}
     timings = record.get("timings") or {}
     return {
-        "run_id": run_id, "cell_id": record["id"], "axes": json.dumps(record.get("axes", {})),
+        "run_id": run["run_id"], "cell_id": record["id"], "axes": json.dumps(record.get("axes", {})),
         "status": record.get("status") or "?", "error": (record.get("error") or {}).get("message"),
         "source_repo": strip_userinfo(source["repo"]) if source.get("repo") else None,
         "source_ref": source.get("ref"), "source_sha": source.get("sha"),
         "effective_mode": record.get("effective_mode"), "started_at": record.get("started_at"),
         "finished_at": record.get("finished_at"), "total_s": timings.get("total_s"), "timings": json.dumps(timings),
         **{column: metrics.get(name) for column, name in LEGACY_COLUMNS.items()},
-        "metrics": json.dumps(metrics, allow_nan=False, default=str), "recorded_at": _now(),
+        "metrics": json.dumps(metrics, allow_nan=False, default=str), "recorded_at": now(),
         "setups": json.dumps({name: raw[SETUP_KEY] for name, raw in (record.get("metrics") or {}).items()
                               if isinstance(raw, dict) and raw.get(SETUP_KEY)}, default=str),
         "checks": None if checks is None else json.dumps(checks, default=str),
+        "comparability": stored_key(run, record),
     }
 
 
@@ -268,11 +140,12 @@ Flatten = Callable[[dict[str, Any]], dict[str, Any]]
 the verdicts, never imports them."""
 
 
-def _write_cell(db: sqlite3.Connection, run_id: str, record: dict[str, Any], metrics: dict[str, Any],
+def _write_cell(db: sqlite3.Connection, run: dict[str, Any], record: dict[str, Any], metrics: dict[str, Any],
                 checks: list[dict[str, Any]] | None = None) -> None:
     """The cell's row and its metric rows (`metrics`: its flat metrics); a rewrite replaces both (a
     metric the new record lacks is gone, not left over from the old one)."""
-    _upsert(db, "cells", _cell_row(run_id, record, metrics, checks))
+    run_id = run["run_id"]
+    _upsert(db, "cells", _cell_row(run, record, metrics, checks))
     # With foreign keys on, the REPLACE above already cascaded; SQL clients without them did not.
     db.execute("DELETE FROM cell_metrics WHERE run_id = ? AND cell_id = ?", (run_id, record["id"]))
     db.executemany("INSERT INTO cell_metrics (run_id, cell_id, name, value) VALUES (?, ?, ?, ?)",
@@ -337,7 +210,7 @@ class History:
         """Write one finished cell (and its run) with its flat metrics; writing it again replaces it."""
         with self.db:
             self._write_run(run_info)
-            _write_cell(self.db, run_info["run_id"], cell_record, metrics)
+            _write_cell(self.db, run_info, cell_record, metrics)
 
     def import_run(self, run_path: Path, flat: Flatten) -> int:
         """Backfill a stored run folder, each cell's metrics as `flat` finds them; returns the
@@ -352,7 +225,7 @@ class History:
                 path = run_path / cell_id / "cell.json"
                 if path.is_file():
                     record = read_json(path)
-                    _write_cell(self.db, run["run_id"], record, flat(record), checks.get(cell_id))
+                    _write_cell(self.db, run, record, flat(record), checks.get(cell_id))
                     count += 1
         return count
 
@@ -371,18 +244,18 @@ class History:
         # One row per (cell, metric), a cell's rows adjacent: the order key is unique per cell.
         sql = f"""
             SELECT c.run_id, c.cell_id, r.started_at, r.model, r.engine, c.status, c.source_sha, c.setups,
-                   c.checks, m.name, m.value
+                   c.checks, c.comparability, m.name, m.value
             FROM runs r JOIN cells c ON c.run_id = r.run_id
                  LEFT JOIN cell_metrics m ON m.run_id = c.run_id AND m.cell_id = c.cell_id
             WHERE {' AND '.join(where)}
             ORDER BY r.started_at, r.run_id, c.rowid, m.name"""
         points: list[Point] = []
-        for run_id, cell_id, started, run_model, engine, status, sha, setups, checks, name, value in self.db.execute(
+        for run_id, cell_id, started, run_model, engine, status, sha, setups, checks, key, name, value in self.db.execute(
                 sql, params):
             if not points or (points[-1].run_id, points[-1].cell_id) != (run_id, cell_id):
                 points.append(Point(run_id, cell_id, started, run_model, engine, status, sha,
                                     setups=json.loads(setups) if setups else {},
-                                    checks=json.loads(checks) if checks else None))
+                                    checks=json.loads(checks) if checks else None, key=key))
             if name is not None:
                 points[-1].metrics[name] = value
         return points

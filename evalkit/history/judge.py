@@ -1,166 +1,168 @@
 """Each night judged against its own series: ok, regression, intermittent, shift or insufficient.
 
-A point is judged against the points before it (and the re-runs of its own commit): their level
-is the median of the last `WINDOW` of them, so a past failure does not drag it; its noise is the
-series' across-commit spread (history/noise.py, robust to the breaks in the data, pooled with its
-neighbours while short, never below the binomial error where the questions are known). Below
-`level - z * sd` it is not ok. `z` holds the false-alarm rate: `rate` is what a healthy nightly
-pays as a whole (`DEFAULT_FALSE_ALARM_RATE`, one-sided), split over its series (Sidak: each pays
-1 - (1 - rate)^(1/N)), read as a t quantile that widens while the history is short
-(noise.quantile); the level's own uncertainty widens sd a little (a median of w points has sd
-~ 1.25 sd / sqrt(w)). That boundary is the suggested floor (`Reference.floor`), so `evalkit
-calibrate --from-history` and this judgement never disagree.
+The points of a series are judged in time order, each against the points before it
+(history/reference.py): its level is the median of the last `WINDOW` *healthy* points (those not
+judged broken), so a series that falls and stays down is judged against the level it fell from,
+night after night, until it recovers or a person accepts the new level (history/accept.py): the
+judge never re-baselines itself. Its noise is the series' excess spread across commits, read from
+every earlier point (stats/noise.py: robust to the breaks, each point's own binomial error taken
+out, pooled with the typical spread of its kind while short), plus the night's own binomial error;
+only points measured on at least a quarter as many questions count (`precise`), so a 5-question
+run never moves the level or the noise a 1,319-question night is judged with. `z` holds the
+false-alarm rate: `rate` is what a healthy nightly pays as a whole, split over its series (Sidak:
+1 - (1 - rate)^(1/N)), and within a series between the single night (`1 - SCAN_SHARE` of it) and
+the shift scan (`SCAN_SHARE`, split over its windows).
 
-A point below it is, in this order:
-* `intermittent` when another run of its commit is above it: the same code both healthy and
-  failing (a race, a bad node, a bug one run in four shows);
-* `shift` when it ends a run of at least `SHIFT_POINTS` low points over two or more commits (each
-  below `level - LOW_Z * sd`): a lasting level change, the first commit of the run named for
-  `evalkit bisect --good <the commit before> --bad <it>`;
-* `regression` otherwise.
-Fewer than `MIN_HISTORY` earlier points: `insufficient`. A shift the series keeps for `WINDOW / 2`
-nights becomes its level: the nightly stops alarming on a change the team accepted (or missed).
+A night below its floor is, in this order:
+* `intermittent` when another run of its commit is above it: the same code both healthy and failing;
+* `regression` otherwise; after the first night of a fall it says since which commit, how many
+  nights, and the level they hold against the healthy one.
+A night within its floor is a `shift` when it is below the level and the mean of the last 3, 5, 8
+or 13 nights (none of them a regression of its own) is below the level by more than that mean's
+noise allows: a lasting change too small for one night, named at its first commit (the start
+that makes the drop clearest) for `evalkit bisect`. Else `ok`.
 
-The priors that short series lean on are the typical spreads of every series' whole history: with
-`--all` a point's noise may borrow a little from its neighbours' later nights (its own series'
-noise and level never look ahead).
+A series with fewer than `MIN_HISTORY` healthy points, or whose floor cannot act, is judged against
+its siblings (the other configurations of the same model in the same run) where it has
+`MIN_SIBLINGS`; else it is `insufficient`, with the number of earlier points still needed.
 
 Related metrics are read together (`related`): an accuracy drop beside a collapse of the same
-configuration's speculative acceptance in the same run, or beside other configurations of the
-same model (controls) that held in that run, says which part broke.
-
-The gate audit (`audit`) holds each series' floor (a config's `min`, ATOM's `Threshold:`)
-against the same model: how often it failed healthy nights, the smallest drop it catches with
-`POWER`, and the floor the chosen false-alarm rate suggests.
+configuration's speculative acceptance in the same run, or beside other configurations of the same
+model (controls) that held in that run, says which part broke.
 """
 
 from __future__ import annotations
 
-import math
+import bisect
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from functools import cached_property
-from statistics import NormalDist
-from typing import Any
 
-from evalkit.history.noise import Diffs, Noise, binomial_sd, diffs, estimate, judged_sd, prior, quantile, tail
-from evalkit.history.series import ACCEPTANCE, ACCURACY, Series, SeriesPoint
-from evalkit.stats.power import POWER
+from evalkit.history.accept import Acceptance, acceptances
+from evalkit.history.audit import gate_audit
+from evalkit.history.db import History
+from evalkit.history.reference import (
+    ACCEPTED,
+    HISTORY,
+    MEDIAN_VARIANCE,
+    SIBLINGS,
+    WINDOW,
+    Reference,
+    Shortfall,
+    can_act,
+    points_needed,
+    sibling_reference,
+)
+from evalkit.history.series import ACCEPTANCE, ACCURACY, Series, SeriesPoint, all_series
+from evalkit.history.verdicts import (
+    BROKEN,
+    INSUFFICIENT,
+    INTERMITTENT,
+    OK,
+    REGRESSION,
+    SHIFT,
+    Judged,
+    Judgement,
+    State,
+)
+from evalkit.history.words import fmt, why
+from evalkit.stats.noise import (
+    Diffs,
+    Noise,
+    Windows,
+    binomial_var,
+    estimate,
+    excess_sd,
+    judged_sd,
+    prior,
+    quantile,
+    satterthwaite,
+)
 
 DEFAULT_FALSE_ALARM_RATE = 0.01
 MIN_HISTORY = 5
-WINDOW = 20
-"""Earlier points whose median is the level."""
 NOISE_WINDOW = 100
 """Earlier points a point's noise is read from (noise moves with the fleet and the code)."""
-SHIFT_POINTS = 3
-LOW_Z = NormalDist().inv_cdf(0.9)
-"""A member of a shift's low run is below level - 1.28 sd (a healthy point is, one night in ten)."""
-OK, REGRESSION, INTERMITTENT, SHIFT, INSUFFICIENT = "ok", "regression", "intermittent", "shift", "insufficient"
-BROKEN = (REGRESSION, INTERMITTENT, SHIFT)
-
-
-@dataclass(frozen=True)
-class Reference:
-    """What the next point of a series is judged against."""
-
-    level: float
-    sd: float
-    window: int
-    rate: float
-    z: float
-    """The one-sided limit in sds (noise.quantile: a t quantile, wider for a short history)."""
-    dof: float
-    """The t distribution's degrees of freedom behind `z`."""
-
-    @property
-    def spread(self) -> float:
-        """sd of (point - level): the point's noise and the median's uncertainty."""
-        spread: float = self.sd * (1 + 1.57 / self.window) ** 0.5  # float ** float is Any to mypy
-        return spread
-
-    def floor(self, bigger: bool) -> float:
-        """The value a healthy point passes with probability 1 - rate: the suggested floor."""
-        return self.level - self.z * self.spread if bigger else self.level + self.z * self.spread
-
-    def score(self, value: float, bigger: bool) -> float:
-        """Standardized distance from the level, negative when worse (infinite off a level that never moved)."""
-        diff = (value - self.level) * (1 if bigger else -1)
-        if not self.spread:
-            return 0.0 if not diff else math.copysign(math.inf, diff)
-        return diff / self.spread
-
-
-@dataclass(frozen=True)
-class Judgement:
-    point: SeriesPoint
-    verdict: str
-    why: str
-    reference: Reference | None = None
-    first_bad: str | None = None
-    """A shift's first commit (what `evalkit bisect --bad` takes)."""
-
-
-@dataclass
-class Judged:
-    """One series with its noise, its judged points (the newest, or every one) and its gate."""
-
-    series: Series
-    noise: Noise
-    reference: Reference | None
-    """What the next night will be judged against (None: too few points)."""
-    judgements: list[Judgement] = field(default_factory=list)
-    audit: GateAudit | None = None
-
-    @property
-    def newest(self) -> Judgement | None:
-        return self.judgements[-1] if self.judgements else None
-
-
-@dataclass(frozen=True)
-class GateAudit:
-    floor: float
-    healthy: int
-    fired: int
-    """Healthy points below the floor."""
-    modelled_rate: float | None
-    smallest_drop: float | None
-    """Points (the series' scale) below the level at which the floor fails a run with `POWER`."""
-    suggested: float | None
-    notes: tuple[str, ...]
-
-    @property
-    def realized_rate(self) -> float | None:
-        return self.fired / self.healthy if self.healthy else None
+MIN_SIBLINGS = 2
+SCAN_WINDOWS = (3, 5, 8, 13)
+"""The last nights whose mean the shift scan tests."""
+SCAN_SHARE = 0.25
+"""The share of a series' false-alarm rate the shift scan spends."""
+PRECISION = 4
+"""A point counts for another's reference when measured on at least 1/PRECISION as many questions."""
 
 
 class Judge:
-    """Every series of a history, judged: `judge(all_points)` -> one `Judged` per series."""
+    """Every series of a history, judged: `judge()` -> one `Judged` per series."""
 
-    def __init__(self, series: Sequence[Series], rate: float = DEFAULT_FALSE_ALARM_RATE) -> None:
+    def __init__(self, series: Sequence[Series], rate: float = DEFAULT_FALSE_ALARM_RATE,
+                 accepted: Iterable[Acceptance] = ()) -> None:
         self.series = list(series)
         self.nightly_rate = rate
         self.rate = 1 - (1 - rate) ** (1 / max(1, len(self.series)))
         """Per series and night: `rate` split over the series (Sidak), so a healthy nightly as a whole alarms at `rate`."""
-        self._cache: dict[tuple[int, int], tuple[str, Reference | None, int | None]] = {}
+        self.point_rate = self.rate * (1 - SCAN_SHARE)
+        self.scan_rate = self.rate * SCAN_SHARE / len(SCAN_WINDOWS)
+        self.accepted: dict[str, list[Acceptance]] = {}
+        for a in accepted:
+            self.accepted.setdefault(a.series, []).append(a)
+        self._states: dict[int, list[State]] = {}
+        self._window_cache: dict[tuple[int, int | None], tuple[list[int], Windows]] = {}
+        self._healthy: dict[int, list[bool]] = {}
 
-    @cached_property
-    def priors(self) -> dict[tuple[str, str, float], tuple[float | None, float | None]]:
-        """The typical (same-commit, across-commit) sd of each (kind, unit, scale) of series, from
-        their whole histories (history/noise.py)."""
-        groups: dict[tuple[str, str, float], list[Diffs]] = {}
-        for s in self.series:
-            groups.setdefault(self._kind(s), []).append(diffs([(p.commit, p.value) for p in s.points]))
-        return {key: (prior(many, same=True), prior(many, same=False)) for key, many in groups.items()}
-
-    def noise(self, s: Series, points: Sequence[SeriesPoint]) -> Noise:
-        """`points`' spreads, pooled with the prior of the series' kind."""
-        return estimate(diffs([(p.commit, p.value) for p in points]), *self.priors[self._kind(s)])
+    # -- noise --------------------------------------------------------------------------------
 
     @staticmethod
-    def _kind(s: Series) -> tuple[str, str, float]:
-        return s.kind, s.unit, s.scale
+    def _kind(s: Series) -> tuple[str, str]:
+        return s.kind, s.measure.name
+
+    def _windows(self, si: int, n: int | None) -> tuple[list[int], Windows]:
+        """The points of series `si` precise enough to judge a point of n questions by (their
+        indices), and their differences (cached per n: a keyed series has one)."""
+        key = (si, n)
+        if key not in self._window_cache:
+            s = self.series[si]
+            kept = [i for i, p in enumerate(s.points) if not n or not p.n or p.n * PRECISION >= n]
+            self._window_cache[key] = kept, Windows([(s.points[i].commit, s.points[i].value, s.points[i].n)
+                                                     for i in kept])
+        return self._window_cache[key]
+
+    @cached_property
+    def priors(self) -> dict[tuple[str, str], tuple[float | None, float | None]]:
+        """The typical (same-commit, across-commit) excess spread of each kind of series, from their
+        whole histories."""
+        groups: dict[tuple[str, str], list[Diffs]] = {}
+        for si, s in enumerate(self.series):
+            if s.points:
+                _, windows = self._windows(si, None)
+                level = statistics.median(p.value for p in s.points)
+                groups.setdefault(self._kind(s), []).append(windows.diffs(0, len(s.points), level))
+        return {key: (prior(many, same=True), prior(many, same=False)) for key, many in groups.items()}
+
+    @cached_property
+    def sibling_priors(self) -> dict[tuple[str, str], float | None]:
+        """The typical spread between the configurations of one model in one run, by kind: each
+        point's deviation from its run's median, over every run with three or more (stats/noise's way)."""
+        devs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+        for members in self._by_run.values():
+            groups: dict[tuple[str, str, tuple[str, str]], list[SeriesPoint]] = {}
+            for si, pi in members:
+                s = self.series[si]
+                groups.setdefault((s.group, s.metric, self._kind(s)), []).append(s.points[pi])
+            for (_, _, kind), points in groups.items():
+                if len(points) >= 3:
+                    level = statistics.median(p.value for p in points)
+                    d, v = devs.setdefault(kind, ([], []))
+                    d += [p.value - level for p in points]
+                    v += [binomial_var(level, p.n) for p in points]
+        return {kind: excess_sd(d, v, multiplier=1.0) if len(d) >= 8 else None for kind, (d, v) in devs.items()}
+
+    def noise(self, si: int, pi: int, n: int | None, level: float) -> Noise:
+        """The excess spreads of the last NOISE_WINDOW points before point `pi` of series `si` precise
+        enough for a point of n questions, pooled with the prior of the series' kind."""
+        kept, windows = self._windows(si, n)
+        lo, hi = bisect.bisect_left(kept, pi - NOISE_WINDOW), bisect.bisect_left(kept, pi)
+        return estimate(windows.diffs(lo, hi, level), *self.priors[self._kind(self.series[si])])
 
     @cached_property
     def _by_run(self) -> dict[str, list[tuple[int, int]]]:
@@ -171,79 +173,199 @@ class Judge:
                 out.setdefault(p.run, []).append((si, pi))
         return out
 
-    def reference(self, s: Series, before: Sequence[SeriesPoint]) -> Reference | None:
-        """The level and sd a point after `before` is judged with (None: fewer than MIN_HISTORY)."""
-        if len(before) < MIN_HISTORY:
-            return None
-        recent = before[-WINDOW:]
+    # -- references ---------------------------------------------------------------------------
+
+    def _epoch(self, s: Series, pi: int) -> tuple[int, Acceptance | None]:
+        """The first point of the level point `pi` is judged in, and the acceptance that began it."""
+        start, found = 0, None
+        for a in self.accepted.get(s.name, []):
+            first = next((i for i, p in enumerate(s.points) if p.commit == a.commit), None)
+            if first is not None and first <= pi and first >= start:
+                start, found = first, a
+        return start, found
+
+    def _reference(self, si: int, pi: int, healthy: Sequence[bool]) -> Reference | Shortfall:
+        """Point `pi`'s own reference (`pi` = len(points): the next night's), or why it has none."""
+        s = self.series[si]
+        n = s.points[pi].n if pi < len(s.points) else s.points[-1].n if s.points else None
+        epoch, acceptance = self._epoch(s, min(pi, len(s.points) - 1))
+
+        kept = self._windows(si, n)[0]
+        recent = []
+        for i in reversed(kept[bisect.bisect_left(kept, epoch):bisect.bisect_left(kept, pi)]):
+            if healthy[i]:
+                recent.append(s.points[i])
+                if len(recent) == WINDOW:
+                    break
+        least = MIN_HISTORY if acceptance is None else 1
+        if len(recent) < least:
+            return Shortfall(f"{len(recent)} earlier healthy points; {least} needed to know the series' level",
+                             least - len(recent))
         level = statistics.median(p.value for p in recent)
-        noisy = before[-NOISE_WINDOW:]
-        n = next((p.n for p in reversed(recent) if p.n), None)
-        noise = self.noise(s, noisy)
-        sd = judged_sd(noise, binomial_sd(level, n))
-        return None if sd is None else Reference(level, sd, len(recent), self.rate, quantile(self.rate, dof := round(noise.dof, 1)), dof)
+        noise = self.noise(si, pi, n, level)
+        variance = binomial_var(level, n)
+        sd = judged_sd(noise, variance)
+        if sd is None:
+            return Shortfall("no noise known: one commit so far, no kind of series like it, no number of questions",
+                             None)
+        tau = noise.across_commits or 0.0
+        dof = satterthwaite(tau, noise.dof, variance)
+        ref = Reference(level, sd, len(recent), self.point_rate, quantile(self.point_rate, round(dof, 1)), dof,
+                        tau, variance ** 0.5, HISTORY if acceptance is None else ACCEPTED)
+        reason = can_act(ref, s.bigger_is_better, s.measure)
+        if reason is None:
+            return ref
+        own_dof = noise.dof
+        return Shortfall(reason, points_needed(ref, s.bigger_is_better, s.measure, own_dof))
+
+    def _siblings(self, si: int, pi: int) -> Reference | None:
+        """A young night's reference from the other configurations of its model in its run (None: too few,
+        or their floor cannot act)."""
+        s, point = self.series[si], self.series[si].points[pi]
+        values = []
+        for ti, tpi in self._by_run.get(point.run, []):
+            t = self.series[ti]
+            if ti != si and t.group == s.group and t.metric == s.metric and t.configuration != s.configuration \
+                    and self._kind(t) == self._kind(s):
+                values.append(t.points[tpi])
+        if len(values) < MIN_SIBLINGS:
+            return None
+        level = statistics.median(p.value for p in values)
+        ref = sibling_reference([(p.value, binomial_var(level, p.n)) for p in values],
+                                self.sibling_priors.get(self._kind(s)), binomial_var(level, point.n), self.point_rate)
+        return ref if ref is not None and can_act(ref, s.bigger_is_better, s.measure) is None else None
+
+    # -- verdicts -----------------------------------------------------------------------------
+
+    def states(self, si: int) -> list[State]:
+        """Every point of series `si` as judged on its night, in order (cached)."""
+        if si not in self._states:
+            self._judge_series(si)
+        return self._states[si]
 
     def classify(self, si: int, pi: int) -> tuple[str, Reference | None, int | None]:
-        """(verdict, reference, a shift's first point) of point `pi` of series `si`, cached."""
-        key = (si, pi)
-        if key not in self._cache:
-            self._cache[key] = self._classify(self.series[si], pi)
-        return self._cache[key]
+        """(verdict, reference, first point of its broken episode) of point `pi` of series `si`."""
+        state = self.states(si)[pi]
+        return state.verdict, state.reference, state.first
 
-    def _classify(self, s: Series, pi: int) -> tuple[str, Reference | None, int | None]:
-        ref = self.reference(s, s.points[:pi])
-        if ref is None:
-            return INSUFFICIENT, None, None
+    def _judge_series(self, si: int) -> None:
+        s = self.series[si]
+        states: list[State] = []
+        healthy: list[bool] = []
+        self._states[si], self._healthy[si] = states, healthy
+        for pi, point in enumerate(s.points):
+            epoch, acceptance = self._epoch(s, pi)
+            if acceptance is not None and pi == epoch:
+                states.append(State(OK, acceptance=acceptance))
+                healthy.append(True)
+                continue
+            own = self._reference(si, pi, healthy)
+            if isinstance(own, Shortfall):
+                sibling = self._siblings(si, pi)
+                if sibling is None:
+                    states.append(State(INSUFFICIENT, shortfall=own, acceptance=acceptance))
+                    healthy.append(True)
+                else:
+                    low = sibling.score(point.value, s.bigger_is_better) < -sibling.z
+                    states.append(State(REGRESSION if low else OK, sibling, pi if low else None, own, acceptance))
+                    healthy.append(not low)
+                continue
+            states.append(self._verdict(si, pi, own, epoch, acceptance))
+            healthy.append(states[-1].verdict not in BROKEN)
+
+    def _verdict(self, si: int, pi: int, ref: Reference, epoch: int, acceptance: Acceptance | None) -> State:
+        s, healthy = self.series[si], self._healthy[si]
         point, bigger = s.points[pi], s.bigger_is_better
-        if ref.score(point.value, bigger) >= -ref.z:
-            return OK, ref, None
-        reruns = [p for i, p in enumerate(s.points) if p.commit == point.commit and i != pi]
-        if any(ref.score(p.value, bigger) >= -ref.z for p in reruns):
-            return INTERMITTENT, ref, None
-        low = pi
-        while low > 0 and ref.score(s.points[low - 1].value, bigger) < -LOW_Z:
-            low -= 1
-        run = s.points[low:pi + 1]
-        if len(run) >= SHIFT_POINTS and len({p.commit for p in run}) >= 2:
-            return SHIFT, ref, low
-        return REGRESSION, ref, None
+        episode = pi
+        while episode > epoch and not healthy[episode - 1]:
+            episode -= 1
+        if ref.score(point.value, bigger) < -ref.z:
+            reruns = [p for i, p in enumerate(s.points) if p.commit == point.commit and i != pi]
+            if any(ref.score(p.value, bigger) >= -ref.z for p in reruns):
+                return State(INTERMITTENT, ref, pi, acceptance=acceptance)
+            return State(REGRESSION, ref, episode, acceptance=acceptance)
+        start = self._shift(si, pi, ref, epoch) if ref.score(point.value, bigger) < 0 else None
+        if start is None:
+            return State(OK, ref, acceptance=acceptance)
+        first = min(start, episode)
+        for i in range(first, pi):
+            healthy[i] = False
+        return State(SHIFT, ref, first, acceptance=acceptance)
 
-    def judge(self, every: bool = False, only: Iterable[int] | None = None) -> list[Judged]:
-        """Every series (`only`: those at these indices) with its newest point judged (`every`: each of its points)."""
-        out = []
-        for si in range(len(self.series)) if only is None else only:
-            s = self.series[si]
-            indices = range(len(s.points)) if every else range(len(s.points) - 1, len(s.points))
-            judgements = [self._judgement(si, pi) for pi in indices]
-            out.append(Judged(s, self.noise(s, s.points[-NOISE_WINDOW:]),
-                              self.reference(s, s.points), judgements, self.audit(si)))
+    def _scanned(self, si: int, pi: int, epoch: int) -> list[int]:
+        """The nights the shift scan reads back from `pi`: those after the epoch's first MIN_HISTORY
+        that were not a regression or an intermittent failure of their own, newest first."""
+        states = self._states[si]
+        out = [pi]
+        for i in range(pi - 1, epoch + MIN_HISTORY - 1, -1):
+            if len(out) == SCAN_WINDOWS[-1]:
+                break
+            ref = states[i].reference
+            if states[i].verdict not in (REGRESSION, INTERMITTENT) and ref is not None and ref.basis != SIBLINGS:
+                out.append(i)
         return out
 
-    def _judgement(self, si: int, pi: int) -> Judgement:
-        s = self.series[si]
-        verdict, ref, first = self.classify(si, pi)
-        return Judgement(s.points[pi], verdict, self._why(si, pi, verdict, ref, first), ref,
-                         None if first is None else s.points[first].commit)
+    def _window_score(self, si: int, window: Sequence[int], ref: Reference) -> float:
+        """The mean of `window`'s nights against the level its oldest night was judged with, in sds of that mean."""
+        s, states = self.series[si], self._states[si]
+        base = states[window[-1]].reference if window[-1] < len(states) else None
+        base = base or ref
+        k = len(window)
+        values = [s.points[i].value for i in window]
+        per_commit: dict[str, int] = {}
+        for i in window:
+            per_commit[s.points[i].commit] = per_commit.get(s.points[i].commit, 0) + 1
+        var = (ref.tau ** 2 * sum(m * m for m in per_commit.values()) + k * ref.binomial ** 2) / k ** 2
+        var += base.sd ** 2 * MEDIAN_VARIANCE / base.window
+        if var <= 0:
+            return 0.0
+        sign = 1 if s.bigger_is_better else -1
+        return sign * (statistics.fmean(values) - base.level) / var ** 0.5
 
-    def _why(self, si: int, pi: int, verdict: str, ref: Reference | None, first: int | None) -> str:
-        s, point = self.series[si], self.series[si].points[pi]
-        if ref is None:
-            if pi < MIN_HISTORY:
-                return f"{pi} earlier points; {MIN_HISTORY} needed to know the series' level and noise"
-            return "no noise known: one commit so far, no kind of series like it, no number of questions"
-        pts = s.scale
-        where = (f"{_fmt(point.value)} vs level {_fmt(ref.level)} (median of the last {ref.window}), "
-                 f"{(point.value - ref.level) * pts:+.1f} points, noise {ref.spread * pts:.2f} points, "
-                 f"floor {_fmt(ref.floor(s.bigger_is_better))} (z {ref.z:.2f})")
-        if verdict == OK:
-            return where
-        reruns = [p for i, p in enumerate(s.points) if p.commit == point.commit and i != pi]
-        words = {REGRESSION: f"below what the noise allows: {where}",
-                 INTERMITTENT: (f"the same commit also ran healthy ({', '.join(_fmt(p.value) for p in reruns)}): "
-                                f"{where}"),
-                 SHIFT: (f"a lasting level change over the last {pi + 1 - (first or 0)} points, first seen at commit "
-                         f"{s.points[first or 0].commit} (bisect between it and the commit before): {where}")}
-        return "; ".join([words[verdict], *self.related(si, pi, verdict)])
+    def _shift(self, si: int, pi: int, ref: Reference, epoch: int) -> int | None:
+        """The first point of a lasting shift that `pi` ends (None: the scan sees none)."""
+        scanned = self._scanned(si, pi, epoch)
+        z = quantile(self.scan_rate, round(ref.dof, 1))
+        if not any(len(scanned) >= k and self._window_score(si, scanned[:k], ref) < -z for k in SCAN_WINDOWS):
+            return None
+        scores = [(self._window_score(si, scanned[:k], ref), scanned[k - 1]) for k in range(2, len(scanned) + 1)]
+        return min(scores)[1]
+
+    # -- the judged series ---------------------------------------------------------------------
+
+    def judge(self, every: bool = False, only: Iterable[int] | None = None) -> list[Judged]:
+        """Every series not replaced by a later key (`only`: those at these indices) with its newest
+        point judged (`every`: each of its points)."""
+        out = []
+        chosen = [i for i, s in enumerate(self.series) if s.replaced is None] if only is None else only
+        for si in chosen:
+            s = self.series[si]
+            states = self.states(si)
+            indices = range(len(s.points)) if every else range(len(s.points) - 1, len(s.points))
+            judgements = [self._judgement(si, pi) for pi in indices]
+            nxt = self._reference(si, len(s.points), self._healthy[si])
+            level = nxt.level if isinstance(nxt, Reference) else None
+            newest = s.points[-1]
+            ref = nxt if isinstance(nxt, Reference) else None
+            newest_level = level if level is not None else statistics.median(p.value for p in s.points[-WINDOW:])
+            out.append(Judged(s, self.noise(si, len(s.points), s.points[-1].n, newest_level), ref, judgements,
+                              gate_audit(s, states, ref), nxt if isinstance(nxt, Shortfall) else None,
+                              states[-1].acceptance if states else None,
+                              binomial_var(level if level is not None else newest.value, newest.n) ** 0.5))
+        return out
+
+    def healthy(self, si: int) -> list[bool]:
+        """Whether each point of series `si` counts as healthy for the nights after it."""
+        self.states(si)
+        return self._healthy[si]
+
+    def _judgement(self, si: int, pi: int) -> Judgement:
+        s, state = self.series[si], self.states(si)[pi]
+        first = None if state.first is None or state.verdict == INTERMITTENT else s.points[state.first].commit
+        related = self.related(si, pi, state.verdict) if state.verdict in BROKEN and state.reference is not None \
+            and state.reference.basis != SIBLINGS else []
+        return Judgement(s.points[pi], state.verdict, why(s, pi, state, related), state.reference, first,
+                         state.shortfall.needed if state.shortfall and state.verdict == INSUFFICIENT else None)
 
     def related(self, si: int, pi: int, verdict: str) -> list[str]:
         """What the same run says beside a failing point: its acceptance, and its controls (whether
@@ -254,74 +376,30 @@ class Judge:
             for ti, tpi in self._by_run.get(run, []):
                 t = self.series[ti]
                 if t.kind == ACCEPTANCE and t.configuration == s.configuration:
-                    verdict, ref, _ = self.classify(ti, tpi)
-                    was = f" (level {_fmt(ref.level)})" if ref else ""
-                    fell = "collapsed" if verdict in BROKEN else "held"
-                    said.append(f"speculative acceptance {fell} in the same run: {_fmt(t.points[tpi].value)}{was}")
-        controls = [(self.series[ci], self.series[ci].points[cpi], self.classify(ci, cpi)[0])
+                    other, ref, _ = self.classify(ti, tpi)
+                    was = f" (level {fmt(ref.level)})" if ref else ""
+                    fell = "collapsed" if other in BROKEN else "held"
+                    said.append(f"speculative acceptance {fell} in the same run: {fmt(t.points[tpi].value)}{was}")
+        controls = [(self.series[ci], self.series[ci].points[cpi], self.states(ci)[cpi], cpi)
                     for ci, cpi in self._by_run.get(run, [])
                     if ci != si and self.series[ci].group == s.group and self.series[ci].metric == s.metric
                     and self.series[ci].configuration != s.configuration]
-        held = [(c, p) for c, p, v in controls if v == OK]
+        held = [(c, p) for c, p, state, _ in controls if state.verdict == OK]
+        fallen = [cpi for _, _, state, cpi in controls if state.verdict in (REGRESSION, INTERMITTENT) and state.first == cpi]
         if held:
-            named = ", ".join(f"{c.configuration} {_fmt(p.value)}" for c, p in held[:3])
+            named = ", ".join(f"{c.configuration} {fmt(p.value)}" for c, p in held[:3])
             said.append(f"{len(held)} of {len(controls)} other configurations of {s.group} held in the same run "
                         f"({named}{', ...' if len(held) > 3 else ''})")
-        elif verdict != SHIFT and controls and all(v in (REGRESSION, INTERMITTENT) for _, _, v in controls):
-            said.append(f"every other configuration of {s.group} in the same run fell too: the run, not the configuration")
+        elif self.states(si)[pi].first == pi and controls and len(fallen) == len(controls):
+            said.append(f"every other configuration of {s.group} fell in the same run too: the run, not the configuration")
         return said
 
-    def audit(self, si: int) -> GateAudit | None:
-        """The series' floor against its noise (None: no floor)."""
-        s = self.series[si]
-        floor = s.floor
-        if floor is None:
-            return None
-        bigger, pts = s.bigger_is_better, s.scale
-        ref = self.reference(s, s.points)
-        healthy = [p for pi, p in enumerate(s.points) if self.classify(si, pi)[0] not in BROKEN]
-        fired = sum((p.value < floor) if bigger else (p.value > floor) for p in healthy)
-        if ref is None:
-            return GateAudit(floor, len(healthy), fired, None, None, None, ("too few points to judge the floor",))
-        sign = 1 if bigger else -1
-        modelled = tail(ref.score(floor, bigger), ref.dof)  # the distribution `suggested` comes from
-        drop = max(0.0, sign * (ref.level - floor) + NormalDist().inv_cdf(POWER) * ref.spread) * pts
-        suggested = ref.floor(bigger)
-        notes = []
-        if sign * (floor - ref.level) >= 0:
-            notes.append(f"above the median {_fmt(ref.level)} of the last {ref.window} nights: fails most healthy nights")
-        elif sign * (floor - suggested) > 0:
-            notes.append(f"within the noise: a healthy night fails it {modelled * 100:.2g}% of the time "
-                         f"({ref.rate * 100:.2g}% allowed)")
-        return GateAudit(floor, len(healthy), fired, modelled, drop, suggested, tuple(notes))
+
+def judge_history(store: History, rate: float = DEFAULT_FALSE_ALARM_RATE) -> Judge:
+    """Every series of the history at `store` with the levels people accepted there, ready to judge
+    (`evalkit history judge`, `audit`, `calibrate --from-history`)."""
+    return Judge(all_series(store), rate, acceptances(store.db))
 
 
-def _fmt(value: float) -> str:
-    return f"{value:.4g}"
-
-
-def regressed(judged: Sequence[Judged]) -> list[Judged]:
-    """The series whose newest point is not ok (what makes `evalkit history judge` exit 1)."""
-    return [j for j in judged if j.newest is not None and j.newest.verdict in BROKEN]
-
-
-def to_json(judged: Sequence[Judged]) -> dict[str, list[dict[str, Any]]]:
-    """The issue-39 JSON: noise in points, floors and values in the series' units, commits in full."""
-    out = []
-    for j in judged:
-        pts = j.series.scale
-        audit = j.audit
-        out.append({
-            "name": j.series.name, "n": len(j.series.points),
-            "noise": {"same_commit": _points(j.noise.same_commit, pts), "across_commits": _points(j.noise.across_commits, pts)},
-            "floor": j.series.floor,
-            "floor_false_alarm_rate": audit.realized_rate if audit else None,
-            "suggested_floor": round(j.reference.floor(j.series.bigger_is_better), 6) if j.reference else None,
-            "points": [{"commit": None if jd.point.commit.startswith("run:") else jd.point.commit, "date": jd.point.date,
-                        "value": jd.point.value, "verdict": jd.verdict, "why": jd.why} for jd in j.judgements],
-        })
-    return {"series": out}
-
-
-def _points(sd: float | None, scale: float) -> float | None:
-    return None if sd is None else round(sd * scale, 4)
+__all__ = ["BROKEN", "DEFAULT_FALSE_ALARM_RATE", "INSUFFICIENT", "INTERMITTENT", "OK", "REGRESSION", "SHIFT",
+           "Judge", "Judged", "Judgement", "judge_history"]
