@@ -73,7 +73,7 @@ def test_each_run_of_a_cell_says_its_checks_in_the_reports_words(tmp_path: Path)
     """The history keeps each cell's checks from its run's summary: the trend and the CSV say
     PASS, FAIL or INCONCLUSIVE per threshold (rules numbered in the table's caption)."""
     results = tmp_path / "results"
-    for day, right in ((1, 18), (2, 12)):  # 18 of 20: above min 0.8, not surely; 12 of 20: below, and 30 points down
+    for day, right in ((1, 18), (2, 10)):  # 18 of 20: above min 0.8, not surely; 10 of 20: surely below, 40 points down
         run, config = write_run(results, f"night-{day}", {"dp8-fixon": CellSpec(right=18), "dp8-fixoff": CellSpec(right=right)},
                                 started_at=f"2026-12-0{day}T02:00:00+00:00")
         write_json(run / "summary.json", summarize(run, config))

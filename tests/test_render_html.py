@@ -22,7 +22,7 @@ from evalkit.render import render, render_compare
 from evalkit.render.html import SCRIPT
 from evalkit.render.html_details import MAX_SAMPLE_CHARS, marked_excerpt, onset_split
 from evalkit.verdict.compare import compare_runs
-from tests.helpers.runs import HOSTILE, CellSpec, loop_text, summary_of, tables, write_run
+from tests.helpers.runs import HOSTILE, CellSpec, loop_text, rerun, summary_of, tables, write_run
 
 BIG_LOOP = "loop " * 200_000
 """A megabyte of one repeated word: must not reach the page whole."""
@@ -93,12 +93,13 @@ def md_plain(cell: str) -> tuple[str, str]:
 
 @pytest.fixture
 def run(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
-    """2 x 2: dp8-fixoff flips five questions (one answered with HOSTILE text, one with a megabyte
-    loop), collapses (a loop of HOSTILE-ish text) and fails; dp8-fixon errors with a hostile message."""
+    """2 x 2: dp8-fixoff flips ten questions (one answered with HOSTILE text, one with a megabyte
+    loop: 10 of 20 is shown below the min of 0.8), collapses (a loop of HOSTILE-ish text) and fails;
+    dp8-fixon errors with a hostile message."""
     healthy = CellSpec(long_texts=["fine prose"] * 2, source_sha="abc123")
     cells = {"tp8-fixon": healthy, "tp8-fixoff": healthy,
              "dp8-fixon": CellSpec(status="error", error=HOSTILE),
-             "dp8-fixoff": CellSpec(right=15, responses={16: HOSTILE, 17: BIG_LOOP}, source_sha="def456",
+             "dp8-fixoff": CellSpec(right=10, responses={16: HOSTILE, 17: BIG_LOOP}, source_sha="def456",
                                     long_texts=[loop_text("again <script>document.title='pwned'</script> "),
                                                 loop_text("ab ", prefix=HOSTILE), "fine prose"])}
     run_path, config = write_run(tmp_path / "results", "html-run", cells)
@@ -119,7 +120,7 @@ def test_pivots_and_matrix_show_the_markdown_texts_and_marks(run: tuple[Path, di
     assert [[text for text, _ in row] for row in checks[1:]] == [[md_plain(c)[0] for c in line] for line in md.bodies[-1]]
     matrix = page.table("matrix")
     fixoff = next(row for row in matrix if row[0][0] == "dp8-fixoff")
-    assert fixoff[0][1] == "fail" and "0.750" in fixoff[3][0] and fixoff[3][1] == "fail"
+    assert fixoff[0][1] == "fail" and "0.500" in fixoff[3][0] and fixoff[3][1] == "fail"
 
 
 def test_hostile_text_appears_only_escaped(run: tuple[Path, dict]) -> None:
@@ -196,7 +197,7 @@ def test_filter_attributes_name_status_and_flags(run: tuple[Path, dict]) -> None
 
 def test_compare_shows_the_markdown_compare_texts(run: tuple[Path, dict]) -> None:
     run_path, _ = run
-    result = compare_runs(run_path, run_path)
+    result = compare_runs(run_path, rerun(run_path, "again"))
     page = Page(render_compare(result, "html") or "")
     md = tables(render_compare(result, "markdown") or "")
     rows = page.table("compare")

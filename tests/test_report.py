@@ -70,7 +70,8 @@ def hostile_run(tmp_path: Path) -> tuple[Path, dict]:
         "tp8-fixon": CellSpec(right=19, long_texts=["fine prose " + str(i) for i in range(4)], source_sha="a" * 40),
         "tp8-fixoff": CellSpec(status="error", error=HOSTILE, source_sha="b" * 40),
         "dp8-fixon": CellSpec(right=19, long_texts=["fine prose " + str(i) for i in range(4)], source_sha="a" * 40),
-        "dp8-fixoff": CellSpec(right=12, responses={12: HOSTILE, 13: HOSTILE}, source_sha="b" * 40,
+        # 10 of 20: shown below the min of 0.8 (exact binomial p 0.0026), 9 flips against its twin
+        "dp8-fixoff": CellSpec(right=10, responses={12: HOSTILE, 13: HOSTILE}, source_sha="b" * 40,
                                long_texts=[loop_text(HOSTILE[:60]), loop_text("| </details> `` <b>"), "fine", "ok"]),
     }
     run_path, config = write_run(tmp_path / "results", "run-hostile", cells)
@@ -155,8 +156,8 @@ def test_broken_thresholds_are_bold_with_a_marker_in_their_own_column(hostile_ru
     body = tables(render(summary, "markdown")).bodies[tables(render(summary, "markdown")).headers.index(HEADERS)]
     dp8_off = dict(zip(HEADERS, body[3]))
     assert dp8_off["cell"] == "**dp8-fixoff** ❌"
-    assert dp8_off["GSM8K flexible (95% CI)"].startswith("**0.600") and dp8_off["GSM8K flexible (95% CI)"].endswith("❌")
-    assert dp8_off["Δ flexible vs twin"] == "**-35.0 (p=0.016)** ❌"
+    assert dp8_off["GSM8K flexible (95% CI)"].startswith("**0.500") and dp8_off["GSM8K flexible (95% CI)"].endswith("❌")
+    assert dp8_off["Δ flexible vs twin"] == "**-45.0 (p=0.0039)** ❌"
     assert dp8_off["Δ collapse vs baseline"].endswith("⚠️") and "**" not in dp8_off["Δ collapse vs baseline"]
     assert dict(zip(HEADERS, body[2]))["cell"] == "dp8-fixon"  # healthy rows carry no marker
 
@@ -167,7 +168,7 @@ def test_pivot_puts_the_ab_axis_in_columns_with_the_delta(hostile_run: tuple[Pat
     assert found.headers[0] == ["parallel", "fixon", "fixoff", "Δ fixoff − fixon"]
     assert found.bodies[0] == [
         ["tp8", "0.950 (0.764–0.991)", "error", "-"],
-        ["dp8", "0.950 (0.764–0.991)", "**0.600 (0.387–0.781)** ❌", "**-35.0 (p=0.016)** ❌"],
+        ["dp8", "0.950 (0.764–0.991)", "**0.500 (0.299–0.701)** ❌", "**-45.0 (p=0.0039)** ❌"],
     ]
     assert found.headers[1][0] == "parallel" and found.bodies[1][1][2] == "0.500 (2/4)"
 
@@ -178,7 +179,7 @@ def test_flipped_questions_and_evidence_are_folded(hostile_run: tuple[Path, dict
     assert html.summaries == [
         "All cells, every check, engine sources",
         "Every check (outcome · adjusted p · minimum detectable effect)",
-        "dp8-fixoff: flipped questions (7 to wrong, 0 to right vs baseline; 7 to wrong, 0 to right vs twin)",
+        "dp8-fixoff: flipped questions (9 to wrong, 0 to right vs baseline; 9 to wrong, 0 to right vs twin)",
         "dp8-fixoff: 2 of 4 long generations collapsed",
     ]
 
@@ -217,7 +218,7 @@ def test_terminal_shows_the_table_and_no_control_sequences(hostile_run: tuple[Pa
     out = io.StringIO()
     assert render(summary, "terminal", console=Console(file=out, width=250, color_system=None)) is None
     text = out.getvalue()
-    assert "\x1b" not in text and "dp8-fixoff" in text and "FAIL dp8-fixoff: GSM8K flexible 0.600 < min 0.8" in text
+    assert "\x1b" not in text and "dp8-fixoff" in text and "FAIL dp8-fixoff: GSM8K flexible 0.500 < min 0.8" in text
     assert "NOT OK" in text
 
 
@@ -245,9 +246,9 @@ def test_csv_has_one_row_per_cell_with_metrics_deltas_and_p_values(hostile_run: 
     frame = pd.read_csv(io.StringIO(render(summary, "csv")))
     assert list(frame["cell"]) == ["tp8-fixon", "tp8-fixoff", "dp8-fixon", "dp8-fixoff"]
     row = frame.set_index("cell").loc["dp8-fixoff"]
-    assert row["gsm8k.flexible"] == 0.6 and row["axis.parallel"] == "dp8" and row["broken"] == 2
-    assert row["vs_ab.gsm8k.flexible.diff"] == pytest.approx(-0.35)
-    assert row["vs_ab.gsm8k.flexible.p_value"] == pytest.approx(0.015625)
+    assert row["gsm8k.flexible"] == 0.5 and row["axis.parallel"] == "dp8" and row["broken"] == 2
+    assert row["vs_ab.gsm8k.flexible.diff"] == pytest.approx(-0.45)
+    assert row["vs_ab.gsm8k.flexible.p_value"] == pytest.approx(2 * 0.5 ** 9)  # McNemar: 9 flips, all one way
     assert row["vs_baseline.repetition.collapse_rate.diff"] == pytest.approx(0.5)
     assert row["source_repo"] == "https://github.com/ROCm/ATOM.git"
     for column in ("gsm8k.flexible_ci95_low", "gsm8k.flexible_ci95_high", "repetition.collapse_rate",

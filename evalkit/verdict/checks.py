@@ -16,9 +16,13 @@ cell (the summary row's `checks`, one record each):
   two cells) the MDE is the noise floor of repeats when known;
 * `equivalent_*` PASSES when two one-sided tests show the paired difference inside +-margin
   (adjusted p below alpha), FAILS when it is shown beyond the margin, else INCONCLUSIVE;
-* `min`/`max` FAIL when the value is beyond the limit, as always; a share with a known n is
-  INCONCLUSIVE when the limit lies inside its one-sided (1 - alpha) Wilson bound (alpha 0.05
-  when the threshold sets none): one question more or less could break it;
+* `min`/`max` on a share with a known n (`gate: noise`, the default) are tested like the rest:
+  exact one-sided binomial tests of the cell's k of n against the limit (stats/bounds.py), "beyond
+  the limit" (`p`) and "inside it" (`p_equivalent`), each adjusted across the cells; FAIL when
+  beyond is shown at alpha (0.05 when the threshold sets none), PASS when inside is, else
+  INCONCLUSIVE: the limit lies within the cell's sampling noise (`ci`: the exact bounds at the
+  level the adjustment could use, alpha / cells each side). `gate: point`, and a value with no n
+  (a throughput), FAIL strictly beyond the limit and PASS otherwise, as an engine CI's gate does;
 * NOT_CHECKED: the cell lacks the metric for a known reason, or the two setups differ.
 
 `flags` (broken or warned) stay what they were: a FAIL or a NOT_CHECKED makes one, with the same
@@ -35,6 +39,7 @@ from evalkit.config import MatrixConfig, Threshold
 from evalkit.config.thresholds import ThresholdKind
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.evals.evalset import eval_name
+from evalkit.stats.bounds import bound_test, clopper_pearson
 from evalkit.stats.multiplicity import METHOD_WORDS, Method, adjust
 from evalkit.stats.power import (
     equivalence_margin,
@@ -44,7 +49,7 @@ from evalkit.stats.power import (
     mcnemar_mde,
     mcnemar_n,
 )
-from evalkit.stats.tests import paired_equivalence, wilson_interval
+from evalkit.stats.tests import paired_equivalence
 from evalkit.verdict.summary import CheckRecord, Delta, Deltas, Flag
 
 PASS, FAIL, INCONCLUSIVE, NOT_CHECKED = "PASS", "FAIL", "INCONCLUSIVE", "NOT_CHECKED"
@@ -52,7 +57,7 @@ OUTCOMES = (FAIL, INCONCLUSIVE, PASS, NOT_CHECKED)
 UNDECIDED = "UNDECIDED"
 """A delta's check between `assess` and `decide` (its family's adjusted p decides it): never written."""
 OWN_ALPHA = 0.05
-"""The one-sided level of a `min`/`max` check's Wilson bound when the threshold sets no alpha."""
+"""The one-sided level of a `min`/`max` check's binomial tests when the threshold sets no alpha."""
 _TEST_NAMES = {Comparison.PAIRED: "McNemar", Comparison.COUNT: "Fisher"}
 
 
@@ -60,7 +65,8 @@ def rule_text(threshold: Threshold) -> str:
     """`gsm8k.flexible max_drop_vs_baseline 0.02 alpha 0.01`: a threshold in one line."""
     alpha = f" alpha {threshold.alpha:g}" if threshold.alpha is not None else ""
     detects = f" detects {threshold.detects:g}" if threshold.detects is not None else ""
-    return f"{threshold.metric} {threshold.check} {threshold.value:g}{alpha}{detects}"
+    gate = " gate point" if threshold.gate == "point" else ""
+    return f"{threshold.metric} {threshold.check} {threshold.value:g}{alpha}{detects}{gate}"
 
 
 def _against(check: str) -> str:
@@ -127,19 +133,35 @@ def assess(threshold: Threshold, index: int, row: Mapping[str, Any], metrics: Ma
 
 
 def _own_value(threshold: Threshold, metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """A `min`/`max` check's outcome and figures: FAIL beyond the limit; INCONCLUSIVE when a
-    share's one-sided Wilson bound (its n known) reaches past the limit; else PASS."""
+    """A `min`/`max` check's figures: a share with a known n under `gate: noise` gets its two
+    one-sided p-values and waits for the family's adjustment (`decide`); `gate: point`, or a
+    value with no n, is decided here on the point estimate."""
     value, limit = metrics[threshold.metric], threshold.value
-    broken = value < limit if threshold.check == "min" else value > limit
-    out: dict[str, Any] = {"outcome": FAIL if broken else PASS}
+    floor = threshold.check == "min"
     n = _n_of(threshold.spec, metrics)
-    if n and not broken and 0 <= value <= 1:
-        alpha = threshold.alpha or OWN_ALPHA
-        low, high = wilson_interval(round(value * n), n, 1 - 2 * alpha)
-        out |= {"n": n, "ci": [low, high], "ci_level": 1 - 2 * alpha}
-        if (low < limit) if threshold.check == "min" else (high > limit):
-            out["outcome"] = INCONCLUSIVE
-    return out
+    if threshold.gate == "point" or not n or not 0 <= value <= 1 or not 0 <= limit <= 1:
+        broken = value < limit if floor else value > limit
+        return {"outcome": FAIL if broken else PASS, "n": n}
+    test = bound_test(round(value * n), n, limit)
+    return {"n": n, "alpha": threshold.alpha or OWN_ALPHA, "p": test.beyond(floor), "p_equivalent": test.inside(floor)}
+
+
+def _own_decided(record: CheckRecord, p_adj: float | None, p_inside_adj: float | None) -> CheckRecord:
+    """A noise-gated `min`/`max` from its adjusted p-values: PASS when inside the limit is shown,
+    FAIL when beyond is, else INCONCLUSIVE; `ci` the exact bounds at alpha / (the cells adjusted
+    together) each side, which every INCONCLUSIVE cell's limit lies within whatever the method."""
+    alpha, n, value = record.alpha or OWN_ALPHA, record.n, record.value
+    assert n is not None and value is not None, "assess sets n and the value of a noise-gated check"
+    if p_inside_adj is not None and p_inside_adj < alpha:
+        outcome = PASS
+    elif p_adj is not None and p_adj < alpha:
+        outcome = FAIL
+    else:
+        outcome = INCONCLUSIVE
+    each = alpha / (record.family if record.multiplicity != "none" and record.family > 1 else 1)
+    low, high = clopper_pearson(round(value * n), n, each)
+    return record.updated(p_adj=p_adj, p_equivalent_adj=p_inside_adj, outcome=outcome, ci=[low, high],
+                          ci_level=1 - 2 * each)
 
 
 def _n_of(spec: MetricSpec | None, metrics: Mapping[str, Any]) -> int | None:
@@ -168,8 +190,10 @@ def _equivalence(threshold: Threshold, delta: Delta) -> dict[str, Any]:
 def decide(record: CheckRecord, p_adj: float | None, p_equivalent_adj: float | None = None) -> CheckRecord:
     """The record's outcome from its adjusted p-value(s) (None: not tested). See the module docstring."""
     kind = ThresholdKind.of(record.check)
-    if record.outcome == NOT_CHECKED or kind.own_value:
+    if record.outcome != UNDECIDED:  # NOT_CHECKED, or a min/max decided on its point estimate
         return record
+    if kind.own_value:
+        return _own_decided(record, p_adj, p_equivalent_adj)
     alpha, factor = record.alpha, record.factor or 1
     margin, diff = record.margin, record.diff
     assert margin is not None and diff is not None, "assess sets both on a delta's check"
@@ -294,8 +318,13 @@ def flag(threshold: Threshold, record: CheckRecord, cell_id: str, metrics: Mappi
         return None
     value = metrics.get(metric)
     if threshold.kind.own_value:
-        return Flag(**common, value=value, message=f"{cell_id}: {label} {value:.3f} {'<' if check == 'min' else '>'} "
-                                                   f"{check} {limit:g}")
+        words = f"{cell_id}: {label} {value:.3f} {'<' if check == 'min' else '>'} {check} {limit:g}"
+        if record.p is not None:  # noise-gated: the evidence that it lies beyond
+            words += f" (binomial p = {record.p:.2g}" + (
+                f", {METHOD_WORDS.get(record.multiplicity, '')} p = {record.p_adj:.2g}"
+                if record.p_adj is not None and record.family > 1 and record.p_adj != record.p else "") + \
+                f" < {record.alpha:g}, n {record.n})"
+        return Flag(**common, value=value, message=words)
     ref_id = record.reference
     ref_word = reference_word or ("baseline" if _against(check) == "vs_baseline" else "fix-on twin")
     diff, p_adj = record.diff, record.p_adj
