@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timezone
 from pathlib import Path
-from typing import Any
 
 from evalkit.errors import ConfigError
 from evalkit.evals import registry
@@ -33,7 +32,7 @@ from evalkit.evals.base import Comparison, MetricSpec, setup_differences
 from evalkit.evals.evalset import eval_name
 from evalkit.history.db import Point, by_cell
 from evalkit.render.checks import numbered_rules, outcomes_text, stored
-from evalkit.render.text import term_text
+from evalkit.render.fitted import FitColumn, FittedTable
 
 DEFAULT_LAST = 20
 """Runs per cell in the trend table: a table of 1,000 nights is read by nobody (the plot has all)."""
@@ -150,32 +149,51 @@ def _unlike(a: Point, b: Point, eval_name: str) -> list[str]:
 
 
 def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST,
-                specs: list[MetricSpec] | None = None) -> Any:
-    """A rich table: one section per cell, its last `last` runs (all when None), with the change
+                specs: list[MetricSpec] | None = None) -> FittedTable:
+    """The trend table: one section per cell, its last `last` runs (all when None), with the change
     since the run before (`specs` as `layout`'s), and each run's verdict on the cell: its checks,
-    PASS, FAIL or INCONCLUSIVE with the MDE (render/checks.py), the rules numbered in the caption."""
-    from rich.table import Table
-
+    PASS, FAIL or INCONCLUSIVE with the MDE (render/checks.py), the rules numbered in the caption.
+    Fitted to the console (render/fitted.py): at 80 columns it keeps the cell, the run, the headline
+    metric and its change, leaving out and naming the rest (`RANKS`); no value is split."""
     columns = layout(points, specs)
     numbers = numbered_rules(stored(p.checks) for p in points)
     caption = "checks: " + "; ".join(f"#{n} {rule}" for rule, n in numbers.items()) if numbers else None
-    table = Table(title=term_text(title), caption=term_text(caption) if caption else None)
-    for header in ("cell", "run started (UTC)", "run", "source", "status", *columns.headers(),
-                   *(["checks"] if numbers else [])):
-        table.add_column(header, overflow="fold")  # a narrow column wraps its text, never cuts it
+    headers = ["cell", "run started (UTC)", "run", "source", "status", *columns.headers(), *(["checks"] if numbers else [])]
+    texts: list[list[str]] = [[] for _ in headers]
+    sections = []
     for cell_id, series in by_cell(points).items():
         rows = _rows(series, columns.headline)
         shown = rows[-last:] if last else rows
+        sections.append(len(texts[0]))
         for i, (p, change) in enumerate(shown):
             label = cell_id if i == 0 else ""
             if i == 0 and len(shown) < len(rows):
                 label += f" (last {len(shown)} of {len(rows)})"
             checked = [outcomes_text(stored(p.checks), numbers, specs or registry.builtins().metrics())] if numbers else []
-            table.add_row(*(term_text(text) for text in (
-                label, _utc_minute(p), p.run_id, (p.source_sha or "-")[:12], p.status, *columns.texts(p, change),
-                *checked)))
-        table.add_section()
-    return table
+            row = [label, _utc_minute(p), p.run_id, (p.source_sha or "-")[:12], p.status, *columns.texts(p, change),
+                   *checked]
+            for column, text in zip(texts, row):
+                column.append(text)
+    headline = columns.headline.short if columns.headline else None
+    fitted = [FitColumn(header, column, _rank(i, header, headline), wraps=header in WRAPS or header.startswith("Δ"))
+              for i, (header, column) in enumerate(zip(headers, texts))]
+    return FittedTable(title, caption, fitted, sections, "a wider terminal or --format csv")
+
+
+RANKS = {"run started (UTC)": 1, "source": 2, "status": 4, "n": 5, "checks": 6}
+"""When a trend column is left out to fit the terminal (lower first): the run's time (its id says
+it), the engine commit, the metrics other than the headline (3, rightmost first), the status, n,
+the checks, then the headline's change (7). Never: the cell, the run, the headline metric."""
+WRAPS = ("cell", "checks")
+"""Columns whose texts wrap at their spaces (a label with "(last 20 of 31)", a list of checks)."""
+
+
+def _rank(index: int, header: str, headline: str | None) -> tuple[int, int] | None:
+    if header in ("cell", "run") or header == headline:
+        return None
+    if header.startswith("Δ"):
+        return (7, -index)
+    return (RANKS.get(header, 3), -index)
 
 
 def plot(points: list[Point], out_path: Path, title: str, specs: list[MetricSpec] | None = None) -> None:
