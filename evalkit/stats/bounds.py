@@ -111,3 +111,16 @@ def ceiling_for(k: int, n: int, alpha: float, step: float = STEP) -> float:
     """The lowest `max` on the `step` grid that a share k of n PASSes at one-sided `alpha`:
     strictly above its Clopper-Pearson upper bound. 1 when no ceiling below 1 passes."""
     return round(1.0 - floor_for(n - k, n, alpha, step), 6)
+
+
+def decision_band(limit: float, n: int, alpha: float, floor: bool = True) -> tuple[float | None, float | None]:
+    """(pass_at, fail_at): the share of n from which on a cell PASSes a `min` (`floor`) or `max` at
+    `limit` by the noise rule at one-sided `alpha`, and the share from which on it FAILs (a `min`:
+    at or above `pass_at`, at or below `fail_at`); None where no share of n does."""
+    xs = np.arange(n + 1)
+    below, above = binom.cdf(xs, n, limit) < alpha, binom.sf(xs - 1, n, limit) < alpha
+    inside, beyond = (above, below) if floor else (below, above)
+    pick_inside, pick_beyond = (np.min, np.max) if floor else (np.max, np.min)
+    pass_at = float(pick_inside(xs[inside])) / n if inside.any() else None
+    fail_at = float(pick_beyond(xs[beyond])) / n if beyond.any() else None
+    return pass_at, fail_at

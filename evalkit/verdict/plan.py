@@ -10,11 +10,12 @@ lines say so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evalkit.config import MatrixConfig, Threshold
+from evalkit.config.cells import expand
 from evalkit.config.thresholds import ThresholdKind
 from evalkit.evals.base import Comparison, Eval
 from evalkit.evals.evalset import EvalSet
@@ -24,11 +25,11 @@ from evalkit.stats.power import (
     equivalence_n,
     fisher_mde,
     fisher_n,
-    gate_room,
     mcnemar_mde,
     mcnemar_n,
 )
 from evalkit.verdict.checks import rule_text
+from evalkit.verdict.floors import floor_line
 
 ASSUMED_DISCORDANCE = 0.03
 """Share of questions flipping between two healthy cells when nothing was measured: about what
@@ -45,6 +46,8 @@ class Noise:
     discordance: dict[str, float]
     base_rate: dict[str, float]
     source: str
+    level: dict[str, float] = field(default_factory=dict)
+    """Per metric, the calibrated cell's mean: the expected value a floor's line weighs."""
 
 
 def noise_from(calibration: Path | None) -> Noise:
@@ -57,7 +60,8 @@ def noise_from(calibration: Path | None) -> Noise:
     disc = {m["metric"]: m["flip_rate"] for m in found.get("metrics", []) if m.get("flip_rate") is not None}
     rates = {m["metric"]: sum(m["values"]) / len(m["values"]) for m in found.get("metrics", [])
              if m.get("counts") and m.get("values")}
-    return Noise(disc, rates, f"measured by calibrate ({calibration})")
+    level = {m["metric"]: sum(m["values"]) / len(m["values"]) for m in found.get("metrics", []) if m.get("values")}
+    return Noise(disc, rates, f"measured by calibrate ({calibration})", level)
 
 
 def planned_n(config: MatrixConfig, metric: str, limit: int | None) -> int | None:
@@ -99,11 +103,6 @@ def threshold_line(threshold: Threshold, n: int | None, noise: Noise, evals: Eva
     if n is None or spec is None:
         return f"{head}: n unknown"
     alpha, power, margin = threshold.alpha, threshold.power, threshold.value
-    if threshold.kind.own_value:
-        if spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
-            return f"{head}: a bound on the cell's own value, {spec.unit.describe(margin)}"
-        return (f"{head}: at n {n} a rerun moves a 0/1 score by up to {_pts(gate_room(n, alpha or 0.05))} "
-                f"(TensorRT-LLM's room, one-sided {alpha or 0.05:g}): a limit closer to the expected value flakes")
     if alpha is None or spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
         return f"{head}: no test (a change beyond {spec.unit.describe_change(margin, signed=False)} and the noise floor fails)"
     target = threshold.detects or margin  # a detect-only check is powered for the change it exists to catch
@@ -144,4 +143,8 @@ def plan_lines(config: MatrixConfig, limit: int | None, noise: Noise) -> list[st
         return []
     head = (f"# power per threshold ({'--limit ' + str(limit) if limit else 'full evals'}; noise {noise.source}; "
             f"p-values adjusted across cells: {config.multiplicity})")
-    return [head, *(f"#   {threshold_line(t, planned_n(config, t.metric, limit), noise, config.evals.evalset)}" for t in config.thresholds)]
+    cells = len(expand(config))
+    return [head, *(f"#   {line}" for t in config.thresholds
+                    for line in [floor_line(t, planned_n(config, t.metric, limit), cells, config.multiplicity,
+                                            noise.level.get(t.metric), noise.source) if t.kind.own_value
+                                 else threshold_line(t, planned_n(config, t.metric, limit), noise, config.evals.evalset)])]
