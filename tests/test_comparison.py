@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from scipy.stats import binomtest, fisher_exact
 
+from evalkit.errors import ConfigError
 from evalkit.store import read_json, write_json, write_jsonl
 from evalkit.verdict.compare import compare_runs
 from tests.helpers.runs import QUESTIONS, CellSpec, write_run
@@ -129,12 +130,24 @@ def test_runs_with_limit_pair_on_the_questions_both_answered(tmp_path: Path) -> 
     assert (result["a"]["limit"], result["b"]["limit"]) == (QUESTIONS, 8)
 
 
-def test_cells_sharing_no_question_get_no_paired_delta(tmp_path: Path) -> None:
-    a, b = two_runs(tmp_path, {"tp8-fixon": CellSpec()}, {"tp8-fixon": CellSpec()})
+def test_a_cell_sharing_no_question_is_not_compared_and_says_why(tmp_path: Path) -> None:
+    """Not a diff of 0, and not silence either: the delta says nothing was shared."""
+    a, b = two_runs(tmp_path, {"tp8-fixon": CellSpec(), "dp8-fixon": CellSpec()},
+                    {"tp8-fixon": CellSpec(), "dp8-fixon": CellSpec()})
     set_marks(a, "tp8-fixon", flexible_wrong=set(), questions=range(0, 10))
     set_marks(b, "tp8-fixon", flexible_wrong={12}, questions=range(10, 20))
     cell = row(compared(a, b), "tp8-fixon")
-    assert cell["gsm8k.flexible"] is None and cell["gsm8k.strict"] is None  # not a diff of 0
+    for metric in ("gsm8k.flexible", "gsm8k.strict"):
+        assert cell[metric] == {"diff": None, "p_value": None, "refused": "no question or sample scored by both"}
+
+
+def test_runs_sharing_no_question_at_all_are_refused_in_one_line(tmp_path: Path) -> None:
+    a, b = two_runs(tmp_path, {"tp8-fixon": CellSpec()}, {"tp8-fixon": CellSpec()})
+    set_marks(a, "tp8-fixon", flexible_wrong=set(), questions=range(0, 10))
+    set_marks(b, "tp8-fixon", flexible_wrong={12}, questions=range(10, 20))
+    with pytest.raises(ConfigError, match=r"^A \(run-a, limit 20\) and B \(run-b, limit 20\) scored no question "
+                                          r"or sample in common: nothing to compare$"):
+        compare_runs(a, b)
 
 
 def test_cells_only_in_one_run_are_listed_without_deltas(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from rich.console import Console
 from evalkit.render import FORMATS, render, render_compare
 from evalkit.verdict.compare import compare_runs
 from evalkit.verdict.summary import RunComparison
-from tests.helpers.runs import CellSpec, loop_text, summary_of, write_run
+from tests.helpers.runs import CellSpec, loop_text, rerun, summary_of, write_run
 
 
 @pytest.fixture
@@ -36,14 +36,14 @@ def test_a_text_format_returns_its_document_ending_in_a_newline(run: tuple[Path,
     run_path, summary = run
     text = render(summary, fmt, run_path)
     assert isinstance(text, str) and text.endswith("\n") and not text.endswith("\n\n")
-    compared = render_compare(compare_runs(run_path, run_path), fmt)
+    compared = render_compare(compare_runs(run_path, rerun(run_path, "again")), fmt)
     assert isinstance(compared, str) and compared.endswith("\n")
 
 
 def test_json_is_the_summary_itself(run: tuple[Path, dict]) -> None:
     run_path, summary = run
     assert render(summary, "json", run_path) == json.dumps(summary, indent=2) + "\n"
-    result = compare_runs(run_path, run_path)
+    result = compare_runs(run_path, rerun(run_path, "again"))
     document = json.loads(render_compare(result, "json") or "")
     assert document == result.dump() and RunComparison.model_validate(document).dump() == document  # reads back
 
@@ -54,7 +54,7 @@ def test_terminal_prints_on_the_console_it_is_given_and_returns_nothing(run: tup
     assert render(summary, "terminal", run_path, console=Console(file=out, width=200)) is None
     assert "dp8-fixoff" in out.getvalue() and "run api-run" in out.getvalue()  # run facts from run.json
     out = io.StringIO()
-    assert render_compare(compare_runs(run_path, run_path), "terminal", console=Console(file=out, width=200)) is None
+    assert render_compare(compare_runs(run_path, rerun(run_path, "again")), "terminal", console=Console(file=out, width=200)) is None
     assert "evalkit compare · A api-run" in out.getvalue()
 
 

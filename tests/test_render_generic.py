@@ -22,7 +22,7 @@ from evalkit.render.table import columns
 from evalkit.store import read_json, write_json, write_jsonl
 from evalkit.verdict.compare import compare_runs
 from evalkit.verdict.summary import Flag, RunSummary
-from tests.helpers.runs import CellSpec, config_dict, gfm, summary_of, tables, write_run
+from tests.helpers.runs import CellSpec, config_dict, gfm, rerun, summary_of, tables, write_run
 
 
 def _crashes(flat: Mapping[str, Any]) -> str:
@@ -156,7 +156,7 @@ def test_compare_shows_the_toy_eval_beside_the_built_ins(toy_run: tuple[Path, di
         "cell", "flexible A", "flexible B", "Δ flexible B − A", "Δ strict B − A", "collapse A", "collapse B",
         "Δ collapse B − A", "Δ tokens/s B − A", "Δ TPOT B − A", "score A", "score B", "Δ score B − A", "crash A", "crash B", "Δ crash B − A",
         "paired n", "flipped →wrong / →right"]
-    result = compare_runs(run_path, run_path)
+    result = compare_runs(run_path, rerun(run_path, "again"))
     md = render_compare(result, "markdown") or ""
     assert dict(zip(tables(md).headers[0], tables(md).bodies[0][3]))["crash B"] == "3 of 4"
     assert "two-sided Fisher exact (collapse), two-sided Fisher exact (crash)." in md

@@ -18,6 +18,10 @@ from evalkit.errors import (
     EXIT_THRESHOLD,
 )
 from evalkit.render import FORMATS
+from evalkit.store.comparability import FIELDS
+
+ALLOWABLE = tuple(f for f in FIELDS if f not in ("build", "questions", "setup"))
+"""The parts of a comparability key `--allow` may name (the rest are always allowed)."""
 
 if TYPE_CHECKING:
     from evalkit.verdict.summary import RunComparison
@@ -25,9 +29,12 @@ if TYPE_CHECKING:
 COMPARE_EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in (
     (EXIT_OK, "no failing threshold FAILed in B against A"),
     (EXIT_THRESHOLD, "a failing threshold FAILed in B against A"),
-    (EXIT_BAD_INPUT, "bad input (a run that is not there, a bad option)"),
+    (EXIT_BAD_INPUT, "bad input (a run that is not there, a bad option), or nothing to compare: A and B the "
+                     "same run, no cell in common, no question both scored, every shared cell run differently"),
     (EXIT_CELL_FAILED, "a cell failed to run in B"),
-    (EXIT_INCONCLUSIVE, "only with --strict: nothing FAILed, but a failing threshold's check was INCONCLUSIVE"),
+    (EXIT_INCONCLUSIVE, "only with --strict: nothing FAILed, but something was not judged: a failing threshold's "
+                        "check INCONCLUSIVE or NOT_CHECKED, or a cell on one side only, not finished in both or run "
+                        "differently"),
 ))
 """The matrix's codes (errors.EXIT_CODES) as they read for a comparison."""
 
@@ -39,8 +46,12 @@ COMPARE_EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" fo
 @output_option
 @click.option("--strict", is_flag=True, help="Exit 5 when nothing FAILed but a failing threshold's check is "
               "INCONCLUSIVE (too few questions to see its margin): for a PR gate that must not pass on too little data.")
+@click.option("--allow", "allow", multiple=True, type=click.Choice(ALLOWABLE), metavar="PART",
+              help="Compare cells whose runs differ in this part of what decides their figures too (repeatable: "
+                   f"{', '.join(ALLOWABLE)}); the build, the question set and eval set-ups are expected to differ.")
 @results_dir_option
-def compare(run_a: str, run_b: str, fmt: str, output: Path | None, strict: bool, results_dir: Path) -> None:
+def compare(run_a: str, run_b: str, fmt: str, output: Path | None, strict: bool, allow: tuple[str, ...],
+            results_dir: Path) -> None:
     """Compare two runs of the same matrix (e.g. before and after a PR), cell by cell, and judge B against A.
 
     Per cell id found in both runs: B - A of every compared metric (GSM8K: McNemar exact test on
@@ -48,6 +59,11 @@ def compare(run_a: str, run_b: str, fmt: str, output: Path | None, strict: bool,
     thresholds (max_drop_*, max_rise_*, equivalent_*) are checked against A's cell, as the matrix
     checks a cell against its baseline: PASS, FAIL or INCONCLUSIVE with the minimum detectable
     effect, p-values adjusted across the cells; the exit status says the verdict.
+
+    A cell is judged only where both runs have it, both finished it and both ran it alike: the
+    same model, engine flags, environment and devices (the engine build may differ: it is the
+    change under test; runs that scored different questions are compared on those both scored,
+    and the headline says so). Any other cell is listed, with why, and never said to hold.
 
     \b
     Example:
@@ -61,7 +77,7 @@ def compare(run_a: str, run_b: str, fmt: str, output: Path | None, strict: bool,
     from evalkit.verdict.deltas import strict_exit_code
 
     check_output(fmt, output)
-    result = compare_runs(resolve_run(results_dir, run_a), resolve_run(results_dir, run_b))
+    result = compare_runs(resolve_run(results_dir, run_a), resolve_run(results_dir, run_b), allow=allow)
     show_comparison(result, fmt, output)
     if in_github_actions():
         from evalkit.render import render_compare

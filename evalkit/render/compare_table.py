@@ -49,10 +49,18 @@ def _cell(row: ComparedCell) -> str:
 
 def _side(spec: MetricSpec, side: str) -> Callable[[ComparedCell], str]:
     """A count shows k/n (the evidence behind its Fisher test); other metrics the bare value, since
-    one run's interval says nothing about a paired B − A."""
-    if spec.comparison is Comparison.COUNT:
-        return lambda row: spec.show(row.a if side == "a" else row.b)
-    return lambda row: num((row.a if side == "a" else row.b).get(spec.name))
+    one run's interval says nothing about a paired B − A. Where the two runs scored different
+    questions, the value on the questions both scored (what the Δ compares), marked `*`."""
+    index = 0 if side == "a" else 1
+
+    def text(row: ComparedCell) -> str:
+        if spec.name in row.on_shared:
+            return f"{num(row.on_shared[spec.name][index])}*"
+        if spec.comparison is Comparison.COUNT:
+            return spec.show(row.a if side == "a" else row.b)
+        return num((row.a if side == "a" else row.b).get(spec.name))
+
+    return text
 
 
 def _delta(spec: MetricSpec) -> Callable[[ComparedCell], str]:
@@ -117,4 +125,6 @@ def run_facts(meta: RunMeta) -> str:
 def compare_legend(result: RunComparison) -> str:
     """What Δ and p mean in the compare table (counts: two-sided, a change may go either way)."""
     tests = tests_used(delta_specs(result.specs()), "two-sided Fisher exact ({})", result.evals)
-    return "Δ = run B − run A, in points, on the questions both answered" + (f"; p: {tests}." if tests else ".")
+    shared = any(row.on_shared for row in result.cells)
+    return ("Δ = run B − run A, in points, on the questions both answered" + (f"; p: {tests}" if tests else "")
+            + ("; * A and B on those questions alone (the runs scored different questions)." if shared else "."))

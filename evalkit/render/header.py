@@ -106,7 +106,8 @@ def facts(summary: RunSummary, run: dict[str, Any]) -> list[str]:
 def verdict_line(summary: RunSummary | RunComparison) -> tuple[bool, str]:
     """(ok, sentence): the run's (or a comparison's) verdict in words."""
     n, failed, broken, warned = len(summary.cells), summary.failed_cells, summary.broken_thresholds, summary.warnings
-    ok = summary.exit_code == 0  # a cell not run, a run not finished, --strict's INCONCLUSIVE: never OK
+    # a cell not run, a run not finished, --strict's INCONCLUSIVE, a cell no check judged: never OK
+    ok = summary.exit_code == 0 and not summary.unjudged
     words = [f"{broken} threshold{'s' if broken != 1 else ''} broken", f"{failed} of {n} cells failed to run",
              f"{warned} warning{'s' if warned != 1 else ''}"]
     if unsure := summary.inconclusive_checks:  # too little evidence to pass: --strict exits 5 on it

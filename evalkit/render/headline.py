@@ -25,7 +25,7 @@ from evalkit.evals.evalset import spec_named
 from evalkit.render.checks import checks_of, why
 from evalkit.render.numbers import p_text
 from evalkit.render.text import no_local_paths
-from evalkit.verdict.summary import CellRow, CheckRecord, ComparedCell, RunComparison, RunSummary
+from evalkit.verdict.summary import DECIDED, CellRow, CheckRecord, ComparedCell, RunComparison, RunSummary
 
 if TYPE_CHECKING:
     from evalkit.render.details import Details
@@ -100,14 +100,15 @@ def _figures(row: CellRow | ComparedCell, cells: dict[str, CellRow], specs: list
     return ", ".join(shown.values())
 
 
-def check_words(check: CheckRecord, specs: list[MetricSpec]) -> str:
-    """A threshold in a few words: `collapse rate rise vs twin`, `GSM8K flexible min 0.9`."""
+def check_words(check: CheckRecord, specs: list[MetricSpec], reference: str | None = None) -> str:
+    """A threshold in a few words: `collapse rate rise vs twin`, `GSM8K flexible min 0.9`;
+    `reference` names the one reference of a comparison ("A")."""
     spec = spec_named(check.metric, specs)
     label = spec.display.label if spec is not None else check.metric
     if check.check in ("min", "max"):
         return f"{label} {check.check} {check.margin or 0:g}"
     kind = next((w for start, w in _CHECK_WORDS.items() if check.check.startswith(start)), check.check)
-    word = next((w for end, w in _REFERENCE_WORDS.items() if check.check.endswith(end)), "reference")
+    word = reference or next((w for end, w in _REFERENCE_WORDS.items() if check.check.endswith(end)), "reference")
     return f"{label} {kind} vs {word}"
 
 
@@ -116,8 +117,9 @@ def _undecided(rows: Sequence[CellRow | ComparedCell], specs: list[MetricSpec]) 
     the first one's reason."""
     by_rule: dict[str, tuple[list[str], str]] = {}
     for row in rows:
+        reference = "A" if isinstance(row, ComparedCell) else None
         for check in _failing(checks_of(row), "INCONCLUSIVE"):
-            ids, reason = by_rule.setdefault(check_words(check, specs), ([], why(check, specs)))
+            ids, reason = by_rule.setdefault(check_words(check, specs, reference), ([], why(check, specs)))
             if row.id not in ids:
                 ids.append(row.id)
     named = [f"{words} on {_ids(ids)} ({reason})" for words, (ids, reason) in list(by_rule.items())[:NAMED_RULES]]
@@ -133,6 +135,7 @@ def headline(summary: RunSummary | RunComparison) -> str:
     not_run = [c for c in summary.cells if isinstance(c, CellRow) and c.status != "ok"]
     broke = [c for c in summary.cells if _failing(checks_of(c), "FAIL")]
     undecided = [c for c in summary.cells if c not in broke and _failing(checks_of(c), "INCONCLUSIVE")]
+    unjudged = [c for c in summary.cells if c.id in set(summary.unjudged) and c not in broke and c not in undecided]
     parts: list[str] = []
     if broke:
         named = [f"{c.id}: {_figures(c, cells, specs)}" for c in broke[:NAMED_CELLS]]
@@ -148,17 +151,75 @@ def headline(summary: RunSummary | RunComparison) -> str:
         parts.append(f"{len(undecided)} other cell{'s' if len(undecided) > 1 else ''} undecided")
     elif undecided:
         parts.append(f"{len(undecided)} of {n} cells could not be decided: {_undecided(undecided, specs)}")
-    if not parts and n == 0:
+    if unjudged:
+        parts.append(_not_judged(unjudged, n))
+    held = n - len(broke) - len(not_run) - len(undecided) - len(unjudged)
+    if n == 0:
         parts.append("no cell finished")
-    elif not parts:
+    elif held == n:
         passed = sum(c.outcome == "PASS" for row in summary.cells for c in checks_of(row))
         parts.append(f"all {n} cells held" + (f" ({passed} checks PASS)" if passed else ""))
-    elif not broke and not not_run:
-        parts.insert(0, f"{n - len(undecided)} of {n} cells held")
+    elif held and not broke and not not_run:
+        parts.insert(0, f"{held} of {n} cells held")
+    if blind := _unjudged_metrics(summary, specs):
+        parts.append(blind)
     line = "; ".join(parts)
+    if isinstance(summary, RunComparison) and (on := _shared_questions(summary)):
+        line = f"{on}: {line}"
     if isinstance(summary, RunSummary) and summary.status == "interrupted":
         line = f"run interrupted: {line}"
     return line
+
+
+def _not_judged(rows: Sequence[CellRow | ComparedCell], n: int) -> str:
+    """`2 of 12 cells not judged: tp8-full-fixoff (only in A), dp8-eager-fixon (ran differently:
+    engine argv: --max-num-seqs 256 vs 128)`: the cells never said to hold, each with its reason
+    (at most NAMED_IDS named)."""
+    said = [f"{row.id} ({_unjudged_reason(row)})" for row in rows[:NAMED_IDS]]
+    more = f" and {len(rows) - NAMED_IDS} more" if len(rows) > NAMED_IDS else ""
+    return f"{len(rows)} of {n} cells not judged: " + ", ".join(said) + more
+
+
+def _unjudged_reason(row: CellRow | ComparedCell) -> str:
+    if isinstance(row, ComparedCell):
+        if row.found_in != "both":
+            return f"only in {row.found_in.upper()}"
+        if not row.both_ok:
+            return f"A {row.status_a}, B {row.status_b}"
+        if row.differs:
+            return f"ran differently: {row.differs[0]}" + (f" and {len(row.differs) - 1} more" if len(row.differs) > 1 else "")
+    reasons = [c.why for c in checks_of(row) if c.outcome == "NOT_CHECKED" and c.why]
+    return f"not checked: {reasons[0]}" if reasons else "no failing threshold applies to it"
+
+
+def _unjudged_metrics(summary: RunSummary | RunComparison, specs: list[MetricSpec]) -> str:
+    """The headline metrics (those with a pivot by configuration) that no check decided on any
+    finished cell, e.g. a run against one server (no twin, no baseline) whose config gates them
+    only relative to another cell."""
+    finished = [c for c in summary.cells if (c.status == "ok" if isinstance(c, CellRow) else c.both_ok)]
+    if not finished:
+        return ""
+    decided = {c.metric for row in finished for c in checks_of(row) if c.outcome in DECIDED}
+    blind = [spec.display.label for spec in specs if spec.display.pivot and spec.name in _measured(finished, spec.name)
+             and spec.name not in decided]
+    if not blind:
+        return ""
+    return f"{' and '.join(blind)} judged on no cell (no threshold reached {'them' if len(blind) > 1 else 'it'})"
+
+
+def _measured(rows: Sequence[CellRow | ComparedCell], metric: str) -> set[str]:
+    """{metric} when some finished row has a value of it (B's, in a comparison), else empty."""
+    return {metric} if any((r.metrics if isinstance(r, CellRow) else r.b).get(metric) is not None for r in rows) else set()
+
+
+def _shared_questions(result: RunComparison) -> str:
+    """`on the 200 GSM8K questions both runs scored`, where the two runs scored different question sets."""
+    words = []
+    for name, count in result.shared_questions.items():
+        ev = next((e for e in result.evals if e.name == name), None)
+        title = ev.display.title if ev is not None and ev.display.title else name
+        words.append(f"{count} {title}")
+    return f"on the {' and '.join(words)} questions both runs scored" if words else ""
 
 
 

@@ -24,9 +24,12 @@ def p_text(p: float | None) -> str:
 def delta_text(delta: Delta | None, tested: bool = True, between: bool = False) -> str:
     """`-3.3 (p=0.0012)`: a tested difference of rates in points and its p-value; untested
     (a continuous value), the plain difference `-1.250`; `between` (a value measured between the
-    two cells, no sign: it is not a difference), its `value` `0.0123`. `-` when not compared, `setup differs`
+    two cells, no sign: it is not a difference), its `value` `0.0123`. `-` when not compared, `ran
+    differently` when the two cells ran differently beyond what the comparison expects, `setup differs`
     when the comparison was refused (the two scores come from different eval setups), `not
     compared` when the eval refused it (its reason is in the thresholds and summary.json)."""
+    if delta is not None and delta.differs:
+        return "ran differently"
     if delta is not None and delta.setup_differs:
         return "setup differs"
     if delta is not None and delta.refused:

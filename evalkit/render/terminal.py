@@ -26,7 +26,7 @@ from evalkit.render.headline import headline
 from evalkit.render.regressions import regression_lines
 from evalkit.render.table import Column, Pivot, Row, columns, pivots, table_rows
 from evalkit.render.text import MAX_CELL_CHARS, term_text, truncate
-from evalkit.verdict.summary import CellRow, RunComparison, RunSummary
+from evalkit.verdict.summary import CellRow, ComparedCell, Flag, RunComparison, RunSummary
 
 
 def _marked(text: str, mark: str) -> str:
@@ -150,6 +150,11 @@ def _add_columns(table: Table, headers: list[str], texts: list[list[str]]) -> No
                          min_width=max(widest, _longest_word(header)))
 
 
+def _not_checked(flag: Flag) -> bool:
+    """A flag of a check that was not made (its reason, not a broken value)."""
+    return bool(flag.not_checked or flag.differs or flag.setup_differs or flag.refused)
+
+
 def _cell(row: Row, column: Column[CellRow]) -> str:
     return _marked(truncate(row.texts[column.key], MAX_CELL_CHARS), row.mark(column.key))
 
@@ -183,19 +188,49 @@ def _verdict(summary: RunSummary | RunComparison, between: list[RenderableType],
     out: list[RenderableType] = [f"[dim]{term_text(line)}[/dim]" for line in check_lines(summary)]
     for cell in summary.cells:
         for flag in cell.flags:
-            marker = "[bold red]FAIL[/bold red]" if flag.action == "fail" else "[yellow]warn[/yellow]"
+            marker = ("[yellow]NOT CHECKED[/yellow]" if _not_checked(flag) else
+                      "[bold red]FAIL[/bold red]" if flag.action == "fail" else "[yellow]warn[/yellow]")
             out.append(f"{marker} {term_text(flag.message)}")
     _, words = verdict_line(summary)
     return [*out, *between, f"[dim]{term_text(whose + words)}[/dim]"]
 
 
+class _CompareTable:
+    """The compare table, fitted to the console's width as the matrix is (`_Matrix`): each column
+    as wide as its widest value, so no delta or id folds; columns left out from the right (the
+    flips, then the later evals) until it fits, and a line says which. Never left out: the cell and
+    the first metric's A, B and Δ."""
+
+    KEPT = 4
+
+    def __init__(self, result: RunComparison) -> None:
+        self.result = result
+        self.cols, self.rows = compare_columns(result.specs()), compare_rows(result)
+
+    def _need(self, column: Column[ComparedCell]) -> int:
+        values = [len(truncate(texts[column.key], MAX_CELL_CHARS)) for texts in self.rows]
+        return max(min(max(values, default=1), WRAPS_PAST), _longest_word(column.header))
+
+    def _width(self, cols: list[Column[ComparedCell]]) -> int:
+        return 1 + sum(self._need(c) + 3 for c in cols)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        keep = list(self.cols)
+        while len(keep) > self.KEPT and self._width(keep) > options.max_width:
+            keep.pop()
+        table = Table(title=term_text(compare_title(self.result)))
+        for i, column in enumerate(keep):
+            table.add_column(term_text(column.header), overflow="fold", no_wrap=i == 0, width=self._need(column))
+        for texts in self.rows:
+            table.add_row(*(term_text(truncate(texts[c.key], MAX_CELL_CHARS)) for c in keep))
+        yield table
+        if hidden := self.cols[len(keep):]:
+            names = ", ".join(c.header for c in hidden)
+            yield f"[dim]{term_text(f'left out at {options.max_width} columns: {names}; a wider terminal or --format markdown, csv or html shows them')}[/dim]"
+
+
 def comparison(result: RunComparison) -> list[RenderableType]:
     """The compare table, each run in a line, the legend, and B's verdict against A."""
-    table = Table(title=term_text(compare_title(result)))
-    cols, rows = compare_columns(result.specs()), compare_rows(result)
-    _add_columns(table, [c.header for c in cols], [[texts[c.key] for c in cols] for texts in rows])
-    for texts in rows:
-        table.add_row(*(term_text(texts[c.key]) for c in cols))
-    return [headline_markup(result, "B against A: "), table, f"A: {term_text(run_facts(result.a))}", f"B: {term_text(run_facts(result.b))}",
-            f"[dim]{term_text(compare_legend(result))}[/dim]",
+    return [headline_markup(result, "B against A: "), _CompareTable(result), f"A: {term_text(run_facts(result.a))}",
+            f"B: {term_text(run_facts(result.b))}", f"[dim]{term_text(compare_legend(result))}[/dim]",
             *_verdict(result, [], "B against A: ")]

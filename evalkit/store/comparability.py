@@ -57,7 +57,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from evalkit.redact import REDACTED, is_secret
+from evalkit.redact import REDACTED, is_secret, redact_argv
 from evalkit.store.records import CellRecord, RunRecord
 
 Field = Literal["setup", "questions", "model", "engine", "argv", "env", "build", "devices"]
@@ -215,7 +215,8 @@ def _normal_argv(argv: Sequence[str], model: str | None, host: str | None, port:
                  internal: set[str], moved: tuple[str, ...]) -> tuple[str, ...]:
     """The argv without what never decides figures: the program's folder, the values of host, port,
     log and cache flags and of internal-port flags, and paths that move from launch to launch; the
-    model's name as `<model>` (the key's `model` says it once)."""
+    model's name as `<model>` (the key's `model` says it once); a secret flag's value as `***`."""
+    argv = redact_argv(argv)
     out: list[str] = []
     hide_next = False
     for i, arg in enumerate(argv):

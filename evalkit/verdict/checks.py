@@ -23,7 +23,9 @@ cell (the summary row's `checks`, one record each):
   INCONCLUSIVE: the limit lies within the cell's sampling noise (`ci`: the exact bounds at the
   level the adjustment could use, alpha / cells each side). `gate: point`, and a value with no n
   (a throughput), FAIL strictly beyond the limit and PASS otherwise, as an engine CI's gate does;
-* NOT_CHECKED: the cell lacks the metric for a known reason, or the two setups differ.
+* NOT_CHECKED: the cell lacks the metric for a known reason, the two setups differ, the two cells
+  ran differently beyond what the comparison expects (`differs`, store/comparability.py), or they
+  scored no question in common.
 
 `flags` (broken or warned) stay what they were: a FAIL or a NOT_CHECKED makes one, with the same
 message as before plus the adjusted p-value when it differs.
@@ -105,9 +107,11 @@ def assess(threshold: Threshold, index: int, row: Mapping[str, Any], metrics: Ma
         reason = (row.get("unmeasured") or {}).get(metric) if metrics.get(metric) is None else None
         return base.updated(outcome=NOT_CHECKED, why=reason) if reason else None
     base = base.updated(reference=deltas.reference)
-    if delta.setup_differs or delta.refused:
-        why = f"eval setup differs ({', '.join(delta.setup_differs)})" if delta.setup_differs else delta.refused
-        refusal = {k: v for k, v in (("setup_differs", delta.setup_differs), ("refused", delta.refused)) if v}
+    if delta.differs or delta.setup_differs or delta.refused:
+        why = (f"ran differently: {'; '.join(delta.differs)}" if delta.differs
+               else f"eval setup differs ({', '.join(delta.setup_differs)})" if delta.setup_differs else delta.refused)
+        refusal = {k: v for k, v in (("differs", delta.differs), ("setup_differs", delta.setup_differs),
+                                     ("refused", delta.refused)) if v}
         return base.updated(outcome=NOT_CHECKED, why=why, **refusal)
     base = base.updated(diff=delta.diff, n=delta.n, noise_floor=delta.noise_floor)
     if spec is not None and spec.comparison is Comparison.PAIRWISE:
@@ -311,7 +315,8 @@ def flag(threshold: Threshold, record: CheckRecord, cell_id: str, metrics: Mappi
         if record.reference is None:
             return Flag(**common, value=None, not_checked=record.why,
                         message=f"{cell_id}: {label} not checked: {record.why}")
-        refusal = {k: v for k, v in (("setup_differs", record.setup_differs), ("refused", record.refused)) if v}
+        refusal = {k: v for k, v in (("differs", record.differs), ("setup_differs", record.setup_differs),
+                                     ("refused", record.refused)) if v}
         return Flag(**common, value=metrics.get(metric), reference=record.reference, **refusal,
                     message=f"{cell_id}: {label} not compared with {record.reference}: {record.why}")
     if record.outcome != FAIL:

@@ -43,6 +43,7 @@ from evalkit.stats.tests import fisher_collapse, paired_comparison
 from evalkit.store import once_per_file_state, read_jsonl, read_regressions
 from evalkit.store.records import CellRecord, read_run_records
 from evalkit.verdict import checks
+from evalkit.verdict.pairs import Pairs
 from evalkit.verdict.summary import (
     SUMMARY_SCHEMA_VERSION,
     CellRow,
@@ -110,32 +111,46 @@ def unmeasured(record: Mapping[str, Any], evals: EvalSet) -> dict[str, str]:
 
 
 def deltas_in_run(cell: str, ref: str, run_path: Path, stored: Mapping[str, Mapping[str, Any]],
-                  flats: Mapping[str, dict[str, Any]], evals: EvalSet) -> Deltas:
+                  flats: Mapping[str, dict[str, Any]], evals: EvalSet, differs: list[str] | None = None) -> Deltas:
     """Deltas of cell `cell` against cell `ref` (cell - ref, by id), per compared metric: paired
     metrics on the shared questions (McNemar), counts with Fisher (one-sided, a rise), continuous
     values as a plain difference. `stored` (each cell's record as the evals read it) and `flats`
-    (its flat metrics) are by id, computed once per summary."""
-    return deltas_between(stored[cell], stored[ref], run_path / cell, run_path / ref, flats[cell], flats[ref], evals)
+    (its flat metrics) are by id, computed once per summary; `differs` as `deltas_between`."""
+    return deltas_between(stored[cell], stored[ref], run_path / cell, run_path / ref, flats[cell], flats[ref], evals,
+                          differs)
 
 
 def deltas_between(cell: Mapping[str, Any], ref: Mapping[str, Any], cell_dir: Path, ref_dir: Path,
-               flat_cell: dict[str, Any], flat_ref: dict[str, Any], evals: EvalSet) -> Deltas:
+                   flat_cell: dict[str, Any], flat_ref: dict[str, Any], evals: EvalSet,
+                   differs: list[str] | None = None, shared_samples: bool = False) -> Deltas:
     """`compare` for two cell folders anywhere (a bisect compares one cell at two commits, the
     good end possibly from another run): the records, their folders and their flat metrics; the
     metrics compared are those the two records hold (`EvalSet.metrics`) of the evals of `evals`.
     The records are mappings (`id` naming the reference, `metrics`): what the evals' hooks read,
-    and a bisect step's partial record (its commit and metrics so far) is no stored cell."""
+    and a bisect step's partial record (its commit and metrics so far) is no stored cell.
+
+    Not compared, each with its reason (its checks are NOT_CHECKED, never held): every metric when
+    the two ran differently beyond what the caller expects (`differs`, the words of
+    store/comparability.py's `differences`), an eval's metrics when its set-ups differ, and a
+    paired or count metric when the two scored no question or sample in common. `shared_samples`
+    (two runs cut by different limits): a count is compared on the samples both scored."""
     result: dict[str, Delta] = {}
     specs = evals.metrics(None, [cell, ref])
     for ev in evals:
-        differs = setup_differences(setup_of(cell.get("metrics") or {}, ev.name),
-                                    setup_of(ref.get("metrics") or {}, ev.name))
+        setup_differs = setup_differences(setup_of(cell.get("metrics") or {}, ev.name),
+                                          setup_of(ref.get("metrics") or {}, ev.name))
         for spec in (spec for spec in specs if evals.eval_of(spec.name) is ev):
-            if differs and measured_by_both(spec, flat_cell, flat_ref):
-                result[spec.name] = Delta.model_validate(refused(differs))
+            both = measured_by_both(spec, flat_cell, flat_ref)
+            if differs and both:
+                result[spec.name] = Delta(diff=None, p_value=None, differs=differs)
                 continue
-            found = delta(spec, cell_dir, ref_dir, flat_cell, flat_ref, evals)
+            if setup_differs and both:
+                result[spec.name] = Delta.model_validate(refused(setup_differs))
+                continue
+            found = delta(spec, cell_dir, ref_dir, flat_cell, flat_ref, evals, shared_samples)
             if found is None:
+                if both and spec.comparison in (Comparison.PAIRED, Comparison.COUNT):
+                    result[spec.name] = Delta(diff=None, p_value=None, refused=NOTHING_SHARED)
                 continue
             if spec.comparison is Comparison.COUNT:  # a gate asks about a rise: the one-sided p
                 found["p_value"] = found.pop("p_greater")
@@ -162,20 +177,25 @@ def setup_of(metrics: Mapping[str, Any], eval_name: str) -> dict[str, Any] | Non
     return found
 
 
+NOTHING_SHARED = "no question or sample scored by both"
+"""Why a paired or count metric held by both cells was not compared: nothing to pair."""
+
+
 def refused(differs: list[str]) -> dict[str, Any]:
     """A comparison not made: the two scores come from different eval setups (the fields named)."""
     return {"diff": None, "p_value": None, "setup_differs": differs}
 
 
 def delta(spec: MetricSpec, this_dir: Path, ref_dir: Path, this: dict[str, Any],
-          ref: dict[str, Any], evals: EvalSet) -> dict[str, Any] | None:
+          ref: dict[str, Any], evals: EvalSet, shared_samples: bool = False) -> dict[str, Any] | None:
     """`this` minus `ref` for one metric, by its comparison kind; None when there is nothing to
     compare. The one computation behind the summary's deltas and the run comparison (each picks
     its p-value: a gate asks whether a count rose, a before/after comparison either way).
 
     PAIRED: McNemar on the questions both answered, with the flipped ids; COUNT: Fisher (both
     p-values); CONTINUOUS: the difference; PAIRWISE: what the owning eval measures between the
-    two cells' samples (`Pairwise`). `this`/`ref` are the two cells' flat metrics.
+    two cells' samples (`Pairwise`). `this`/`ref` are the two cells' flat metrics; `shared_samples`:
+    a count on the samples both scored, where their numbers differ.
     """
     if spec.comparison is Comparison.PAIRED:
         a, b = marks(this_dir, spec, evals), marks(ref_dir, spec, evals)
@@ -189,6 +209,8 @@ def delta(spec: MetricSpec, this_dir: Path, ref_dir: Path, this: dict[str, Any],
     if spec.comparison is Comparison.COUNT:
         k, n, k_ref, n_ref = (this.get(spec.count_metric or ""), this.get(spec.n_metric or ""),
                               ref.get(spec.count_metric or ""), ref.get(spec.n_metric or ""))
+        if shared_samples and n != n_ref and (on_both := _shared_events(spec, this_dir, ref_dir, evals)) is not None:
+            k, n, k_ref, n_ref = on_both
         if not n or not n_ref or k is None or k_ref is None:
             return None
         f = fisher_collapse(k, n, k_ref, n_ref)
@@ -203,6 +225,29 @@ def delta(spec: MetricSpec, this_dir: Path, ref_dir: Path, this: dict[str, Any],
         ev = evals.eval_of(spec.name)
         return ev.pairwise(spec, this_dir, ref_dir) if isinstance(ev, Pairwise) else None
     return None
+
+
+def _shared_events(spec: MetricSpec, this_dir: Path, ref_dir: Path, evals: EvalSet) -> tuple[int, int, int, int] | None:
+    """A count's k and n in each cell over the samples both scored (two runs cut by different
+    limits), from its eval's samples file; (0, 0, 0, 0) when none is shared; None when a file or
+    the event field is missing (the recorded counts stand)."""
+    ev = evals.eval_of(spec.name)
+    if ev is None or spec.event_field is None:
+        return None
+    mine, theirs = (_events_file(d / ev.samples_file, spec.event_field) for d in (this_dir, ref_dir))
+    if not mine or not theirs:
+        return None
+    shared = [i for i in mine if i in theirs]
+    return (sum(mine[i] for i in shared), len(shared), sum(theirs[i] for i in shared), len(shared))
+
+
+@once_per_file_state(maxsize=16)
+def _events_file(path: Path, field: str) -> dict[str, bool]:
+    """Sample id -> whether the event happened, from a samples file ({} when absent)."""
+    try:
+        return {row["id"]: bool(row[field]) for row in read_jsonl(path) if field in row}
+    except FileNotFoundError:
+        return {}
 
 
 def _noise_floor(spec: MetricSpec, cell: Mapping[str, Any], ref: Mapping[str, Any], evals: EvalSet) -> float | None:
@@ -314,6 +359,7 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
     rows = []
     flats = {cell.id: flat_metrics(stored[cell.id], evals) for cell in cells}
     references: dict[str, CellRecord | None] = {}
+    pairs = Pairs(config, run)  # what each pair's cells may differ in: their declared axes
     for cell in cells:
         row: dict[str, Any] = {"id": cell.id, "axes": cell.axes, "status": cell.status}
         if cell.error:
@@ -322,11 +368,12 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
         row["unmeasured"] = unmeasured(stored[cell.id], evals)
         ok = cell.status == "ok"
         if ok and baseline and baseline.status == "ok" and baseline.id != cell.id:
-            row["vs_baseline"] = deltas_in_run(cell.id, baseline.id, run_path, stored, flats, evals)
+            row["vs_baseline"] = deltas_in_run(cell.id, baseline.id, run_path, stored, flats, evals,
+                                               pairs.beyond(cell, baseline))
         wanted = twin_axes(cell.axes, config) if ok else None
         twin = next((c for c in cells if c.axes == wanted), None) if wanted else None
         if twin and twin.status == "ok":
-            row["vs_ab"] = deltas_in_run(cell.id, twin.id, run_path, stored, flats, evals)
+            row["vs_ab"] = deltas_in_run(cell.id, twin.id, run_path, stored, flats, evals, pairs.beyond(cell, twin))
         references[cell.id] = twin or (baseline if baseline is not cell else None)
         row["setup"] = {ev.name: setup["hash"] for ev in evals if (setup := setup_of(cell.metrics, ev.name))}
         row |= {"effective_mode": cell.effective_mode, "ran_as": cell.ran_as, "log_checks": cell.log_checks,
@@ -385,8 +432,12 @@ def exit_code(interrupted: bool, failed: int, broken: int) -> int:
 
 
 def strict_exit_code(summary: RunSummary | RunComparison) -> int:
-    """`--strict`: EXIT_INCONCLUSIVE where the run (or a comparison) would exit 0 but a failing
-    threshold's check is INCONCLUSIVE (a nightly that must not pass on too little evidence);
-    every other code as is."""
+    """`--strict`: EXIT_INCONCLUSIVE where the run (or a comparison) would exit 0 but something was
+    not judged: a failing threshold's check INCONCLUSIVE or NOT_CHECKED, or a cell no check judged
+    (a comparison's: on one side only, not finished on both, run differently). A nightly or a PR
+    gate must not pass on too little evidence; every other code as is."""
     code = summary.exit_code
-    return EXIT_INCONCLUSIVE if code == EXIT_OK and summary.inconclusive_checks else code
+    not_checked = any(c.outcome == checks.NOT_CHECKED and (c.action or "fail") == "fail"
+                      for cell in summary.cells for c in cell.checks or [])
+    return EXIT_INCONCLUSIVE if code == EXIT_OK and (summary.inconclusive_checks or not_checked or summary.unjudged) \
+        else code

@@ -80,7 +80,11 @@ class Delta(Record):
     setup_differs: list[str] = []
     """The eval setup fields that differ between the two cells (the comparison was refused)."""
     refused: str | None = None
-    """Why the owning eval refused to compare the two cells."""
+    """Why the comparison was not made: the owning eval refused it, or the two cells scored no
+    question (or sample) in common."""
+    differs: list[str] = []
+    """What the two cells ran differently beyond what the comparison expects (their
+    comparability keys, store/comparability.py), in words: the comparison was not made."""
 
     @property
     def flips_listed(self) -> bool:
@@ -115,6 +119,8 @@ class Flag(Record):
     reference: str | None = None
     setup_differs: list[str] = []
     refused: str | None = None
+    differs: list[str] = []
+    """What the cell and its reference ran differently beyond what the comparison expects."""
     diff: Number | None = None
     p_value: Number | None = None
     p_adj: Number | None = None
@@ -156,6 +162,8 @@ class CheckRecord(Record):
     """Why a NOT_CHECKED check was not checked."""
     setup_differs: list[str] = []
     refused: str | None = None
+    differs: list[str] = []
+    """What the cell and its reference ran differently beyond what the comparison expects."""
     noise_floor: Number | None = None
     between: Number | None = None
     """A PAIRWISE metric: the value measured between the two cells."""
@@ -180,6 +188,14 @@ class CheckRecord(Record):
         """A copy with `changes`, validated (a figure computed by numpy becomes a plain number):
         verdict/checks.py builds a check in steps."""
         return CheckRecord.model_validate(self.dump() | changes)
+
+
+DECIDED = ("PASS", "FAIL", "INCONCLUSIVE")
+"""The outcomes of a check that looked at evidence (NOT_CHECKED did not)."""
+
+
+def _decides(check: CheckRecord) -> bool:
+    return check.outcome in DECIDED and (check.action or "fail") == "fail"
 
 
 class CellRow(Record):
@@ -207,6 +223,13 @@ class CellRow(Record):
     checks: list[CheckRecord] | None = None
     """The thresholds checked on the cell (None: a summary written before checks were recorded)."""
     flags: list[Flag] = []
+
+    @property
+    def judged(self) -> bool:
+        """Whether a failing threshold's check decided something about the cell (PASS, FAIL or
+        INCONCLUSIVE): only a judged cell may be said to hold. A summary written before checks were
+        recorded (`checks` None) judged its cells by their flags, as it did."""
+        return self.status == "ok" and (self.checks is None or any(_decides(c) for c in self.checks))
 
     def against(self, key: str) -> Deltas | None:
         """`vs_baseline` or `vs_ab` by name (render/table.py `AGAINST`)."""
@@ -295,6 +318,15 @@ class ComparedCell(Record):
     b: dict[str, Any]
     setup_differs: dict[str, list[str]] = {}
     """Eval name -> the setup fields that differ between A and B (its metrics were not compared)."""
+    differs: list[str] = []
+    """What A's and B's cell ran differently beyond what the comparison expects (their
+    comparability keys, store/comparability.py), in words: the cell was not compared."""
+    question_sets: dict[str, str] = {}
+    """Eval name -> how its question sets differ (`gsm8k question set: 200 (stratified) vs all
+    1319`): its metrics were compared on the questions both scored."""
+    on_shared: dict[str, list[Number]] = {}
+    """Metric -> [A, B] on the questions (samples) both runs scored, for a share of an eval whose
+    question sets differ: the two values its Δ compares (`a` and `b` hold each run's own)."""
     checks: list[CheckRecord] = []
     """B's config's delta thresholds checked against A's cell (none unless both are ok)."""
     flags: list[Flag] = []
@@ -304,6 +336,12 @@ class ComparedCell(Record):
     def both_ok(self) -> bool:
         """Whether the cell finished in both runs: only then is it compared."""
         return self.found_in == "both" and self.status_a == self.status_b == "ok"
+
+    @property
+    def judged(self) -> bool:
+        """Whether B's cell was judged against A's: both finished, ran alike, and a failing
+        threshold's check on it decided something (PASS, FAIL or INCONCLUSIVE)."""
+        return self.both_ok and not self.differs and any(_decides(c) for c in self.checks)
 
     def delta(self, metric: str) -> Delta | None:
         """B − A of `metric` (None: not compared)."""
@@ -331,10 +369,22 @@ class RunComparison(_Carries):
     broken_thresholds: int
     warnings: int
     exit_code: int
+    allowed: list[str] = []
+    """What the caller allowed A and B to differ in beyond the build, questions and set-ups
+    (`compare --allow`)."""
+    shared_questions: dict[str, int] = {}
+    """Eval name -> the fewest questions both runs scored in a compared cell, for each eval whose
+    question sets differ: the comparison stands on those alone."""
 
     def specs(self) -> list[MetricSpec]:
         """The metrics the comparison measured, in report order."""
         return _specs(self.metrics, self._evals)
+
+    @property
+    def unjudged(self) -> list[str]:
+        """The cells B was not judged on (on one side only, not finished on both, run differently,
+        or no check of B's config decided anything): never said to hold."""
+        return [cell.id for cell in self.cells if not cell.judged]
 
 
 class RunSummary(RecordFile, _Carries):
@@ -374,3 +424,11 @@ class RunSummary(RecordFile, _Carries):
         """The metrics the run measured, in report order (`recorded.specs_of`: a summary from
         before they were recorded falls back to the evals' fixed specs)."""
         return _specs(self.metrics, self._evals)
+
+    @property
+    def unjudged(self) -> list[str]:
+        """The finished cells no failing threshold's check decided anything about, neither on the
+        cell nor against it as another cell's reference (the baseline, a fix-on twin): never said to
+        hold. A run against one server judged only by relative gates has every cell here."""
+        references = {c.reference for cell in self.cells for c in cell.checks or [] if _decides(c)}
+        return [cell.id for cell in self.cells if cell.status == "ok" and not cell.judged and cell.id not in references]

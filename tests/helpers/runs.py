@@ -8,6 +8,7 @@ detector (analyze_text(...).to_dict(), with the `collapsed` flag the runner adds
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from markdown_it import MarkdownIt
 
 from evalkit.config import MatrixConfig, parse_config
 from evalkit.evals.detector import analyze_text
-from evalkit.store import write_json, write_jsonl
+from evalkit.store import read_json, write_json, write_jsonl
 from evalkit.verdict.deltas import summarize
 from evalkit.verdict.summary import RunSummary
 
@@ -132,6 +133,15 @@ def write_run(results_dir: Path, run_id: str, cells: dict[str, CellSpec], config
             if spec.long_texts:
                 write_jsonl(cell_dir / "repetition.samples.jsonl", _repetition_samples(spec.long_texts))
     return run_path, matrix
+
+
+def rerun(run_path: Path, run_id: str) -> Path:
+    """A copy of a run folder as another run (`run_id`, beside it): what `compare` needs where a
+    test compares a run with an identical one (compare refuses a run with itself)."""
+    copy = run_path.parent / run_id
+    shutil.copytree(run_path, copy, dirs_exist_ok=True)
+    write_json(copy / "run.json", read_json(copy / "run.json") | {"run_id": run_id})
+    return copy
 
 
 def summary_of(run_path: Path, config: MatrixConfig) -> dict[str, Any]:
