@@ -67,13 +67,13 @@ from evalkit.history.verdicts import (
 )
 from evalkit.history.words import fmt, why
 from evalkit.stats.noise import (
-    Diffs,
     Noise,
     Windows,
     binomial_var,
     estimate,
     excess_sd,
     judged_sd,
+    own_spread,
     prior,
     quantile,
     satterthwaite,
@@ -108,6 +108,7 @@ class Judge:
             self.accepted.setdefault(a.series, []).append(a)
         self._states: dict[int, list[State]] = {}
         self._window_cache: dict[tuple[int, int | None], tuple[list[int], Windows]] = {}
+        self._prior_cache: dict[int, tuple[float | None, float | None]] = {}
         self._healthy: dict[int, list[bool]] = {}
 
     # -- noise --------------------------------------------------------------------------------
@@ -128,16 +129,27 @@ class Judge:
         return self._window_cache[key]
 
     @cached_property
-    def priors(self) -> dict[tuple[str, str], tuple[float | None, float | None]]:
-        """The typical (same-commit, across-commit) excess spread of each kind of series, from their
-        whole histories."""
-        groups: dict[tuple[str, str], list[Diffs]] = {}
+    def _own_spreads(self) -> list[tuple[float | None, float | None]]:
+        """Each series' own (same-commit, across-commit) excess spread over its whole history, where
+        it has enough differences to tell (what it lends the other series of its kind)."""
+        out = []
         for si, s in enumerate(self.series):
-            if s.points:
-                _, windows = self._windows(si, None)
-                level = statistics.median(p.value for p in s.points)
-                groups.setdefault(self._kind(s), []).append(windows.diffs(0, len(s.points), level))
-        return {key: (prior(many, same=True), prior(many, same=False)) for key, many in groups.items()}
+            if not s.points:
+                out.append((None, None))
+                continue
+            d = self._windows(si, None)[1].diffs(0, len(s.points), statistics.median(p.value for p in s.points))
+            out.append((own_spread(d, same=True), own_spread(d, same=False)))
+        return out
+
+    def priors(self, si: int) -> tuple[float | None, float | None]:
+        """The typical (same-commit, across-commit) excess spread of the other series of series
+        `si`'s kind (cached per series)."""
+        if si not in self._prior_cache:
+            kind = self._kind(self.series[si])
+            others = [spread for ti, spread in enumerate(self._own_spreads)
+                      if ti != si and self._kind(self.series[ti]) == kind]
+            self._prior_cache[si] = prior(s for s, _ in others), prior(a for _, a in others)
+        return self._prior_cache[si]
 
     @cached_property
     def sibling_priors(self) -> dict[tuple[str, str], float | None]:
@@ -162,7 +174,7 @@ class Judge:
         enough for a point of n questions, pooled with the prior of the series' kind."""
         kept, windows = self._windows(si, n)
         lo, hi = bisect.bisect_left(kept, pi - NOISE_WINDOW), bisect.bisect_left(kept, pi)
-        return estimate(windows.diffs(lo, hi, level), *self.priors[self._kind(self.series[si])])
+        return estimate(windows.diffs(lo, hi, level), *self.priors(si))
 
     @cached_property
     def _by_run(self) -> dict[str, list[tuple[int, int]]]:
@@ -279,11 +291,19 @@ class Judge:
         episode = pi
         while episode > epoch and not healthy[episode - 1]:
             episode -= 1
+        lasting = [self._states[si][i].verdict for i in range(episode, pi) if self._states[si][i].verdict in (REGRESSION, SHIFT)]
         if ref.score(point.value, bigger) < -ref.z:
             reruns = [p for i, p in enumerate(s.points) if p.commit == point.commit and i != pi]
-            if any(ref.score(p.value, bigger) >= -ref.z for p in reruns):
+            if not lasting and any(ref.score(p.value, bigger) >= -ref.z for p in reruns):
                 return State(INTERMITTENT, ref, pi, acceptance=acceptance)
             return State(REGRESSION, ref, episode, acceptance=acceptance)
+        if lasting:
+            # Within its floor, but the series is down: still broken unless it is nearer the healthy
+            # level than the level it fell to (a fallen night within the floor is no recovery).
+            fallen = statistics.median(s.points[i].value for i in range(episode, pi))
+            if (point.value - (ref.level + fallen) / 2) * (1 if bigger else -1) < 0:
+                return State(lasting[-1], ref, episode, acceptance=acceptance)
+            return State(OK, ref, acceptance=acceptance)
         start = self._shift(si, pi, ref, epoch) if ref.score(point.value, bigger) < 0 else None
         if start is None:
             return State(OK, ref, acceptance=acceptance)
@@ -292,16 +312,18 @@ class Judge:
             healthy[i] = False
         return State(SHIFT, ref, first, acceptance=acceptance)
 
-    def _scanned(self, si: int, pi: int, epoch: int) -> list[int]:
-        """The nights the shift scan reads back from `pi`: those after the epoch's first MIN_HISTORY
-        that were not a regression or an intermittent failure of their own, newest first."""
-        states = self._states[si]
+    def _scanned(self, si: int, pi: int, epoch: int, healthy_only: bool = True) -> list[int]:
+        """The nights the shift scan reads back from `pi`, newest first: those after the epoch's first
+        MIN_HISTORY judged against the series' own history, and (`healthy_only`, to detect a shift)
+        still counted healthy: a night already broken is no evidence of a new shift, though it may
+        be where one began (where the scan looks for its first commit)."""
+        states, healthy = self._states[si], self._healthy[si]
         out = [pi]
         for i in range(pi - 1, epoch + MIN_HISTORY - 1, -1):
             if len(out) == SCAN_WINDOWS[-1]:
                 break
             ref = states[i].reference
-            if states[i].verdict not in (REGRESSION, INTERMITTENT) and ref is not None and ref.basis != SIBLINGS:
+            if (healthy[i] or not healthy_only) and ref is not None and ref.basis != SIBLINGS:
                 out.append(i)
         return out
 
@@ -328,7 +350,8 @@ class Judge:
         z = quantile(self.scan_rate, round(ref.dof, 1))
         if not any(len(scanned) >= k and self._window_score(si, scanned[:k], ref) < -z for k in SCAN_WINDOWS):
             return None
-        scores = [(self._window_score(si, scanned[:k], ref), scanned[k - 1]) for k in range(2, len(scanned) + 1)]
+        around = self._scanned(si, pi, epoch, healthy_only=False)
+        scores = [(self._window_score(si, around[:k], ref), around[k - 1]) for k in range(2, len(around) + 1)]
         return min(scores)[1]
 
     # -- the judged series ---------------------------------------------------------------------

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from evalkit.evals.units import Unit
-from evalkit.stats.noise import MAD_EFFICIENCY, PRIOR_DOF, excess_sd, quantile, satterthwaite
+from evalkit.stats.noise import MAD_EFFICIENCY, excess_sd, quantile, satterthwaite
 
 HISTORY, SIBLINGS, ACCEPTED = "history", "siblings", "accepted"
 """What a reference's level is read from: the series' own healthy points, the other configurations
@@ -125,16 +125,16 @@ def sibling_reference(values: Sequence[tuple[float, float]], prior: float | None
     level is their median; the excess spread between configurations is read from their deviations
     from it (a configuration that legitimately sits a little apart is within it): the larger of their
     own and of it pooled with the prior, so siblings that differ more than configurations usually do
-    (other models under one name) widen the floor instead of being outvoted by the prior. None: no
-    siblings."""
+    (other models under one name) widen the floor instead of being outvoted by the prior. The prior
+    adds no degrees of freedom: a configuration's legitimate offset from the others is not known
+    from other models' runs, so siblings judge where the spread is mostly the nights' own binomial
+    error (evalkit's runs, which know their n) or where there are many of them. None: no siblings."""
     if not values:
         return None
     level = statistics.median(v for v, _ in values)
     deviations, variances = [v - level for v, _ in values], [var for _, var in values]
     own = excess_sd(deviations, variances, None, multiplier=1.0) or 0.0
-    pooled = excess_sd(deviations, variances, prior, multiplier=1.0) or 0.0
-    tau = max(own, pooled)
-    evidence = MAD_EFFICIENCY * len(values) + (PRIOR_DOF if prior is not None and pooled > own else 0)
-    dof = satterthwaite(tau, max(1.0, evidence), variance)
+    tau = max(own, excess_sd(deviations, variances, prior, multiplier=1.0) or 0.0)
+    dof = satterthwaite(tau, max(1.0, MAD_EFFICIENCY * len(values)), variance)
     sd = (tau * tau + variance) ** 0.5
     return Reference(level, sd, len(values), rate, quantile(rate, round(dof, 1)), dof, tau, variance ** 0.5, SIBLINGS)

@@ -161,13 +161,18 @@ def excess_sd(differences: Sequence[float], variances: Sequence[float] = (), pri
     return float(brentq(excess, 0.0, top, xtol=1e-12 + top * 1e-9))
 
 
-def prior(many: Iterable[Diffs], same: bool) -> float | None:
-    """The excess spread of a typical series among `many` (the median of their own estimates, from
-    those with at least `PRIOR_PAIRS` differences; none: None)."""
-    values = [excess_sd(d.same_commit, d.same_var) if same else excess_sd(d.across_commits, d.across_var)
-              for d in many if len(d.same_commit if same else d.across_commits) >= PRIOR_PAIRS]
-    found = [v for v in values if v is not None]
-    return statistics.median(found) if found else None
+def own_spread(d: Diffs, same: bool) -> float | None:
+    """A series' own excess spread (re-runs of a commit when `same`, else across commits) where it
+    has at least `PRIOR_PAIRS` such differences to tell it: what it adds to its kind's prior."""
+    values, variances = (d.same_commit, d.same_var) if same else (d.across_commits, d.across_var)
+    return excess_sd(values, variances) if len(values) >= PRIOR_PAIRS else None
+
+
+def prior(spreads: Iterable[float | None]) -> float | None:
+    """The spread of a typical series: the median of other series' own spreads (`own_spread`; a
+    series is never its own prior, so a lone series leans on nothing); none known: None."""
+    known = [v for v in spreads if v is not None]
+    return statistics.median(known) if known else None
 
 
 def estimate(d: Diffs, prior_same: float | None, prior_across: float | None) -> Noise:
