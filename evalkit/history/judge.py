@@ -132,7 +132,7 @@ class Judge:
     def _own_spreads(self) -> list[tuple[float | None, float | None]]:
         """Each series' own (same-commit, across-commit) excess spread over its whole history, where
         it has enough differences to tell (what it lends the other series of its kind)."""
-        out = []
+        out: list[tuple[float | None, float | None]] = []
         for si, s in enumerate(self.series):
             if not s.points:
                 out.append((None, None))
