@@ -18,7 +18,9 @@ from evalkit.errors import ConfigError
 if TYPE_CHECKING:
     from evalkit.evals.base import MetricSpec
     from evalkit.history.db import Point
-    from evalkit.history.judge import Judged
+    from evalkit.history.judge import Judge
+    from evalkit.history.series import Series
+    from evalkit.history.verdicts import Judged
 
 
 @click.group(cls=_CommandGroup, invoke_without_command=True)
@@ -162,14 +164,14 @@ def judge(every: bool, fmt: str, rate: float, patterns: tuple[str, ...], db_path
       evalkit history judge --db results/history.db
       evalkit history judge --db nightly.db --all --format json > verdicts.json
     """
-    from evalkit.history.judge import regressed, to_json
+    from evalkit.history.verdicts import regressed, to_json
     from evalkit.render.nightly import judge_text
 
-    judged = _judged(db_path, results_dir, rate, patterns, every)
+    judged, left_out = _judged(db_path, results_dir, rate, patterns, every)
     if fmt == "json":
-        click.echo(json.dumps(to_json(judged), indent=2))
+        click.echo(json.dumps(to_json(judged, left_out), indent=2))
     else:
-        click.echo(judge_text(judged, every, rate), nl=False)
+        click.echo(judge_text(judged, every, rate, left_out), nl=False)
     sys.exit(1 if regressed(judged) else 0)
 
 
@@ -186,10 +188,10 @@ def audit(fmt: str, rate: float, patterns: tuple[str, ...], db_path: Path | None
     Example:
       evalkit history audit --db nightly.db --false-alarm-rate 0.01
     """
-    from evalkit.history.judge import to_json
+    from evalkit.history.verdicts import to_json
     from evalkit.render.nightly import audit_text
 
-    judged = [j for j in _judged(db_path, results_dir, rate, patterns, every=True) if j.audit is not None]
+    judged = [j for j in _judged(db_path, results_dir, rate, patterns, every=True)[0] if j.audit is not None]
     if fmt == "json":
         click.echo(json.dumps({"series": [{k: v for k, v in row.items() if k != "points"}
                                           for row in to_json(judged)["series"]]}, indent=2))
@@ -198,21 +200,71 @@ def audit(fmt: str, rate: float, patterns: tuple[str, ...], db_path: Path | None
 
 
 def _judged(db_path: Path | None, results_dir: Path, rate: float, patterns: tuple[str, ...],
-            every: bool) -> list[Judged]:
-    """Every series of the history, judged; the selected ones returned."""
+            every: bool) -> tuple[list[Judged], list[Series]]:
+    """Every series of the history, judged; the selected ones returned, and those another
+    comparability key replaced (left out, said once)."""
+    judge_ = _judge(db_path, results_dir, rate)
+    series = judge_.series
+    matching = [i for i, s in enumerate(series) if not patterns or any(p in s.name for p in patterns)]
+    if not matching:
+        raise ConfigError(f"--series {' '.join(patterns)}: no series matches (e.g. {series[0].name!r})")
+    chosen = [i for i in matching if series[i].replaced is None]
+    return judge_.judge(every, chosen), [series[i] for i in matching if series[i].replaced is not None]
+
+
+def _judge(db_path: Path | None, results_dir: Path, rate: float) -> Judge:
+    """The judge of every series of the history (one line naming the database when there is none)."""
     from evalkit import history as hist
-    from evalkit.history.judge import Judge
-    from evalkit.history.series import all_series
+    from evalkit.history.judge import judge_history
 
     path = db_path or hist.default_db_path(results_dir)
     if not path.is_file():
         raise ConfigError(f"{path}: no history database (record a run, or --import a dashboard, first)")
     with hist.History(path) as store:
-        series = all_series(store)
-    if not series:
+        judge_ = judge_history(store, rate)
+    if not judge_.series:
         raise ConfigError(f"{path}: no series recorded yet")
-    judge_ = Judge(series, rate)
-    chosen = [i for i, s in enumerate(series) if not patterns or any(p in s.name for p in patterns)]
-    if not chosen:
-        raise ConfigError(f"--series {' '.join(patterns)}: no series matches (e.g. {series[0].name!r})")
-    return judge_.judge(every, chosen)
+    return judge_
+
+
+@history.command(cls=_Command)
+@click.argument("series_name", metavar="SERIES")
+@click.option("--from", "commit", required=True, metavar="COMMIT",
+              help="The first commit of the new level (a prefix of a commit of the series' points).")
+@click.option("--why", required=True, metavar="TEXT", help="Why the new level is right: recorded and shown beside every verdict it shapes.")
+@click.option("--db", "db_path", type=click.Path(path_type=Path), help="History database [default: RESULTS_DIR/history.db].")
+@results_dir_option
+def accept(series_name: str, commit: str, why: str, db_path: Path | None, results_dir: Path) -> None:
+    """Accept a series' new level from COMMIT on: the judge never moves a level by itself.
+
+    A series that falls and stays down is a regression every night until it recovers or a person
+    accepts the new level here. From the first point of COMMIT on, the series' level is read from
+    its points there and after (its noise from its whole history); the acceptance is recorded in
+    the history database and shown beside the verdicts. Prints the series' newest verdict after it.
+
+    \b
+    Example:
+      evalkit history accept "demo tp8-full-fixon gsm8k.flexible" --from 3f2a1c0b --why "new tokenizer"
+    """
+    from evalkit import history as hist
+    from evalkit.history.accept import accept as record
+
+    if not why.strip():
+        raise ConfigError("--why: say why the new level is right (it is shown beside every verdict it shapes)")
+    judge_ = _judge(db_path, results_dir, 0.01)
+    found = next((s for s in judge_.series if s.name == series_name), None)
+    if found is None:
+        near = [s.name for s in judge_.series if series_name.lower() in s.name.lower()][:3]
+        raise ConfigError(f"{series_name}: no such series" + (f" (did you mean {', '.join(map(repr, near))}?)" if near
+                                                             else "; `evalkit history judge` names every series"))
+    commits = list(dict.fromkeys(p.commit for p in found.points if p.commit.startswith(commit)))
+    if len(commits) != 1:
+        raise ConfigError(f"--from {commit}: " + (f"matches {len(commits)} commits of {series_name}; give more of it"
+                                                  if commits else f"no point of {series_name} ran it"))
+    with hist.History(db_path or hist.default_db_path(results_dir)) as store:
+        accepted = record(store.db, series_name, commits[0], why.strip())
+    click.echo(f"{series_name}: {accepted.said()}")
+    after = _judge(db_path, results_dir, 0.01)
+    (judged,) = after.judge(only=[next(i for i, s in enumerate(after.series) if s.name == series_name)])
+    if judged.newest is not None:
+        click.echo(f"newest night now: {judged.newest.verdict}: {judged.newest.why}")
