@@ -68,7 +68,7 @@ def test_a_good_end_only_reached_through_a_merge_needs_all_parents(merged: tuple
 
 def test_bad_refs_are_one_line_errors_naming_the_option(merged: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     repo, s = merged
-    with pytest.raises(SourceError, match=f"^--good nope: not a commit of {repo}$"):
+    with pytest.raises(SourceError, match=f"^--good nope: no such commit, branch or tag in {repo}$"):
         commit_range(str(repo), "nope", "main", tmp_path / "cache")
     with pytest.raises(ConfigError, match=rf"^--good main \(\w{{12}}\) is not an ancestor of --bad {s['m1']} "):
         commit_range(str(repo), "main", s["m1"], tmp_path / "cache")

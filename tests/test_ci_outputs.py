@@ -143,8 +143,9 @@ def test_junit_is_valid_and_reports_each_cell_and_check_as_ci_reporters_read_it(
     out = tmp_path / "junit.xml"
     result = CliRunner().invoke(main, ["report", "run-a", "--format", "junit", "-o", str(out),
                                        "--results-dir", str(demo_runs["results"])])
+    expected_exit = read_json(demo_runs["a"] / "summary.json")["exit_code"]  # report exits as the run did
     print(CliRunner().invoke(main, ["compare", "run-a", "run-b", "--format", "markdown", "--results-dir", str(demo_runs["results"])]).output)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == expected_exit, result.output
     junit_schema.validate(str(out))
     assert out.read_text() == demo_runs["a_junit"].read_text()  # `matrix --junit` wrote the same document
     summary = read_json(demo_runs["a"] / "summary.json")
@@ -253,7 +254,7 @@ def test_report_plot_writes_the_png_of_a_real_run_and_the_html_holds_it(demo_run
     out, page = tmp_path / "deltas.png", tmp_path / "report.html"
     result = CliRunner().invoke(main, ["report", "run-a", "--format", "html", "-o", str(page), "--plot", str(out),
                                        "--results-dir", str(demo_runs["results"])])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == read_json(demo_runs["a"] / "summary.json")["exit_code"], result.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
     html = page.read_text(encoding="utf-8")
     figure = html[html.index('<figure class="forest">'):]

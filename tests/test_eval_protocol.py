@@ -159,7 +159,7 @@ def test_a_registered_eval_shows_in_the_report_and_csv(toy_run: tuple[Path, Any]
     csv = CliRunner().invoke(main, ["report", "toy", "--format", "csv", "--results-dir", results]).output
     header = csv.splitlines()[0].split(",")
     assert "words.per_answer" in header and "vs_ab.words.per_answer.diff" in header
-    as_json = json.loads(CliRunner().invoke(main, ["report", "toy", "--format", "json", "--results-dir", results]).output)
+    as_json = json.loads(CliRunner().invoke(main, ["report", "toy", "--format", "json", "--results-dir", results]).stdout)
     assert as_json["cells"][0]["metrics"]["words.per_answer"] > 0
 
 

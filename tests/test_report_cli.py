@@ -36,8 +36,8 @@ def cli(*args: str) -> Any:
 
 def test_markdown_of_a_real_run_one_row_per_cell_documented_columns(demo_runs: dict[str, Path]) -> None:
     result = cli("report", "run-a", "--format", "markdown", "--results-dir", str(demo_runs["results"]))
-    assert result.exit_code == 0
-    md = result.output
+    assert result.exit_code == EXIT_THRESHOLD == read_json(demo_runs["a"] / "summary.json")["exit_code"]  # as printed
+    md = result.stdout
     found = tables(md)
     cols = columns(specs_of(read_json(demo_runs["a"] / "summary.json")))
     matrix = found.headers.index([c.header for c in cols])
@@ -52,7 +52,7 @@ def test_markdown_of_a_real_run_one_row_per_cell_documented_columns(demo_runs: d
 
 
 def test_markers_sit_exactly_where_summary_json_has_broken_thresholds(demo_runs: dict[str, Path]) -> None:
-    md = cli("report", "run-a", "--format", "markdown", "--results-dir", str(demo_runs["results"])).output
+    md = cli("report", "run-a", "--format", "markdown", "--results-dir", str(demo_runs["results"])).stdout
     summary = read_json(demo_runs["a"] / "summary.json")
     specs = specs_of(summary)
     cols = columns(specs)
@@ -65,12 +65,12 @@ def test_markers_sit_exactly_where_summary_json_has_broken_thresholds(demo_runs:
 
 
 def test_json_format_is_the_stored_summary(demo_runs: dict[str, Path]) -> None:
-    out = cli("report", str(demo_runs["a"]), "--format", "json").output
+    out = cli("report", str(demo_runs["a"]), "--format", "json").stdout
     assert json.loads(out) == read_json(demo_runs["a"] / "summary.json")
 
 
 def test_csv_format_one_row_per_cell(demo_runs: dict[str, Path]) -> None:
-    out = cli("report", "run-a", "--format", "csv", "--results-dir", str(demo_runs["results"])).output
+    out = cli("report", "run-a", "--format", "csv", "--results-dir", str(demo_runs["results"])).stdout
     frame = pd.read_csv(io.StringIO(out))
     summary = read_json(demo_runs["a"] / "summary.json")
     assert list(frame["cell"]) == [c["id"] for c in summary["cells"]]
@@ -80,9 +80,10 @@ def test_csv_format_one_row_per_cell(demo_runs: dict[str, Path]) -> None:
 
 def test_terminal_format_and_a_bad_run_ref(demo_runs: dict[str, Path]) -> None:
     out = cli("report", "latest", "--results-dir", str(demo_runs["results"]))
-    assert out.exit_code == 0 and "dp8-piecewise-fixoff" in out.output  # latest = run-b
+    assert out.exit_code == read_json(demo_runs["b"] / "summary.json")["exit_code"]  # latest = run-b, its code
+    assert "dp8-piecewise-fixoff" in out.output
     bad = CliRunner().invoke(main, ["report", "no-such-run", "--results-dir", str(demo_runs["results"])])
-    assert bad.exit_code == 2 and "not a run" in bad.output
+    assert bad.exit_code == 2 and "no-such-run: no such run" in bad.output
 
 
 def _marks(run: Path, cell: str) -> dict[str, bool]:
@@ -124,7 +125,7 @@ def test_compare_markdown_and_csv(demo_runs: dict[str, Path]) -> None:
 
 
 def test_collapse_evidence_of_a_real_run_is_folded_per_cell(demo_runs: dict[str, Path]) -> None:
-    md = cli("report", "run-a", "--format", "markdown", "--results-dir", str(demo_runs["results"])).output
+    md = cli("report", "run-a", "--format", "markdown", "--results-dir", str(demo_runs["results"])).stdout
     summary = read_json(demo_runs["a"] / "summary.json")
     collapsed = {c["id"]: c["metrics"]["repetition.collapsed"] for c in summary["cells"]}
     assert collapsed["dp8-piecewise-fixoff"] >= 1  # the simulated bug, seed 0

@@ -335,11 +335,15 @@ def test_a_ref_that_is_not_a_run_is_a_config_error(tmp_path: Path) -> None:
     make_run(results, "r1", 1_000_000)
     (results / "half").mkdir()
     (results / "half" / ".run.json.4242.tmp").write_text('{"run_id": "ha')  # killed while writing run.json
-    for ref in ("nope", "half"):
-        with pytest.raises(ConfigError, match=rf"^{ref}: not a run \(no run\.json in {results / ref}\)$"):
-            resolve_run(results, ref)
+    with pytest.raises(ConfigError, match=rf"^half: not a run \(no run\.json in {results / 'half'}\)$"):
+        resolve_run(results, "half")
+    with pytest.raises(ConfigError, match=rf"^nope: no such run \(no folder {results / 'nope'}\)$"):
+        resolve_run(results, "nope")
+    (results / "a-file").write_text("{}")
+    with pytest.raises(ConfigError, match=rf"^a-file: {results / 'a-file'} is a file, not a run folder$"):
+        resolve_run(results, "a-file")
     for path in (str(tmp_path / "nowhere"), "../nowhere/r1"):  # a path is only ever that folder
-        with pytest.raises(ConfigError, match=rf"^{re.escape(path)}: not a run \(no run\.json in {re.escape(path)}\)$"):
+        with pytest.raises(ConfigError, match=rf"^{re.escape(path)}: no such run \(no folder {re.escape(path)}\)$"):
             resolve_run(results, path)
     with pytest.raises(ConfigError, match="no '/' or '..'"):
         resolve_run(results, "..")

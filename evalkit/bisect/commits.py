@@ -62,10 +62,14 @@ def _git(repo: Path, args: list[str]) -> str:
 
 
 def _resolve(repo: str, ref: str, cache: Path, option: str) -> str:
+    """The SHA `ref` names in `repo`. The repo is reached first, so a clone that fails (offline, a
+    wrong URL) says so as it is, and only a ref the reached repo lacks is "not a commit"."""
+    source = Source(repo=repo, ref=ref)
+    _repo_dir(source, cache)
     try:
-        return resolve_sha(Source(repo=repo, ref=ref), cache)
+        return resolve_sha(source, cache)
     except SourceError as e:
-        raise SourceError(f"{option} {ref}: not a commit of {repo}") from e
+        raise SourceError(f"{option} {ref}: no such commit, branch or tag in {repo}") from e
 
 
 def describe(repo_dir: Path, shas: list[str]) -> dict[str, Commit]:

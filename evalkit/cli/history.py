@@ -62,11 +62,16 @@ def history(ctx: click.Context, model: str | None, cells: tuple[str, ...], since
     """
     from evalkit import history as hist
     from evalkit.evals import registry
-    from evalkit.history.imports import import_dashboard, is_dashboard_file
-    from evalkit.store import read_json, resolve_run
+    from evalkit.history.imports import check_import, import_dashboard, is_dashboard_file
+    from evalkit.store import read_json, removed_on_failure, resolve_run
     from evalkit.verdict.deltas import flat_metrics
 
-    with hist.History(db_path or hist.default_db_path(results_dir)) as store:
+    if ctx.invoked_subcommand is not None and not imports:
+        return  # judge, audit, accept open the database they are given: none is made here for them
+    for ref in imports:  # bad input said before a database exists
+        check_import(ref, results_dir)
+    path = db_path or hist.default_db_path(results_dir)
+    with removed_on_failure(path), hist.History(path) as store:  # a failed command leaves no empty database
         for ref in imports:
             if is_dashboard_file(ref):
                 click.echo(f"imported {ref}: {import_dashboard(store.db, Path(ref))} points", err=True)
@@ -86,9 +91,9 @@ def history(ctx: click.Context, model: str | None, cells: tuple[str, ...], since
                 raise ConfigError(f"give --model NAME; recorded models: {known}")
             return
         points = store.trend(model, cells, hist.parse_since(since) if since else None)
-    if not points:
-        raise ConfigError(f"history: no recorded cells for model {model!r}"
-                          + (f", cells {', '.join(cells)}" if cells else "") + (f" since {since}" if since else ""))
+        if not points:
+            raise ConfigError(f"history: no recorded cells for model {model!r}"
+                              + (f", cells {', '.join(cells)}" if cells else "") + (f" since {since}" if since else ""))
     specs = _metrics_of(points, results_dir)
     if fmt != "table":
         from evalkit.render.history_export import benchmark_json, history_csv

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,10 +24,15 @@ def output_option(f: Any) -> Any:
 
 
 def check_output(fmt: str, output: Path | None) -> None:
-    """-o needs a document: the terminal format prints itself."""
+    """-o needs a document (the terminal format prints itself) and a place a file can go: one line,
+    exit 2, before anything is read or rendered."""
+    from evalkit.store import check_writable
+
     if output is not None and fmt == "terminal":
         documents = ", ".join(f for f in FORMATS if f != "terminal")
-        raise click.UsageError(f"-o/--output needs a document format: --format {documents}")
+        raise ConfigError(f"-o/--output needs a document format: --format {documents}")
+    if output is not None:
+        check_writable(output, "-o/--output")
 
 
 def deliver(text: str | None, output: Path | None) -> None:
@@ -61,7 +67,8 @@ def report(run: str, fmt: str, output: Path | None, plot_path: Path | None, resu
     """Show a stored run (a run id, a path, or `latest`) as a table, markdown, CSV, JSON or HTML.
 
     The verdict is recomputed from the stored cells with the run's own config snapshot, so it
-    equals the run's summary.json.
+    equals the run's summary.json; the headline is the last line (on stderr when stdout carries
+    a document) and the exit code is the run's, as `evalkit matrix` exits (1: a threshold broke).
 
     \b
     Examples:
@@ -71,9 +78,12 @@ def report(run: str, fmt: str, output: Path | None, plot_path: Path | None, resu
       evalkit report latest --format junit -o evalkit-junit.xml
       evalkit report latest --format markdown --plot deltas.png > pr-comment.md
     """
-    from evalkit.store import resolve_run
+    from evalkit.render.terminal import headline_markup
+    from evalkit.store import check_writable, resolve_run
 
     check_output(fmt, output)
+    if plot_path is not None:
+        check_writable(plot_path, "--plot")
     run_path = resolve_run(results_dir, run)
     summary = stored_verdict(run_path)
     show_run(summary=summary, run_path=run_path, fmt=fmt, output=output)
@@ -83,6 +93,10 @@ def report(run: str, fmt: str, output: Path | None, plot_path: Path | None, resu
         drawn = png(summary, plot_path)
         click.echo(f"plot: {plot_path}" if drawn else "plot: no cell was compared with a baseline or twin: nothing "
                    "drawn", err=True)
+    # the headline last, as `matrix` ends (on stderr where stdout carries the document), folded as
+    # the report's own first line is; and the exit code the report prints (NOT OK: 1 here too)
+    console(stderr=fmt != "terminal" and output is None).print(headline_markup(summary), highlight=False)
+    sys.exit(summary.exit_code)
 
 
 def stored_verdict(run_path: Path) -> RunSummary:
@@ -97,6 +111,8 @@ def stored_verdict(run_path: Path) -> RunSummary:
     from evalkit.verdict.summary import RunSummary
 
     info = read_json(run_path / "run.json")
+    if not isinstance(info, dict) or not isinstance(info.get("config"), dict):
+        raise ConfigError(f"{run_path / 'run.json'}: no config snapshot (config): not a run.json evalkit wrote")
     evals = registry.recorded(info)
     if not evals.missing:
         return summarize_run(run_path, parse_config(info["config"], run_path / "run.json"))

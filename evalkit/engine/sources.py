@@ -35,7 +35,9 @@ def _git(args: list[str], cwd: Path | None = None) -> str:
     except subprocess.TimeoutExpired as e:
         raise SourceError(f"git {' '.join(args[:2])} timed out") from e
     if done.returncode != 0:
-        raise SourceError((done.stderr.strip().splitlines() or [f"git {args[0]} failed"])[-1])
+        said = done.stderr.strip().splitlines() or [f"git {args[0]} failed"]
+        # git's cause is its first `fatal:` line; the last is often advice ("and the repository exists.")
+        raise SourceError(next((line for line in said if line.startswith(("fatal:", "error:"))), said[-1]))
     return done.stdout.strip()
 
 
@@ -50,10 +52,14 @@ def _repo_dir(source: Source, cache: Path) -> Path:
     key = hashlib.sha256(source.repo.encode()).hexdigest()[:16]
     bare = cache / "repos" / key
     if not bare.exists():
+        made = [p for p in (*reversed(bare.parent.parents), bare.parent) if not p.exists()]
         bare.parent.mkdir(parents=True, exist_ok=True)
         try:
             _git(["clone", "--bare", "--quiet", source.repo, str(bare)])
         except SourceError as e:
+            for folder in reversed(made):  # a failed clone leaves no empty cache behind (git leaves them)
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
             raise SourceError(f"source {source.repo}: cannot clone: {e}") from e
     return bare
 

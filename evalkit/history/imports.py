@@ -143,3 +143,26 @@ def stored_dashboard_points(db: sqlite3.Connection) -> list[DashboardPoint]:
 def is_dashboard_file(ref: str) -> bool:
     """`--import REF` names a dashboard (a file) rather than a run (an id, a run folder, latest, all)."""
     return Path(ref).is_file()
+
+
+DASHBOARD_SUFFIXES = (".js", ".json")
+"""How a dashboard's file is named (data.js, or its JSON): such a REF that is no file is a missing file."""
+
+
+def check_import(ref: str, results_dir: Path) -> None:
+    """`--import REF`'s bad input as one line, before any database is opened: a run that does not
+    resolve (`resolve_run`'s words: no such run, a file, no run.json), a results folder that is a
+    file (`all`), and a dashboard file that is missing, said missing (not "not a run")."""
+    from evalkit.store import check_results_dir, resolve_run
+
+    if is_dashboard_file(ref):
+        return
+    if ref == "all":
+        check_results_dir(results_dir)
+        return
+    try:
+        resolve_run(results_dir, ref)
+    except ConfigError:
+        if Path(ref).suffix.lower() in DASHBOARD_SUFFIXES:
+            raise ConfigError(f"{ref}: no such file (--import reads a dashboard's data.js or its JSON, or a run)") from None
+        raise

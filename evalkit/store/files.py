@@ -59,8 +59,13 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
+    """A JSON file evalkit wrote; one that does not parse (edited by hand, cut short by a full disk)
+    is a ConfigError naming the file and where, not a traceback."""
     with path.open(encoding="utf-8") as f:
-        return json.load(f)
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: not valid JSON ({e.msg}, line {e.lineno} column {e.colno})") from e
 
 
 @contextmanager
@@ -147,21 +152,38 @@ class RunStore:
 
 
 def resolve_run(results_dir: Path, ref: str) -> Path:
-    """`latest`, a run id, or a path -> the run folder (must hold run.json)."""
+    """`latest`, a run id, or a path -> the run folder (must hold run.json). Each way it can fail
+    is one line naming the real cause: the results folder missing or a file, the ref no folder, a
+    file, or a folder without run.json."""
     if ref == "latest":
+        check_results_dir(results_dir)
         runs = [p for p in results_dir.glob("*/run.json")] if results_dir.is_dir() else []
         if not runs:
-            raise ConfigError(f"{results_dir}: no runs yet")
+            raise ConfigError(f"{results_dir}: no runs yet" + ("" if results_dir.exists() else " (no such folder)"))
         return max(runs, key=lambda p: (p.stat().st_mtime, p.parent.name)).parent
     as_path = Path(ref)
-    if as_path.is_absolute() or len(as_path.parts) > 1:  # a path: only that folder
+    if as_path.is_absolute() or len(as_path.parts) > 1 or "/" in ref:  # a path (./run too): only that folder
         candidates = [as_path]
     else:  # an id: the results folder first, so a same-named folder in the cwd never shadows it
         candidates = [results_dir / check_run_id(ref), as_path]
     for candidate in candidates:
         if (candidate / "run.json").is_file():
             return candidate
-    raise ConfigError(f"{ref}: not a run (no run.json in {candidates[0]})")
+    if len(candidates) > 1:
+        check_results_dir(results_dir)
+    found = next((c for c in candidates if c.exists()), None)
+    if found is None:
+        raise ConfigError(f"{ref}: no such run (no folder {candidates[0]})")
+    if not found.is_dir():
+        raise ConfigError(f"{ref}: a file, not a run folder" if found == as_path else f"{ref}: {found} is a file, not a run folder")
+    raise ConfigError(f"{ref}: not a run (no run.json in {found})")
+
+
+def check_results_dir(results_dir: Path) -> None:
+    """A --results-dir that is a file is the cause of what fails next, said as such (not "no runs
+    yet", not a run missing from it)."""
+    if results_dir.exists() and not results_dir.is_dir():
+        raise ConfigError(f"{results_dir}: results folder is a file, not a folder (--results-dir)")
 
 
 REGRESSIONS_FILE = "regressions.json"
