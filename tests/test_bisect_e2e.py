@@ -162,8 +162,8 @@ def test_a_good_end_that_is_bad_too_stops_with_exit_1(world: World) -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--good", "no-such-ref", "--bad", "main"], "error: --good no-such-ref: not a commit of {repo}"),
-    (["--good", "main", "--bad", "v9"], "error: --bad v9: not a commit of {repo}"),
+    (["--good", "no-such-ref", "--bad", "main"], "error: --good no-such-ref: no such commit, branch or tag in {repo}"),
+    (["--good", "main", "--bad", "v9"], "error: --bad v9: no such commit, branch or tag in {repo}"),
     (["--good", "{side}", "--bad", "{good}"], "is not an ancestor of --bad"),
     (["--cell", "nope", "--good", "{good}", "--bad", "seed0"], "error: --cell nope: not a cell of the matrix (cells: head)"),
 ])

@@ -132,7 +132,7 @@ def test_a_running_server_is_one_external_cell_and_nothing_is_started(
     ({"run_id": "../evil"}, ConfigError, "run id '../evil'"),
     ({"limit": 0}, ConfigError, "limit 0: give 1 or more"),
     ({"executor": "cloud"}, ConfigError, "executor 'cloud': use local or slurm"),
-    ({"resume": "never-ran"}, ConfigError, "never-ran: not a run"),
+    ({"resume": "never-ran"}, ConfigError, "never-ran: no such run"),
 ])
 def test_bad_input_is_raised_before_anything_is_created(tmp_path: Path, fields: dict, error: type, words: str) -> None:
     with pytest.raises(error, match=words):
