@@ -144,7 +144,7 @@ def test_junit_is_valid_and_reports_each_cell_and_check_as_ci_reporters_read_it(
     result = CliRunner().invoke(main, ["report", "run-a", "--format", "junit", "-o", str(out),
                                        "--results-dir", str(demo_runs["results"])])
     expected_exit = read_json(demo_runs["a"] / "summary.json")["exit_code"]  # report exits as the run did
-    print(CliRunner().invoke(main, ["compare", "run-a", "run-b", "--format", "markdown", "--results-dir", str(demo_runs["results"])]).output)
+    print(CliRunner().invoke(main, ["compare", "run-a", "run-b", "--allow", "argv", "--format", "markdown", "--results-dir", str(demo_runs["results"])]).output)
     assert result.exit_code == expected_exit, result.output
     junit_schema.validate(str(out))
     assert out.read_text() == demo_runs["a_junit"].read_text()  # `matrix --junit` wrote the same document
@@ -307,7 +307,7 @@ def test_compare_as_junit_has_a_testcase_per_check_and_per_cell_run(junit_schema
 def test_compare_of_real_runs_writes_valid_junit(demo_runs: dict[str, Path], junit_schema: xmlschema.XMLSchema,
                                                  tmp_path: Path) -> None:
     out = tmp_path / "compare.xml"
-    result = CliRunner().invoke(main, ["compare", "run-a", "run-b", "--format", "junit", "-o", str(out),
+    result = CliRunner().invoke(main, ["compare", "run-a", "run-b", "--allow", "argv", "--format", "junit", "-o", str(out),
                                        "--results-dir", str(demo_runs["results"])])
     # B ran the buggy cell at another sim seed: beyond the margin of a check of B's without a test
     # (its KL p99 against A's; a GSM8K drop without alpha too, on some question subsets), each a

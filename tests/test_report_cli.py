@@ -90,8 +90,12 @@ def _marks(run: Path, cell: str) -> dict[str, bool]:
     return {r["id"]: r["flexible-extract.correct"] for r in read_jsonl(run / cell / "gsm8k.samples.jsonl")}
 
 
+ANOTHER_SEED = ("--allow", "argv")
+"""Run B ran another simulator seed (`--sim-seed 1`): compare judges it only when told to allow it."""
+
+
 def test_compare_pairs_cells_by_id_and_questions_by_id(demo_runs: dict[str, Path]) -> None:
-    out = cli("compare", "run-a", "run-b", "--format", "json", "--results-dir", str(demo_runs["results"])).output
+    out = cli("compare", "run-a", "run-b", *ANOTHER_SEED, "--format", "json", "--results-dir", str(demo_runs["results"])).output
     result = json.loads(out)
     where = {c["id"]: c["in"] for c in result["cells"]}
     assert where == {"tp8-full-fixon": "a", "tp8-full-fixoff": "a", "dp8-piecewise-fixon": "a",
@@ -109,17 +113,17 @@ def test_compare_pairs_cells_by_id_and_questions_by_id(demo_runs: dict[str, Path
 
 def test_compare_markdown_and_csv(demo_runs: dict[str, Path]) -> None:
     results = str(demo_runs["results"])
-    md = cli("compare", "run-a", "run-b", "--format", "markdown", "--results-dir", results).output
+    md = cli("compare", "run-a", "run-b", *ANOTHER_SEED, "--format", "markdown", "--results-dir", results).output
     found = tables(md)
-    specs = specs_of(json.loads(cli("compare", "run-a", "run-b", "--format", "json", "--results-dir", results).output))
+    specs = specs_of(json.loads(cli("compare", "run-a", "run-b", *ANOTHER_SEED, "--format", "json", "--results-dir", results).output))
     assert found.headers[0] == [c.header for c in compare_columns(specs)]  # then the checks' table
     assert [row[0] for row in found.bodies[0]] == ["tp8-full-fixon (only in A)", "tp8-full-fixoff (only in A)",
                                                    "dp8-piecewise-fixon (only in A)", "dp8-piecewise-fixoff"]
     assert [row[0] for row in found.bodies[1]] == ["dp8-piecewise-fixoff"]  # the one cell both runs ran
-    frame = pd.read_csv(io.StringIO(cli("compare", "run-a", "run-b", "--format", "csv", "--results-dir", results).output))
+    frame = pd.read_csv(io.StringIO(cli("compare", "run-a", "run-b", *ANOTHER_SEED, "--format", "csv", "--results-dir", results).output))
     assert list(frame["in"]) == ["a", "a", "a", "both"] and "p.gsm8k.flexible" in frame.columns
     assert frame["check.1.outcome"].isna().tolist() == [True, True, True, False]
-    terminal = cli("compare", "run-a", "run-b", "--results-dir", results)
+    terminal = cli("compare", "run-a", "run-b", *ANOTHER_SEED, "--results-dir", results)
     # B (another sim seed) is beyond margins it checks without a test: exit 1, as the matrix would
     assert terminal.exit_code == EXIT_THRESHOLD and "only in A" in terminal.output
 

@@ -47,10 +47,11 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
     from evalkit.config.cells import expand, select
     from evalkit.engine.catalog import CatalogEntry, catalog_lines, describe_entry, entry_at_ref
     from evalkit.engine.isolation import describe_isolation, isolate, shared_resources
-    from evalkit.engine.launch import PORT_PLACEHOLDER, build_launch, describe_source
+    from evalkit.engine.launch import PORT_PLACEHOLDER, CellLaunch, build_launch, describe_source
     from evalkit.engine.setup import describe_setup
     from evalkit.history import History, default_db_path
     from evalkit.history.timing import cell_times
+    from evalkit.verdict.pairs import pair_lines
     from evalkit.verdict.plan import noise_from, plan_lines
     from evalkit.verdict.schedule import repeats_lines, time_lines
 
@@ -69,6 +70,7 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
         click.echo(line)
     builds: dict[tuple[str, str], str] = {}
     entries: dict[str, CatalogEntry] = {}
+    launches: dict[str, CellLaunch] = {}
     for cell in cells:
         checkout = Path("<checkout>") if cell.source else None  # the worktree's path is known once checked out
         entry = entry_at_ref(config, cell, cache_dir)
@@ -77,7 +79,7 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
         isolated = isolate(build_launch(config, cell, config.engine.port or PORT_PLACEHOLDER, source_dir=checkout,
                                         catalog=entry if isinstance(entry, CatalogEntry) else None),
                            config, None, None)
-        launch = isolated.launch
+        launch = launches[cell.id] = isolated.launch
         shown = launch.display(config.secret_env)
         click.echo(f"\n[{cell.id}] " + " ".join(f"{k}={v}" for k, v in cell.axes.items()))
         env = shown["env"]
@@ -104,6 +106,8 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
         for line in describe_isolation(isolated, shared_resources(config, cell)):
             click.echo(f"  {line}")
     for line in catalog_lines(config, cells, entries):
+        click.echo(line)
+    for line in pair_lines(config, cells, launches):  # a pair that differs beyond its axes, before any engine starts
         click.echo(line)
     if builds:
         click.echo("\n# source trees: checked out (and built) once each, before the first engine that runs them")

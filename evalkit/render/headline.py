@@ -213,13 +213,15 @@ def _measured(rows: Sequence[CellRow | ComparedCell], metric: str) -> set[str]:
 
 
 def _shared_questions(result: RunComparison) -> str:
-    """`on the 200 GSM8K questions both runs scored`, where the two runs scored different question sets."""
+    """`on the 200 GSM8K questions both runs scored`, where the two runs scored different question
+    sets (an eval without per-question marks counts samples: `and 30 self-consistency samples`)."""
     words = []
     for name, count in result.shared_questions.items():
         ev = next((e for e in result.evals if e.name == name), None)
         title = ev.display.title if ev is not None and ev.display.title else name
-        words.append(f"{count} {title}")
-    return f"on the {' and '.join(words)} questions both runs scored" if words else ""
+        paired = ev is None or any(spec.comparison is Comparison.PAIRED for spec in ev.metrics)
+        words.append(f"{count} {title} {'questions' if paired else 'samples'}")
+    return f"on the {' and '.join(words)} both runs scored" if words else ""
 
 
 

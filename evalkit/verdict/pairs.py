@@ -94,7 +94,7 @@ def pair_lines(config: MatrixConfig, cells: Sequence[Cell], launches: Mapping[st
         wanted = twin_axes(cell.axes, config)
         twin = by_axes.get(_axes(wanted)) if wanted else None
         for ref, words in ((twin, f"its fix-on twin {twin.id if twin else ''}"),
-                           (baseline if baseline is not cell else None, "the baseline")):
+                           (baseline if baseline not in (cell, twin) else None, "the baseline")):
             if ref is None or cell.id not in launches or ref.id not in launches:
                 continue
             pairs += 1
