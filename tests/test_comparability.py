@@ -200,3 +200,15 @@ def test_changing_one_known_part_is_one_difference_of_that_part(key: Comparabili
     changed = key.model_copy(update={part: getattr(key, part) + "-changed"})
     found = compare_keys(key, changed)
     assert [d.field for d in found] == [{"source": "build"}.get(part, part)]
+
+
+def test_a_cell_folder_moved_anywhere_keeps_its_caches_out_of_the_key() -> None:
+    """A bisect step's cell lives outside any run folder: its fresh caches lie in its own folder,
+    which the engine's `cwd` names, and so never differ between two steps."""
+    def step(folder: str) -> CellRecord:
+        record = cell_record(env={"VLLM_CACHE_ROOT": f"{folder}/engine-cache/VLLM_CACHE_ROOT"})
+        return record.model_copy(update={"launch": {**(record.launch or {}), "cwd": f"{folder}/engine_cwd"}})
+
+    a = key_of(run_record("bisect-1"), step("/b/bisect-1/steps/1a2b/dp8-piecewise-fixoff"))
+    b = key_of(run_record("bisect-2"), step("/elsewhere/steps/9f8e/dp8-piecewise-fixoff"))
+    assert compare_keys(a, b) == []

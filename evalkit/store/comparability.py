@@ -190,7 +190,15 @@ def key_of(run: RunRecord, cell: CellRecord) -> ComparabilityKey:
         evals=_evals(run, cell),
         host=launch.get("host"), port=launch.get("port"),
         internal_flags=tuple((cell.isolation.internal_ports if cell.isolation is not None else {}) or ()),
-        moved=tuple(p for p in (f"/{run.run_id}/", tree, f"/worktrees/{source}" if source else None) if p))
+        moved=tuple(p for p in (f"/{run.run_id}/", _folder(launch), tree, f"/worktrees/{source}" if source else None)
+                    if p))
+
+
+def _folder(launch: Mapping[str, Any]) -> str | None:
+    """The cell's folder as it was when the engine started (the parent of its `cwd`, engine_cwd):
+    its fresh caches and logs lie inside, wherever the folder is now (a bisect step's too)."""
+    cwd = launch.get("cwd")
+    return f"{cwd.rsplit('/', 1)[0]}/" if isinstance(cwd, str) and "/" in cwd.strip("/") else None
 
 
 def launch_key(*, model: str | None, engine: str | None, argv: Sequence[str] | None,
