@@ -199,7 +199,7 @@ def test_calibrate_from_history_suggests_the_floor_the_judge_holds_the_next_nigh
     snippet = runner.invoke(main, ["calibrate", "--model", "demo", "--cell", "tp8-fixon", "--from-history",
                                    "--results-dir", str(results)])
     assert snippet.exit_code == 0, snippet.output
-    floor = float(snippet.output.split("{metric: gsm8k.flexible, min: ")[1].split("}")[0])
+    floor = float(snippet.output.split("{metric: gsm8k.flexible, min: ")[1].split(", gate: point}")[0])
     assert "(now 0.8)" in snippet.output  # the config's min, from the runs' checks
     series = "tp8-fixon gsm8k.flexible"
     for right, verdict, code in ((math.ceil(floor * 20), OK, 0), (math.ceil(floor * 20) - 1, REGRESSION, 1)):
@@ -229,7 +229,7 @@ def test_bad_choices_are_one_line_naming_the_option(atom_db: Path, tmp_path: Pat
     missing = runner.invoke(main, ["history", "audit", "--db", str(tmp_path / "none.db")])
     assert missing.exit_code == 2 and "none.db: no history database" in missing.output
     no_cell = runner.invoke(main, ["calibrate", "--model", "demo"])
-    assert no_cell.exit_code == 2 and no_cell.output.startswith("error: --cell: give the cell to repeat")
+    assert no_cell.exit_code == 2 and no_cell.output.startswith("error: --cell: no matrix run of demo.yaml in results")
 
 
 def test_a_series_that_never_moved_still_catches_a_collapse() -> None:

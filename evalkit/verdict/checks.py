@@ -142,7 +142,7 @@ def _own_value(threshold: Threshold, metrics: Mapping[str, Any]) -> dict[str, An
     value with no n, is decided here on the point estimate."""
     value, limit = metrics[threshold.metric], threshold.value
     floor = threshold.check == "min"
-    n = _n_of(threshold.spec, metrics)
+    n = n_of(threshold.spec, metrics)
     if threshold.gate == "point" or not n or not 0 <= value <= 1 or not 0 <= limit <= 1:
         broken = value < limit if floor else value > limit
         return {"outcome": FAIL if broken else PASS, "n": n}
@@ -168,7 +168,7 @@ def _own_decided(record: CheckRecord, p_adj: float | None, p_inside_adj: float |
                           ci_level=1 - 2 * each)
 
 
-def _n_of(spec: MetricSpec | None, metrics: Mapping[str, Any]) -> int | None:
+def n_of(spec: MetricSpec | None, metrics: Mapping[str, Any]) -> int | None:
     """The n behind a share: a count's `n_metric`, else the eval's `<eval>.n_eff` (GSM8K's scored
     questions: an unscorable one is no evidence) or `<eval>.n`."""
     if spec is None or spec.comparison not in (Comparison.PAIRED, Comparison.COUNT):
