@@ -104,28 +104,29 @@ def test_a_summary_records_each_metric_unit_and_reads_it_back() -> None:
 
 @pytest.mark.parametrize(("threshold", "said"), [
     ({"metric": "gsm8k.flexible", "min": 90},
-     "thresholds[9]: gsm8k.flexible is a share in [0, 1]; 90 reads as a percentage: 0.90?"),
-    ({"metric": "gsm8k.flexible", "max": -0.2}, "thresholds[9]: gsm8k.flexible is a share in [0, 1]; -0.2 is outside it"),
+     "gsm8k.flexible is a share in [0, 1]; 90 reads as a percentage: 0.90?"),
+    ({"metric": "gsm8k.flexible", "max": -0.2}, "gsm8k.flexible is a share in [0, 1]; -0.2 is outside it"),
     ({"metric": "gsm8k.flexible", "max_drop_ab": 2},
-     "thresholds[9]: gsm8k.flexible is a share in [0, 1]: it changes by at most 1; 2 reads as points: 0.02?"),
+     "gsm8k.flexible is a share in [0, 1]: it changes by at most 1; 2 reads as points: 0.02?"),
     ({"metric": "repetition.collapse_rate", "max_rise_vs_baseline": 5, "alpha": 0.01},
-     "thresholds[9]: repetition.collapse_rate is a share in [0, 1]: it changes by at most 1; 5 reads as points: 0.05?"),
+     "repetition.collapse_rate is a share in [0, 1]: it changes by at most 1; 5 reads as points: 0.05?"),
     ({"metric": "gsm8k.flexible", "equivalent_ab": 300, "alpha": 0.05},
-     "thresholds[9]: gsm8k.flexible is a share in [0, 1]: it changes by at most 1; 300 is more than that"),
+     "gsm8k.flexible is a share in [0, 1]: it changes by at most 1; 300 is more than that"),
     ({"metric": "repetition.collapse_rate", "max_rise_ab": 0.05, "alpha": 0.01, "detects": 20},
-     "thresholds[9]: detects: repetition.collapse_rate is a share in [0, 1]: it changes by at most 1; "
+     "detects: repetition.collapse_rate is a share in [0, 1]: it changes by at most 1; "
      "20 reads as points: 0.2?"),
     ({"metric": "engine.tokens_per_s", "min": -497567},
-     "thresholds[9]: engine.tokens_per_s is a throughput in tokens/s, at least 0; -497567 is outside it"),
+     "engine.tokens_per_s is a throughput in tokens/s, at least 0; -497567 is outside it"),
     ({"metric": "divergence.top1_agreement", "max_drop_ab": 3},
-     "thresholds[9]: divergence.top1_agreement is a share in [0, 1]: it changes by at most 1; 3 reads as points: 0.03?"),
-    ({"metric": "gsm8k.flexible", "min": math.nan}, "thresholds[9]: gsm8k.flexible is not a number"),
+     "divergence.top1_agreement is a share in [0, 1]: it changes by at most 1; 3 reads as points: 0.03?"),
+    ({"metric": "gsm8k.flexible", "min": math.nan}, "gsm8k.flexible is not a number"),
 ])
 def test_a_threshold_no_value_of_its_metric_can_meet_is_one_line_at_load(threshold: dict[str, Any], said: str) -> None:
     """Every kind of threshold against its metric's range: a limit outside it (min/max), a margin or
     a `detects` larger than any change the metric can make; the likely intent is offered."""
     message = _error(threshold)
-    assert message == f"configs/x.yaml: {said}"
+    appended = len(_demo_with(threshold)["thresholds"]) - 1
+    assert message == f"configs/x.yaml: thresholds[{appended}]: {said}"
 
 
 @pytest.mark.parametrize("threshold", [
@@ -154,8 +155,9 @@ def test_plan_of_a_percentage_floor_is_exit_2_before_any_engine(tmp_path: Path) 
     config.write_text(yaml.safe_dump(_demo_with({"metric": "gsm8k.flexible", "min": 90})))
     result = evalkit_cli("plan", "--config", str(config), cwd=tmp_path)
     assert result.returncode == 2
+    appended = len(yaml.safe_load(config.read_text())["thresholds"]) - 1
     assert result.stderr.strip().splitlines() == [
-        f"error: {config}: thresholds[9]: gsm8k.flexible is a share in [0, 1]; 90 reads as a percentage: 0.90?"]
+        f"error: {config}: thresholds[{appended}]: gsm8k.flexible is a share in [0, 1]; 90 reads as a percentage: 0.90?"]
     assert not (tmp_path / "results").exists()
 
 
@@ -181,6 +183,7 @@ def test_plan_says_each_threshold_in_its_metric_unit(tmp_path: Path) -> None:
     result = evalkit_cli("plan", "--config", str(config), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert "#   consistency.diverge_at_median min 8: a bound on the cell's own value, 8.0 tokens" in lines
+    floor = next(line for line in lines if line.startswith("#   consistency.diverge_at_median min 8: "))
+    assert "8.0 tokens" in floor
     assert ("#   divergence.kl_p99 max_rise_ab 0.05: no test (a change beyond 0.0500 nats and the noise floor fails)"
             in lines)
