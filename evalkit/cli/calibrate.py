@@ -56,8 +56,8 @@ def calibrate(model: str | None, config_path: Path | None, cell_id: str | None, 
     suggests each metric's floor at the boundary `evalkit history judge` holds its next night to.
 
     \b
-    Examples:
-      evalkit matrix --model demo && evalkit calibrate --model demo >> thresholds.yaml
+    Examples (the first two after `evalkit matrix --model demo`):
+      evalkit calibrate --model demo >> thresholds.yaml
       evalkit calibrate --model demo --cell tp8-full-fixon --repeats 5
       evalkit calibrate --model demo --from-history --db results/history.db
     """
