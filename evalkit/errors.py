@@ -50,7 +50,8 @@ EXIT_CODES: dict[int, str] = {
     EXIT_BAD_INPUT: "bad input (config, arguments, source ref); nothing started",
     EXIT_CELL_FAILED: "a cell failed to run (engine crash, timeout, eval error)",
     EXIT_LOCKED: "another run holds the device lock, or other processes use the GPUs (--wait-for-gpus)",
-    EXIT_INCONCLUSIVE: "only with --strict: nothing broke, but a failing threshold's check was INCONCLUSIVE (too few samples to tell)",
+    EXIT_INCONCLUSIVE: "only with --strict: nothing broke, but something was not judged: a failing threshold's check "
+                       "was INCONCLUSIVE (too few samples to tell), or no check judged a cell",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C / SIGTERM); finished cells kept",
 }
 """The exit codes of `evalkit matrix` and `evalkit report` (the CLI's --help prints this table)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,15 +27,15 @@ ALLOWABLE = tuple(f for f in FIELDS if f not in ("build", "questions", "setup"))
 if TYPE_CHECKING:
     from evalkit.verdict.summary import RunComparison
 
-COMPARE_EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in (
+COMPARE_EXIT_CODES = "\b\nExit codes:\n" + "\n".join(textwrap.fill(
+    meaning, 78, initial_indent=f"  {code:<4} ", subsequent_indent=" " * 7) for code, meaning in (
     (EXIT_OK, "no failing threshold FAILed in B against A"),
     (EXIT_THRESHOLD, "a failing threshold FAILed in B against A"),
     (EXIT_BAD_INPUT, "bad input (a run that is not there, a bad option), or nothing to compare: A and B the "
                      "same run, no cell in common, no question both scored, every shared cell run differently"),
     (EXIT_CELL_FAILED, "a cell failed to run in B"),
     (EXIT_INCONCLUSIVE, "only with --strict: nothing FAILed, but something was not judged: a failing threshold's "
-                        "check INCONCLUSIVE or NOT_CHECKED, or a cell on one side only, not finished in both or run "
-                        "differently"),
+                        "check INCONCLUSIVE, or a cell on one side only, not finished in both, or that no check judged"),
 ))
 """The matrix's codes (errors.EXIT_CODES) as they read for a comparison."""
 
@@ -44,8 +45,9 @@ COMPARE_EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {meaning}" fo
 @click.argument("run_b", default="latest")
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="terminal", show_default=True)
 @output_option
-@click.option("--strict", is_flag=True, help="Exit 5 when nothing FAILed but a failing threshold's check is "
-              "INCONCLUSIVE (too few questions to see its margin): for a PR gate that must not pass on too little data.")
+@click.option("--strict", is_flag=True, help="Exit 5 when nothing FAILed but something was not judged: a failing "
+              "threshold's check INCONCLUSIVE (too few questions to see its margin), or a cell on one side only or not "
+              "finished in both: for a PR gate that must not pass on too little data.")
 @click.option("--allow", "allow", multiple=True, type=click.Choice(ALLOWABLE), metavar="PART",
               help="Compare cells whose runs differ in this part of what decides their figures too (repeatable: "
                    f"{', '.join(ALLOWABLE)}); the build, the question set and eval set-ups are expected to differ.")

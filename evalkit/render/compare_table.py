@@ -126,5 +126,7 @@ def compare_legend(result: RunComparison) -> str:
     """What Δ and p mean in the compare table (counts: two-sided, a change may go either way)."""
     tests = tests_used(delta_specs(result.specs()), "two-sided Fisher exact ({})", result.evals)
     shared = any(row.on_shared for row in result.cells)
+    allowed = f"; compared although A and B differ in: {', '.join(result.allowed)} (--allow)" if result.allowed else ""
     return ("Δ = run B − run A, in points, on the questions both answered" + (f"; p: {tests}" if tests else "")
-            + ("; * A and B on those questions alone (the runs scored different questions)." if shared else "."))
+            + ("; * A and B on those questions alone (the runs scored different questions)" if shared else "")
+            + allowed + ".")

@@ -32,7 +32,7 @@ from evalkit.config import MatrixConfig, parse_config
 from evalkit.errors import ConfigError
 from evalkit.evals import recorded, registry
 from evalkit.evals.base import Comparison, MetricSpec, setup_differences
-from evalkit.evals.evalset import EvalSet, eval_name
+from evalkit.evals.evalset import eval_name
 from evalkit.redact import redact_argv
 from evalkit.store.comparability import Difference, compare_keys, key_of
 from evalkit.store.records import CellRecord, RunRecord, read_run_records
@@ -141,7 +141,7 @@ def compare_runs(a_path: Path, b_path: Path, allow: Iterable[str] = ()) -> RunCo
         inconclusive_checks=tallied["inconclusive_checks"], failed_cells=failed, broken_thresholds=broken,
         warnings=sum(1 for cell in cells for f in cell.flags if f.action == "warn"),
         exit_code=exit_code(interrupted=False, failed=failed, broken=broken),
-        allowed=sorted(set(allow)), shared_questions=_shared_questions(cells, evals),
+        allowed=sorted(set(allow)), shared_questions=_shared_questions(cells),
     ).carrying(evals)
 
 
@@ -178,14 +178,14 @@ def _something_to_compare(run_a: RunRecord, run_b: RunRecord, gates: list[dict[s
         raise ConfigError(f"A ({run_a.run_id}) and B ({run_b.run_id}) ran every shared cell differently ({said}): "
                           "nothing to compare; --allow PART compares them anyway")
     deltas: list[Deltas] = [gate["vs_baseline"] for gate in gates]
-    compared = [d for vs_a in deltas for name, d in (vs_a.__pydantic_extra__ or {}).items()
+    compared = [d for vs_a in deltas for d in (vs_a.__pydantic_extra__ or {}).values()
                 if isinstance(d, Delta) and (d.n is not None or d.refused == NOTHING_SHARED)]
     if compared and all(d.refused == NOTHING_SHARED for d in compared):
         raise ConfigError(f"A ({run_a.run_id}, limit {run_a.limit or 'none'}) and B ({run_b.run_id}, limit "
                           f"{run_b.limit or 'none'}) scored no question or sample in common: nothing to compare")
 
 
-def _shared_questions(cells: list[ComparedCell], evals: EvalSet) -> dict[str, int]:
+def _shared_questions(cells: list[ComparedCell]) -> dict[str, int]:
     """Eval name -> the fewest questions both runs scored in a compared cell, for each eval whose
     question sets differ between the runs (a headline says the comparison stands on them)."""
     out: dict[str, int] = {}

@@ -433,11 +433,8 @@ def exit_code(interrupted: bool, failed: int, broken: int) -> int:
 
 def strict_exit_code(summary: RunSummary | RunComparison) -> int:
     """`--strict`: EXIT_INCONCLUSIVE where the run (or a comparison) would exit 0 but something was
-    not judged: a failing threshold's check INCONCLUSIVE or NOT_CHECKED, or a cell no check judged
-    (a comparison's: on one side only, not finished on both, run differently). A nightly or a PR
-    gate must not pass on too little evidence; every other code as is."""
+    not judged: a failing threshold's check INCONCLUSIVE, or a cell no check judged (a comparison's:
+    on one side only, not finished on both, run differently). A nightly or a PR gate must not pass
+    on too little evidence; every other code as is (a NOT_CHECKED failing threshold is broken, 1)."""
     code = summary.exit_code
-    not_checked = any(c.outcome == checks.NOT_CHECKED and (c.action or "fail") == "fail"
-                      for cell in summary.cells for c in cell.checks or [])
-    return EXIT_INCONCLUSIVE if code == EXIT_OK and (summary.inconclusive_checks or not_checked or summary.unjudged) \
-        else code
+    return EXIT_INCONCLUSIVE if code == EXIT_OK and (summary.inconclusive_checks or summary.unjudged) else code
