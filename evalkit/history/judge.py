@@ -36,7 +36,6 @@ from __future__ import annotations
 import bisect
 import statistics
 from collections.abc import Iterable, Sequence
-from functools import cached_property
 
 from evalkit.history.accept import Acceptance, acceptances
 from evalkit.history.audit import gate_audit
@@ -53,7 +52,8 @@ from evalkit.history.reference import (
     points_needed,
     sibling_reference,
 )
-from evalkit.history.series import ACCEPTANCE, ACCURACY, Series, SeriesPoint, all_series
+from evalkit.history.series import ACCEPTANCE, ACCURACY, Series, all_series, from_runs
+from evalkit.history.spreads import PRECISION, Spreads, kind_of
 from evalkit.history.verdicts import (
     BROKEN,
     INSUFFICIENT,
@@ -66,30 +66,15 @@ from evalkit.history.verdicts import (
     State,
 )
 from evalkit.history.words import fmt, why
-from evalkit.stats.noise import (
-    Noise,
-    Windows,
-    binomial_var,
-    estimate,
-    excess_sd,
-    judged_sd,
-    own_spread,
-    prior,
-    quantile,
-    satterthwaite,
-)
+from evalkit.stats.noise import binomial_var, judged_sd, quantile, satterthwaite
 
 DEFAULT_FALSE_ALARM_RATE = 0.01
 MIN_HISTORY = 5
-NOISE_WINDOW = 100
-"""Earlier points a point's noise is read from (noise moves with the fleet and the code)."""
 MIN_SIBLINGS = 2
 SCAN_WINDOWS = (3, 5, 8, 13)
 """The last nights whose mean the shift scan tests."""
 SCAN_SHARE = 0.25
 """The share of a series' false-alarm rate the shift scan spends."""
-PRECISION = 4
-"""A point counts for another's reference when measured on at least 1/PRECISION as many questions."""
 
 
 class Judge:
@@ -107,83 +92,10 @@ class Judge:
         for a in accepted:
             self.accepted.setdefault(a.series, []).append(a)
         self._states: dict[int, list[State]] = {}
-        self._window_cache: dict[tuple[int, int | None], tuple[list[int], Windows]] = {}
-        self._prior_cache: dict[int, tuple[float | None, float | None]] = {}
+        self.spreads = Spreads(self.series)
         self._healthy: dict[int, list[bool]] = {}
 
     # -- noise --------------------------------------------------------------------------------
-
-    @staticmethod
-    def _kind(s: Series) -> tuple[str, str]:
-        return s.kind, s.measure.name
-
-    def _windows(self, si: int, n: int | None) -> tuple[list[int], Windows]:
-        """The points of series `si` precise enough to judge a point of n questions by (their
-        indices), and their differences (cached per n: a keyed series has one)."""
-        key = (si, n)
-        if key not in self._window_cache:
-            s = self.series[si]
-            kept = [i for i, p in enumerate(s.points) if not n or not p.n or p.n * PRECISION >= n]
-            self._window_cache[key] = kept, Windows([(s.points[i].commit, s.points[i].value, s.points[i].n)
-                                                     for i in kept])
-        return self._window_cache[key]
-
-    @cached_property
-    def _own_spreads(self) -> list[tuple[float | None, float | None]]:
-        """Each series' own (same-commit, across-commit) excess spread over its whole history, where
-        it has enough differences to tell (what it lends the other series of its kind)."""
-        out: list[tuple[float | None, float | None]] = []
-        for si, s in enumerate(self.series):
-            if not s.points:
-                out.append((None, None))
-                continue
-            d = self._windows(si, None)[1].diffs(0, len(s.points), statistics.median(p.value for p in s.points))
-            out.append((own_spread(d, same=True), own_spread(d, same=False)))
-        return out
-
-    def priors(self, si: int) -> tuple[float | None, float | None]:
-        """The typical (same-commit, across-commit) excess spread of the other series of series
-        `si`'s kind (cached per series)."""
-        if si not in self._prior_cache:
-            kind = self._kind(self.series[si])
-            others = [spread for ti, spread in enumerate(self._own_spreads)
-                      if ti != si and self._kind(self.series[ti]) == kind]
-            self._prior_cache[si] = prior(s for s, _ in others), prior(a for _, a in others)
-        return self._prior_cache[si]
-
-    @cached_property
-    def sibling_priors(self) -> dict[tuple[str, str], float | None]:
-        """The typical spread between the configurations of one model in one run, by kind: each
-        point's deviation from its run's median, over every run with three or more (stats/noise's way)."""
-        devs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
-        for members in self._by_run.values():
-            groups: dict[tuple[str, str, tuple[str, str]], list[SeriesPoint]] = {}
-            for si, pi in members:
-                s = self.series[si]
-                groups.setdefault((s.group, s.metric, self._kind(s)), []).append(s.points[pi])
-            for (_, _, kind), points in groups.items():
-                if len(points) >= 3:
-                    level = statistics.median(p.value for p in points)
-                    d, v = devs.setdefault(kind, ([], []))
-                    d += [p.value - level for p in points]
-                    v += [binomial_var(level, p.n) for p in points]
-        return {kind: excess_sd(d, v, multiplier=1.0) if len(d) >= 8 else None for kind, (d, v) in devs.items()}
-
-    def noise(self, si: int, pi: int, n: int | None, level: float) -> Noise:
-        """The excess spreads of the last NOISE_WINDOW points before point `pi` of series `si` precise
-        enough for a point of n questions, pooled with the prior of the series' kind."""
-        kept, windows = self._windows(si, n)
-        lo, hi = bisect.bisect_left(kept, pi - NOISE_WINDOW), bisect.bisect_left(kept, pi)
-        return estimate(windows.diffs(lo, hi, level), *self.priors(si))
-
-    @cached_property
-    def _by_run(self) -> dict[str, list[tuple[int, int]]]:
-        """Run -> (series index, point index) of every point it produced."""
-        out: dict[str, list[tuple[int, int]]] = {}
-        for si, s in enumerate(self.series):
-            for pi, p in enumerate(s.points):
-                out.setdefault(p.run, []).append((si, pi))
-        return out
 
     # -- references ---------------------------------------------------------------------------
 
@@ -202,7 +114,7 @@ class Judge:
         n = s.points[pi].n if pi < len(s.points) else s.points[-1].n if s.points else None
         epoch, acceptance = self._epoch(s, min(pi, len(s.points) - 1))
 
-        kept = self._windows(si, n)[0]
+        kept = self.spreads.windows(si, n)[0]
         recent = []
         for i in reversed(kept[bisect.bisect_left(kept, epoch):bisect.bisect_left(kept, pi)]):
             if healthy[i]:
@@ -214,7 +126,7 @@ class Judge:
             return Shortfall(f"{len(recent)} earlier healthy points; {least} needed to know the series' level",
                              least - len(recent))
         level = statistics.median(p.value for p in recent)
-        noise = self.noise(si, pi, n, level)
+        noise = self.spreads.noise(si, pi, n, level)
         variance = binomial_var(level, n)
         sd = judged_sd(noise, variance)
         if sd is None:
@@ -235,16 +147,16 @@ class Judge:
         or their floor cannot act)."""
         s, point = self.series[si], self.series[si].points[pi]
         values = []
-        for ti, tpi in self._by_run.get(point.run, []):
+        for ti, tpi in self.spreads.by_run.get(point.run, []):
             t = self.series[ti]
             if ti != si and t.group == s.group and t.metric == s.metric and t.configuration != s.configuration \
-                    and self._kind(t) == self._kind(s):
+                    and kind_of(t) == kind_of(s):
                 values.append(t.points[tpi])
         if len(values) < MIN_SIBLINGS:
             return None
         level = statistics.median(p.value for p in values)
         ref = sibling_reference([(p.value, binomial_var(level, p.n)) for p in values],
-                                self.sibling_priors.get(self._kind(s)), binomial_var(level, point.n), self.point_rate)
+                                self.spreads.sibling_priors.get(kind_of(s)), binomial_var(level, point.n), self.point_rate)
         return ref if ref is not None and can_act(ref, s.bigger_is_better, s.measure) is None else None
 
     # -- verdicts -----------------------------------------------------------------------------
@@ -285,41 +197,54 @@ class Judge:
             states.append(self._verdict(si, pi, own, epoch, acceptance))
             healthy.append(states[-1].verdict not in BROKEN)
 
+    def _precise_before(self, si: int, pi: int, epoch: int) -> list[int]:
+        """The nights of the epoch before `pi` precise enough to judge it by (history/judge.py's
+        spreads.PRECISION), oldest first: a night's episode, shift and re-runs are read among these only."""
+        kept = self.spreads.windows(si, self.series[si].points[pi].n)[0]
+        return kept[bisect.bisect_left(kept, epoch):bisect.bisect_left(kept, pi)]
+
     def _verdict(self, si: int, pi: int, ref: Reference, epoch: int, acceptance: Acceptance | None) -> State:
-        s, healthy = self.series[si], self._healthy[si]
+        s, healthy, states = self.series[si], self._healthy[si], self._states[si]
         point, bigger = s.points[pi], s.bigger_is_better
-        episode = pi
-        while episode > epoch and not healthy[episode - 1]:
-            episode -= 1
-        lasting = [self._states[si][i].verdict for i in range(episode, pi) if self._states[si][i].verdict in (REGRESSION, SHIFT)]
+        before = self._precise_before(si, pi, epoch)
+        down = []  # the nights of the broken episode `pi` may continue, newest first
+        for i in reversed(before):
+            if healthy[i]:
+                break
+            down.append(i)
+        episode = down[-1] if down else pi
+        lasting = [states[i].verdict for i in reversed(down) if states[i].verdict in (REGRESSION, SHIFT)]
         if ref.score(point.value, bigger) < -ref.z:
-            reruns = [p for i, p in enumerate(s.points) if p.commit == point.commit and i != pi]
+            reruns = [s.points[i] for i in self.spreads.windows(si, point.n)[0] if s.points[i].commit == point.commit and i != pi]
             if not lasting and any(ref.score(p.value, bigger) >= -ref.z for p in reruns):
                 return State(INTERMITTENT, ref, pi, acceptance=acceptance)
             return State(REGRESSION, ref, episode, acceptance=acceptance)
         if lasting:
             # Within its floor, but the series is down: still broken unless it is nearer the healthy
             # level than the level it fell to (a fallen night within the floor is no recovery).
-            fallen = statistics.median(s.points[i].value for i in range(episode, pi))
+            fallen = statistics.median(s.points[i].value for i in down)
             if (point.value - (ref.level + fallen) / 2) * (1 if bigger else -1) < 0:
                 return State(lasting[-1], ref, episode, acceptance=acceptance)
             return State(OK, ref, acceptance=acceptance)
-        start = self._shift(si, pi, ref, epoch) if ref.score(point.value, bigger) < 0 else None
+        start = self._shift(si, pi, ref, before) if ref.score(point.value, bigger) < 0 else None
         if start is None:
             return State(OK, ref, acceptance=acceptance)
         first = min(start, episode)
-        for i in range(first, pi):
-            healthy[i] = False
+        for i in range(first, pi):  # no longer the level: the nights this one may speak for (a 5-question
+            other = s.points[i].n    # night's shift says nothing of the 1,319-question nights among it)
+            if not point.n or not other or point.n * PRECISION >= other:
+                healthy[i] = False
         return State(SHIFT, ref, first, acceptance=acceptance)
 
-    def _scanned(self, si: int, pi: int, epoch: int, healthy_only: bool = True) -> list[int]:
-        """The nights the shift scan reads back from `pi`, newest first: those after the epoch's first
-        MIN_HISTORY judged against the series' own history, and (`healthy_only`, to detect a shift)
-        still counted healthy: a night already broken is no evidence of a new shift, though it may
-        be where one began (where the scan looks for its first commit)."""
+    def _scanned(self, si: int, pi: int, before: Sequence[int], healthy_only: bool = True) -> list[int]:
+        """The nights the shift scan reads back from `pi` among `before` (its precise nights of the
+        epoch), newest first: those past the epoch's first MIN_HISTORY judged against the series' own
+        history, and (`healthy_only`, to detect a shift) still counted healthy: a night already broken
+        is no evidence of a new shift, though it may be where one began (where the scan looks for its
+        first commit)."""
         states, healthy = self._states[si], self._healthy[si]
         out = [pi]
-        for i in range(pi - 1, epoch + MIN_HISTORY - 1, -1):
+        for i in reversed(before[MIN_HISTORY:]):
             if len(out) == SCAN_WINDOWS[-1]:
                 break
             ref = states[i].reference
@@ -344,13 +269,13 @@ class Judge:
         sign = 1 if s.bigger_is_better else -1
         return sign * (statistics.fmean(values) - base.level) / var ** 0.5
 
-    def _shift(self, si: int, pi: int, ref: Reference, epoch: int) -> int | None:
+    def _shift(self, si: int, pi: int, ref: Reference, before: Sequence[int]) -> int | None:
         """The first point of a lasting shift that `pi` ends (None: the scan sees none)."""
-        scanned = self._scanned(si, pi, epoch)
+        scanned = self._scanned(si, pi, before)
         z = quantile(self.scan_rate, round(ref.dof, 1))
         if not any(len(scanned) >= k and self._window_score(si, scanned[:k], ref) < -z for k in SCAN_WINDOWS):
             return None
-        around = self._scanned(si, pi, epoch, healthy_only=False)
+        around = self._scanned(si, pi, before, healthy_only=False)
         scores = [(self._window_score(si, around[:k], ref), around[k - 1]) for k in range(2, len(around) + 1)]
         return min(scores)[1]
 
@@ -371,7 +296,7 @@ class Judge:
             newest = s.points[-1]
             ref = nxt if isinstance(nxt, Reference) else None
             newest_level = level if level is not None else statistics.median(p.value for p in s.points[-WINDOW:])
-            out.append(Judged(s, self.noise(si, len(s.points), s.points[-1].n, newest_level), ref, judgements,
+            out.append(Judged(s, self.spreads.noise(si, len(s.points), s.points[-1].n, newest_level), ref, judgements,
                               gate_audit(s, states, ref), nxt if isinstance(nxt, Shortfall) else None,
                               states[-1].acceptance if states else None,
                               binomial_var(level if level is not None else newest.value, newest.n) ** 0.5))
@@ -396,7 +321,7 @@ class Judge:
         s, run = self.series[si], self.series[si].points[pi].run
         said = []
         if s.kind == ACCURACY:
-            for ti, tpi in self._by_run.get(run, []):
+            for ti, tpi in self.spreads.by_run.get(run, []):
                 t = self.series[ti]
                 if t.kind == ACCEPTANCE and t.configuration == s.configuration:
                     other, ref, _ = self.classify(ti, tpi)
@@ -404,7 +329,7 @@ class Judge:
                     fell = "collapsed" if other in BROKEN else "held"
                     said.append(f"speculative acceptance {fell} in the same run: {fmt(t.points[tpi].value)}{was}")
         controls = [(self.series[ci], self.series[ci].points[cpi], self.states(ci)[cpi], cpi)
-                    for ci, cpi in self._by_run.get(run, [])
+                    for ci, cpi in self.spreads.by_run.get(run, [])
                     if ci != si and self.series[ci].group == s.group and self.series[ci].metric == s.metric
                     and self.series[ci].configuration != s.configuration]
         held = [(c, p) for c, p, state, _ in controls if state.verdict == OK]
@@ -424,5 +349,16 @@ def judge_history(store: History, rate: float = DEFAULT_FALSE_ALARM_RATE) -> Jud
     return Judge(all_series(store), rate, acceptances(store.db))
 
 
+def model_floors(store: History, model: str, cell: str | None = None,
+                 rate: float = DEFAULT_FALSE_ALARM_RATE) -> tuple[Judge, list[Judged]]:
+    """What `calibrate --from-history` reads: the judge of every series of the history (its noise
+    priors, its accepted levels) and the judged series of `model`'s cells (`cell`: one), their current
+    comparability keys only. A series' `reference.floor` is the judge's own boundary for its next
+    night; None where no floor can act yet (`shortfall` says why and how many nights it needs)."""
+    judge = judge_history(store, rate)
+    wanted = {s.name for s in from_runs(store.trend(model, [cell] if cell else []))}
+    return judge, judge.judge(only=[i for i, s in enumerate(judge.series) if s.name in wanted and s.replaced is None])
+
+
 __all__ = ["BROKEN", "DEFAULT_FALSE_ALARM_RATE", "INSUFFICIENT", "INTERMITTENT", "OK", "REGRESSION", "SHIFT",
-           "Judge", "Judged", "Judgement", "judge_history"]
+           "Judge", "Judged", "Judgement", "judge_history", "model_floors"]

@@ -134,31 +134,20 @@ def excess_sd(differences: Sequence[float], variances: Sequence[float] = (), pri
               multiplier: float = 2.0) -> float | None:
     """The sd `tau` of one point beyond its binomial error, from `differences` whose variance is
     `multiplier * tau^2 + variances[k]` (2: a difference of two points; 1: a point against a known
-    level): the `tau` at which the median standardized |difference| is Phi^-1(0.75). `prior` (a tau)
+    level): the `tau` at which half the standardized differences |d_k| / sqrt(m tau^2 + v_k) exceed
+    Phi^-1(0.75), that is `tau^2 = median_k ((d_k / 0.6745)^2 - v_k) / m`, at least 0. `prior` (a tau)
     counts as `PRIOR_PAIRS` differences of its typical size. None: nothing to read it from.
-    `variances` shorter than `differences` are 0 (no n known)."""
-    values = [abs(d) for d in differences]
-    var = [*variances[:len(values)], *[0.0] * (len(values) - len(variances))]
+    `variances` shorter than `differences` are 0 (no n known). With every variance 0 it is the plain
+    median-of-differences sd, median |d| / (0.6745 sqrt m)."""
+    var = [*variances[:len(differences)], *[0.0] * (len(differences) - len(variances))]
+    excess = [((d / Q75) ** 2 - v) / multiplier for d, v in zip(differences, var)]
     if prior is not None:
-        values += [prior * Q75 * math.sqrt(multiplier)] * PRIOR_PAIRS
-        var += [0.0] * PRIOR_PAIRS
-    if not values:
+        excess += [prior * prior] * PRIOR_PAIRS
+    if not excess:
         return None
     if not any(var):
-        return statistics.median(values) / (Q75 * math.sqrt(multiplier))
-
-    def excess(tau: float) -> float:
-        """The median standardized |difference| at `tau`, less Phi^-1(0.75): falls as tau grows."""
-        ratios = [d / math.sqrt(multiplier * tau * tau + v) if multiplier * tau * tau + v else (math.inf if d else 0.0)
-                  for d, v in zip(values, var)]
-        return statistics.median(ratios) - Q75
-
-    if excess(0.0) <= 0:
-        return 0.0  # the spread is all binomial
-    from scipy.optimize import brentq
-
-    top = max(values) / (Q75 * math.sqrt(multiplier))  # every ratio <= Q75 there
-    return float(brentq(excess, 0.0, top, xtol=1e-12 + top * 1e-9))
+        return float(statistics.median(abs(x) ** 0.5 for x in excess))
+    return math.sqrt(max(0.0, statistics.median(excess)))
 
 
 def own_spread(d: Diffs, same: bool) -> float | None:
