@@ -14,8 +14,10 @@ dashboards are. Then, on the newest night:
 * intermittent: the newest commit runs `k` times and each run fails (`--flaky-drop` points low)
   with probability 1/4, the bug class of ATOM PR #1596: caught when any of its runs is judged
   broken, named right when one is `intermittent`;
-* shift: from the third-newest night on every commit is `D` points lower: caught when the newest
-  night is broken, named right when it is a `shift` naming the first low commit.
+* a drop that stays: from the third-newest (or the 8th, 15th newest) night on every commit is `D`
+  points lower: caught when the newest night is broken, named right when its broken episode begins
+  at the first low commit, and kept when every low night from the third on is broken (a fall that
+  stays down never becomes the series' level).
 
 Beside the judge, the naive gate a team writes first: mean - z(rate) sd of the earlier points, its
 sd inflated by the past breaks. Finally the time to judge --all on a history of `--timing-points`
@@ -33,8 +35,9 @@ import time
 from collections.abc import Callable
 from statistics import NormalDist
 
-from evalkit.history.judge import BROKEN, INTERMITTENT, SHIFT, Judge
+from evalkit.history.judge import Judge
 from evalkit.history.series import ACCURACY, Series, SeriesPoint
+from evalkit.history.verdicts import BROKEN, INTERMITTENT
 
 BASE = 0.94
 
@@ -96,9 +99,9 @@ def flaky(runs: int, drop_points: float) -> Plant:
 SHIFT_NIGHTS = 3
 
 
-def shift(points_low: float) -> Plant:
+def shift(points_low: float, nights_low: int = SHIFT_NIGHTS) -> Plant:
     def plant(rng: random.Random, points: list[SeriesPoint], base: float, name: str) -> list[SeriesPoint]:
-        nights = sorted({p.commit for p in points})[-SHIFT_NIGHTS:]
+        nights = sorted({p.commit for p in points})[-nights_low:]
         return [SeriesPoint(p.commit, p.date, p.value - points_low / 100, p.run) if p.commit in nights else p
                 for p in points]
     return plant
@@ -158,20 +161,24 @@ def main() -> None:
         called = statistics.fmean(INTERMITTENT in vs for vs in verdicts)
         print(f"| a 1-in-4 failure ({args.flaky_drop:g} points), commit run {runs}x | {hit:.0%} | "
               f"{called:.0%} intermittent | - |")
-    for points_low in (1.5, 3.0):
+    for points_low, nights_low in ((1.5, SHIFT_NIGHTS), (3.0, SHIFT_NIGHTS), (2.0, 8), (20.0, 15)):
         shifted: list[bool] = []
         named: list[bool] = []
+        every_night: list[bool] = []
         for _ in range(args.trials):
             points, base = history(rng, args, "s0")
-            planted = shift(points_low)(rng, points, base, "s0")
+            planted = shift(points_low, nights_low)(rng, points, base, "s0")
             others = [series(f"s{i}", history(rng, args, f"s{i}")[0]) for i in range(1, args.series)]
             judge = Judge([series("s0", planted), *others], args.rate)
             verdict, _, first = judge.classify(0, len(planted) - 1)
-            first_low = sorted({p.commit for p in planted})[-SHIFT_NIGHTS]
+            first_low = sorted({p.commit for p in planted})[-nights_low]
             shifted.append(verdict in BROKEN)
-            named.append(verdict == SHIFT and first is not None and planted[first].commit == first_low)
-        print(f"| a {points_low:g}-point shift, its {SHIFT_NIGHTS}rd night | {statistics.fmean(shifted):.0%} | "
-              f"{statistics.fmean(named):.0%} shift at its first commit | - |")
+            named.append(verdict in BROKEN and first is not None and planted[first].commit == first_low)
+            low = [i for i, p in enumerate(planted) if p.commit >= first_low]
+            every_night.append(all(judge.classify(0, i)[0] in BROKEN for i in low[SHIFT_NIGHTS - 1:]))
+        print(f"| a {points_low:g}-point drop that stays, its night {nights_low} | {statistics.fmean(shifted):.0%} | "
+              f"{statistics.fmean(named):.0%} at its first commit; {statistics.fmean(every_night):.0%} broken every night "
+              f"from its {SHIFT_NIGHTS}rd | - |")
 
     per_series_points = args.timing_points // args.series
     batch = [series(f"s{i}", history(rng, argparse.Namespace(**{**vars(args), "nights": per_series_points}),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from evalkit.evals.units import Unit
 from evalkit.history.reference import SIBLINGS
 from evalkit.history.series import Series
 from evalkit.history.verdicts import INSUFFICIENT, INTERMITTENT, OK, REGRESSION, SHIFT, State
@@ -18,6 +19,11 @@ from evalkit.history.verdicts import INSUFFICIENT, INTERMITTENT, OK, REGRESSION,
 
 def fmt(value: float) -> str:
     return f"{value:.4g}"
+
+
+def noise_said(unit: Unit, sd: float) -> str:
+    """A noise in the unit's change word to two decimals (``0.41 points``, ``12.30 tokens/s``)."""
+    return f"{sd * unit.change_scale:.2f} {unit.change_word}".rstrip()
 
 
 def why(s: Series, pi: int, state: State, related: Sequence[str] = ()) -> str:
@@ -33,7 +39,7 @@ def why(s: Series, pi: int, state: State, related: Sequence[str] = ()) -> str:
     if ref is None:
         return f"the accepted level starts here{accepted}"
     change = unit.describe_change(point.value - ref.level)
-    limit = f"noise {unit.describe_change(ref.spread, signed=False)}, floor {fmt(ref.floor(s.bigger_is_better))} (z {ref.z:.2f})"
+    limit = f"noise {noise_said(unit, ref.spread)}, floor {fmt(ref.floor(s.bigger_is_better))} (z {ref.z:.2f})"
     if ref.basis == SIBLINGS:
         young = f"; its own history: {state.shortfall.why}" if state.shortfall is not None else ""
         where = (f"{fmt(point.value)} vs the median {fmt(ref.level)} of {ref.window} other configurations of {s.group} "

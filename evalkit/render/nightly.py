@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from evalkit.history.series import Series
 from evalkit.history.verdicts import BROKEN, INSUFFICIENT, OK, Judged
+from evalkit.history.words import noise_said
 
 SHOWN = 5
 """Broken points shown per series with --all (the JSON holds every one)."""
@@ -88,7 +89,7 @@ def audit_text(judged: Sequence[Judged], rate: float) -> str:
             continue
         unit, ref = j.series.measure, j.reference
         level = f"{ref.level:.4g}" if ref else "-"
-        noise = unit.describe_change(ref.spread, signed=False) if ref else "-"
+        noise = noise_said(unit, ref.spread) if ref else "-"
         failed = f"{a.fired}/{a.healthy}" + (f" ({a.realized_rate:.1%})" if a.realized_rate is not None else "")
         drop = f"{a.smallest_drop:.1f}" if a.smallest_drop is not None else "-"
         suggested = f"{a.suggested:.4g}" if a.suggested is not None else "-"
