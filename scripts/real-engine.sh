@@ -101,7 +101,7 @@ if [[ -n $ANSWERS ]]; then
   ln -sfn "$ANSWERS/plugin-repo" "$LINKS/plugin-repo"
   T1=$(date +%s)
   set +e
-  EVALKIT_ANSWERS_OUT=$ANSWERS python3 -m pytest -m real_engine tests/real_engine/test_answers.py -p no:randomly -v "$@"
+  EVALKIT_ANSWERS_OUT=$ANSWERS python3 -m pytest -m real_engine tests/real_engine/test_answers.py -p no:randomly -n 0 -v "$@"
   STATUS=$?
   set -e
   cp -f "$LINKS/report.md" "$ANSWERS/report.md" 2>/dev/null || true
@@ -111,7 +111,8 @@ fi
 
 T1=$(date +%s)
 set +e
-python3 -m pytest -m real_engine tests/real_engine -p no:randomly -v "$@"
+# One test at a time (-n 0): each starts vLLM servers that take both cores of a 2-core box.
+python3 -m pytest -m real_engine tests/real_engine -p no:randomly -n 0 -v "$@"
 STATUS=$?
 set -e
 log "suite exit $STATUS in $(( $(date +%s) - T1 )) s (setup + suite $(( $(date +%s) - T0 )) s); figures: $LINKS/report.md"

@@ -24,7 +24,12 @@ import pytest
 from tests.helpers.cli import checkout_env, evalkit_process
 from tests.helpers.git import add_branch, config_text, make_repo
 
-pytestmark = pytest.mark.slow  # ~6 min: .ci/run runs it after the default suite (README.md, Tests)
+# ~6 min. One xdist worker runs the whole module: its tests share the module's `world` (the report
+# test reads the bisects the five-seeds test ran).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bisect-world")]
+NAME = "bisect-e2e"
+"""The served model of this module's engines: `sim_processes` tells them from another module's
+engines running beside them (test_bisect_on_regression's are `bisect-test`)."""
 
 N = 64
 LIMIT = "200"
@@ -34,7 +39,7 @@ def sim_processes() -> list[psutil.Process]:
     """This module's simulators anywhere on the box: an engine whose evalkit was SIGKILLed is no
     longer a descendant of this process, where conftest's `engine_processes` looks."""
     return [p for p in psutil.process_iter(["cmdline"])
-            if "evalkit.sim" in (cmd := p.info["cmdline"] or []) and "bisect-test" in cmd]
+            if "evalkit.sim" in (cmd := p.info["cmdline"] or []) and NAME in cmd]
 
 
 class World:
@@ -44,7 +49,7 @@ class World:
         self.root = root
         self.repo, self.good = make_repo(root)
         self.config = root / "bisect.yaml"
-        self.config.write_text(config_text(self.repo, self.good))
+        self.config.write_text(config_text(self.repo, self.good, name=NAME))
         self.results = root / "results"
         self.cache = root / "cache"
         done = evalkit_process("matrix", "--config", str(self.config), "--run-id", "good", "--limit", LIMIT,
@@ -88,7 +93,7 @@ def test_five_seeds_name_exactly_the_commit_that_turned_the_bug_on(world: World)
         subprocess.run(["git", "clone", "-q", str(world.repo), str(clone)], check=True)
         shas = add_branch(clone, "bug", N, first_bad=k)
         config = world.root / f"seed{seed}.yaml"
-        config.write_text(config_text(clone, world.good))
+        config.write_text(config_text(clone, world.good, name=NAME))
         argv = world.argv("--good", world.good, "--bad", "bug", "--bisect-id", f"seed{seed}", "--json",
                           config=config, cache=world.root / f"cache{seed}")
         runs[seed] = (k, shas, subprocess.Popen(argv, cwd=world.root, env=checkout_env(), stdout=subprocess.PIPE,
