@@ -299,7 +299,7 @@ class Judge:
             out.append(Judged(s, self.spreads.noise(si, len(s.points), s.points[-1].n, newest_level), ref, judgements,
                               gate_audit(s, states, ref), nxt if isinstance(nxt, Shortfall) else None,
                               states[-1].acceptance if states else None,
-                              binomial_var(level if level is not None else newest.value, newest.n) ** 0.5))
+                              binomial_var(level if level is not None else newest.value, newest.n) ** 0.5, self.rate))
         return out
 
     def healthy(self, si: int) -> list[bool]:

@@ -78,6 +78,8 @@ class Judged:
     """The accepted level the newest point sits in."""
     binomial: float = 0.0
     """The binomial sd of a night like its newest (0: n unknown)."""
+    rate: float = 0.0
+    """The false-alarm rate a healthy night of this series pays (its single night and its shift scan)."""
 
     @property
     def newest(self) -> Judgement | None:

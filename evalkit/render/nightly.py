@@ -36,8 +36,8 @@ def _noise(j: Judged) -> str:
 
 
 def _each(judged: Sequence[Judged]) -> float:
-    """The per-series false-alarm rate the judge split the nightly's into (its single-night part)."""
-    return next((j.reference.rate for j in judged if j.reference), 0.0)
+    """The per-series false-alarm rate the judge split the nightly's into."""
+    return next((j.rate for j in judged), 0.0)
 
 
 def left_out_text(left_out: Sequence[Series]) -> list[str]:
