@@ -5,8 +5,8 @@ Speed is measured by benchmarks/history.py, not asserted here: a loaded machine 
 
 from __future__ import annotations
 
-import json
 import io
+import json
 import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -336,8 +336,8 @@ def test_a_trend_never_shows_a_delta_between_runs_of_another_n_without_saying_so
         cell["metrics"]["gsm8k"] |= {"n": n, "flexible": right / n, "strict": right / n}
         history.record_cell(run_info(f"night-{day}", f"2026-12-0{day}T02:00:00+00:00"), cell, flat(cell))
     text = " ".join(rendered(trend_table(history.trend("sim/deepseek-v4"), "t", None), width=240).split())
-    assert "n 20→10; no earlier run alike" in text and "-15.0" not in text  # 0.80 vs 0.95 is no trend
-    assert "n 10→20; -10.0 since night-1" in text  # 0.85 vs night 1's 0.95, not vs night 2's 0.80
+    assert "gsm8k question set: 20 vs 10; no earlier run alike" in text and "-15.0" not in text  # 0.80 vs 0.95 is no trend
+    assert "gsm8k question set: 10 vs 20; -10.0 since night-1" in text  # 0.85 vs night 1's 0.95, not vs night 2's 0.80
 
 
 def test_columns_and_panels_follow_the_report_s_metric_specs() -> None:
@@ -388,4 +388,4 @@ def test_a_trend_says_where_the_eval_setup_changed_instead_of_a_delta(history: H
     assert [p.setups["gsm8k"]["fields"]["num_fewshot"] for p in points] == [3, 3, 5]
     text = rendered(trend_table(points, "t", None), width=200)
     assert "-5.0" in text  # night 2 against night 1: the same setup, a real delta
-    assert "setup: num_fewshot" in text and "-30.0" not in text  # night 3: not compared
+    assert "gsm8k setup: num_fewshot 3 vs 5" in text and "-30.0" not in text  # night 3: not compared

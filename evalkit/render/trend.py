@@ -8,7 +8,7 @@ decides what a reader sees, from each metric's `MetricSpec`, so a new eval needs
 * the headline: the first of those with a `delta_label` (GSM8K flexible). It alone gets a change
   column right after its value, ``Δ <delta_label>``: the change since the cell's previous run that
   measured it, in points for a share (PAIRED, COUNT), else the plain difference; between runs
-  that are not alike (n, eval setup) it says what differs and the change since the last alike run. One Δ column keeps
+  that are not alike (their comparability keys differ) it says what differs and the change since the last alike run. One Δ column keeps
   the table readable, and the headline is the one number a nightly is judged by;
 * ``n``, last: the headline eval's sample count (``<eval>.n``; ``gsm8k.n``);
 * plot panels: every metric with a `pivot`, in eval order, that some point has a value of
@@ -28,9 +28,10 @@ from pathlib import Path
 
 from evalkit.errors import ConfigError
 from evalkit.evals import registry
-from evalkit.evals.base import Comparison, MetricSpec, setup_differences
+from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.evals.evalset import eval_name
 from evalkit.history.db import Point, by_cell
+from evalkit.history.keys import key_differences, row_key
 from evalkit.render.checks import numbered_rules, outcomes_text, stored
 from evalkit.render.fitted import FitColumn, FittedTable
 
@@ -112,10 +113,11 @@ def _utc_minute(point: Point) -> str:
 
 def _rows(series: list[Point], spec: MetricSpec | None) -> list[tuple[Point, str]]:
     """Each point with the change of `spec` since the cell's previous run that measured it. Where
-    the two runs are not alike (another n: a `--limit`, a changed count; another eval setup: n-shot,
-    endpoint, lm-eval version) the change says what differs instead (`n 1319→50`, `setup:
-    num_fewshot`), then the change since the cell's last run that is alike, naming it: a delta
-    between a 1,319-question and a 50-question score is not a trend (issue 38)."""
+    the two runs are not alike (their comparability keys differ beyond the build: another question
+    set from a `--limit`, another eval set-up, engine arguments or environment) the change says what
+    differs instead (`gsm8k question set: 1319 vs 50`), then the change since the cell's last run
+    that is alike, naming it: a delta between a 1,319-question and a 50-question score is not a
+    trend (issues 38 and 47)."""
     out: list[tuple[Point, str]] = []
     measured: list[tuple[Point, float]] = []
     scale = 100 if spec is not None and spec.comparison in SHARES else 1
@@ -137,15 +139,12 @@ def _rows(series: list[Point], spec: MetricSpec | None) -> list[tuple[Point, str
 
 
 def _unlike(a: Point, b: Point, eval_name: str) -> list[str]:
-    """What makes two runs' scores of one eval incomparable: `n 1319→50`, `setup: num_fewshot`
-    ([] when alike, or when a run predates what would tell: no n, no fingerprint)."""
-    out = []
-    n_a, n_b = a.metrics.get(f"{eval_name}.n"), b.metrics.get(f"{eval_name}.n")
-    if n_a and n_b and n_a != n_b:
-        out.append(f"n {_count(n_a)}→{_count(n_b)}")
-    if fields := setup_differences(a.setups.get(eval_name), b.setups.get(eval_name)):
-        out.append(f"setup: {', '.join(fields)}")
-    return out
+    """What makes two runs' scores of one eval incomparable, by the one notion of comparable
+    (store/comparability.py, as the history keeps each cell's key: history/keys.py), builds aside:
+    `gsm8k question set: 1319 vs 50`, `gsm8k setup: num_fewshot 5 vs 3`, `engine arguments differ`
+    ([] when alike, or when a run predates what would tell)."""
+    return key_differences(row_key(a.key, eval_name, a.setups, a.metrics, a.model, a.engine),
+                           row_key(b.key, eval_name, b.setups, b.metrics, b.model, b.engine))
 
 
 def trend_table(points: list[Point], title: str, last: int | None = DEFAULT_LAST,
