@@ -242,3 +242,27 @@ def test_a_run_of_another_question_set_starts_its_own_series_and_the_replaced_on
     (current,) = judged["series"]
     assert current["name"].startswith(f"{SERIES} #") and current["n"] == 2
     assert [row["name"] for row in judged["left_out"]] == [SERIES]
+
+
+def test_model_floors_are_the_judge_s_next_night_boundaries_of_the_current_keys_only(tmp_path: Path) -> None:
+    """What `calibrate --from-history` reads (history.judge.model_floors): a model's series of the
+    key that ran last, each with the floor the judge holds its next night to; a replaced key's
+    series is not offered, and a series whose floor cannot act offers none, saying why."""
+    from evalkit.history.db import History
+    from evalkit.history.judge import model_floors
+
+    results = tmp_path / "results"
+    for day in range(1, 13):
+        night(results, f"night-{day:02d}", day, 19 if day % 3 else 18)
+    night(results, "night-13", 13, 19, n=10)
+    assert evalkit_cli("history", "--import", "all", "--results-dir", str(results)).returncode == 0
+    with History(results / "history.db") as store:
+        judge, judged = model_floors(store, "demo", "tp8-fixon")
+        _, everything = model_floors(store, "demo")
+    flexible = [j for j in judged if j.series.metric == "gsm8k.flexible"]
+    assert [j.series.name for j in flexible] == [f"{SERIES} #{flexible[0].series.name.split('#')[1]}"]
+    (young,) = flexible  # one night of 10 questions: no floor yet, and why
+    assert young.reference is None and young.shortfall is not None and young.shortfall.needed
+    assert {j.series.name for j in everything} >= {j.series.name for j in judged}
+    old = next(s for s in judge.series if s.name == SERIES)
+    assert old.replaced is not None and SERIES not in {j.series.name for j in everything}
