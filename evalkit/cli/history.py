@@ -249,7 +249,7 @@ def accept(series_name: str, commit: str, why: str, db_path: Path | None, result
 
     \b
     Example:
-      evalkit history accept "demo tp8-full-fixon gsm8k.flexible" --from 3f2a1c0b --why "new tokenizer"
+      evalkit history accept "sim/deepseek-v4 tp8-full-fixon gsm8k.flexible" --from 3f2a1c0b --why "new tokenizer"
     """
     from evalkit import history as hist
     from evalkit.history.accept import accept as record

@@ -4,7 +4,7 @@ The judge never re-baselines a series by itself: a series that falls and stays d
 regression every night until it recovers. When the new level is right (a new model revision, a
 changed prompt, a bug fixed that flattered the score), a person says so:
 
-    evalkit history accept "demo tp8-full-fixon gsm8k.flexible" --from 3f2a1c0b --why "new tokenizer, -2 points expected"
+    evalkit history accept "sim/deepseek-v4 tp8-full-fixon gsm8k.flexible" --from 3f2a1c0b --why "new tokenizer, -2 points expected"
 
 which records (series, from commit, why, when) in the history database (table `accepted_levels`,
 migration m007). From the first point of that commit on, the series' level is read from its points

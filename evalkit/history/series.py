@@ -13,7 +13,7 @@ accuracy and an acceptance of one configuration share their configuration; a nam
 matches is a configuration of its own. evalkit's own series are a model's cell and a registered
 metric, its model the group, and one comparability key (history/keys.py): a cell whose key changed
 (another question set, eval set-up, engine arguments or environment, devices) starts another
-series, named with its key's digest (`demo tp8-fixon gsm8k.flexible #1a2b3c4d`; the first keeps
+series, named with its key's digest (`sim/deepseek-v4 tp8-fixon gsm8k.flexible #1a2b3c4d`; the first keeps
 the plain name), and a series another key has since replaced is left out of the judging
 (`Series.replaced` says why, once).
 
