@@ -80,6 +80,8 @@ def compare(run_a: str, run_b: str, fmt: str, output: Path | None, strict: bool,
 
     check_output(fmt, output)
     result = compare_runs(resolve_run(results_dir, run_a), resolve_run(results_dir, run_b), allow=allow)
+    if strict:  # every format says the code the command exits with (and never OK beside exit 5)
+        result = result.model_copy(update={"exit_code": strict_exit_code(result)})
     show_comparison(result, fmt, output)
     if in_github_actions():
         from evalkit.render import render_compare
@@ -88,7 +90,7 @@ def compare(run_a: str, run_b: str, fmt: str, output: Path | None, strict: bool,
         whole_report = str(output) if output and fmt == "markdown" else f"evalkit compare {run_a} {run_b}"
         for warning in append_step_summary(markdown, whole_report):
             click.echo(warning, err=True)
-    sys.exit(strict_exit_code(result) if strict else result.exit_code)
+    sys.exit(result.exit_code)
 
 
 def show_comparison(result: RunComparison, fmt: str, output: Path | None = None) -> None:
