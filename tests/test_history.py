@@ -27,7 +27,7 @@ from evalkit.history.db import (
     record_finished_run,
 )
 from evalkit.history.schema import MIGRATIONS, m001_initial, migrate
-from evalkit.render.trend import layout, panel_label, panels, trend_table
+from evalkit.render.trend import _alike_segments, layout, panel_label, panels, trend_table
 from evalkit.verdict.deltas import flat_metrics
 from tests.helpers.runs import CellSpec, cell_record, loop_text, write_run
 
@@ -338,6 +338,8 @@ def test_a_trend_never_shows_a_delta_between_runs_of_another_n_without_saying_so
     text = " ".join(rendered(trend_table(history.trend("sim/deepseek-v4"), "t", None), width=240).split())
     assert "gsm8k question set: 20 vs 10; no earlier run alike" in text and "-15.0" not in text  # 0.80 vs 0.95 is no trend
     assert "gsm8k question set: 10 vs 20; -10.0 since night-1" in text  # 0.85 vs night 1's 0.95, not vs night 2's 0.80
+    segments = _alike_segments(history.trend("sim/deepseek-v4"), "gsm8k")  # the plot draws no line through night 2
+    assert [[p.run_id for p in segment] for segment in segments] == [["night-1"], ["night-2"], ["night-3"]]
 
 
 def test_columns_and_panels_follow_the_report_s_metric_specs() -> None:

@@ -219,9 +219,12 @@ def plot(points: list[Point], out_path: Path, title: str, specs: list[MetricSpec
         for i, (cell, pts) in enumerate(series.items()):
             measured = [p for p in pts if spec.name in p.metrics]
             # tab20 pairs a dark and a light shade of one hue; with the A/B axis last, twins are
-            # neighbours, so a twin pair shares a hue and differs in shade and line style.
-            ax.plot([p.when for p in measured], [p.metrics[spec.name] for p in measured], "--" if i % 2 else "-",
-                    marker="o", markersize=4, linewidth=1.8, color=colours(i % colours.N), label=cell)
+            # neighbours, so a twin pair shares a hue and differs in shade and line style. A line
+            # joins only runs that are alike (one comparability key): a `--limit` run is a point apart.
+            for k, segment in enumerate(_alike_segments(measured, spec.name.split(".", 1)[0])):
+                ax.plot([p.when for p in segment], [p.metrics[spec.name] for p in segment], "--" if i % 2 else "-",
+                        marker="o", markersize=4, linewidth=1.8, color=colours(i % colours.N),
+                        label=cell if k == 0 else None)
         ax.set_ylabel(panel_label(spec))
         ax.grid(True, alpha=0.3)
         if spec.comparison in SHARES:
@@ -235,3 +238,14 @@ def plot(points: list[Point], out_path: Path, title: str, specs: list[MetricSpec
     out_path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_path, dpi=120)
     plt.close(fig)
+
+
+def _alike_segments(points: list[Point], eval_name: str) -> list[list[Point]]:
+    """`points` cut wherever a run is not alike the one before it (`_unlike`): the plot's lines."""
+    out: list[list[Point]] = []
+    for p in points:
+        if out and not _unlike(out[-1][-1], p, eval_name):
+            out[-1].append(p)
+        else:
+            out.append([p])
+    return out
