@@ -6,9 +6,10 @@ judged broken), so a series that falls and stays down is judged against the leve
 night after night, until it recovers or a person accepts the new level (history/accept.py): the
 judge never re-baselines itself. Its noise is the series' excess spread across commits, read from
 every earlier point (stats/noise.py: robust to the breaks, each point's own binomial error taken
-out, pooled with the typical spread of its kind while short), plus the night's own binomial error;
-only points measured on at least a quarter as many questions count (`precise`), so a 5-question
-run never moves the level or the noise a 1,319-question night is judged with. `z` holds the
+out, pooled with the typical spread of its kind while short: history/spreads.py), plus the night's
+own binomial error; only points measured on at least a quarter as many questions count
+(`spreads.PRECISION`), so a 5-question run never moves the level, the noise, the episode or the
+shift scan a 1,319-question night is judged with. `z` holds the
 false-alarm rate: `rate` is what a healthy nightly pays as a whole, split over its series (Sidak:
 1 - (1 - rate)^(1/N)), and within a series between the single night (`1 - SCAN_SHARE` of it) and
 the shift scan (`SCAN_SHARE`, split over its windows).
@@ -17,10 +18,12 @@ A night below its floor is, in this order:
 * `intermittent` when another run of its commit is above it: the same code both healthy and failing;
 * `regression` otherwise; after the first night of a fall it says since which commit, how many
   nights, and the level they hold against the healthy one.
-A night within its floor is a `shift` when it is below the level and the mean of the last 3, 5, 8
-or 13 nights (none of them a regression of its own) is below the level by more than that mean's
-noise allows: a lasting change too small for one night, named at its first commit (the start
-that makes the drop clearest) for `evalkit bisect`. Else `ok`.
+A night within its floor while the series is down (its last nights broken) stays broken (the
+episode's verdict) while it is nearer the level the series fell to than the healthy one: a fallen
+night inside the noise is no recovery. Otherwise it is a `shift` when it is below the level and the
+mean of the last 3, 5, 8 or 13 healthy nights is below the level by more than that mean's noise
+allows: a lasting change too small for one night, named at its first commit (the start that makes
+the drop clearest) for `evalkit bisect`. Else `ok`.
 
 A series with fewer than `MIN_HISTORY` healthy points, or whose floor cannot act, is judged against
 its siblings (the other configurations of the same model in the same run) where it has
@@ -94,8 +97,6 @@ class Judge:
         self._states: dict[int, list[State]] = {}
         self.spreads = Spreads(self.series)
         self._healthy: dict[int, list[bool]] = {}
-
-    # -- noise --------------------------------------------------------------------------------
 
     # -- references ---------------------------------------------------------------------------
 
