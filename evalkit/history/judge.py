@@ -140,8 +140,7 @@ class Judge:
         reason = can_act(ref, s.bigger_is_better, s.measure)
         if reason is None:
             return ref
-        own_dof = noise.dof
-        return Shortfall(reason, points_needed(ref, s.bigger_is_better, s.measure, own_dof))
+        return Shortfall(reason, points_needed(ref, s.bigger_is_better, s.measure, noise.dof))
 
     def _siblings(self, si: int, pi: int) -> Reference | None:
         """A young night's reference from the other configurations of its model in its run (None: too few,
@@ -199,8 +198,8 @@ class Judge:
             healthy.append(states[-1].verdict not in BROKEN)
 
     def _precise_before(self, si: int, pi: int, epoch: int) -> list[int]:
-        """The nights of the epoch before `pi` precise enough to judge it by (history/judge.py's
-        spreads.PRECISION), oldest first: a night's episode, shift and re-runs are read among these only."""
+        """The nights of the epoch before `pi` precise enough to judge it by (`spreads.PRECISION`),
+        oldest first: a night's episode, shift and re-runs are read among these only."""
         kept = self.spreads.windows(si, self.series[si].points[pi].n)[0]
         return kept[bisect.bisect_left(kept, epoch):bisect.bisect_left(kept, pi)]
 
