@@ -96,7 +96,8 @@ def test_every_suggested_rule_passes_every_healthy_cell_of_the_runs_it_came_from
     repeats of the baseline, which see none of it), the suggested rules, pasted into the config
     and judged by the matrix's own verdict on the same night, leave no healthy cell FAIL or
     INCONCLUSIVE; every floor is a share strictly inside [0, 1]; a broken cell is left out of the
-    measurement and said."""
+    measurement and said. (Whether the rules catch it depends on n: at 20 questions with healthy
+    cells at 15 the MDE is 61 points, and the snippet says so; the test below shows a catch.)"""
     with tempfile.TemporaryDirectory() as tmp:
         results = Path(tmp)
         run_path, config = write_run(results, "night", healthy_and_broken(rights, collapses, broken))
@@ -115,8 +116,6 @@ def test_every_suggested_rule_passes_every_healthy_cell_of_the_runs_it_came_from
             if cell.id not in run.unhealthy:
                 assert {c.outcome for c in cell.checks or []} <= {"PASS"}, (cell.id, cell.checks)
         assert ("dp8-fixoff" in run.unhealthy) == broken
-        if broken:
-            assert any("dp8-fixoff (run night)" in c.caught for c in suggestion.kept)
 
 
 def test_the_snippet_says_what_each_rule_was_checked_on_and_is_a_section_evalkit_accepts(tmp_path: Path) -> None:

@@ -224,7 +224,7 @@ def cross_cell_rules(spec: MetricSpec, runs: Sequence[CalibrationRun], checks: S
                 out.append(f"{spec.name} {check}: every healthy pair measured 0: no margin to set from them")
                 continue
             out.append(Rule(spec.name, check, _up_digits(2 * max(changes)),
-                            f"twice the largest value between two healthy cells ({len(pairs)} pairs against the "
+                            f"twice the largest value between two healthy cells ({_pairs(len(pairs))} against the "
                             f"{REFERENCES[against]}, largest {max(changes):.3g}; no test, no night-to-night noise "
                             "measured for it)"))
             continue
@@ -240,10 +240,14 @@ def cross_cell_rules(spec: MetricSpec, runs: Sequence[CalibrationRun], checks: S
         test = "McNemar" if spec.comparison is Comparison.PAIRED else "Fisher"
         way = "drop" if spec.higher_is_better else "rise"
         seen = f"largest {way} {worst_change * 100:.1f} points" if worst_change > 0 else f"no {way}"
-        out.append(Rule(spec.name, check, margin, f"{len(pairs)} healthy pairs against the {REFERENCES[against]}: "
+        out.append(Rule(spec.name, check, margin, f"{_pairs(len(pairs))} against the {REFERENCES[against]}: "
                                                   f"{seen}, {test} MDE {worst_mde * 100:.1f} points at alpha {alpha:g}",
                         alpha))
     return out
+
+
+def _pairs(n: int) -> str:
+    return f"{n} healthy pair{'s' if n != 1 else ''}"
 
 
 def _mde(spec: MetricSpec, d: Delta, alpha: float, power: float) -> float | None:
