@@ -266,3 +266,23 @@ def test_model_floors_are_the_judge_s_next_night_boundaries_of_the_current_keys_
     assert {j.series.name for j in everything} >= {j.series.name for j in judged}
     old = next(s for s in judge.series if s.name == SERIES)
     assert old.replaced is not None and SERIES not in {j.series.name for j in everything}
+
+
+def test_real_demo_runs_of_another_question_set_are_another_series(demo_runs: dict[str, Path], tmp_path: Path) -> None:
+    """The session's real demo runs: run-b scored dp8-piecewise-fixoff on 30 questions with another
+    simulator seed, run-a on 40. Recorded in one history, they are two series of that cell (their
+    keys, from the real cell.json files, differ beyond the build), the older one left out and said
+    once; the cells run-a alone ran are one series each."""
+    db = tmp_path / "h.db"
+    for run in (demo_runs["a"], demo_runs["b"]):
+        assert evalkit_cli("history", "--import", str(run), "--db", str(db)).returncode == 0
+    ran = evalkit_cli("history", "judge", "--db", str(db), "--format", "json", "--series", "gsm8k.flexible")
+    out = json.loads(ran.stdout)
+    fixoff = [row for row in out["left_out"] if "dp8-piecewise-fixoff gsm8k.flexible" in row["name"]]
+    assert len(fixoff) == 1 and fixoff[0]["why"].endswith("gsm8k question set: 40 (stratified) vs 30 (stratified); "
+                                                          "engine arguments differ")  # the seed flag, hashed
+    judged = {row["name"].split(" #")[0].split(" ", 1)[1]: row for row in out["series"]}
+    assert set(judged) == {"tp8-full-fixon gsm8k.flexible", "tp8-full-fixoff gsm8k.flexible",
+                           "dp8-piecewise-fixon gsm8k.flexible", "dp8-piecewise-fixoff gsm8k.flexible"}
+    assert judged["dp8-piecewise-fixoff gsm8k.flexible"]["points"][0]["run"] == "run-b"
+    assert all(row["n"] == 1 for row in judged.values())
