@@ -23,7 +23,8 @@ from evalkit.evals import recorded
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.evals.capabilities import Subsets
 from evalkit.stats.sequential import Count, PairedCounts, StepTest
-from evalkit.store.records import CellRecord
+from evalkit.store.comparability import differences, key_of
+from evalkit.store.records import CellRecord, RunRecord
 from evalkit.verdict import checks
 from evalkit.verdict.deltas import check_threshold, deltas_between, flat_metrics, unmeasured
 from evalkit.verdict.summary import CheckRecord, Delta, Deltas, Flag
@@ -110,6 +111,20 @@ def label(record: dict[str, Any], name: str) -> str:
     return f"{name} {sha[:10]}" if sha else name
 
 
+ENDS_MAY_DIFFER = ("build", "questions", "setup")
+"""What a bisect's two ends may differ in (store/comparability.py's parts): the commit, the questions
+a step asks, and an eval's set-up (said on its own, above)."""
+
+
+def ran_differently(config: MatrixConfig, good: CellRecord, bad: CellRecord) -> list[str]:
+    """What the ends ran differently beyond their commits, in words (store/comparability.py): one
+    cell of one config at two commits, so another flag, variable or device would test more than
+    the commits (a bisect resumed after the environment changed)."""
+    run = RunRecord(run_id="bisect", status="complete", model=config.model, engine=config.engine.profile,
+                    config_path="", config={})
+    return differences(key_of(run, good), key_of(run, bad), allow=ENDS_MAY_DIFFER, sides=("the good end", "the bad end"))
+
+
 def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float) -> Ends:
     """Judge the bad end's cell folder against the good end's; never raises for ends that are
     not as claimed (that is `Ends.bad` False with its reason)."""
@@ -133,6 +148,8 @@ def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float
     if differs := sorted({f for d in evidence.__pydantic_extra__.values() for f in d.setup_differs}):
         return Ends(bad=False, reason=f"the ends ran different eval setups ({', '.join(differs)}): not comparable",
                     **base)
+    if beyond := ran_differently(config, *ends):
+        return Ends(bad=False, reason=f"the ends ran differently ({'; '.join(beyond)}): not comparable", **base)
     own = [t for t in config.thresholds if t.kind.own_value]
     thresholds = [*checks.against_one_reference(config.thresholds), *own]
     row: dict[str, Any] = {"id": labels["bad"], "status": "ok", "metrics": flat_bad, "unmeasured": unmeasured(bad, evals),
