@@ -218,6 +218,8 @@ class Judge:
             reruns = [s.points[i] for i in self.spreads.windows(si, point.n)[0] if s.points[i].commit == point.commit and i != pi]
             if not lasting and any(ref.score(p.value, bigger) >= -ref.z for p in reruns):
                 return State(INTERMITTENT, ref, pi, acceptance=acceptance)
+            if not lasting:  # a fall that begins tonight may have begun a night or two before, within the floor
+                episode = self._unhealthy_from(si, pi, self._change_point(si, pi, ref, before))
             return State(REGRESSION, ref, episode, acceptance=acceptance)
         if lasting:
             # Within its floor, but the series is down: still broken unless it is nearer the healthy
@@ -229,12 +231,17 @@ class Judge:
         start = self._shift(si, pi, ref, before) if ref.score(point.value, bigger) < 0 else None
         if start is None:
             return State(OK, ref, acceptance=acceptance)
-        first = min(start, episode)
-        for i in range(first, pi):  # no longer the level: the nights this one may speak for (a 5-question
-            other = s.points[i].n    # night's shift says nothing of the 1,319-question nights among it)
-            if not point.n or not other or point.n * PRECISION >= other:
+        return State(SHIFT, ref, self._unhealthy_from(si, pi, min(start, episode)), acceptance=acceptance)
+
+    def _unhealthy_from(self, si: int, pi: int, first: int) -> int:
+        """Nights `first`..`pi` - 1 no longer make the level (a fall began at `first`): those night `pi`
+        may speak for (a 5-question night's fall says nothing of the 1,319-question nights among it)."""
+        s, healthy = self.series[si], self._healthy[si]
+        for i in range(first, pi):
+            other = s.points[i].n
+            if not s.points[pi].n or not other or s.points[pi].n * PRECISION >= other:
                 healthy[i] = False
-        return State(SHIFT, ref, first, acceptance=acceptance)
+        return first
 
     def _scanned(self, si: int, pi: int, before: Sequence[int], healthy_only: bool = True) -> list[int]:
         """The nights the shift scan reads back from `pi` among `before` (its precise nights of the
@@ -275,9 +282,14 @@ class Judge:
         z = quantile(self.scan_rate, round(ref.dof, 1))
         if not any(len(scanned) >= k and self._window_score(si, scanned[:k], ref) < -z for k in SCAN_WINDOWS):
             return None
-        around = self._scanned(si, pi, before, healthy_only=False)
-        scores = [(self._window_score(si, around[:k], ref), around[k - 1]) for k in range(2, len(around) + 1)]
-        return min(scores)[1]
+        return self._change_point(si, pi, ref, before, healthy_only=False)
+
+    def _change_point(self, si: int, pi: int, ref: Reference, before: Sequence[int], healthy_only: bool = True) -> int:
+        """Where a drop that `pi` ends began: the start among the nights back from it (`_scanned`) whose
+        mean through `pi` lies furthest below the level in sds of that mean (one night when the nights
+        before it are at the level)."""
+        around = self._scanned(si, pi, before, healthy_only)
+        return min((self._window_score(si, around[:k], ref), around[k - 1]) for k in range(1, len(around) + 1))[1]
 
     # -- the judged series ---------------------------------------------------------------------
 
