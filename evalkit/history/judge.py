@@ -237,9 +237,10 @@ class Judge:
         """Nights `first`..`pi` - 1 no longer make the level (a fall began at `first`): those night `pi`
         may speak for (a 5-question night's fall says nothing of the 1,319-question nights among it)."""
         s, healthy = self.series[si], self._healthy[si]
+        n = s.points[pi].n
         for i in range(first, pi):
             other = s.points[i].n
-            if not s.points[pi].n or not other or s.points[pi].n * PRECISION >= other:
+            if not n or not other or n * PRECISION >= other:
                 healthy[i] = False
         return first
 
