@@ -78,7 +78,8 @@ def test_the_readme_demo_flags_only_the_buggy_cell(tmp_path: Path) -> None:
     # can see a rise of the disagreeing share well inside 2 x its 20-point margin. The buggy cell
     # FAILs all.
     assert outcomes(summary) == {"gsm8k.flexible min 0.9": {"PASS"}, **dict.fromkeys(GSM8K_DROPS, {"PASS"}),
-                                 **dict.fromkeys(COLLAPSE_RISES, {"PASS"}), **dict.fromkeys(KL_RISES, {"PASS"}),
+                                 **dict.fromkeys(COLLAPSE_RISES, {"PASS"}), "repetition.collapse_rate max 0.15": {"PASS"},
+                                 **dict.fromkeys(KL_RISES, {"PASS"}),
                                  **dict.fromkeys(DISAGREE_RISES, {"PASS"})}
     assert set().union(*outcomes(summary, healthy=False).values()) == {"FAIL"}
     collapse = [c for cell in summary["cells"] if cell["id"] != BUGGY for c in cell["checks"] if c["rule"] in COLLAPSE_RISES]
