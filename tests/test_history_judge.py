@@ -21,9 +21,9 @@ from evalkit.cli import main
 from evalkit.history.db import History
 from evalkit.history.imports import import_dashboard
 from evalkit.history.judge import Judge
-from evalkit.history.verdicts import INSUFFICIENT, INTERMITTENT, OK, REGRESSION, SHIFT
-from evalkit.stats.noise import diffs, excess_sd
 from evalkit.history.series import ACCURACY, Series, SeriesPoint, split_name
+from evalkit.history.verdicts import INSUFFICIENT, INTERMITTENT, OK, REGRESSION
+from evalkit.stats.noise import diffs, excess_sd
 from evalkit.store import write_json
 from tests.helpers.runs import CellSpec, summary_of, write_run
 
