@@ -1,6 +1,6 @@
 """Engine lifecycle through real processes: fail fast on exit, time out, stop the whole group.
 Every test starts an engine process (a `python -c` stand-in), so asks for `engine_processes` (the
-`e2e` tier)."""
+`e2e` tier); the engine that exits while starting is also a default-tier `smoke` test (~1 s)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ def engine(tmp_path: Path, code: str, **kw: object) -> EngineProcess:
     )
 
 
+@pytest.mark.smoke  # the default tier's one engine that dies before it is ready (its exit code and log tail)
 def test_exit_during_startup_fails_at_once_with_code_and_log_tail(tmp_path: Path) -> None:
     started = time.monotonic()
     with pytest.raises(EngineExited) as e:
