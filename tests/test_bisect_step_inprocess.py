@@ -28,6 +28,8 @@ from evalkit.run.options import Silent
 from evalkit.store import RunStore, read_json, read_jsonl
 from tests.helpers.served import served_sim
 
+pytestmark = pytest.mark.xdist_group("bisect-inprocess")  # the module's ends are made once, on one worker
+
 QUESTIONS, GENERATIONS = 400, 32
 LAYOUT = ("--enable-dp-attention", "-tp", "8", "--cudagraph-mode", "PIECEWISE", "--sim-seed", "0", "--sim-race-rate", "0")
 """The buggy layout; no race between requests sharing a batch, so every step answers alike run to run."""

@@ -28,6 +28,8 @@ from evalkit.run.options import Silent
 from evalkit.store import RunStore, read_jsonl
 from tests.helpers.served import served_sim
 
+pytestmark = pytest.mark.xdist_group("generations-inprocess")  # the module's run is made once, on one worker
+
 GENERATIONS = 4
 CONFIG = f"""\
 model: sim/m

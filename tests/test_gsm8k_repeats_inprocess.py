@@ -20,6 +20,8 @@ from evalkit.store import read_json, read_jsonl
 from tests.helpers.cli import evalkit_cli
 from tests.helpers.served import served_sim
 
+pytestmark = pytest.mark.xdist_group("repeats-inprocess")  # the module's run is made once, on one worker
+
 QUESTIONS, REPEATS = 60, 3
 CONFIG = f"""\
 model: sim/rep

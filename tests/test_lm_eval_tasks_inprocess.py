@@ -22,6 +22,8 @@ from tests.helpers.served import served_sim
 from tests.helpers.sim import gsm8k_test, reference_answer
 from tests.test_lm_eval_tasks import AIME, FLEXIBLE, LIMIT, STRICT, mmlu_pro_row, write_config
 
+pytestmark = pytest.mark.xdist_group("lm-eval-inprocess")  # the module's run is made once, on one worker
+
 
 @pytest.fixture(scope="module")
 def external(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MatrixOutcome, str]]:
