@@ -46,12 +46,12 @@ def _serve_and_stop(tmp_path: Path, *args: str) -> tuple[int, str]:
     return int(found.group(1)), log.read_text()
 
 
-@pytest.mark.smoke  # the default tier's one engine stopped by EngineProcess with a worker of its own (~2 s)
 def test_a_worker_stops_with_its_engine(tmp_path: Path, engine_processes: None) -> None:
     pid, _ = _serve_and_stop(tmp_path)
     assert not _alive(pid)
 
 
+@pytest.mark.smoke  # the default tier's one engine stopped by EngineProcess with a worker of its own (~5 s)
 def test_a_lingering_worker_outlives_evalkits_stop_then_gives_its_memory_back(tmp_path: Path,
                                                                              engine_processes: None) -> None:
     pid, _ = _serve_and_stop(tmp_path, "--sim-gpu-linger", "2")
