@@ -120,6 +120,19 @@ def test_a_healthy_step_is_good_with_no_excerpt(bisect: Bisect) -> None:
     assert step.evidence["excerpt"] is None and step.evidence["looks"][-1]["verdict"] == "good"
 
 
+def test_a_step_whose_server_fails_after_its_first_batch_is_untestable_with_the_cell_s_error(bisect: Bisect) -> None:
+    """`git bisect skip`: the cell's one-line error is the reason, and what the step answered before
+    the failure stays in its folder."""
+    with served_sim(*LAYOUT, "--sim-fix", "off", "--sim-fault", "http-500", "--sim-fault-after", "40") as failing:
+        bisect.urls["failing"] = failing
+        step = bisect.step("step-failing", "failing")
+    assert step.verdict == "untestable" and "\n" not in step.reason
+    assert step.reason.startswith(("gsm8k: ", "repetition: ")) and "500" in step.reason, step.reason
+    assert read_json(bisect.store.cell_dir("step-failing") / "cell.json")["status"] == "error"
+    assert step.questions > 0  # it failed after answering some: what it answered is kept in its folder
+    assert len(list(read_jsonl(bisect.store.cell_dir("step-failing") / "gsm8k.samples.jsonl"))) == step.questions
+
+
 def test_a_step_needs_ends_as_claimed(bisect: Bisect) -> None:
     good = bisect.store.cell_dir("good")
     not_claimed = judge_ends(bisect.config, good, good, alpha=0.01)
