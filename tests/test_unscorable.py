@@ -1,11 +1,11 @@
 """A GSM8K question the engine never answered (an error or a timeout after every retry) is
 counted apart from a wrong answer: no mark, `n_eff` below `n`, and past `max_unscorable` the
-cell is an error rather than an accuracy drop. Against the simulator's injected HTTP 500s (a
-process of its own, e2e: lm-eval's client needs a real port), and the session's default one."""
+cell is an error rather than an accuracy drop. Against the simulator's injected HTTP 500s, served
+over a real port (lm-eval's client needs one) by a thread of this process (tests/helpers/served.py),
+and the session's default one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,7 @@ from evalkit.errors import EvalError
 from evalkit.evals import gsm8k, lm_eval_adapter
 from evalkit.evals.base import EvalContext, Server
 from evalkit.evals.gsm8k import GSM8K, GSM8KSettings
+from tests.helpers.served import served_sim
 from tests.helpers.sim import SimServer
 
 FAILING = ("--sim-fault", "http-500", "--sim-fault-rate", "0.1")
@@ -25,8 +26,9 @@ def run(tmp_path: Path, url: str, limit: int = 40, **settings: object) -> gsm8k.
     return gsm8k.run_gsm8k(chosen, EvalContext(Server(url, "sim-model"), tmp_path, tmp_path, limit=limit))
 
 
-def test_an_unanswered_question_is_unscorable_not_wrong(tmp_path: Path, sim_process: Callable[..., SimServer]) -> None:
-    result = run(tmp_path, sim_process(*FAILING).url, max_unscorable=0.5)
+def test_an_unanswered_question_is_unscorable_not_wrong(tmp_path: Path) -> None:
+    with served_sim(*FAILING) as url:
+        result = run(tmp_path, url, max_unscorable=0.5)
     lost = [row for row in result.samples if row.get("unscorable")]
     scored = [row for row in result.samples if not row.get("unscorable")]
     assert lost and scored
@@ -41,15 +43,13 @@ def test_an_unanswered_question_is_unscorable_not_wrong(tmp_path: Path, sim_proc
     assert flat["gsm8k.n_eff"] == len(scored) and flat["gsm8k.unscorable"] == len(lost)
 
 
-def test_more_unscorable_questions_than_allowed_make_the_cell_an_error(
-    tmp_path: Path, sim_process: Callable[..., SimServer]
-) -> None:
-    url = sim_process(*FAILING).url
-    with pytest.raises(EvalError, match=r"gsm8k: lm-eval failed after 1 of 40 requests failed for good "
-                                        r"\(at most 1 may\)"):
-        run(tmp_path, url, max_unscorable=0.04)
-    with pytest.raises(EvalError, match=r"gsm8k: lm-eval failed: "):  # 0: lm-eval's own rule, any failure
-        run(tmp_path, url, max_unscorable=0.0)
+def test_more_unscorable_questions_than_allowed_make_the_cell_an_error(tmp_path: Path) -> None:
+    with served_sim(*FAILING) as url:
+        with pytest.raises(EvalError, match=r"gsm8k: lm-eval failed after 1 of 40 requests failed for good "
+                                            r"\(at most 1 may\)"):
+            run(tmp_path, url, max_unscorable=0.04)
+        with pytest.raises(EvalError, match=r"gsm8k: lm-eval failed: "):  # 0: lm-eval's own rule, any failure
+            run(tmp_path, url, max_unscorable=0.0)
 
 
 def test_answers_cut_by_the_token_limit_are_scored_unless_the_config_says_they_cannot_be(
