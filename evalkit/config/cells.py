@@ -10,6 +10,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from evalkit.config import EngineSettings, MatrixConfig, Source
+from evalkit.config.topology import Topology, TopologySpec, build_topology
 from evalkit.errors import ConfigError
 
 
@@ -23,6 +24,13 @@ class Cell:
     args: tuple[str, ...]
     env: dict[str, str] = field(hash=False)
     source: Source | None
+    topology_spec: TopologySpec | None = field(default=None, hash=False)
+    """The declared topology (an axis value's or the engine's); None: one engine."""
+
+    @property
+    def topology(self) -> Topology:
+        """The cell's parts (config/topology.py): one `engine` part unless it declares more."""
+        return build_topology(self.topology_spec, self.settings, self.args, self.env)
 
     def matches(self, selection: dict[str, set[str]]) -> bool:
         """Whether every axis named in `selection` has one of the selected values."""
@@ -50,10 +58,15 @@ def expand(config: MatrixConfig) -> list[Cell]:
         env = dict(config.engine.env)
         source = config.engine.source
         source_axis: str | None = None
+        topology, topology_axis = config.engine.topology, None
         for axis, (value_name, value) in zip(names, combo):
             settings = settings.merged(value.settings)
             args += value.args
             env.update(value.env)
+            if value.topology is not None:
+                if topology_axis is not None:
+                    raise ConfigError(f"axes.{axis}.{value_name}.topology: axis {topology_axis} also sets the topology")
+                topology, topology_axis = value.topology, axis
             if value.source is not None:
                 if source_axis is not None:
                     raise ConfigError(
@@ -64,7 +77,8 @@ def expand(config: MatrixConfig) -> list[Cell]:
         if cell_id in seen:
             raise ConfigError(f"axes: cells {seen[cell_id]} and {axes} both get the id {cell_id!r}")
         seen[cell_id] = axes
-        cells.append(Cell(cell_id, axes, settings, tuple(args), env, source))
+        cells.append(Cell(cell_id, axes, settings, tuple(args), env, source,
+                          topology if topology is not None and topology.kind != "single" else None))
     if not cells:
         raise ConfigError("exclude: every cell of the matrix is excluded")
     return cells
@@ -112,10 +126,26 @@ def baseline_cell(cells: list[Cell], config: MatrixConfig) -> Cell | None:
 
 
 def twin_axes(axes: dict[str, str], config: MatrixConfig) -> dict[str, str] | None:
-    """The axes of a fix-off cell's fix-on twin (the same other axes); None for other cells."""
-    if config.ab is None or axes.get(config.ab.axis) != config.ab.off:
-        return None
-    return {**axes, config.ab.axis: config.ab.on}
+    """The axes of a cell's twin: a fix-off cell's fix-on cell (the same other axes); else a
+    disaggregated cell's aggregated cell (`disagg: off`, `topology_axis`); None for other cells."""
+    if config.ab is not None and axes.get(config.ab.axis) == config.ab.off:
+        return {**axes, config.ab.axis: config.ab.on}
+    found = topology_axis(config)
+    if found is not None and axes.get(found[0]) not in (None, found[1]):
+        return {**axes, found[0]: found[1]}
+    return None
+
+
+def topology_axis(config: MatrixConfig) -> tuple[str, str] | None:
+    """The axis whose values change the topology and the one value of it that is a single
+    engine (`disagg: [off, 1p1d]` -> ("disagg", "off")): a topology cell's twin is that value's
+    cell. None when no axis sets a topology, or none or several of its values are one engine."""
+    for axis, values in config.axes.items():
+        kinds = {name: value.topology.kind if value.topology is not None else None for name, value in values.items()}
+        if any(k not in (None, "single") for k in kinds.values()):
+            single = [name for name, k in kinds.items() if k in (None, "single")]
+            return (axis, single[0]) if len(single) == 1 else None
+    return None
 
 
 def ab_twin(cell: Cell, cells: list[Cell], config: MatrixConfig) -> Cell | None:

@@ -26,7 +26,9 @@ from pydantic import (
 from evalkit.config.base import StrictModel
 from evalkit.config.catalog import Catalog
 from evalkit.config.log_assertion import LogAssertion
+from evalkit.config.settings import EngineSettings
 from evalkit.config.thresholds import METRICS_CONTEXT, Threshold
+from evalkit.config.topology import TopologySpec
 
 if TYPE_CHECKING:
     from evalkit.evals.base import Eval, EvalSettings
@@ -38,26 +40,6 @@ DEFAULT_STOP_GRACE_S = 30.0
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.]*$"
 """Axis and value names: cell ids join them with '-', so they hold no '-' and are filesystem-safe."""
 CONFIG_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
-
-GraphMode = Literal["FULL", "PIECEWISE", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY", "NONE", "eager"]
-"""`eager` means no graphs at all (`--enforce-eager`); `NONE` is the engine's own cudagraph mode."""
-
-
-class EngineSettings(StrictModel):
-    """Logical serving settings; a profile turns them into one engine's flags."""
-
-    tensor_parallel: int | None = Field(None, ge=1, description="Tensor-parallel size (-tp).")
-    data_parallel: int | None = Field(None, ge=1, description="Data-parallel size (-dp).")
-    dp_attention: bool | None = Field(None, description="Data-parallel attention ranks.")
-    expert_parallel: bool | None = Field(None, description="Expert parallelism for MoE layers.")
-    graph_mode: GraphMode | None = Field(None, description="CUDA-graph mode, or eager.")
-    max_num_seqs: int | None = Field(None, ge=1, description="Maximum concurrent sequences.")
-    devices: int | None = Field(None, ge=1, description="Devices the cell needs; default tensor x data parallel.")
-
-    def merged(self, other: EngineSettings) -> EngineSettings:
-        """Return these settings overridden by every field that `other` sets."""
-        return self.model_copy(update=other.model_dump(exclude_none=True))
-
 
 class Source(StrictModel):
     """An engine source tree: a git repository (path or URL) and a ref to check out."""
@@ -90,11 +72,14 @@ class AxisValue(StrictModel):
     settings: EngineSettings = Field(default_factory=EngineSettings)
     source: Source | None = None
     log: list[LogAssertion] = Field(default_factory=list, description="Assertions on the engine log of its cells.")
+    topology: TopologySpec | None = Field(None, description=(
+        "The cell's parts: `off` (one engine), `1p1d` or `{pd: ...}` (prefill and decode behind a router), "
+        "`{ranks: N}` (one engine across N nodes); config/topology.py."))
 
     @model_validator(mode="after")
     def _names_something(self) -> AxisValue:
-        if not (self.args or self.env or self.source or self.settings.model_dump(exclude_none=True)):
-            raise ValueError("an axis value must set at least one of args, env, settings, source")
+        if not (self.args or self.env or self.source or self.topology or self.settings.model_dump(exclude_none=True)):
+            raise ValueError("an axis value must set at least one of args, env, settings, source, topology")
         return self
 
 
@@ -116,9 +101,13 @@ class EngineConfig(StrictModel):
     health_path: str | None = Field(None, description="Override the profile's health endpoint.")
     metrics_path: str | None = Field(None, description="Override the profile's Prometheus endpoint (scraped around each eval).")
     fatal_patterns: list[str] = Field(default_factory=list, description="Extra log regexes that fail a cell at once.")
-    fresh_cache: bool = Field(
-        True, description="Give each engine launch empty compile caches (the profile names them; engine/isolation.py); "
-                          "false keeps the engine's own, for users who know its cache keys.")
+    cache: Literal["fresh", "keyed", "engine"] | None = Field(
+        None, description="The engine's compile caches (engine/caches.py): keyed (default where the profile names a "
+                          "variable that moves them) reuses a folder named by evalkit's key of what decides their "
+                          "contents; fresh gives each launch empty ones; engine leaves the engine's own.")
+    cache_dir: str | None = Field(
+        None, description="Where keyed caches live; default .evalkit-cache/engine-caches beside the results folder.")
+    cache_max_gib: float = Field(100.0, gt=0, description="Keyed caches' size bound: least recently used evicted.")
     log: list[LogAssertion] = Field(default_factory=list, description="Assertions on every cell's engine log.")
     catalog: Catalog | None = Field(
         None, description="Take the model's launch from the engine's CI catalog in each cell's source tree "
@@ -127,6 +116,7 @@ class EngineConfig(StrictModel):
         None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="The engine's top-level package, whose import path proves which tree runs (default: the "
                     "profile's; the `command` profile has none unless given here).")
+    topology: TopologySpec | None = Field(None, description="Every cell's parts unless an axis sets them (config/topology.py).")
     plugin: bool = Field(
         False, description="The axes' source trees hold a plugin the engine loads (`package` names it), not the "
                            "engine: only its import path witnesses the tree, no build is expected (docs/real-answers.md).")
@@ -238,6 +228,16 @@ class MatrixConfig(StrictModel):
     secret_env: list[str] = Field(default_factory=list, description="Extra env names to redact.")
     devices: Devices | None = Field(None, description="Declare the box's devices to run cells in parallel.")
     executor: Executor = Field(default_factory=Executor)
+
+    @field_validator("axes", mode="before")
+    @classmethod
+    def _topology_lists(cls, axes: Any) -> Any:
+        """`disagg: [off, 1p1d]`: an axis given as a list of topology shorthands, each value
+        named after itself (config/topology.py)."""
+        if not isinstance(axes, dict):
+            return axes
+        return {axis: {str(v): {"topology": v} for v in values} if isinstance(values, list) else values
+                for axis, values in axes.items()}
 
     @field_validator("axes")
     @classmethod
