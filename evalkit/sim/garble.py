@@ -11,14 +11,13 @@ Issue 30 quotes the shapes public reports show (``--sim-collapse-kind``):
   text alone tells from rare words: only a healthy model finds it unlikely.
 
 A soup word is one simulator token (a leading space and two or three syllables of ``SYLLABLES``,
-one ``\\w+`` run), drawn per (seed, prompt, cell, position). :func:`is_soup` recognises such a
-token, so the simulated model's logprobs (``evalkit.sim.logprobs``) can make it as unlikely under
-any cell's model as random vocabulary pieces are under a real one.
+one ``\\w+`` run), drawn per (seed, prompt, cell, position). The simulated model never saw such
+a word in its text (``evalkit.sim.logprobs``: what the model knows), so it finds it as unlikely as a
+real model finds random vocabulary pieces, without being told which tokens are soup.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 
 from evalkit.sim.hashing import between
@@ -28,12 +27,6 @@ LATIN_SYLLABLES = ("Demp", "Schul", "scal", "ably", "diaeft", "ry", "Sran", "sse
 """Latin subwords that make no English word two or three at a time."""
 OTHER_SYLLABLES = ("ьall", "Консу", "льта", "ぼ", "スの", "373", "572", "ξερ")
 """Subwords of other scripts (and digits), which a soup of several scripts mixes in."""
-_SOUP = re.compile(rf"\s*(?:{'|'.join(map(re.escape, LATIN_SYLLABLES + OTHER_SYLLABLES))}){{2,3}}")
-
-
-def is_soup(token: str) -> bool:
-    """Whether ``token`` is a soup word as :func:`soup` writes them."""
-    return _SOUP.fullmatch(token) is not None
 
 
 def soup(count: int, latin_only: bool, *key: object) -> list[str]:

@@ -15,10 +15,17 @@ the top-k mass is always below 1. A share ``EASY_SHARE`` of positions is confide
 gap 3-9 nats), the others are open (gap 0-2 nats, 5-40% of the mass in the tail). The text
 token is the argmax at about 70% of positions (92% of easy ones, 45% of open ones), else a
 runner-up (never below 20th: it is always a candidate), as real models are on natural
-text; a generated token is the argmax always (greedy decoding chose it). A soup word of the
-buggy cell (``evalkit.sim.garble.is_soup``) read teacher-forced is the 20th candidate: random
-vocabulary pieces are as unlikely under any healthy model (about -9 to -20 nats a token, against
-about -1 for prose), which the divergence eval's ``generations`` measures.
+text; a generated token is the argmax always (greedy decoding chose it).
+
+What the model knows. The simulated model was "trained" on the text evalkit ships (the GSM8K
+train and test splits, whose sentences its prose is made of, and the shipped prompt and
+reference-text sets): a teacher-forced token that never follows the token before it anywhere in
+that text (its word bigrams, whitespace aside, plus any sentence opener after a
+sentence end) is the 20th candidate, as unlikely as random vocabulary pieces are under a real
+model (about -9 to -20 nats a token, against about -1 for its own prose). So its healthy prose
+scores high and the same tokens shuffled, the buggy cell's soup, code or another language's text
+score low, from the text alone: nothing asks whether a token is garbage. The divergence eval's
+``generations`` and the repetition eval's model signal (evals/model_signal.py) measure it.
 
 Numerics. Each cell adds Gaussian noise to every candidate logit, keyed by (seed,
 ``Cell.numerics``, position key): sigma ``Behaviour.logprob_noise`` (default 0.015 nats, like
@@ -37,13 +44,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
+import json
+import re
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 
 import numpy as np
 
 from evalkit.sim.config import Behaviour, Cell
-from evalkit.sim.garble import is_soup
 from evalkit.sim.hashing import hash64
 from evalkit.sim.tokens import token_id
 
@@ -108,9 +118,9 @@ class Scorer:
             return []
         keys = np.array([self._key(tokens, i) for i in positions], dtype=np.uint64)
         greedy = np.array([i >= greedy_from for i in positions])
-        soup = np.array([is_soup(tokens[i]) for i in positions])
+        unknown = ~greedy & ~known_pairs(tokens, start)
         draws = _uniforms(keys, _BASE_DRAWS)
-        logits, tail = _base_logits(draws, greedy, soup)
+        logits, tail = _base_logits(draws, greedy, unknown)
         noisy = logits + self._noise(keys)
         if self.flip_rate:
             _flip(noisy, logits, _uniforms(keys ^ np.uint64(self.numerics_key ^ 1), 3), self.flip_rate)
@@ -180,9 +190,9 @@ def _uniforms(keys: np.ndarray, count: int) -> np.ndarray:
     return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
-def _base_logits(draws: np.ndarray, greedy: np.ndarray, soup: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The cell-independent logits, slot 0 the text token (the last candidate where it is a soup
-    word read teacher-forced), and the tail's lumped logit."""
+def _base_logits(draws: np.ndarray, greedy: np.ndarray, unknown: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cell-independent logits, slot 0 the text token (the last candidate where the model
+    never saw it after the token before it, read teacher-forced), and the tail's lumped logit."""
     easy = draws[:, 0] < EASY_SHARE
     gap = draws[:, _GAPS : _TAIL]
     first = np.where(easy, 3.0 + 6.0 * gap[:, 0], 2.0 * gap[:, 0])
@@ -190,7 +200,7 @@ def _base_logits(draws: np.ndarray, greedy: np.ndarray, soup: np.ndarray) -> tup
     by_rank = -np.cumsum(np.concatenate([np.zeros((len(draws), 1)), first[:, None], rest], axis=1), axis=1)
     tail_draw = draws[:, _TAIL]
     tail = np.where(easy, -first - 1.0 - 2.0 * tail_draw, -3.5 + 3.0 * tail_draw)
-    rank = np.where(greedy, 0, np.where(soup, CANDIDATES - 1, _rank(draws[:, _RANK], draws[:, _RANK + 1], easy)))
+    rank = np.where(greedy, 0, np.where(unknown, CANDIDATES - 1, _rank(draws[:, _RANK], draws[:, _RANK + 1], easy)))
     slots = np.arange(CANDIDATES)[None, :]
     # the text token (slot 0) takes rank r; alternatives fill the other ranks in order
     source = np.where(slots <= rank[:, None], slots - 1, slots)
@@ -230,3 +240,55 @@ def _candidates(token: str, recent: Sequence[str], picks: list[int], count: int)
 
 _token_id = functools.lru_cache(maxsize=1 << 16)(token_id)
 """Token ids, memoised: every position looks up about 22 of them."""
+
+
+_WORD = re.compile(r"\s*(\w+|[^\w\s]+)")
+"""A simulator token without its leading whitespace (evalkit.sim.tokens' split)."""
+_CORPUS_SETS = ("long_generation_v1", "reference_texts_v1")
+"""The shipped prompt and reference-text sets the model knows besides GSM8K."""
+
+
+def _corpus() -> str:
+    """Every text the simulated model was trained on, one per line."""
+    texts = []
+    for split in ("train", "test"):
+        with (resources.files("evalkit") / "data" / "gsm8k" / f"{split}.jsonl").open("r", encoding="utf-8") as lines:
+            for line in lines:
+                row = json.loads(line)
+                texts += [row["question"], row["answer"]]
+    for name in _CORPUS_SETS:
+        with (resources.files("evalkit.evals.prompts") / f"{name}.jsonl").open("r", encoding="utf-8") as lines:
+            texts += [json.loads(line)["prompt"] for line in lines]
+    return "\n".join(texts)
+
+
+def _word_key(word: str) -> int:
+    return zlib.crc32(word.strip().encode("utf-8"))
+
+
+@functools.cache
+def _known_keys() -> np.ndarray:
+    """Sorted keys of every (word, next word) pair of the corpus, and of every sentence end
+    followed by any word that opens a sentence there: the model's knowledge, built once per
+    process on first use (about a second for 1.2 M tokens)."""
+    words = _WORD.findall(_corpus())
+    vocab: dict[str, int] = {}
+    ids = np.fromiter((vocab.setdefault(w, len(vocab)) for w in words), dtype=np.int64, count=len(words))
+    crcs = np.array([_word_key(w) for w in vocab], dtype=np.uint64)
+    keys = crcs[ids]
+    ends = np.array([_word_key(w) for w in vocab if w[-1] in ".?!" and not w[0].isalnum()], dtype=np.uint64)
+    openers = np.unique(keys[1:][np.isin(keys[:-1], ends)])
+    pairs = [(keys[:-1] << np.uint64(32)) | keys[1:], ((ends[:, None] << np.uint64(32)) | openers[None, :]).ravel()]
+    return np.unique(np.concatenate(pairs))
+
+
+def known_pairs(tokens: Sequence[str], start: int) -> np.ndarray:
+    """Per position from ``start``: whether the model saw its token after the token before it
+    (whitespace aside; a whitespace token or the first of a text is always known)."""
+    before = max(0, start - 1)
+    keys = np.array([_word_key(t) for t in tokens[before:]], dtype=np.uint64)
+    pairs = (keys[:-1] << np.uint64(32)) | keys[1:]
+    table = _known_keys()
+    found = table[np.minimum(np.searchsorted(table, pairs), len(table) - 1)] == pairs
+    known = np.concatenate([[True], found]) if start == 0 else found
+    return known | np.array([not t.strip() for t in tokens[start:]], dtype=bool)
