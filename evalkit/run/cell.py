@@ -27,7 +27,7 @@ from evalkit.config.cells import Cell
 from evalkit.engine import PORT_PLACEHOLDER, CellLaunch, EngineProcess, PortBook, build_launch
 from evalkit.engine.catalog import entry_in_tree
 from evalkit.engine.imports import prove
-from evalkit.engine.isolation import isolate, release
+from evalkit.engine.isolation import isolate
 from evalkit.engine.setup import ensure_built, setup_plan
 from evalkit.engine.sources import ResolvedSource
 from evalkit.errors import EngineError, EvalError, Interrupted, PortInUse, SetupFailed, TreeNotProven
@@ -36,6 +36,7 @@ from evalkit.evals.base import Eval, EvalContext, EvalProgress, EvalResult, Serv
 from evalkit.evals.engine_figures import scraping_enabled
 from evalkit.profiles import get_profile
 from evalkit.redact import scrub, scrub_file, secret_values
+from evalkit.run.costs import LaunchClock, devices_held, timed
 from evalkit.run.engine_log import applicable, check_log, raise_if_broken, read_ran_as
 from evalkit.run.engine_report import EngineScrapes, check_version
 from evalkit.run.gpus import CellGpus
@@ -52,6 +53,7 @@ from evalkit.run.parts import (
     Imports,
     Keep,
     Launch,
+    Phase,
     Ready,
     Setup,
     assemble,
@@ -163,12 +165,13 @@ def run_cell(job: CellJob, control: CellControl, body: EvalsBody | None = None) 
     job.cell_dir.mkdir(parents=True, exist_ok=True)
     secrets = secret_values({**os.environ, **job.cell.env}, job.config.secret_env)
     source = job.source
+    started = time.monotonic()
     begun = Begun(started_at=now(), source=SourceInfo(repo=source.repo, ref=source.ref, sha=source.sha) if source else None,
-                  devices=list(job.devices) if job.devices else None)
+                  devices=list(job.devices) if job.devices else None, clock=started,
+                  held=devices_held(job.cell, job.devices))
     parts: list[CellPart] = []
     status: CellStatus = "running"
     error, trace = None, None
-    started = time.monotonic()
     control.start_budget()
     try:
         with cancel.bound(control.stop):
@@ -201,8 +204,9 @@ def _run(job: CellJob, control: CellControl, body: EvalsBody, keep: Keep) -> Non
         keep(check_version(job.base_url, get_profile(job.config.engine.profile), job.source, None, job.cell.id,
                            job.progress, plugin=job.config.engine.plugin))
         wire = get_profile(job.config.engine.profile).wire(token_ids=False)
-        for part in body(job, Server(job.base_url, job.config.served, wire)):
-            keep(part)
+        with timed(keep, "evals", "evals"):
+            for part in body(job, Server(job.base_url, job.config.served, wire)):
+                keep(part)
     else:
         _build_source(job, control, keep)
         _run_with_engine(job, control, body, keep)
@@ -225,11 +229,12 @@ def _build_source(job: CellJob, control: CellControl, keep: Keep) -> None:
         return
     plan = setup_plan(setup, job.source.worktree, job.config.engine.python or sys.executable)
     job.update("building", "" if plan.built else f"setup, log {plan.log}")
-    try:
-        keep(Setup(SetupRecord.model_validate(ensure_built(plan, job.source, control.stop))))
-    except SetupFailed as e:
-        keep(Setup(SetupRecord.model_validate(e.info)))
-        raise
+    with timed(keep, "setup", "setup"):
+        try:
+            keep(Setup(SetupRecord.model_validate(ensure_built(plan, job.source, control.stop))))
+        except SetupFailed as e:
+            keep(Setup(SetupRecord.model_validate(e.info)))
+            raise
 
 
 def _run_with_engine(job: CellJob, control: CellControl, body: EvalsBody, keep: Keep) -> None:
@@ -247,26 +252,30 @@ def _run_with_engine(job: CellJob, control: CellControl, body: EvalsBody, keep: 
     for attempt in range(1, PORT_ATTEMPTS + 1):
         port = config.engine.port or PORTS.take(config.engine.host)
         isolated = isolate(build_launch(config, job.cell, port, worktree, job.devices, cwd=cwd, catalog=catalog),
-                           config, PORTS, job.cell_dir)
+                           config, PORTS, job.cell_dir, job.store.results_dir, job.source.sha if job.source else None)
+        served = False  # whether a keyed cache folder was filled by an engine that became ready
         launch = isolated.launch
         keep(Launch(launch.display(config.secret_env), IsolationRecord.model_validate(isolated.record)))
         job.update("starting", f"port {port}" + (f" devices {','.join(map(str, job.devices))}" if job.devices else ""))
         t0 = time.monotonic()
+        clock = LaunchClock(t0)
         engine = _engine_for(launch, config, log_path)
         watch = gpus.watch(control.stop)
         try:
-            with watch, engine:
+            with watch, engine, clock:
                 control.attach(engine)
                 keep(EngineStarted(engine.pid))
                 ready = engine.wait_ready(config.timeouts.startup, config.timeouts.warmup)
+                served = True
                 keep(Ready(ready.health_s, ready.warmup_s, ready.warmup_attempts))
                 log = engine.launch_log()  # read once: an engine's start-up log can run to megabytes
                 _read_engine_log(job, launch, log, engine, keep)
                 keep(check_version(launch.base_url, launch.profile, job.source, imports, job.cell.id, job.progress,
                                    tree=launch.tree, log_text=log, plugin=job.config.engine.plugin))
                 job.update("ready", f"in {ready.warmup_s:.1f} s")
+                clock.ready()
                 try:
-                    with watch.sampling():
+                    with watch.sampling(), timed(keep, "evals", "evals"):
                         for part in body(job, Server(launch.base_url, job.config.served, launch.profile.wire())):
                             keep(part)
                 except EvalError as e:
@@ -282,8 +291,10 @@ def _run_with_engine(job: CellJob, control: CellControl, body: EvalsBody, keep: 
             if (seen := watch.part()) is not None:
                 keep(seen)
             keep(EngineStopped(engine.stop_s, round(time.monotonic() - t0, 3)))
-            release(isolated.cache_root)
+            isolated.finish(served, config.engine.cache_max_gib)
             scrub_file(log_path, secret_values({**os.environ, **launch.env}, config.secret_env))
+            for phase in clock.phases():
+                keep(phase)
 
 
 def _prove_tree(job: CellJob, launch: CellLaunch, keep: Keep) -> ImportInfo | None:
@@ -352,11 +363,12 @@ def _run_evals(job: CellJob, server: Server) -> Iterator[CellPart]:
             ctx = job.eval_context(server, ev, earlier=dict(earlier))
             t = time.monotonic()
             result = ev.run(ctx, settings)
-            wall_s = round(time.monotonic() - t, 3)
-            timed = EvalRun(ev.name, result.metrics, wall_s)
+            ended = time.monotonic()
+            wall_s = round(ended - t, 3)
             scraped = scrapes.after(ev.name, result, wall_s) if scrapes is not None else None
             write_jsonl(job.cell_dir / ev.samples_file, result.samples)
-            yield timed
+            yield Phase(ev.name, "eval", t, ended)
+            yield EvalRun(ev.name, result.metrics, wall_s)
             if scraped is not None:
                 yield scraped
             earlier[ev.name] = result

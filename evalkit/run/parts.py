@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit.store.costs import PhaseKind, Span, cell_cost
 from evalkit.store.records import (
     CellError,
     CellLike,
@@ -44,6 +45,10 @@ class Begun:
     started_at: str
     source: SourceInfo | None
     devices: list[int] | None
+    clock: float | None = None
+    """`time.monotonic()` at the start: what each `Phase` is measured from (None: no cost recorded)."""
+    held: tuple[int, str] = (1, "one device: the cell declares none")
+    """The devices the cell holds, and where that count came from (run/costs.py `devices_held`)."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,19 @@ class EngineStopped:
 
 
 @dataclass(frozen=True)
+class Phase:
+    """One phase's span, in `time.monotonic()` seconds: the source's build, the engine's start-up
+    (launch to serving), the body that ran the evals (`evals`), each eval inside it (`eval`: one
+    after another, or at once in a wave), the teardown (stop, GPU release). cell.json `cost` is
+    built from them (store/costs.py)."""
+
+    name: str
+    kind: PhaseKind
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
 class Step:
     """A bisect step's verdict, counts and evidence (bisect/step.py): cell.json `step`."""
 
@@ -161,7 +179,7 @@ class Step:
 
 
 CellPart = (Setup | Catalog | Imports | Launch | EngineStarted | Ready | EngineLog | EngineVersion | EvalRun
-            | Scraped | Gpus | EngineStopped | Step)
+            | Scraped | Gpus | EngineStopped | Phase | Step)
 Keep = Callable[[CellPart], None]
 """How the lifecycle keeps a piece the moment a step returns it."""
 
@@ -182,6 +200,7 @@ def assemble(cell: CellLike, begun: Begun, parts: Iterable[CellPart], ended: End
     which piece is which field of cell.json. A field no piece gave is left out of the file."""
     timings: dict[str, int | float | None] = {}
     metrics: dict[str, Any] = {}
+    spans: list[Span] = []
     fields: dict[str, Any] = {"started_at": begun.started_at, "source": begun.source, "devices": begun.devices,
                               "timings": timings, "metrics": metrics}
     for part in parts:
@@ -226,9 +245,14 @@ def assemble(cell: CellLike, begun: Begun, parts: Iterable[CellPart], ended: End
                 if stop_s is not None:  # the GPUs' memory wait after it is timed on its own, gpu_release_s
                     timings["engine_stop_s"] = stop_s
                 timings.setdefault("engine_wall_s", wall_s)  # the first launch's, when a lost port retried
+            case Phase(name, kind, start, end) if begun.clock is not None:
+                spans.append(Span(name=name, kind=kind, start_s=round(start - begun.clock, 3),
+                                  end_s=round(end - begun.clock, 3)))
             case Step(step):
                 fields["step"] = step  # an extra key of CellRecord: only bisect steps carry it
     timings["total_s"] = ended.total_s
+    if begun.clock is not None:
+        fields["cost"] = cell_cost(*begun.held, ended.total_s, spans)
     fields["finished_at"] = ended.finished_at
     if ended.error is None:
         return CellRecord(id=cell.id, axes=dict(cell.axes), status=ended.status, **fields)

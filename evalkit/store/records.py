@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evalkit.errors import ConfigError
 from evalkit.store import read_json
+from evalkit.store.costs import CellCost
 
 SCHEMA_VERSION = 1
 """Version of the cell.json and run.json shapes. Files written before it existed are version 1."""
@@ -275,6 +276,8 @@ class CellRecord(RecordFile):
     timings: dict[str, int | float | None] = {}
     """Seconds per phase (`engine_start_s`, `engine_ready_s`, `<eval>_s`, `engine_stop_s`,
     `engine_wall_s`, `total_s`) and `warmup_attempts`."""
+    cost: CellCost | None = None
+    """Devices held x wall time, split by phase, and the eval waited on last (store/costs.py)."""
     metrics: dict[str, Any] = {}
     """Raw metrics per eval name (`gsm8k`, `repetition`); `Eval.flat` turns them into the
     summary's dotted names."""

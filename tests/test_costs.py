@@ -1,0 +1,71 @@
+"""What a cell cost (store/costs.py, run/costs.py): device-seconds, the devices it held x its wall
+time, split into start-up, each eval and teardown, summing to the whole; the eval it waited on last."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from evalkit.config import EngineSettings
+from evalkit.config.cells import Cell
+from evalkit.run.costs import devices_held
+from evalkit.run.parts import Begun, Ended, EvalRun, Phase, assemble
+from evalkit.store.costs import BETWEEN, OTHER, Span, cell_cost
+
+
+def span(name: str, kind: str, start: float, end: float) -> Span:
+    return Span(name=name, kind=kind, start_s=start, end_s=end)  # type: ignore[arg-type]
+
+
+def test_evals_one_after_another_cost_their_own_spans_and_the_last_is_the_one_waited_on() -> None:
+    cost = cell_cost(8, "tp 8", 100.0, [
+        span("startup", "startup", 0, 40), span("evals", "evals", 40, 90),
+        span("gsm8k", "eval", 40, 55), span("repetition", "eval", 55, 89), span("teardown", "teardown", 90, 98)])
+    assert cost.phases == {"startup": 320.0, "gsm8k": 120.0, "repetition": 272.0, BETWEEN: 8.0,
+                           "teardown": 64.0, OTHER: 16.0}
+    assert cost.device_s == 800.0 == sum(cost.phases.values())
+    assert cost.waited_on == "repetition" and math.isclose(cost.gpu_hours, 800 / 3600)
+
+
+def test_evals_in_one_wave_share_each_moment_so_the_parts_still_sum_to_devices_x_wall() -> None:
+    # gsm8k and consistency end while repetition runs on: the cell waited on repetition
+    cost = cell_cost(2, "tp 2", 60.0, [
+        span("startup", "startup", 0, 10), span("evals", "evals", 10, 50), span("repetition", "eval", 10, 50),
+        span("gsm8k", "eval", 10, 30), span("consistency", "eval", 10, 20), span("teardown", "teardown", 50, 60)])
+    # 10-20: three evals share 2 devices; 20-30: two; 30-50: repetition alone
+    assert cost.phases["consistency"] == pytest.approx(2 * 10 / 3, abs=1e-3)
+    assert cost.phases["gsm8k"] == pytest.approx(2 * (10 / 3 + 10 / 2), abs=1e-3)
+    assert cost.phases["repetition"] == pytest.approx(2 * (10 / 3 + 10 / 2 + 20), abs=1e-3)
+    assert sum(cost.phases.values()) == pytest.approx(cost.device_s, abs=1e-2) and cost.device_s == 120.0
+    assert cost.waited_on == "repetition" and BETWEEN not in cost.phases
+
+
+def test_a_cell_whose_engine_never_served_costs_its_start_up_and_teardown_and_waited_on_no_eval() -> None:
+    cost = cell_cost(8, "tp 8", 30.0, [span("startup", "startup", 0.5, 25), span("teardown", "teardown", 25, 29)])
+    assert cost.phases == {"startup": 196.0, "teardown": 32.0, OTHER: 12.0} and cost.waited_on is None
+
+
+def test_the_devices_held_are_those_given_else_what_the_cell_declares() -> None:
+    def cell(**settings: object) -> Cell:
+        return Cell("c", {}, EngineSettings(**settings), (), {}, None)  # type: ignore[arg-type]
+
+    assert devices_held(cell(tensor_parallel=8, dp_attention=True), None) == (8, "tensor_parallel 8 x data_parallel 1")
+    assert devices_held(cell(tensor_parallel=2, data_parallel=2), None)[0] == 4
+    assert devices_held(cell(tensor_parallel=8, devices=4), None) == (4, "its settings' devices")
+    assert devices_held(cell(tensor_parallel=8), (0, 1)) == (2, "the devices the executor gave it")
+    assert devices_held(cell(), None)[0] == 1
+
+
+def test_assemble_measures_the_phases_from_the_cells_own_clock() -> None:
+    begun = Begun(started_at="t0", source=None, devices=None, clock=1000.0, held=(8, "tp 8"))
+    parts = [Phase("startup", "startup", 1000.5, 1010.0), Phase("evals", "evals", 1010.0, 1020.0),
+             Phase("gsm8k", "eval", 1010.0, 1019.0), EvalRun("gsm8k", {"n": 5}, 9.0),
+             Phase("teardown", "teardown", 1020.0, 1021.0)]
+    record = assemble(Cell("c", {}, EngineSettings(), (), {}, None), begun, parts, Ended("ok", 22.0, "t1"))
+    assert record.cost is not None and record.cost.devices == 8 and record.cost.wall_s == 22.0
+    assert [s.name for s in record.cost.spans] == ["startup", "evals", "gsm8k", "teardown"]
+    assert record.cost.spans[0].start_s == 0.5 and record.cost.phases["gsm8k"] == 72.0
+    assert record.dump()["cost"]["device_s"] == 176.0
+    assert "cost" not in assemble(Cell("c", {}, EngineSettings(), (), {}, None), Begun("t0", None, None), parts,
+                                  Ended("ok", 22.0, "t1")).dump()  # no clock: nothing measured
