@@ -77,18 +77,30 @@ def sbatch_argv(config: MatrixConfig, cell: Cell, run_id: str, cell_dir: Path, s
 
     `--no-requeue`: Slurm would otherwise silently rerun a job after a node failure under the same
     id; evalkit resubmits itself (`slurm.retries`) so every attempt is counted and recorded.
+
+    A cell whose topology spans several nodes is one job of that many nodes (its batch step
+    starts each part on its node: run/slurm_nodes.py), asking on every node for the devices of
+    its busiest node (`--gpus-per-node`), since Slurm gives each node the same.
     """
     slurm = config.executor.slurm
     cell_dir = cell_dir.resolve()
+    topology = cell.topology
+    nodes = max(slurm.nodes, topology.nodes)
     argv = [
         "sbatch", "--parsable", f"--job-name={job_name(run_id, cell.id)}",
         f"--output={_slurm_pattern(cell_dir)}/slurm-%j.out", f"--chdir={Path.cwd()}",
-        "--export=ALL", "--no-requeue", f"--nodes={slurm.nodes}",
+        "--export=ALL", "--no-requeue", f"--nodes={nodes}",
     ]
+    if not slurm.gpus:
+        gpus: dict[str, int | None] = {}
+    elif topology.nodes > 1:
+        gpus = {"--gpus-per-node": max(topology.devices_on(i) for i in range(topology.nodes))}
+    else:
+        gpus = {"--gpus": device_need(cell.settings)}
     optional = {
         "--partition": slurm.partition, "--account": slurm.account, "--qos": slurm.qos,
         "--constraint": slurm.constraint, "--time": slurm.time_limit, "--cpus-per-task": slurm.cpus_per_task,
-        "--mem": slurm.mem, "--gpus": device_need(cell.settings) if slurm.gpus else None,
+        "--mem": slurm.mem, **gpus,
     }
     argv += [f"{flag}={value}" for flag, value in optional.items() if value is not None]
     return [*argv, *slurm.extra_args, str(script)]

@@ -88,3 +88,14 @@ def test_sacct_rows_are_read_by_their_header() -> None:
     rows = parse_sacct("JobID|State|ExitCode\n7|TIMEOUT|0:15\n7.batch|CANCELLED|0:15\n")
     assert rows == [{"JobID": "7", "State": "TIMEOUT", "ExitCode": "0:15"},
                     {"JobID": "7.batch", "State": "CANCELLED", "ExitCode": "0:15"}]
+
+
+def test_a_cell_across_two_nodes_is_one_job_of_two_nodes_with_its_busiest_nodes_devices_on_each(tmp_path: Path) -> None:
+    path = demo_config(tmp_path, gpus="true")
+    text = path.read_text().replace("  profile: sim\n", "  profile: sim\n  topology: {pd: {nodes: 2, decode: {settings: {tensor_parallel: 4}}}}\n")
+    path.write_text(text)
+    config = load_config(path)
+    argv = sbatch_argv(config, cell(path, "tp8-full-fixon"), "run", tmp_path, tmp_path / "s.sh")
+    assert "--nodes=2" in argv
+    assert "--gpus-per-node=8" in argv  # prefill TP 8 on node 0, decode TP 4 on node 1: each node gets the most
+    assert not [a for a in argv if a.startswith("--gpus=")]
