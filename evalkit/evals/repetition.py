@@ -10,7 +10,9 @@ Token ids come from the server when its profile says it returns them (vLLM's
 without a tokenizer. The results say which. The loop rules read the ids; stutter and soup always
 read the streamed text, split the same way on both kinds of engine (a chunk's ids come with its
 `text`), so an id-streaming engine and a text-only one judge the same output alike. Finish reasons are judged in evalkit's canonical terms,
-through the engine's map (`EvalContext.wire`).
+through the engine's map (`EvalContext.wire`). Each generation is then scored under the cell's own
+engine, one teacher-forced request, and the model's signal joins the text rules in the verdict
+(evals/model_signal.py): a sample's `collapse_signals` say which fired.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import httpx
 from pydantic import Field
 
 from evalkit.errors import EvalError, StreamBroken
-from evalkit.evals import cancel, registry
+from evalkit.evals import cancel, model_signal, registry
 from evalkit.evals.base import (
     SETUP_KEY,
     Comparison,
@@ -62,6 +64,7 @@ class RepetitionSettings(EvalSettings):
     early_abort: bool = Field(True, description="Stop a stream once it is clearly collapsed.")
     timeout: float = Field(1800.0, gt=0, description="Per-request seconds.")
     detector: DetectorSettings = Field(default_factory=DetectorSettings)
+    model_signal: ModelSignalSettings = Field(default_factory=ModelSignalSettings)
 
 
 def _token_ids(pieces: list[str]) -> list[int] | None:
@@ -253,7 +256,9 @@ async def _generate(client: httpx.AsyncClient, asking: _Asking, item: Prompt) ->
             "text": text,
         }
 
-    return await with_retries(ask, f"repetition: prompt {item.id}")
+    sample = await with_retries(ask, f"repetition: prompt {item.id}")
+    return sample | {"model_signal": await model_signal.score(client, asking.server, item, sample["text"],
+                                                              settings.model_signal, settings.endpoint)}
 
 
 def select_prompts(prompts: Sequence[Prompt], only: Sequence[str] | None) -> list[Prompt]:
@@ -289,6 +294,7 @@ def run_repetition(
     asking = _Asking.of(settings, server)
     samples = cancel.run(_run_all(asking, progress, only))
     metrics = {
+        "model_signal": model_signal.judge(samples, settings.model_signal),
         **_counts(samples),
         "prompt_set": prompt_set.id,
         "prompt_set_version": prompt_set.version,
@@ -313,6 +319,9 @@ def combine(parts: list[EvalResult]) -> EvalResult:
     """Runs on disjoint prompt subsets as one run over all their prompts (the setup of the first)."""
     samples = [row for part in parts for row in part.samples]
     metrics = {key: value for key, value in parts[0].metrics.items() if not key.endswith("_responses")}  # one part's scan
+    if "model_signal" in metrics:  # the reference is every part's healthy samples
+        rule = ModelSignalSettings(**metrics["model_signal"]["settings"])
+        metrics["model_signal"] = model_signal.judge(samples, rule)
     metrics |= {**_counts(samples), "parts": [part.metrics["n"] for part in parts]}
     return EvalResult(metrics, samples)
 
@@ -331,6 +340,7 @@ def setup_fields(settings: RepetitionSettings, prompt_set_version: str, token_id
         "endpoint": settings.endpoint,
         "token_source": "token_ids" if token_ids else "text_split",
         "detector": settings.detector.model_dump(mode="json"),
+        "model_signal": settings.model_signal.model_dump(mode="json"),
     }
 
 
@@ -389,6 +399,7 @@ class Repetition(Eval):
                                  details=Evidence.EVENTS, event_words="long generations collapsed"),
                    higher_is_better=False, count_metric="repetition.collapsed", n_metric="repetition.n",
                    event_field="collapsed"),
+        model_signal.SPEC,
     )
     display = EvalDisplay(title="long-generation collapse", csv_fields=(
         "repetition.collapse_rate", "repetition.collapsed", "repetition.n", "repetition.collapse_rate_ci95"))
@@ -411,10 +422,14 @@ class Repetition(Eval):
 
         out: dict[str, Any] = {"repetition.collapse_rate": raw["collapse_rate"], "repetition.n": raw["n"],
                                "repetition.collapsed": raw["collapsed"]}
+        out |= model_signal.flat(raw)
         if raw.get("n"):
             p = proportion(raw["collapsed"], raw["n"])
             out["repetition.collapse_rate_ci95"] = [p.low, p.high]
         return out
+
+    def absent(self, raw: Mapping[str, Any]) -> dict[str, str]:
+        return model_signal.absent(raw)
 
     def extra_delta(self, metric: MetricSpec, cell_dir: Path, ref_dir: Path) -> dict[str, Any]:
         return {"new_collapses": new_collapses(cell_dir, ref_dir, self.samples_file)}
