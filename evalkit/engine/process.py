@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Literal
 
 import httpx
 import psutil
@@ -65,6 +66,10 @@ class EngineProcess:
     """While evals run: no /health answer for this long means the engine hangs; it is stopped."""
     cwd: Path | None = None
     """Where the engine starts: the cell's own empty directory (engine/launch.py says why)."""
+    readiness: Literal["serve", "health", "alive"] = "serve"
+    """What ready means: `serve` health, the model listed and a warm-up completion (the part the
+    evals talk to); `health` only (a PD worker, which cannot answer alone); `alive` only (a rank
+    above 0, which serves no HTTP: its rank 0 is ready only once it has joined)."""
     timings: ReadyTimings = field(default_factory=ReadyTimings)
     stop_s: float | None = field(default=None, init=False)
     """Seconds from the first `stop` until the engine and its children were gone: recorded here,
@@ -153,25 +158,30 @@ class EngineProcess:
     # -- readiness -------------------------------------------------------------------------
 
     def wait_ready(self, timeout_s: float, warmup_timeout_s: float = 300.0) -> ReadyTimings:
-        """Block until health, model list and a warm-up completion all pass, or raise."""
+        """Block until every stage of its `readiness` passes (health, model list and a warm-up
+        completion for a serving engine), or raise."""
         deadline = time.monotonic() + timeout_s
         delay = waits.POLL_FIRST_S
+        stages = {"serve": ("health", "models"), "health": ("health",), "alive": ()}[self.readiness]
         with httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(10.0)) as client:
-            for stage in ("health", "models"):
+            for stage in stages:
                 while not self._stage_ok(client, stage):
                     self._check(deadline, f"waiting for {stage}")
                     self._stopping.wait(delay)
                     delay = waits.next_poll_s(delay)
                 setattr(self.timings, f"{stage}_s", round(self.elapsed(), 3))
-            warm_deadline = min(deadline, time.monotonic() + warmup_timeout_s)
-            while True:
-                self.timings.warmup_attempts += 1
-                if self._warmup(client):
-                    break
-                self._check(warm_deadline, "warming up (completions still failing after /health passed)")
-                self._stopping.wait(delay)
-                delay = waits.next_poll_s(delay)
-            self.timings.warmup_s = round(self.elapsed(), 3)
+            if self.readiness == "serve":
+                warm_deadline = min(deadline, time.monotonic() + warmup_timeout_s)
+                while True:
+                    self.timings.warmup_attempts += 1
+                    if self._warmup(client):
+                        break
+                    self._check(warm_deadline, "warming up (completions still failing after /health passed)")
+                    self._stopping.wait(delay)
+                    delay = waits.next_poll_s(delay)
+                self.timings.warmup_s = round(self.elapsed(), 3)
+            else:
+                self.check_alive()
         self._start_monitor()
         return self.timings
 
@@ -278,7 +288,7 @@ class EngineProcess:
                         return
                     except EngineExited:
                         return
-                    if self.hang_timeout_s is None or time.monotonic() < next_probe:
+                    if self.hang_timeout_s is None or self.readiness == "alive" or time.monotonic() < next_probe:
                         continue
                     next_probe = time.monotonic() + min(5.0, self.hang_timeout_s / 3)
                     try:

@@ -17,6 +17,7 @@ from evalkit.config import EngineSettings
 from evalkit.errors import ConfigError
 from evalkit.profiles.isolation import Isolation
 from evalkit.profiles.ran import LogReader
+from evalkit.profiles.topology import TopologySpelling
 from evalkit.user_code import load
 from evalkit.wire import OPENAI_FINISH_REASONS, FinishMap, TokenIdsRequest, Wire
 
@@ -159,6 +160,9 @@ class Profile:
     startup_file_pattern: str | None = None
     """Log regex with a `path` group: a line the engine writes at start-up naming one of its own
     files (a warning's `file:line:`); for a source tree the first such path must lie inside it."""
+    topology: TopologySpelling | None = None
+    """How the engine spells a prefill/decode worker, a router and a rank across nodes
+    (profiles/topology.py); None: it has none evalkit knows, and a cell declaring one is refused."""
     safe_path: bool = True
     """Start the engine with PYTHONSAFEPATH=1, so that `python -m` does not put the working
     directory first on sys.path. False for a template that runs a script (`python serve.py`),

@@ -26,6 +26,20 @@ ccc861dc5 (and HEAD ffdf3bb5):
   never run side by side.
 
 No setup step is needed: ATOM is pure Python at these refs (torch, aiter and friends must be
+Disaggregated serving (`topology: {pd: ...}`; `ATOM_TOPOLOGY`), read at ffdf3bb5d: each worker is
+the same server with `--kv-transfer-config` (atom/model_engine/arg_utils.py:393-398, a JSON string)
+holding `kv_role` `kv_producer` (prefill) or `kv_consumer` (decode), `kv_connector` `mooncake`,
+`proxy_ip` and `handshake_port`, as ATOM's own PD job builds it
+(.github/scripts/atomesh/pd_server_atom.sh:560 and :612; a worker's TP ranks take consecutive
+handshake ports from it, :1148 and :1169, so evalkit pins a block of TP ports); the role is
+readable at `GET /kv_transfer_info` (atom/entrypoints/openai/api_server.py:1948). The router is
+atomesh, `atomesh launch --host H --port P --pd-disaggregation --prefill URL --decode URL
+--backend atom --prometheus-port Q` (atom/mesh/src/cliargs.rs: host/port :203-209, default
+0.0.0.0:30000; `--decode` appended :262-264; `--prefill` parsed from argv :17-60;
+`--prometheus-port` default 29000 :308-310, so evalkit pins one; pd_server_atom.sh:656-668 launches
+it so), found on PATH (`topology.pd.router.command` gives another argv). ATOM has no engine
+across nodes at this ref (no `--nnodes` in arg_utils.py): a `ranks` cell is refused.
+
 installed for `engine.python`).
 
 Finish reasons are ATOM's own (`ATOM_FINISH_REASONS`), and every completions stream ends with the
@@ -50,6 +64,7 @@ from evalkit.profiles import Launch, Profile, SpecCounts
 from evalkit.profiles.isolation import FixedPort, InternalPort, Isolation, data_parallel
 from evalkit.profiles.ran import RanAs
 from evalkit.wire import FinishMap
+from evalkit.profiles.topology import PartContext, TopologySpelling, kv_transfer_config
 
 ATOM_SETTINGS = frozenset(
     {"tensor_parallel", "data_parallel", "dp_attention", "expert_parallel", "graph_mode"}
@@ -242,6 +257,37 @@ def atom_settings(flags: list[str]) -> tuple[EngineSettings, list[str]]:
 
 
 PROFILE = Profile(
+def atom_worker_flags(ctx: PartContext) -> list[str]:
+    """A PD worker's `--kv-transfer-config`, as pd_server_atom.sh:560/:612 spells it."""
+    role = "kv_producer" if ctx.part.role == "prefill" else "kv_consumer"
+    return ["--kv-transfer-config", kv_transfer_config(kv_role=role, kv_connector="mooncake", proxy_ip=ctx.host,
+                                                       handshake_port=_int(ctx.ports["handshake"]))]
+
+
+def atom_router(ctx: PartContext) -> list[str]:
+    """atomesh's PD launch line (pd_server_atom.sh:656-668, cliargs.rs)."""
+    argv = ["atomesh", "launch", "--host", ctx.host, "--port", str(ctx.port), "--pd-disaggregation"]
+    for peer in ctx.prefill:
+        argv += ["--prefill", peer.url]
+    for peer in ctx.decode:
+        argv += ["--decode", peer.url]
+    return argv + ["--backend", "atom", "--prometheus-host", ctx.host, "--prometheus-port", str(ctx.ports["prometheus"])]
+
+
+def _int(port: int | str) -> int | str:
+    """A pinned port as JSON wants it (a number), a plan's placeholder as it is."""
+    return int(port) if isinstance(port, int) or str(port).isdigit() else port
+
+
+ATOM_TOPOLOGY = TopologySpelling(
+    read_at="ROCm/ATOM ffdf3bb5d",
+    worker_flags=atom_worker_flags,
+    worker_ports=lambda part: {"handshake": part.settings.tensor_parallel or 1},
+    router=atom_router,
+    router_ports={"prometheus": 1},
+)
+
+
     name="atom",
     entrypoint=("{python}", "-m", "atom.entrypoints.openai_server"),
     flags=atom_flags,
@@ -258,3 +304,4 @@ PROFILE = Profile(
     spec_log=read_mtp_log,
     catalog_flags=atom_settings,
 )
+    topology=ATOM_TOPOLOGY,

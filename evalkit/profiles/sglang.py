@@ -86,6 +86,18 @@ them to a block evalkit keeps free (P .. P+6, plus one per DP rank on the SGLANG
 path: 24 in all).
 
 The tree that runs: SGLang's repository keeps its package at `python/sglang/` (sgl-project/sglang:
+Topologies, read from the same 0.5.23 source: a disaggregated worker is `--disaggregation-mode
+prefill|decode` (arg_groups/fields/disagg.py:55-58) with `--disaggregation-bootstrap-port B`
+(:81-83, default 8998 "on the prefill server", so evalkit pins one per worker: two workers or two
+cells on one host would share the default) and the transfer backend left at its default, mooncake
+(:65-71; a role's args may give `--disaggregation-transfer-backend`); its `--nccl-port` is pinned
+as for any launch (above). Workers are ready at `/health` and the router is `python -m
+sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL --host H --port P`, as
+SGLang's own PD tests start them (test/server_fixtures/disaggregation_fixture.py:130-218; the
+router reads each prefill's bootstrap port from the worker). One engine across nodes is
+`--dist-init-addr HEAD:P --nnodes N --node-rank I` (fields/parallel.py:32-44); the ports derived
+from P are the 24 kept for `--dist-init-addr` above.
+
 python/pyproject.toml builds the wheel from `python/`, and python/sglang/launch_server.py is the
 module above), so a worktree's `python/` goes on PYTHONPATH, not its root (where there is no
 `sglang/` and the installed build would be imported instead). Started as `python -m
@@ -107,6 +119,7 @@ from evalkit.profiles import Launch, MetricNames, Profile
 from evalkit.profiles.isolation import InternalPort, Isolation
 from evalkit.profiles.ran import RanAs
 from evalkit.wire import FinishMap
+from evalkit.profiles.topology import PartContext, TopologySpelling
 
 SGLANG_SETTINGS = frozenset(
     {"tensor_parallel", "data_parallel", "dp_attention", "expert_parallel", "graph_mode", "max_num_seqs"}
@@ -191,6 +204,38 @@ def sglang_flags(settings: EngineSettings, launch: Launch) -> list[str]:
 
 
 PROFILE = Profile(
+def sglang_worker_flags(ctx: PartContext) -> list[str]:
+    """A PD worker's mode and bootstrap port (fields/disagg.py:55-83)."""
+    return ["--disaggregation-mode", ctx.part.role, "--disaggregation-bootstrap-port", str(ctx.ports["bootstrap"])]
+
+
+def sglang_rank_flags(ctx: PartContext) -> list[str]:
+    """One node's rank (fields/parallel.py:32-44): every rank names rank 0's rendezvous."""
+    assert ctx.master is not None, "a rank needs rank 0"
+    return ["--dist-init-addr", f"{ctx.master.host}:{ctx.master.ports['master']}", "--nnodes", str(ctx.nnodes),
+            "--node-rank", str(ctx.part.index)]
+
+
+def sglang_router(ctx: PartContext) -> list[str]:
+    """sglang_router's PD launch (disaggregation_fixture.py:205-217)."""
+    argv = [ctx.python, "-m", "sglang_router.launch_router", "--pd-disaggregation"]
+    for peer in ctx.prefill:
+        argv += ["--prefill", peer.url]
+    for peer in ctx.decode:
+        argv += ["--decode", peer.url]
+    return argv + ["--host", ctx.host, "--port", str(ctx.port)]
+
+
+SGLANG_TOPOLOGY = TopologySpelling(
+    read_at="sglang 0.5.23 source",
+    worker_flags=sglang_worker_flags,
+    worker_ports=lambda part: {"bootstrap": 1},
+    rank_flags=sglang_rank_flags,
+    rank_ports={"master": 24},
+    router=sglang_router,
+)
+
+
     name="sglang",
     entrypoint=("{python}", "-m", "sglang.launch_server"),
     flags=sglang_flags,
@@ -220,3 +265,4 @@ PROFILE = Profile(
     source_subdir="python",
     startup_file_pattern=SGLANG_STARTUP_FILE,
 )
+    topology=SGLANG_TOPOLOGY,

@@ -4,8 +4,16 @@ It runs on the CPU, so it needs no device lock, and its runs are marked as simul
 what vLLM reports, under vLLM's names (`/version`, `/metrics`; see profiles/vllm.py), and it is
 scraped as an external server too: nobody else's requests reach a simulator a test started.
 It prints ATOM's own start-up lines (evalkit/sim/startup.py), so ATOM's log reader reads it.
+Its compile cache (evalkit/sim/compiled.py) is moved by `EVALKIT_SIM_CACHE`, so its launches get
+keyed caches by default like vLLM's, and inherited `EVALKIT_SIM_*` variables are part of the key.
 Its top package is evalkit's own; a config whose source tree holds the simulator's fix module
 (`--sim-fix-module simfix`) names that module as `engine.package`, the package the tree provides.
+
+Topologies (docs/simulator.md, "Disaggregated and multi-node"): a PD worker takes ATOM's
+`--kv-transfer-config` (the `atom` profile's spelling, `atom_worker_flags`); the router is
+`python -m evalkit.sim.router` with atomesh's launch flags (no Prometheus port: it serves
+`/metrics` itself); ranks across nodes take vLLM's `--nnodes/--node-rank/--master-addr/--master-port`
+(the `vllm` profile's spelling, `vllm_rank_flags`, `--headless` above rank 0).
 """
 
 from __future__ import annotations
@@ -15,9 +23,32 @@ from evalkit.profiles.atom import (
     ATOM_FATAL_PATTERNS,
     ATOM_SETTINGS,
     atom_flags,
+    atom_worker_flags,
     read_atom_log,
 )
-from evalkit.profiles.vllm import VLLM_METRICS
+from evalkit.profiles.isolation import Isolation
+from evalkit.profiles.topology import PartContext, TopologySpelling
+from evalkit.profiles.vllm import VLLM_METRICS, vllm_rank_flags
+
+
+def sim_router(ctx: PartContext) -> list[str]:
+    """The simulator's router, atomesh's flags (docs/simulator.md)."""
+    argv = [ctx.python, "-m", "evalkit.sim.router", "--host", ctx.host, "--port", str(ctx.port), "--pd-disaggregation"]
+    for peer in ctx.prefill:
+        argv += ["--prefill", peer.url]
+    for peer in ctx.decode:
+        argv += ["--decode", peer.url]
+    return argv
+
+
+SIM_TOPOLOGY = TopologySpelling(
+    read_at="docs/simulator.md (the simulator's own flags: ATOM ffdf3bb5d for PD, vLLM 0.32.0 for ranks)",
+    worker_flags=atom_worker_flags,
+    worker_ports=lambda part: {"handshake": part.settings.tensor_parallel or 1},
+    rank_flags=vllm_rank_flags,
+    rank_ports={"master": 1},
+    router=sim_router,
+)
 
 PROFILE = Profile(
     name="sim",
@@ -35,4 +66,6 @@ PROFILE = Profile(
     metric_names=VLLM_METRICS,
     scrape_external=True,
     package="evalkit",
+    topology=SIM_TOPOLOGY,
+    isolation=Isolation(cache_env=("EVALKIT_SIM_CACHE",), compile_env=("EVALKIT_SIM_",)),
 )

