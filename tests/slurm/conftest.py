@@ -4,6 +4,10 @@ The tests marked `slurm` need a real Slurm: `bash scripts/slurm-local.sh start` 
 machine, and its slurm.conf is found at $EVALKIT_SLURM_DIR (default /tmp/evalkit-slurm) unless
 SLURM_CONF is set. Without a cluster they skip, unless EVALKIT_SLURM_REQUIRED=1 (CI) makes that
 a failure.
+
+The two-node tests (`two_nodes`) need `bash scripts/slurm-local.sh start --nodes 2`: nodes node1
+and node2, each its own network, hostname and PID namespace; what is left on a node is what
+`slurm-local.sh ps NODE` lists.
 """
 
 from __future__ import annotations
@@ -129,3 +133,37 @@ def slurm_cluster() -> Iterator[None]:
             pytest.fail(message)
         pytest.skip(message)
     yield
+
+
+LOCAL_SLURM = ROOT / "scripts" / "slurm-local.sh"
+NODES = ("node1", "node2")
+
+
+@pytest.fixture(scope="session")
+def two_nodes(slurm_cluster: None) -> Iterator[None]:
+    """scripts/slurm-local.sh's two-node cluster: node1 and node2 answer sinfo, and `ps` reads them."""
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=False, timeout=30)
+    if sorted(set(out.stdout.split())) != list(NODES) or any(left_on(node) is None for node in NODES):
+        message = f"not slurm-local.sh's two-node cluster (nodes: {out.stdout.split()}); start it with: " \
+                  "bash scripts/slurm-local.sh start --nodes 2"
+        if os.environ.get("EVALKIT_SLURM_REQUIRED") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    yield
+
+
+def left_on(node: str) -> list[str] | None:
+    """The processes still on `node` besides its init and slurmd (as that node's ps shows them);
+    None when the node is not one of slurm-local.sh's."""
+    out = subprocess.run(["bash", str(LOCAL_SLURM), "ps", node], capture_output=True, text=True, check=False, timeout=30)
+    return out.stdout.splitlines() if out.returncode == 0 else None
+
+
+def wait_nothing_left(timeout: float = 30) -> dict[str, list[str]]:
+    """Wait until neither node runs anything; what each still runs when the time is up."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = {node: left_on(node) or [] for node in NODES}
+        if not any(left.values()) or time.monotonic() > deadline:
+            return {node: procs for node, procs in left.items() if procs}
+        time.sleep(0.5)
