@@ -25,7 +25,6 @@ ccc861dc5 (and HEAD ffdf3bb5):
   atom/config.py:910; at the refs the line is commented out, config.py:843-844): two DP cells
   never run side by side.
 
-No setup step is needed: ATOM is pure Python at these refs (torch, aiter and friends must be
 Disaggregated serving (`topology: {pd: ...}`; `ATOM_TOPOLOGY`), read at ffdf3bb5d: each worker is
 the same server with `--kv-transfer-config` (atom/model_engine/arg_utils.py:393-398, a JSON string)
 holding `kv_role` `kv_producer` (prefill) or `kv_consumer` (decode), `kv_connector` `mooncake`,
@@ -40,6 +39,7 @@ atomesh, `atomesh launch --host H --port P --pd-disaggregation --prefill URL --d
 it so), found on PATH (`topology.pd.router.command` gives another argv). ATOM has no engine
 across nodes at this ref (no `--nnodes` in arg_utils.py): a `ranks` cell is refused.
 
+No setup step is needed: ATOM is pure Python at these refs (torch, aiter and friends must be
 installed for `engine.python`).
 
 Finish reasons are ATOM's own (`ATOM_FINISH_REASONS`), and every completions stream ends with the
@@ -63,8 +63,8 @@ from evalkit.config import EngineSettings
 from evalkit.profiles import Launch, Profile, SpecCounts
 from evalkit.profiles.isolation import FixedPort, InternalPort, Isolation, data_parallel
 from evalkit.profiles.ran import RanAs
-from evalkit.wire import FinishMap
 from evalkit.profiles.topology import PartContext, TopologySpelling, kv_transfer_config
+from evalkit.wire import FinishMap
 
 ATOM_SETTINGS = frozenset(
     {"tensor_parallel", "data_parallel", "dp_attention", "expert_parallel", "graph_mode"}
@@ -256,7 +256,6 @@ def atom_settings(flags: list[str]) -> tuple[EngineSettings, list[str]]:
     return EngineSettings.model_validate(found), rest
 
 
-PROFILE = Profile(
 def atom_worker_flags(ctx: PartContext) -> list[str]:
     """A PD worker's `--kv-transfer-config`, as pd_server_atom.sh:560/:612 spells it."""
     role = "kv_producer" if ctx.part.role == "prefill" else "kv_consumer"
@@ -288,6 +287,7 @@ ATOM_TOPOLOGY = TopologySpelling(
 )
 
 
+PROFILE = Profile(
     name="atom",
     entrypoint=("{python}", "-m", "atom.entrypoints.openai_server"),
     flags=atom_flags,
@@ -303,5 +303,5 @@ ATOM_TOPOLOGY = TopologySpelling(
     package="atom",
     spec_log=read_mtp_log,
     catalog_flags=atom_settings,
-)
     topology=ATOM_TOPOLOGY,
+)

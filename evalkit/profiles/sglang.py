@@ -85,7 +85,6 @@ HTTP ports 233 apart would collide: `--dist-init-addr 127.0.0.1:P` (fields/paral
 them to a block evalkit keeps free (P .. P+6, plus one per DP rank on the SGLANG_RUST_SERVER
 path: 24 in all).
 
-The tree that runs: SGLang's repository keeps its package at `python/sglang/` (sgl-project/sglang:
 Topologies, read from the same 0.5.23 source: a disaggregated worker is `--disaggregation-mode
 prefill|decode` (arg_groups/fields/disagg.py:55-58) with `--disaggregation-bootstrap-port B`
 (:81-83, default 8998 "on the prefill server", so evalkit pins one per worker: two workers or two
@@ -98,6 +97,7 @@ router reads each prefill's bootstrap port from the worker). One engine across n
 `--dist-init-addr HEAD:P --nnodes N --node-rank I` (fields/parallel.py:32-44); the ports derived
 from P are the 24 kept for `--dist-init-addr` above.
 
+The tree that runs: SGLang's repository keeps its package at `python/sglang/` (sgl-project/sglang:
 python/pyproject.toml builds the wheel from `python/`, and python/sglang/launch_server.py is the
 module above), so a worktree's `python/` goes on PYTHONPATH, not its root (where there is no
 `sglang/` and the installed build would be imported instead). Started as `python -m
@@ -118,8 +118,8 @@ from evalkit.errors import ConfigError
 from evalkit.profiles import Launch, MetricNames, Profile
 from evalkit.profiles.isolation import InternalPort, Isolation
 from evalkit.profiles.ran import RanAs
-from evalkit.wire import FinishMap
 from evalkit.profiles.topology import PartContext, TopologySpelling
+from evalkit.wire import FinishMap
 
 SGLANG_SETTINGS = frozenset(
     {"tensor_parallel", "data_parallel", "dp_attention", "expert_parallel", "graph_mode", "max_num_seqs"}
@@ -203,7 +203,6 @@ def sglang_flags(settings: EngineSettings, launch: Launch) -> list[str]:
     return flags
 
 
-PROFILE = Profile(
 def sglang_worker_flags(ctx: PartContext) -> list[str]:
     """A PD worker's mode and bootstrap port (fields/disagg.py:55-83)."""
     return ["--disaggregation-mode", ctx.part.role, "--disaggregation-bootstrap-port", str(ctx.ports["bootstrap"])]
@@ -236,6 +235,7 @@ SGLANG_TOPOLOGY = TopologySpelling(
 )
 
 
+PROFILE = Profile(
     name="sglang",
     entrypoint=("{python}", "-m", "sglang.launch_server"),
     flags=sglang_flags,
@@ -264,5 +264,5 @@ SGLANG_TOPOLOGY = TopologySpelling(
     package="sglang",
     source_subdir="python",
     startup_file_pattern=SGLANG_STARTUP_FILE,
-)
     topology=SGLANG_TOPOLOGY,
+)

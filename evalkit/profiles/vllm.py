@@ -72,15 +72,6 @@ free-picked, envs.py:769-772), and `--data-parallel-rpc-port` (29550, parallel.p
 only when engines live on other nodes (v1/engine/utils.py:1342-1351: all-local engines handshake
 over IPC).
 
-The tree that runs: the package `vllm` sits at the root of vllm-project/vllm
-(`vllm/entrypoints/openai/api_server.py`), so a worktree's root goes on PYTHONPATH. In the vllm
-0.34.0 wheel that module warns at import, in `__main__` (so Python's default filters show it):
-`warnings.warn("`vllm.entrypoints.openai.api_server` is deprecated ...", DeprecationWarning)` at
-vllm/entrypoints/openai/api_server.py:24, printed as `<its path>:24: DeprecationWarning: ...`:
-the path of the file the engine really ran, the third witness of its tree.
-"""
-
-from __future__ import annotations
 Topologies, read from the same 0.32.0 wheel: one engine across nodes is `--nnodes N --node-rank I
 --master-addr HEAD --master-port P` (engine/arg_utils.py:1143-1146; defaults 127.0.0.1 and 29501,
 config/parallel.py:313-316, so evalkit pins the port; arg_utils.py:2358-2380 checks that N divides
@@ -94,6 +85,15 @@ connector is NixlConnector unless a role's args give another `--kv-transfer-conf
 the last). The wheel ships no PD router (its proxies are examples outside the package): a vLLM PD
 cell names one in `topology.pd.router.command`.
 
+The tree that runs: the package `vllm` sits at the root of vllm-project/vllm
+(`vllm/entrypoints/openai/api_server.py`), so a worktree's root goes on PYTHONPATH. In the vllm
+0.34.0 wheel that module warns at import, in `__main__` (so Python's default filters show it):
+`warnings.warn("`vllm.entrypoints.openai.api_server` is deprecated ...", DeprecationWarning)` at
+vllm/entrypoints/openai/api_server.py:24, printed as `<its path>:24: DeprecationWarning: ...`:
+the path of the file the engine really ran, the third witness of its tree.
+"""
+
+from __future__ import annotations
 
 import json
 import re
@@ -103,6 +103,7 @@ from evalkit.config import EngineSettings
 from evalkit.profiles import Launch, MetricNames, Profile
 from evalkit.profiles.isolation import Isolation
 from evalkit.profiles.ran import RanAs
+from evalkit.profiles.topology import PartContext, TopologySpelling, kv_transfer_config
 from evalkit.wire import FinishMap
 
 VLLM_SETTINGS = frozenset(
@@ -112,7 +113,6 @@ _MODES = r"(?P<mode>FULL_AND_PIECEWISE|FULL_DECODE_ONLY|PIECEWISE|FULL|NONE)\b"
 VLLM_MODE_PATTERN = (
     r"(?:'cudagraph_mode': <CUDAGraphMode\.|; setting cudagraph_mode=|\bOverriding to "
     r"|Overriding cudagraph_mode [A-Z_]+ to )" + _MODES
-from evalkit.profiles.topology import PartContext, TopologySpelling, kv_transfer_config
 )
 
 
@@ -179,15 +179,6 @@ def vllm_flags(settings: EngineSettings, launch: Launch) -> list[str]:
     return flags
 
 
-PROFILE = Profile(
-    name="vllm",
-    entrypoint=("{python}", "-m", "vllm.entrypoints.openai.api_server"),
-    flags=vllm_flags,
-    health_path="/health",
-    fatal_patterns=VLLM_FATAL_PATTERNS,
-    read_log=read_vllm_log,
-    supports_token_ids=True,
-    finish_reasons=VLLM_FINISH_REASONS,
 def vllm_rank_flags(ctx: PartContext) -> list[str]:
     """One node's rank of an engine across nodes (arg_utils.py:1143-1146; cli_args.py:434-440)."""
     assert ctx.master is not None, "a rank needs rank 0"
@@ -211,6 +202,15 @@ VLLM_TOPOLOGY = TopologySpelling(
 )
 
 
+PROFILE = Profile(
+    name="vllm",
+    entrypoint=("{python}", "-m", "vllm.entrypoints.openai.api_server"),
+    flags=vllm_flags,
+    health_path="/health",
+    fatal_patterns=VLLM_FATAL_PATTERNS,
+    read_log=read_vllm_log,
+    supports_token_ids=True,
+    finish_reasons=VLLM_FINISH_REASONS,
     settings_supported=VLLM_SETTINGS,
     version_path="/version",
     metrics_path="/metrics",
@@ -219,5 +219,5 @@ VLLM_TOPOLOGY = TopologySpelling(
     builds_from_source=True,
     package="vllm",
     startup_file_pattern=VLLM_STARTUP_FILE,
-)
     topology=VLLM_TOPOLOGY,
+)
