@@ -57,3 +57,12 @@ def test_a_port_the_os_offers_again_is_skipped(monkeypatch: pytest.MonkeyPatch) 
     book = PortBook()
     assert [book.take(HOST) for _ in range(3)] == [5001, 5002, 5003]
 
+
+
+def test_a_host_of_another_machine_gets_a_port_free_on_this_one() -> None:
+    elsewhere = "192.0.2.1"  # TEST-NET-1: never an address of this machine (a part on another node)
+    book = PortBook()
+    first = book.take_block(elsewhere, 3)
+    for port in (first, first + 1, first + 2):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("0.0.0.0", port))

@@ -4,10 +4,15 @@ Cells start side by side in threads, and an engine binds its port only some time
 picks it; in that window the OS would happily offer the same free port to the next cell. The
 `PortBook` remembers what this process has already handed out so that two cells never race for one
 port. (Another process can still take a port first: run/cell.py retries on `PortInUse`.)
+
+A host that is not this machine's (a part on another node of a Slurm allocation:
+engine/placement.py) cannot be asked from here: its port is one free on this machine, which
+the part on the other node then binds, or loses like any race (`PortInUse`).
 """
 
 from __future__ import annotations
 
+import errno
 import socket
 import threading
 
@@ -15,8 +20,18 @@ import threading
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nothing listens on right now (the engine may still lose a race for it: see PortInUse)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
+        _bind(s, host, 0)
         return int(s.getsockname()[1])
+
+
+def _bind(s: socket.socket, host: str, port: int) -> None:
+    """Bind `s` to `host`, or to every address of this machine when `host` is another's (module docstring)."""
+    try:
+        s.bind((host, port))
+    except OSError as e:
+        if e.errno != errno.EADDRNOTAVAIL:
+            raise
+        s.bind(("0.0.0.0", port))
 
 
 class PortBook:
@@ -56,7 +71,7 @@ class PortBook:
 def _bindable(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
-            s.bind((host, port))
+            _bind(s, host, port)
         except OSError:
             return False
     return True
