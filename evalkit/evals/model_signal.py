@@ -59,8 +59,8 @@ class ModelSignalSettings(EvalSettings):
 
     enabled: bool = Field(True, description="One teacher-forced request per long generation; off: text rules alone.")
     window: int = Field(64, ge=8, description="Generated tokens per window of the worst-window NLL.")
-    margin: float = Field(2.0, gt=0, description="Nats per token above the healthy samples' median that flag a sample.")
-    ceiling: float = Field(7.0, gt=0, description="Nats per token that flag a sample whatever the reference.")
+    margin: float = Field(5.5, gt=0, description="Nats per token above the healthy samples' median that flag a sample.")
+    ceiling: float = Field(8.0, gt=0, description="Nats per token that flag a sample whatever the reference.")
     min_reference: int = Field(4, ge=1, description="Text-healthy samples the median needs; fewer: only the ceiling.")
 
 

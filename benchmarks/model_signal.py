@@ -1,0 +1,224 @@
+"""The model's own collapse signal measured: recall and false positives, text rules alone vs combined.
+
+A healthy engine's long generations are the negatives. The positives are planted from them: each
+healthy text keeps its first quarter (at least 8 tokens) and goes on with degenerate material of
+max(200, the rest's length) tokens, cut at max_tokens, as a collapse that runs to the limit:
+
+* ``shuffled``: the engine's own healthy outputs' tokens (all prompts pooled) in random order;
+* ``code``: tokens of real source (Python's ``json`` package, a C header) in random order;
+* ``multilingual``: words of real message catalogues (glib's, in Russian, Japanese, Chinese,
+  Arabic, German, Greek and Hindi, from /usr/share/locale) in random order;
+* ``soup``, ``latin-soup``: the simulator's buggy cell's own soup words (evalkit.sim.garble).
+
+Every text, healthy or planted, is scored by the engine teacher-forced after its prompt
+(evals/model_signal.py's one request) and judged by the text rules (the collapse detector). A cell
+is simulated as the eval would see it: the prompts split in four, one quarter planted and the
+rest healthy, judged by `model_signal.judge` (so the reference is the cell's own text-healthy
+samples, planted ones the text rules miss included), rotated so every prompt is planted once;
+and a cell where every sample is planted (only the ceiling can act there).
+
+    python benchmarks/model_signal.py sim --seeds 1 2 --tune     # choose margin and ceiling
+    python benchmarks/model_signal.py sim --seeds 3 4 5          # report on other seeds
+    python benchmarks/model_signal.py served --base-url http://127.0.0.1:8000 --served-name NAME \\
+        --prompt-set PATH.jsonl --max-tokens 512                 # a real engine (vLLM), report only
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gettext
+import inspect
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from evalkit.evals import model_signal  # noqa: E402
+from evalkit.evals.base import Server  # noqa: E402
+from evalkit.evals.detector import analyze_text  # noqa: E402
+from evalkit.evals.http_client import pooled_client  # noqa: E402
+from evalkit.evals.model_signal import ModelSignalSettings  # noqa: E402
+from evalkit.evals.prompts import Prompt, load_prompt_set  # noqa: E402
+from evalkit.evals.repetition import RepetitionSettings, run_repetition  # noqa: E402
+from evalkit.sim import garble  # noqa: E402
+from evalkit.sim.tokens import tokenize  # noqa: E402
+
+KINDS = ("shuffled", "code", "multilingual", "soup", "latin-soup")
+LANGUAGES = ("ru", "ja", "zh_CN", "ar", "de", "el", "hi")
+
+
+def code_tokens() -> list[str]:
+    """Tokens of real source code: Python's json package and, where installed, a C header."""
+    import json.decoder
+    import json.encoder
+
+    text = inspect.getsource(json.decoder) + inspect.getsource(json.encoder)
+    header = Path("/usr/include/stdio.h")
+    return tokenize(text + (header.read_text(errors="replace") if header.is_file() else ""))
+
+
+def catalogue_tokens() -> list[str]:
+    """Words of glib's translated messages in several languages and scripts."""
+    words: list[str] = []
+    for lang in LANGUAGES:
+        path = Path(f"/usr/share/locale/{lang}/LC_MESSAGES/glib20.mo")
+        if path.is_file():
+            with path.open("rb") as file:
+                catalogue = gettext.GNUTranslations(file)._catalog  # type: ignore[attr-defined]
+            words += [t for value in catalogue.values() if isinstance(value, str) for t in tokenize(" " + value)]
+    return words
+
+
+def material(kind: str, pool: list[str], count: int, rng: random.Random, key: str) -> list[str]:
+    """``count`` tokens of degenerate material of ``kind`` (module docstring)."""
+    if kind in ("soup", "latin-soup"):
+        return garble.soup(count, kind == "latin-soup", "benchmark", key)
+    return [pool[rng.randrange(len(pool))] for _ in range(count)]
+
+
+def planted(text: str, kind: str, pools: dict[str, list[str]], max_tokens: int, rng: random.Random, key: str) -> str:
+    """The healthy text's first quarter, then degenerate material, cut at ``max_tokens`` tokens."""
+    tokens = tokenize(text)
+    keep = max(8, len(tokens) // 4)
+    more = material(kind, pools.get(kind, []), max(200, len(tokens) - keep), rng, key)
+    return "".join((tokens[:keep] + more)[:max(max_tokens, keep + 1)])
+
+
+async def score_all(server: Server, items: list[tuple[Prompt, str]], rule: ModelSignalSettings) -> list[dict[str, Any]]:
+    async with pooled_client(server, 8, 600.0) as client:
+        semaphore = asyncio.Semaphore(8)
+
+        async def one(item: tuple[Prompt, str]) -> dict[str, Any]:
+            async with semaphore:
+                return await model_signal.score(client, server, item[0], item[1], rule, "completions")
+
+        return list(await asyncio.gather(*(one(item) for item in items)))
+
+
+def sample(text: str, figures: dict[str, Any]) -> dict[str, Any]:
+    """A samples row as the repetition eval leaves it before judging."""
+    return {"collapsed": analyze_text(text, finish_reason="length").collapsed, "model_signal": figures}
+
+
+def measure(server: Server, prompt_set: str, count: int, max_tokens: int, seed: int) -> dict[str, Any]:
+    """Healthy generations and planted texts of one engine, every one scored and text-judged."""
+    rule = ModelSignalSettings()
+    settings = RepetitionSettings(prompt_set=prompt_set, count=count, max_tokens=max_tokens, concurrency=8)
+    healthy = [row for row in run_repetition(settings, server).samples if not row["text_collapsed"]]
+    prompts = {p.id: p for p in load_prompt_set(prompt_set).prompts}
+    rng = random.Random(seed)
+    pools = {"shuffled": [t for row in healthy for t in tokenize(row["text"])], "code": code_tokens(),
+             "multilingual": catalogue_tokens()}
+    out: dict[str, Any] = {"healthy": [sample(row["text"], row["model_signal"]) for row in healthy]}
+    for kind in KINDS:
+        texts = [planted(row["text"], kind, pools, max_tokens, rng, f"{seed}/{row['id']}") for row in healthy]
+        scored = asyncio.run(score_all(server, [(prompts[row["id"]], t) for row, t in zip(healthy, texts)], rule))
+        out[kind] = [sample(text, figures) for text, figures in zip(texts, scored)]
+    return out
+
+
+def judged(rows: list[dict[str, Any]], rule: ModelSignalSettings) -> list[dict[str, Any]]:
+    rows = [dict(row) for row in rows]
+    model_signal.judge(rows, rule)
+    return rows
+
+
+def tally(data: dict[str, Any], rule: ModelSignalSettings) -> dict[str, dict[str, int]]:
+    """Per kind: planted texts caught by the text rules / by either signal, of how many, in mixed
+    cells (one quarter planted, rotated) and in all-planted cells; false positives among the
+    healthy samples of the mixed cells, text alone and combined."""
+    healthy = data["healthy"]
+    out: dict[str, dict[str, int]] = {}
+    for kind in KINDS:
+        t = {"n": 0, "text": 0, "both": 0, "neg": 0, "fp_text": 0, "fp_both": 0, "all_n": len(data[kind]), "all_text": 0, "all_both": 0}
+        for offset in range(4):
+            cell = [data[kind][i] if i % 4 == offset else row for i, row in enumerate(healthy)]
+            for i, row in enumerate(judged(cell, rule)):
+                if i % 4 == offset:
+                    t["n"] += 1
+                    t["text"] += row["text_collapsed"]
+                    t["both"] += row["collapsed"]
+                else:
+                    t["neg"] += 1
+                    t["fp_text"] += row["text_collapsed"]
+                    t["fp_both"] += row["collapsed"]
+        for row in judged(data[kind], rule):
+            t["all_text"] += row["text_collapsed"]
+            t["all_both"] += row["collapsed"]
+        out[kind] = t
+    return out
+
+
+def separation(data: dict[str, Any]) -> dict[str, float]:
+    """What the rule's two numbers are chosen from: the worst-window NLL's excess over the healthy
+    median, highest among healthy samples and lowest among planted ones, and the same for the
+    absolute value."""
+    worst = [row["model_signal"]["worst_nll"] for row in data["healthy"]]
+    median = statistics.median(worst)
+    planted = [row["model_signal"]["worst_nll"] for kind in KINDS for row in data[kind]]
+    return {"healthy_median": median, "healthy_max": max(worst), "planted_min": min(planted),
+            "healthy_excess_max": max(worst) - median, "planted_excess_min": min(planted) - median}
+
+
+def table(name: str, tallies: dict[str, dict[str, int]]) -> list[str]:
+    lines = [f"| {name}: planted | recall, text rules | recall, combined | all planted: text / combined "
+             "| false positives, text | false positives, combined |", "|---|---|---|---|---|---|"]
+    for kind, t in tallies.items():
+        lines.append(f"| {kind} | {t['text']}/{t['n']} | {t['both']}/{t['n']} | {t['all_text']}/{t['all_n']} / "
+                     f"{t['all_both']}/{t['all_n']} | {t['fp_text']}/{t['neg']} | {t['fp_both']}/{t['neg']} |")
+    return lines
+
+
+def summed(all_tallies: list[dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
+    return {kind: {key: sum(t[kind][key] for t in all_tallies) for key in all_tallies[0][kind]} for kind in KINDS}
+
+
+def run(make: Callable[[int], Server], seeds: list[int], args: argparse.Namespace, label: str) -> None:
+    rule = ModelSignalSettings()
+    tallies, seps = [], []
+    for seed in seeds:
+        started = time.perf_counter()
+        data = measure(make(seed), args.prompt_set, args.count, args.max_tokens, seed)
+        tallies.append(tally(data, rule))
+        seps.append(separation(data))
+        print(f"{label} {seed}: {len(data['healthy'])} healthy texts, {time.perf_counter() - started:.0f} s; "
+              + ", ".join(f"{k} {v:.2f}" for k, v in seps[-1].items()), file=sys.stderr)
+    if args.tune:
+        high = max(s["healthy_excess_max"] for s in seps)
+        low = min(s["planted_excess_min"] for s in seps)
+        print(f"healthy excess max {high:.2f}, planted excess min {low:.2f} nats/token: margin midway {(high + low) / 2:.2f}")
+        high = max(s["healthy_max"] for s in seps)
+        low = min(s["planted_min"] for s in seps)
+        print(f"healthy worst-window max {high:.2f}, planted min {low:.2f} nats/token: ceiling midway {(high + low) / 2:.2f}")
+    print(f"rule: {model_signal.RULE}; window {rule.window}, margin {rule.margin}, ceiling {rule.ceiling}; "
+          f"{label}s {' '.join(map(str, seeds))}")
+    print("\n".join(table(label, summed(tallies))))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("where", choices=("sim", "served"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[3, 4, 5], help="sim: the simulator's seeds")
+    parser.add_argument("--tune", action="store_true", help="print what margin and ceiling the data would choose")
+    parser.add_argument("--prompt-set", default="long_generation_v1")
+    parser.add_argument("--count", type=int, default=32, help="prompts per seed")
+    parser.add_argument("--max-tokens", type=int, default=2000)
+    parser.add_argument("--base-url", help="served: the engine's root URL")
+    parser.add_argument("--served-name", help="served: the model name it serves")
+    args = parser.parse_args()
+    if args.where == "sim":
+        from tests.helpers.sim import asgi_server
+
+        run(lambda seed: asgi_server("--sim-seed", str(seed)), args.seeds, args, "seed")
+    else:
+        run(lambda _: Server(args.base_url, args.served_name), [0], args, "engine")
+
+
+if __name__ == "__main__":
+    main()
