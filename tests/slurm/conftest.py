@@ -6,8 +6,8 @@ SLURM_CONF is set. Without a cluster they skip, unless EVALKIT_SLURM_REQUIRED=1 
 a failure.
 
 The two-node tests (`two_nodes`) need `bash scripts/slurm-local.sh start --nodes 2`: nodes node1
-and node2, each its own network, hostname and PID namespace; what is left on a node is what
-`slurm-local.sh ps NODE` lists.
+and node2, each its own network, hostname and PID namespace; what is left on a node is every
+process in its PID namespace but its init and slurmd (`processes_on`; by hand: `slurm-local.sh ps NODE`).
 """
 
 from __future__ import annotations
@@ -135,15 +135,14 @@ def slurm_cluster() -> Iterator[None]:
     yield
 
 
-LOCAL_SLURM = ROOT / "scripts" / "slurm-local.sh"
 NODES = ("node1", "node2")
 
 
 @pytest.fixture(scope="session")
 def two_nodes(slurm_cluster: None) -> Iterator[None]:
-    """scripts/slurm-local.sh's two-node cluster: node1 and node2 answer sinfo, and `ps` reads them."""
+    """scripts/slurm-local.sh's two-node cluster: node1 and node2 answer sinfo, and their processes can be read."""
     out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=False, timeout=30)
-    if sorted(set(out.stdout.split())) != list(NODES) or any(left_on(node) is None for node in NODES):
+    if sorted(set(out.stdout.split())) != list(NODES) or any(processes_on(node) is None for node in NODES):
         message = f"not slurm-local.sh's two-node cluster (nodes: {out.stdout.split()}); start it with: " \
                   "bash scripts/slurm-local.sh start --nodes 2"
         if os.environ.get("EVALKIT_SLURM_REQUIRED") == "1":
@@ -152,18 +151,32 @@ def two_nodes(slurm_cluster: None) -> Iterator[None]:
     yield
 
 
-def left_on(node: str) -> list[str] | None:
-    """The processes still on `node` besides its init and slurmd (as that node's ps shows them);
-    None when the node is not one of slurm-local.sh's."""
-    out = subprocess.run(["bash", str(LOCAL_SLURM), "ps", node], capture_output=True, text=True, check=False, timeout=30)
-    return out.stdout.splitlines() if out.returncode == 0 else None
+def processes_on(node: str) -> dict[int, str] | None:
+    """What runs on `node` besides its init and slurmd: {pid as this machine numbers it: command
+    line}; None when `node` is not one of slurm-local.sh's (its init's pid file, its PID namespace)."""
+    try:
+        init = int((Path(os.environ.get("EVALKIT_SLURM_DIR", "/tmp/evalkit-slurm")) / "run" / f"{node}.pid").read_text())
+        namespace = os.stat(f"/proc/{init}/ns/pid").st_ino
+    except (OSError, ValueError):
+        return None
+    found: dict[int, str] = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or int(proc.name) == init or os.stat(proc / "ns" / "pid").st_ino != namespace:
+                continue
+            argv = (proc / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        except OSError:  # it ended while we looked
+            continue
+        if argv != [b""] and argv[0] != b"/usr/sbin/slurmd":
+            found[int(proc.name)] = " ".join(a.decode(errors="replace") for a in argv)
+    return found
 
 
 def wait_nothing_left(timeout: float = 30) -> dict[str, list[str]]:
     """Wait until neither node runs anything; what each still runs when the time is up."""
     deadline = time.monotonic() + timeout
     while True:
-        left = {node: left_on(node) or [] for node in NODES}
+        left = {node: sorted((processes_on(node) or {}).values()) for node in NODES}
         if not any(left.values()) or time.monotonic() > deadline:
             return {node: procs for node, procs in left.items() if procs}
         time.sleep(0.5)

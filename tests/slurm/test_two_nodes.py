@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.slurm.conftest import left_on, wait_nothing_left
+from tests.slurm.conftest import processes_on, wait_nothing_left
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("two_nodes")]
 
@@ -72,7 +72,7 @@ def test_scancel_ends_the_parts_on_both_nodes(tmp_path: Path) -> None:
     job_id = sbatch("--nodes=2", f"--output={tmp_path / 'job.out'}", str(script))
     wait_state(job_id, {"RUNNING"})
     deadline = time.monotonic() + 30
-    while not all(any("sleep 30" in p for p in (left or [])) for left in map(left_on, ("node1", "node2"))):
+    while not all(any("sleep 30" in p for p in (processes_on(node) or {}).values()) for node in ("node1", "node2")):
         assert time.monotonic() < deadline, "the parts never started on both nodes"
         time.sleep(0.3)
     subprocess.run(["scancel", job_id], check=True, timeout=30)
