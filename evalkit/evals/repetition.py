@@ -45,6 +45,7 @@ from evalkit.evals.base import (
 )
 from evalkit.evals.detector import DetectorSettings, StreamingDetector, analyze_text, is_text_collapsed, split_text
 from evalkit.evals.http_client import Bounded, Tries, pooled_client, with_retries
+from evalkit.evals.model_signal import ModelSignalSettings
 from evalkit.evals.prompts import Prompt, load_prompt_set
 from evalkit.store.files import read_jsonl
 from evalkit.wire import TokenIdsRequest, Wire
