@@ -27,4 +27,7 @@ Modules, one concern each:
 - ``tokens``: the deterministic tokeniser and token ids.
 - ``hashing``: keyed pseudo-randomness (no global RNG state anywhere).
 - ``faults``: runtime side of fault injection.
+- ``disagg``: a PD worker's KV state as bytes in its TP's layout, the handoff, the seeded layout bug.
+- ``router``: ``python -m evalkit.sim.router``, the PD router (atomesh's flags) in front of the workers.
+- ``ranks``: one engine over several nodes: rank 0 serves once the others joined; none outlives the group.
 """

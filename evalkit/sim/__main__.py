@@ -24,6 +24,7 @@ from evalkit.sim.config import (
     Cell,
     Faults,
     GpuHold,
+    Ranks,
     Reports,
     ServerConfig,
     SimConfigError,
@@ -31,9 +32,11 @@ from evalkit.sim.config import (
     effective_graph_mode,
     fix_from_module,
 )
+from evalkit.sim.disagg import KvConfigError, KvTransfer
 from evalkit.sim.startup import AtomRequest
 
 FIX_ENV = "EVALKIT_SIM_FIX"
+KV_LAYOUT_FIX_ENV = "EVALKIT_SIM_KV_LAYOUT_FIX"
 ATOM_DEFAULT_PORT = 8006
 """ATOM's internal engine port default (EngineArgs.port, arg_utils.py at both refs), shown in Engine kwargs."""
 DEFAULT_MAX_MODEL_LEN = 163840
@@ -98,6 +101,16 @@ def build_parser() -> argparse.ArgumentParser:
                       help="speculative decoding method (ATOM's; any one turns it on, with --num-speculative-tokens)")
     atom.add_argument("--num-speculative-tokens", type=_non_negative_int, default=1,
                       help="draft tokens per step under --method (ATOM's default 1)")
+    atom.add_argument("--kv-transfer-config", metavar="JSON",
+                      help='a PD worker: {"kv_role": "kv_producer"|"kv_consumer", "kv_connector": ..., '
+                           '"handshake_port": ...} (ATOM\'s; evalkit/sim/disagg.py)')
+    nodes = parser.add_argument_group("vLLM's multi-node flags (evalkit/sim/ranks.py)")
+    nodes.add_argument("--nnodes", type=int, default=1, help="nodes this engine spans (default 1)")
+    nodes.add_argument("--node-rank", type=_non_negative_int, default=0,
+                       help="this node's rank: 0 serves, the others join it headless")
+    nodes.add_argument("--master-addr", default="127.0.0.1", help="rank 0's address (default 127.0.0.1)")
+    nodes.add_argument("--master-port", type=int, default=29501, help="rank 0's join port (default 29501)")
+    nodes.add_argument("--headless", action="store_true", help="no HTTP server (implied by --node-rank above 0)")
 
     sim = parser.add_argument_group("simulator flags")
     fix = sim.add_mutually_exclusive_group()
@@ -172,6 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="share of draft tokens accepted (default %(default)s)")
     sim.add_argument("--sim-bug-spec-acceptance", type=_share, default=0.0, metavar="P",
                      help="the same in the buggy cell (default %(default)s: ATOM's DSpark nightly fell from ~46%% to 0%%)")
+    sim.add_argument("--sim-kv-layout-fix", choices=("on", "off"),
+                     help="a decode worker reads the KV payload by the prefill's TP, not its own (also env "
+                          f"{KV_LAYOUT_FIX_ENV}; default off: the seeded PD bug when the TPs differ)")
+    sim.add_argument("--sim-join-timeout", type=_non_negative, default=Ranks.join_timeout_s, metavar="SECONDS",
+                     help="how long a rank above 0 tries to reach rank 0 (default %(default)s)")
     gpu = parser.add_argument_group("simulator flags: real GPU memory (evalkit/sim/gpu.py)")
     gpu.add_argument("--sim-gpu-gib", type=_non_negative, default=0.0, metavar="GIB",
                      help="start one worker process per visible device (CUDA_VISIBLE_DEVICES) that holds GIB GiB "
@@ -202,6 +220,36 @@ def _resolve_fix(args: argparse.Namespace) -> tuple[bool, str, str | None]:
     return True, "default", None
 
 
+def _kv(args: argparse.Namespace) -> KvTransfer | None:
+    """The PD role, if any, and whether the decode side reads the payload by the producer's TP."""
+    env = os.environ.get(KV_LAYOUT_FIX_ENV)
+    if env is not None and env.lower() not in ("on", "off"):
+        raise SimConfigError(f"{KV_LAYOUT_FIX_ENV} must be 'on' or 'off', not {env!r}")
+    layout_fix = (args.sim_kv_layout_fix or (env or "off").lower()) == "on"
+    if args.kv_transfer_config is None:
+        return None
+    try:
+        return KvTransfer.parse(args.kv_transfer_config, args.tensor_parallel_size, layout_fix=layout_fix)
+    except KvConfigError as error:
+        raise SimConfigError(str(error)) from error
+
+
+def _ranks(args: argparse.Namespace) -> Ranks:
+    """vLLM's multi-node checks (vllm/engine/arg_utils.py:2365-2378 at 0.32.0), then the ranks."""
+    world = args.tensor_parallel_size * args.data_parallel_size
+    if args.nnodes < 1:
+        raise SimConfigError(f"--nnodes must be at least 1, not {args.nnodes}")
+    if world % args.nnodes:
+        raise SimConfigError(f"--nnodes {args.nnodes} must evenly divide the total world size ({world})")
+    if not args.node_rank < args.nnodes:
+        raise SimConfigError(f"--node-rank must be between 0 and {args.nnodes - 1}; got --node-rank {args.node_rank}")
+    if args.headless and args.node_rank == 0:
+        raise SimConfigError("--headless: rank 0 serves the API; only ranks above 0 run headless")
+    if not 0 < args.master_port < 65536:
+        raise SimConfigError(f"--master-port {args.master_port} is not a port")
+    return Ranks(args.nnodes, args.node_rank, args.master_addr, args.master_port, args.sim_join_timeout)
+
+
 def configure(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str | None, AtomRequest]:
     """The server a command line asks for: its config, the fix module's file (if one decides the
     fix) and ATOM's view of the request. Separate from `main` so a test can build the same server
@@ -213,6 +261,8 @@ def configure(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str | No
         raise SimConfigError("--served-model-name: ATOM at 0e9804c21/ccc861dc5 has no such flag "
                              "(--sim-dialect atom serves the --model string)")
     fix, source, fix_path = _resolve_fix(args)
+    ranks = _ranks(args)
+    kv = _kv(args)
     cell = Cell(
         tp=args.tensor_parallel_size,
         dp=args.data_parallel_size,
@@ -258,6 +308,8 @@ def configure(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str | No
         dialect=args.sim_dialect,
         gpu=GpuHold(gib=args.sim_gpu_gib, linger_s=args.sim_gpu_linger, util_pct=args.sim_gpu_util,
                     on=args.sim_gpu_on),
+        kv=kv,
+        ranks=ranks,
     )
     request = AtomRequest(
         tensor_parallel=args.tensor_parallel_size, data_parallel=args.data_parallel_size,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from evalkit import __version__
+from evalkit.sim.disagg import KvTransfer
 
 GraphMode = Literal["NONE", "PIECEWISE", "FULL", "FULL_AND_PIECEWISE"]
 GRAPH_MODES: tuple[GraphMode, ...] = ("NONE", "PIECEWISE", "FULL", "FULL_AND_PIECEWISE")
@@ -201,6 +202,19 @@ class GpuHold:
 
 
 @dataclass(frozen=True)
+class Ranks:
+    """One engine over several nodes, in vLLM's flags (``--nnodes``, ``--node-rank``, ``--master-addr``,
+    ``--master-port``; evalkit/sim/ranks.py): rank 0 serves once every other rank has joined it."""
+
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29501
+    join_timeout_s: float = 120.0
+    """How long a rank above 0 keeps trying to reach rank 0."""
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     """Everything one simulator process needs."""
 
@@ -220,6 +234,10 @@ class ServerConfig:
     """The wire format: vLLM's (default) or ATOM's."""
     gpu: GpuHold = field(default_factory=GpuHold)
     """GPU memory held by worker processes (none by default)."""
+    kv: KvTransfer | None = None
+    """A prefill (kv_producer) or decode (kv_consumer) worker of a PD pair; None: a whole engine."""
+    ranks: Ranks = field(default_factory=Ranks)
+    """The nodes this engine spans (one by default)."""
 
 
 class SimConfigError(Exception):

@@ -102,11 +102,14 @@ class Scorer:
     values depend on its key alone, never on the other positions of the request.
     """
 
-    def __init__(self, behaviour: Behaviour, cell: Cell) -> None:
+    def __init__(self, behaviour: Behaviour, cell: Cell, *, damaged: bool = False) -> None:
+        """``damaged``: the numbers of a decode worker whose KV state was read wrong
+        (evalkit/sim/disagg.py), as far off as the buggy cell's."""
         self.seed = behaviour.seed
-        self.numerics_key = hash64(behaviour.seed, "numerics", cell.numerics)
-        self.sigma = behaviour.logprob_bug_noise if cell.buggy else behaviour.logprob_noise
-        self.flip_rate = BUG_FLIP_RATE if cell.buggy else 0.0
+        self.numerics_key = hash64(behaviour.seed, "numerics", cell.numerics, *(("kv-damaged",) if damaged else ()))
+        broken = cell.buggy or damaged
+        self.sigma = behaviour.logprob_bug_noise if broken else behaviour.logprob_noise
+        self.flip_rate = BUG_FLIP_RATE if broken else 0.0
         self._prefix = f"{behaviour.seed}\x1flogprobs\x1f"
 
     def score(self, tokens: Sequence[str], start: int, greedy_from: int, keep: int = CANDIDATES) -> list[Scored]:

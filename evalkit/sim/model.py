@@ -28,6 +28,13 @@ into stutter or token soup instead (``evalkit.sim.garble``). A loop or a garbled
 ``max_tokens`` (finish_reason ``length``), the collapse signature. Short prose (below
 LONG_GENERATION) may take another continuation part-way, depending on its batch: rarely in every
 cell, often in the buggy cell's race (``evalkit.sim.batching``).
+
+A decode worker of a PD pair generates from the KV state its prefill worker handed it
+(``evalkit.sim.disagg``). Read right, that state is the prompt's own and every answer is a single
+instance's. Read wrong (another TP's layout), a share of the prompt's tokens carry wrong state
+(``KvDamage.share``): a right answer then goes wrong with chance share x (accuracy - bug_accuracy)
+/ accuracy, and a long generation collapses with chance share x collapse_rate, each decided per
+prompt and per state read, so a fully misread state breaks about as much as the buggy cell.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from typing import Literal
 from evalkit.sim import garble, prose
 from evalkit.sim.batching import Slot, variant
 from evalkit.sim.config import Behaviour, Cell, CollapseKind
+from evalkit.sim.disagg import KvDamage
 from evalkit.sim.gsm8k import Problem, TestSet, in_style, question_marker, wrong_solution
 from evalkit.sim.hashing import between, unit
 from evalkit.sim.tokens import tokenize
@@ -96,17 +104,19 @@ class SimulatedModel:
         """Times each question was asked on this server: the k-th ask may flip (run noise)."""
         self._lock = threading.Lock()
 
-    def generate(self, prompt: Prompt, max_tokens: int, stop: tuple[str, ...], slot: Slot | None = None) -> Generation:
+    def generate(self, prompt: Prompt, max_tokens: int, stop: tuple[str, ...], slot: Slot | None = None,
+                 damage: KvDamage | None = None) -> Generation:
         """Generate up to ``max_tokens`` tokens, cut before the first stop string; `slot`: where
-        in its step's batch it ran (None: alone)."""
+        in its step's batch it ran (None: alone); `damage`: how far the KV state a decode worker
+        received is off the prompt's own (None: it prefilled itself)."""
         problem = self.testset.find(prompt.text)
         if problem is None and prompt.chat:
             problem = self.testset.find(prompt.context)
         if problem is not None:
-            tokens = tokenize(self._answer(problem, prompt))
+            tokens = tokenize(self._answer(problem, prompt, damage))
             finish: FinishReason = "stop"
         else:
-            tokens, finish = self._prose(prompt, max_tokens, slot)
+            tokens, finish = self._prose(prompt, max_tokens, slot, damage)
         if len(tokens) > max_tokens:
             tokens, finish = tokens[:max_tokens], "length"
         return _apply_stop(tokens, finish, stop)
@@ -119,11 +129,11 @@ class SimulatedModel:
             return not correct
         return correct
 
-    def _answer(self, problem: Problem, prompt: Prompt) -> str:
+    def _answer(self, problem: Problem, prompt: Prompt, damage: KvDamage | None) -> str:
         seed = self.behaviour.seed
         with self._lock:
             ask = self._asked[problem.index] = self._asked.get(problem.index, 0) + 1
-        if self.is_correct(problem, ask):
+        if self.is_correct(problem, ask) and not _misread(self.behaviour, damage, problem.index):
             solution = problem.solution
         else:
             solution = wrong_solution(problem.solution, seed, problem.index, self.cell.key)
@@ -133,10 +143,11 @@ class SimulatedModel:
         opening = _NEXT_QUESTION[between(0, len(_NEXT_QUESTION) - 1, seed, "next", problem.index)]
         return f" {solution}\n\n{question_marker(prompt.text)} {opening}"
 
-    def _prose(self, prompt: Prompt, max_tokens: int, slot: Slot | None) -> tuple[list[str], FinishReason]:
+    def _prose(self, prompt: Prompt, max_tokens: int, slot: Slot | None,
+               damage: KvDamage | None = None) -> tuple[list[str], FinishReason]:
         seed, identity = self.behaviour.seed, prompt.context
         length = max(1, int(max_tokens * (0.6 + 0.4 * unit(seed, "length", identity))))
-        loop = self._loop(identity, max_tokens)
+        loop = self._loop(identity, max_tokens, damage)
         needed = loop.onset if loop else length
         tokens, rest = _prose_tokens(seed, identity, needed)
         parted = variant(self.behaviour, self.cell, identity, slot) if max_tokens < LONG_GENERATION else None
@@ -161,8 +172,9 @@ class SimulatedModel:
             tokens.extend(phrase)
         return tokens, "length"
 
-    def _loop(self, identity: str, max_tokens: int) -> _Loop | None:
-        """Where (if at all) this generation falls into a loop; the earliest loop wins."""
+    def _loop(self, identity: str, max_tokens: int, damage: KvDamage | None = None) -> _Loop | None:
+        """Where (if at all) this generation falls into a loop; the earliest loop wins. A damaged
+        KV state collapses a share ``collapse_rate`` x its damage, as the buggy cell does."""
         if max_tokens < LONG_GENERATION:
             return None
         seed, behaviour = self.behaviour.seed, self.behaviour
@@ -175,6 +187,10 @@ class SimulatedModel:
             onset = between(150, min(600, max_tokens // 2), seed, "collapse-onset", identity, cell)
             single = unit(seed, "collapse-single", identity, cell) < 0.4
             period = 1 if single else between(2, 8, seed, "collapse-period", identity, cell)
+            loops.append(_Loop(onset, period, behaviour.collapse_kind))
+        if damage and unit(seed, "kv-collapse", identity, damage.key) < damage.share * behaviour.collapse_rate:
+            onset = between(150, min(600, max_tokens // 2), seed, "kv-collapse-onset", identity, damage.key)
+            period = between(1, 8, seed, "kv-collapse-period", identity, damage.key)
             loops.append(_Loop(onset, period, behaviour.collapse_kind))
         return min(loops, key=lambda loop: loop.onset) if loops else None
 
@@ -198,6 +214,15 @@ def _flips(behaviour: Behaviour, rate: float, correct: bool, *what: object) -> b
     if not correct:
         rate = min(1.0, rate * behaviour.accuracy / max(1e-9, 1 - behaviour.accuracy))
     return unit(behaviour.seed, *what) < rate
+
+
+def _misread(behaviour: Behaviour, damage: KvDamage | None, index: int) -> bool:
+    """Whether a right answer goes wrong from a damaged KV state: at a share of 1, as often as the
+    buggy cell turns right answers wrong ((accuracy - bug_accuracy) / accuracy), less with less."""
+    if not damage:
+        return False
+    rate = max(0.0, behaviour.accuracy - behaviour.bug_accuracy) / max(1e-9, behaviour.accuracy)
+    return unit(behaviour.seed, "kv-misread", index, damage.key) < damage.share * rate
 
 
 def _correctness(behaviour: Behaviour, cell: Cell, size: int) -> list[bool]:

@@ -8,7 +8,8 @@ line is flushed at once, because evalkit reads them from engine.log while the pr
 
 Exit codes: 0 after a clean stop, 1 when the port cannot be bound (or crash-after), 2 for a
 bad command line, 3 for the crash-startup fault, 4 when the ``--sim-gpu-gib`` workers cannot hold
-their memory (evalkit/sim/gpu.py); SIGTERM ends it like a real server (the
+their memory (evalkit/sim/gpu.py), 5 when its multi-node group loses a rank or rank 0 (evalkit/sim/ranks.py;
+a rank above 0 serves no HTTP and only holds its place in the group); SIGTERM ends it like a real server (the
 process dies of the signal after a graceful shutdown of at most a second).
 """
 
@@ -27,6 +28,7 @@ from evalkit.sim.faults import FaultState, spawn_orphan
 from evalkit.sim.gpu import GpuWorkersFailed, Workers
 from evalkit.sim.gsm8k import TestSet
 from evalkit.sim.model import SimulatedModel
+from evalkit.sim.ranks import EXIT_RANKS, RankGroup, join
 from evalkit.sim.server import Simulator
 from evalkit.sim.startup import AtomRequest, log_capture, log_request
 
@@ -79,7 +81,7 @@ def _announce(config: ServerConfig, fix_path: str | None, request: AtomRequest) 
     )
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int) -> socket.socket:
     """Bind here rather than in uvicorn: a taken port becomes one clear line and exit 1.
 
     The protocol must be given explicitly: asyncio only sets TCP_NODELAY on connections of
@@ -102,6 +104,8 @@ def run(config: ServerConfig, fix_path: str | None, request: AtomRequest) -> int
     """Start up, serve until stopped; the process exit code."""
     faults = FaultState(config.faults, config.behaviour.seed)
     _announce(config, fix_path, request)
+    if config.ranks.node_rank > 0:
+        return join(config.ranks, _log)
     if faults.has("ignore-sigterm"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if faults.has("spawn-orphan"):
@@ -123,13 +127,21 @@ def run(config: ServerConfig, fix_path: str | None, request: AtomRequest) -> int
         _log("sim: fatal: simulated start-up failure (--sim-fault crash-startup)", error=True)
         return EXIT_CRASH_STARTUP
     try:
-        sock = _bind(config.host, config.port)
+        sock = bind(config.host, config.port)
     except OSError as error:
         _log(f"evalkit.sim: error: cannot bind {config.host}:{config.port}: {error}", error=True)
         return EXIT_BIND
     host, port = sock.getsockname()[:2]
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-    simulator = Simulator(config, model, faults)
+    lost: list[str] = []
+    group: RankGroup | None = None
+    if config.ranks.nnodes > 1:
+        def on_lost(rank: int, host: str) -> None:  # a rank's thread: uvicorn's loop polls should_exit
+            lost.append(f"sim: fatal: rank {rank} ({host}) left the group")
+            server.should_exit = True
+
+        group = RankGroup(config.ranks, on_lost, _log)
+    simulator = Simulator(config, model, faults, group)
     server = _Server(
         uvicorn.Config(
             simulator.app,
@@ -142,5 +154,17 @@ def run(config: ServerConfig, fix_path: str | None, request: AtomRequest) -> int
         url,
         faults.has("ignore-sigterm"),
     )
+    if group is not None:
+        try:
+            group.start()
+        except OSError as error:
+            _log(f"evalkit.sim: error: cannot listen for ranks on {config.ranks.master_addr}:"
+                 f"{config.ranks.master_port}: {error}", error=True)
+            return EXIT_BIND
+        _log(f"sim: rank 0 of {config.ranks.nnodes} waiting for ranks on {config.ranks.master_addr}:"
+             f"{config.ranks.master_port}")
     server.run(sockets=[sock])
+    if lost:
+        _log(lost[0], error=True)
+        return EXIT_RANKS
     return 0

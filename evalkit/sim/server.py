@@ -21,19 +21,22 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from evalkit.sim import atom_wire, openai
+from evalkit.sim import atom_wire, disagg, openai
 from evalkit.sim.batching import Steps
 from evalkit.sim.config import ServerConfig
+from evalkit.sim.disagg import KvDamage, KvStore, TransferError
 from evalkit.sim.faults import FaultState
 from evalkit.sim.logprobs import Scorer
 from evalkit.sim.model import Generation, SimulatedModel
 from evalkit.sim.mtp import MtpLog
 from evalkit.sim.openai import BadRequest, CompletionRequest, Json, Scores, error_body
+from evalkit.sim.ranks import RankGroup
 from evalkit.sim.reports import EngineMetrics
 from evalkit.sim.tokens import tokenize
 
@@ -45,6 +48,7 @@ _ERROR_TYPES = {
     400: "BadRequestError",
     404: "NotFoundError",
     500: "InternalServerError",
+    502: "BadGatewayError",
     503: "ServiceUnavailableError",
 }
 
@@ -71,12 +75,18 @@ def _error(message: str, status: int, param: str | None = None) -> JSONResponse:
 class Simulator:
     """Request handling for one simulated engine; ``app`` is its ASGI application."""
 
-    def __init__(self, config: ServerConfig, model: SimulatedModel, faults: FaultState) -> None:
+    def __init__(self, config: ServerConfig, model: SimulatedModel, faults: FaultState,
+                 ranks: RankGroup | None = None) -> None:
+        """``ranks``: rank 0's group of a multi-node engine (evalkit/sim/ranks.py), which gates serving."""
         self.config = config
         self.model = model
         self.faults = faults
+        self.ranks = ranks
         self.stats = Stats()
         self.scorer = Scorer(config.behaviour, config.cell)
+        self.damaged_scorer = Scorer(config.behaviour, config.cell, damaged=True)
+        self.kv_store = KvStore()
+        self._client: httpx.AsyncClient | None = None
         self.steps = Steps()
         self.atom = config.dialect == "atom"
         spec = config.reports.spec_tokens
@@ -92,7 +102,10 @@ class Simulator:
             Route("/v1/completions", self.completions, methods=["POST"]),
             Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
             Route("/sim/stats", self.sim_stats, methods=["GET"]),
+            Route("/kv_transfer_info", self.kv_transfer_info, methods=["GET"]),
         ]
+        if config.kv and config.kv.role == "kv_producer":
+            routes.append(Route("/kv/{transfer_id}", self.kv_payload, methods=["GET"]))
         if not self.atom:  # ATOM at 0e9804c21 serves neither
             routes += [Route("/version", self.version, methods=["GET"]),
                        Route("/metrics", self.prometheus, methods=["GET"])]
@@ -106,7 +119,25 @@ class Simulator:
         await self.faults.stall_if_stalled()
         if self.faults.never_ready:
             return JSONResponse({"status": "unavailable"}, status_code=503)
+        if self.ranks is not None and not self.ranks.ready:
+            return JSONResponse({"status": "waiting for ranks", "nnodes": self.ranks.ranks.nnodes,
+                                 "joined": self.ranks.joined}, status_code=503)
         return JSONResponse({"status": "ok"})
+
+    async def kv_transfer_info(self, _: Request) -> Response:
+        """ATOM's body (atom/entrypoints/openai/api_server.py:1948 at ffdf3bb5d): the role a router reads."""
+        await self.faults.stall_if_stalled()
+        kv, cell = self.config.kv, self.config.cell
+        return JSONResponse({"tp_size": cell.tp, "dp_size": cell.dp, "kv_role": kv.role if kv else None,
+                             "handshake_port": kv.handshake_port if kv else None})
+
+    async def kv_payload(self, request: Request) -> Response:
+        """A kept KV state, once: what a decode worker pulls (evalkit/sim/disagg.py)."""
+        await self.faults.stall_if_stalled()
+        payload = self.kv_store.take(request.path_params["transfer_id"])
+        if payload is None:
+            return _error(f"no KV state kept for transfer {request.path_params['transfer_id']}", 404)
+        return Response(payload, media_type="application/octet-stream")
 
     async def models(self, _: Request) -> Response:
         await self.faults.stall_if_stalled()
@@ -128,6 +159,8 @@ class Simulator:
                 "fix": cell.fix,
                 "fix_source": config.fix_source,
                 "seed": config.behaviour.seed,
+                **({"kv_role": config.kv.role, "kv_layout_fix": config.kv.layout_fix} if config.kv else {}),
+                **({"nnodes": config.ranks.nnodes} if config.ranks.nnodes > 1 else {}),
             },
         }
         return JSONResponse({"object": "list", "data": [card]})
@@ -154,6 +187,8 @@ class Simulator:
         await self.faults.stall_if_stalled()
         if self.faults.never_ready or time.monotonic() < self._ready_at:
             return _error("the engine is still starting (simulated warm-up)", 503)
+        if self.ranks is not None and not self.ranks.ready:
+            return _error(f"waiting for ranks: {len(self.ranks.joined)} of {self.ranks.ranks.nnodes - 1} joined", 503)
         number = self.faults.admit()
         await self.faults.stall_if_stalled()
         if self.faults.hits("http-500", number):
@@ -173,20 +208,47 @@ class Simulator:
                 return JSONResponse(error.body, status_code=error.status)
             return _error(error.message, error.status, error.param)
         options = parsed.options
+        try:
+            damages, handoff = await self._handoff(body, parsed, request.headers.get("host", ""))
+        except TransferError as error:
+            return _error(f"KV transfer failed: {error}", 502)
         slots = await self.steps.join(len(parsed.prompts))
         generations = [
-            self.model.generate(prompt, options.max_tokens, options.stop, slot)
-            for prompt, slot in zip(parsed.prompts, slots)
+            self.model.generate(prompt, options.max_tokens, options.stop, slot, damage)
+            for prompt, slot, damage in zip(parsed.prompts, slots, damages)
         ]
-        scores = [self._scores(parsed, i, g) for i, g in enumerate(generations)]
+        scores = [self._scores(parsed, i, g, d) for i, (g, d) in enumerate(zip(generations, damages))]
         if options.stream:
             cut = next((kind for kind in ("truncated-stream", "stream-error") if self.faults.hits(kind, number)), None)
             return StreamingResponse(
                 self._stream(parsed, generations, scores, cut), media_type="text/event-stream"
             )
-        return await self._respond(parsed, generations, scores, number)
+        return await self._respond(parsed, generations, scores, number, handoff)
 
-    def _scores(self, request: CompletionRequest, index: int, generation: Generation) -> Scores | None:
+    async def _handoff(self, body: Any, request: CompletionRequest,
+                       host: str) -> tuple[list[KvDamage | None], Json | None]:
+        """A PD worker's part of the request (evalkit/sim/disagg.py): a producer keeps the prompts'
+        state and returns the params that name it; a consumer fetches its state and returns how far
+        each prompt's is off. A whole engine, or a request without params, prefills itself."""
+        none: list[KvDamage | None] = [None] * len(request.prompts)
+        params = body.get("kv_transfer_params")
+        kv, cell, seed = self.config.kv, self.config.cell, self.config.behaviour.seed
+        if kv is None or not isinstance(params, dict):
+            return none, None
+        if kv.role == "kv_producer" and params.get("do_remote_decode"):
+            states = [disagg.hidden_states(p.context, seed) for p in request.prompts]
+            transfer_id = self.kv_store.keep(disagg.pack(states, cell.tp))
+            return none, disagg.remote_params(transfer_id, host, cell.tp, cell.dp)
+        if kv.role == "kv_consumer" and params.get("do_remote_prefill"):
+            if self._client is None:
+                self._client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=5.0))
+            received = await disagg.receive(self._client, params, [p.context for p in request.prompts], seed,
+                                            cell.tp, kv.layout_fix)
+            return list(received), None
+        return none, None
+
+    def _scores(self, request: CompletionRequest, index: int, generation: Generation,
+                damage: KvDamage | None = None) -> Scores | None:
         """The choice's tokens scored by this cell's model, as far as the request needs them."""
         options = request.options
         if options.logprobs is None and options.prompt_logprobs is None:
@@ -195,7 +257,8 @@ class Simulator:
         # teacher-forced prompt positions from the second token (the first has no context)
         start = min(1, len(context)) if options.scores_prompt else len(context)
         keep = max(options.logprobs or 0, options.prompt_logprobs or 0)
-        scored = self.scorer.score(context + generation.tokens, start, greedy_from=len(context), keep=keep)
+        scorer = self.damaged_scorer if damage and damage.share > 0 else self.scorer
+        scored = scorer.score(context + generation.tokens, start, greedy_from=len(context), keep=keep)
         split = len(context) - start
         return Scores(prompt=scored[:split], generated=scored[split:])
 
@@ -208,7 +271,8 @@ class Simulator:
         }
 
     async def _respond(
-        self, request: CompletionRequest, generations: list[Generation], scores: list[Scores | None], number: int
+        self, request: CompletionRequest, generations: list[Generation], scores: list[Scores | None], number: int,
+        handoff: Json | None = None,
     ) -> Response:
         timing = self.config.timing
         produced = sum(len(g.tokens) for g in generations)
@@ -229,6 +293,8 @@ class Simulator:
         else:
             body["choices"] = [openai.choice(request, i, g, s) for i, (g, s) in enumerate(zip(generations, scores))]
         body["usage"] = openai.usage(sum(request.prompt_tokens), produced)
+        if handoff is not None:  # a producer's params for the decode side, as ATOM answers them
+            body["kv_transfer_params"] = handoff
         text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
         if self.faults.hits("malformed-json", number):
             text = text[: len(text) // 2]
