@@ -19,6 +19,7 @@ and a cell where every sample is planted (only the ceiling can act there).
 
     python benchmarks/model_signal.py sim --seeds 1 2 --tune     # choose margin and ceiling
     python benchmarks/model_signal.py sim --seeds 3 4 5          # report on other seeds
+    python benchmarks/model_signal.py demo                       # the demo's 12 cells, text vs combined
     python benchmarks/model_signal.py served --base-url http://127.0.0.1:8000 --served-name NAME \\
         --prompt-set PATH.jsonl --max-tokens 512                 # a real engine (vLLM), report only
 """
@@ -201,9 +202,31 @@ def run(make: Callable[[int], Server], seeds: list[int], args: argparse.Namespac
     print("\n".join(table(label, summed(tallies))))
 
 
+def demo(args: argparse.Namespace) -> None:
+    """Every cell of configs/demo.yaml, in this process with the argv evalkit builds for it: the
+    long generations collapsed by the text rules and by either signal (only the buggy cell should)."""
+    from evalkit.config.cells import expand
+    from evalkit.config.loader import load_config
+    from evalkit.engine.launch import build_launch
+    from tests.helpers.sim import asgi_server
+
+    config = load_config(Path(__file__).resolve().parent.parent / "configs" / "demo.yaml")
+    settings = RepetitionSettings(count=args.count, max_tokens=args.max_tokens, concurrency=16)
+    print("| cell | collapsed, text rules | collapsed, combined | model signal | median worst-window NLL |")
+    print("|---|---|---|---|---|")
+    for cell in expand(config):
+        argv = build_launch(config, cell, 0).argv
+        flags = [*argv[argv.index("evalkit.sim") + 1 :], "--sim-startup-seconds", "0"]
+        result = run_repetition(settings, asgi_server(*flags, model=config.served))
+        signal = result.metrics["model_signal"]
+        text = sum(row["text_collapsed"] for row in result.samples)
+        print(f"| {cell.id} | {text}/{signal['n']} | {result.metrics['collapsed']}/{signal['n']} | "
+              f"{signal['flagged']} flagged, {signal['model_only']} alone | {signal['worst_nll_median']:.2f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("where", choices=("sim", "served"))
+    parser.add_argument("where", choices=("sim", "served", "demo"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[3, 4, 5], help="sim: the simulator's seeds")
     parser.add_argument("--tune", action="store_true", help="print what margin and ceiling the data would choose")
     parser.add_argument("--prompt-set", default="long_generation_v1")
@@ -212,7 +235,9 @@ def main() -> None:
     parser.add_argument("--base-url", help="served: the engine's root URL")
     parser.add_argument("--served-name", help="served: the model name it serves")
     args = parser.parse_args()
-    if args.where == "sim":
+    if args.where == "demo":
+        demo(args)
+    elif args.where == "sim":
         from tests.helpers.sim import asgi_server
 
         run(lambda seed: asgi_server("--sim-seed", str(seed)), args.seeds, args, "seed")

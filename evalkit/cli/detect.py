@@ -26,6 +26,7 @@ def detect(files: tuple[Path, ...], field: str, finish_reason: str | None, as_js
 
     FILE is plain text (one text per file), or JSONL (one text per line, in --field, with an
     optional finish_reason); `-` reads stdin. Exit code 0 when nothing collapsed, 1 otherwise.
+    The text rules alone: the model's own signal, which a matrix cell adds, needs the engine.
 
     \b
     Examples:
@@ -40,12 +41,19 @@ def detect(files: tuple[Path, ...], field: str, finish_reason: str | None, as_js
             analysis = analyze_text(text, finish_reason=finish_reason or reason)
             collapsed += analysis.collapsed
             click.echo(_verdict_json(name, analysis) if as_json else _verdict_line(name, analysis))
+    if not as_json:
+        click.echo(f"note: {TEXT_ONLY}", err=True)
     sys.exit(1 if collapsed else 0)
+
+
+TEXT_ONLY = "text rules only; the model's own signal needs the engine: not measured"
+"""What `detect` says of every verdict: plain text has no engine to score it (evals/model_signal.py)."""
 
 
 def _verdict_json(name: str, analysis: Analysis) -> str:
     """One JSON object per text: its source, whether it collapsed, and the detector's analysis."""
-    return json.dumps({"source": name, "collapsed": analysis.collapsed, **analysis.to_dict()})
+    return json.dumps({"source": name, "collapsed": analysis.collapsed, **analysis.to_dict(),
+                       "model_signal": TEXT_ONLY})
 
 
 def _verdict_line(name: str, analysis: Analysis) -> str:

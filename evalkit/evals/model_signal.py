@@ -133,6 +133,7 @@ def judge(samples: list[dict[str, Any]], settings: ModelSignalSettings) -> dict[
         figures = sample.get("model_signal") or {}
         flagged = None if figures.get("worst_nll") is None else bool(figures["worst_nll"] > threshold)
         sample["model_flagged"] = flagged
+        sample["model_threshold"] = threshold if flagged is not None else None
         sample["collapse_signals"] = [name for name, fired in (("text", sample["text_collapsed"]), ("model", flagged))
                                       if fired]
         sample["collapsed"] = bool(sample["collapse_signals"])

@@ -168,9 +168,15 @@ def event_facts(sample: dict[str, Any]) -> list[str]:
     recorded are loops), the rules, the unit and where the stretch starts and how long it is."""
     ev, sm = sample.get("evidence") or {}, sample.get("metrics") or {}
     kinds = list(ev.get("categories") or ["loop"])
-    return [" + ".join(kinds), f"signals {', '.join(ev.get('signals') or []) or '-'}", f"period {ev.get('period')}",
-            f"onset token {ev.get('onset')}", f"{ev.get('loop_tokens')} tokens {'looped' if kinds == ['loop'] else 'garbled'}",
-            f"{sm.get('n_tokens')} tokens", f"finish {sm.get('finish_reason')}"]
+    facts = [" + ".join(kinds), f"signals {', '.join(ev.get('signals') or []) or '-'}", f"period {ev.get('period')}",
+             f"onset token {ev.get('onset')}", f"{ev.get('loop_tokens')} tokens {'looped' if kinds == ['loop'] else 'garbled'}",
+             f"{sm.get('n_tokens')} tokens", f"finish {sm.get('finish_reason')}"]
+    if not sample.get("model_flagged"):
+        return facts
+    figures = sample.get("model_signal") or {}  # evals/model_signal.py: the cell's own model found it improbable
+    model = (f"improbable under the cell's own model: {figures.get('worst_nll', 0):.1f} nats/token over the "
+             f"window from generated token {figures.get('worst_at')} (threshold {sample.get('model_threshold', 0):.1f})")
+    return facts + [model] if sample.get("text_collapsed") else [model, *facts[-2:]]
 
 
 def parted_facts(sample: dict[str, Any]) -> str:
