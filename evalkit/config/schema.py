@@ -200,6 +200,17 @@ class Executor(StrictModel):
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
 
 
+class RunPlan(StrictModel):
+    """How each cell runs its evals on its one engine (run/wave.py; docs/config.md#run)."""
+
+    evals: Literal["wave", "apart"] = Field(
+        "wave", description="wave: a cell's evals at once, the long generations first; apart: one after another "
+                            "(an engine is not batch-invariant: concurrency is itself an accuracy axis).")
+    concurrency: int | None = Field(
+        None, ge=1, description="Requests a wave keeps in flight in all, split across its evals in proportion to "
+                                "what each asks alone; default: the cell's max_num_seqs, else no limit.")
+
+
 class ABAxis(StrictModel):
     """The A/B axis (the fix): which axis, and which of its values is `on` and `off`."""
 
@@ -228,6 +239,7 @@ class MatrixConfig(StrictModel):
     secret_env: list[str] = Field(default_factory=list, description="Extra env names to redact.")
     devices: Devices | None = Field(None, description="Declare the box's devices to run cells in parallel.")
     executor: Executor = Field(default_factory=Executor)
+    run: RunPlan = Field(default_factory=RunPlan)
 
     @field_validator("axes", mode="before")
     @classmethod

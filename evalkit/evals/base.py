@@ -327,6 +327,9 @@ class Eval:
     """Runs when a config does not mention it (the built-ins); otherwise only when configured."""
     size: ClassVar[int | None] = None
     """Questions of a full run (GSM8K: 1319), where fixed: what `--limit` is a part of."""
+    wave_first: ClassVar[bool] = False
+    """Started first when a cell runs its evals in one wave (run/wave.py): the long generations,
+    which finish last."""
 
     def metrics_for(self, settings: Any | None) -> tuple[MetricSpec, ...]:
         """The metrics a config's section of this eval reports (`settings`; None where the config

@@ -75,6 +75,12 @@ def bound(stop: Stop) -> Iterator[None]:
         _BOUND.reset(token)
 
 
+def current() -> Stop | None:
+    """The stop bound to this thread's work, if any: what a cell that runs its evals in threads
+    of their own chains their stop to (run/wave.py)."""
+    return _BOUND.get()
+
+
 def check() -> None:
     """Raise `Interrupted` when this thread's stop is set: what a cell checks between its steps."""
     stop = _BOUND.get()

@@ -85,6 +85,17 @@ class ReadsEarlierCells(Protocol):
 
 
 @runtime_checkable
+class ScansEarlierTexts(Protocol):
+    """Reads the texts the cell's other evals generated (`EvalResult.texts`) as extra evidence
+    (the collapse detector over GSM8K's answers): run apart, at the end of its own `run`; in a
+    wave (run/wave.py), once every eval of the wave is done."""
+
+    def scan_earlier(self, result: EvalResult, earlier: Mapping[str, EvalResult], settings: Any) -> None:
+        """Add to `result.metrics` what the texts of `earlier` (by eval name) show."""
+        ...
+
+
+@runtime_checkable
 class LifecycleRecorded(Protocol):
     """A pseudo-eval: never run against a server (`EvalSet.enabled` leaves it out); its figures
     are what the cell lifecycle recorded (the engine's own report, evals/engine_figures.py)."""

@@ -389,10 +389,12 @@ def _k_of_n(flat: Mapping[str, Any]) -> str:
 
 class Repetition(Eval):
     """Long generations judged by the repeated-token collapse detector; runs subsets (`Subsets`),
-    and a comparison names the new collapses (`ExtraDelta`)."""
+    a comparison names the new collapses (`ExtraDelta`), and it scans the other evals' answers
+    (`ScansEarlierTexts`)."""
 
     name = "repetition"
     settings_model = RepetitionSettings
+    wave_first = True
     metrics = (
         MetricSpec("repetition.collapse_rate", Comparison.COUNT,
                    MetricDisplay("collapse rate", key="collapse", column="collapse rate (k/n)", text=_k_of_n,
@@ -409,11 +411,15 @@ class Repetition(Eval):
         if ctx.limit is not None and ctx.only is None:
             settings = settings.model_copy(update={"count": min(settings.count or ctx.limit, ctx.limit)})
         result = run_repetition(settings, ctx.server, ctx.progress, ctx.only)
-        for name, earlier in ctx.earlier.items():  # free extra evidence: every answer generated so far
-            if earlier.texts:
-                texts, reasons = zip(*earlier.texts)
-                result.metrics[f"{name}_responses"] = scan_texts(list(texts), list(reasons), settings)
+        self.scan_earlier(result, ctx.earlier, settings)
         return result
+
+    def scan_earlier(self, result: EvalResult, earlier: Mapping[str, EvalResult], settings: RepetitionSettings) -> None:
+        """Free extra evidence: the detector over every answer the cell's other evals generated."""
+        for name, other in earlier.items():
+            if other.texts:
+                texts, reasons = zip(*other.texts)
+                result.metrics[f"{name}_responses"] = scan_texts(list(texts), list(reasons), settings)
 
     def combine(self, parts: list[EvalResult]) -> EvalResult:
         return combine(parts)

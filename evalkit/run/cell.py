@@ -12,13 +12,12 @@ running eval's requests at once (evals/cancel.py: the cell's stop is bound to it
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,12 +32,11 @@ from evalkit.engine.sources import ResolvedSource
 from evalkit.errors import EngineError, EvalError, Interrupted, PortInUse, SetupFailed, TreeNotProven
 from evalkit.evals import cancel
 from evalkit.evals.base import Eval, EvalContext, EvalProgress, EvalResult, Server
-from evalkit.evals.engine_figures import scraping_enabled
 from evalkit.profiles import get_profile
 from evalkit.redact import scrub, scrub_file, secret_values
 from evalkit.run.costs import LaunchClock, devices_held, timed
 from evalkit.run.engine_log import applicable, check_log, raise_if_broken, read_ran_as
-from evalkit.run.engine_report import EngineScrapes, check_version
+from evalkit.run.engine_report import check_version
 from evalkit.run.gpus import CellGpus
 from evalkit.run.options import Progress
 from evalkit.run.parts import (
@@ -49,16 +47,15 @@ from evalkit.run.parts import (
     EngineLog,
     EngineStarted,
     EngineStopped,
-    EvalRun,
     Imports,
     Keep,
     Launch,
-    Phase,
     Ready,
     Setup,
     assemble,
 )
-from evalkit.store import RunStore, write_jsonl
+from evalkit.run.wave import run_evals
+from evalkit.store import RunStore
 from evalkit.store.records import (
     FINISHED,
     CellError,
@@ -151,17 +148,17 @@ class CellControl:
 EvalsBody = Callable[["CellJob", Server], Iterable[CellPart]]
 """What runs against the ready server: (job, the server) -> the record's pieces, each returned
 the moment it is done (so an eval that fails keeps the ones before it); it writes the samples.
-`_run_evals` for a matrix cell; a bisect step runs its batches (evalkit/bisect/step.py) through
+`run/wave.run_evals` for a matrix cell (its evals in one wave or apart); a bisect step runs its batches (evalkit/bisect/step.py) through
 the same lifecycle."""
 
 
 def run_cell(job: CellJob, control: CellControl, body: EvalsBody | None = None) -> CellRecord:
     """Run one cell end to end and return its record (also written as cell.json when finished).
 
-    `body` runs against the ready server (default: every enabled eval, `_run_evals`). Each step
+    `body` runs against the ready server (default: every enabled eval, `run/wave.run_evals`). Each step
     returns its piece of the record (run/parts.py); the pieces kept when the cell ends, however it
     ends, are assembled into the record once."""
-    body = body or _run_evals
+    body = body or run_evals
     job.cell_dir.mkdir(parents=True, exist_ok=True)
     secrets = secret_values({**os.environ, **job.cell.env}, job.config.secret_env)
     source = job.source
@@ -345,30 +342,3 @@ def _read_engine_log(job: CellJob, launch: CellLaunch, log: str, engine: EngineP
     keep(EngineLog(ran_as, checks))
     if checks is not None:
         raise_if_broken(checks, engine.log_tail())
-
-
-def _run_evals(job: CellJob, server: Server) -> Iterator[CellPart]:
-    """Every enabled eval against one running server, in run order (`config.evals.enabled`); each writes its samples
-    beside cell.json and returns its raw metrics, and sees the results of those before it.
-    The engine's /metrics are scraped around each eval (unless `evals.engine` is off)."""
-    earlier: dict[str, EvalResult] = {}
-    scrapes = None
-    if scraping_enabled(job.config.evals):
-        scrapes = EngineScrapes(server.base_url, get_profile(job.config.engine.profile), external=job.base_url is not None,
-                                metrics_path=job.config.engine.metrics_path, log_path=job.cell_dir / "engine.log")
-    with scrapes or contextlib.nullcontext():
-        for ev, settings in job.config.evals.enabled():
-            cancel.check()  # a stop during the last eval's scoring: the next one does not start
-            job.update(ev.name)
-            ctx = job.eval_context(server, ev, earlier=dict(earlier))
-            t = time.monotonic()
-            result = ev.run(ctx, settings)
-            ended = time.monotonic()
-            wall_s = round(ended - t, 3)
-            scraped = scrapes.after(ev.name, result, wall_s) if scrapes is not None else None
-            write_jsonl(job.cell_dir / ev.samples_file, result.samples)
-            yield Phase(ev.name, "eval", t, ended)
-            yield EvalRun(ev.name, result.metrics, wall_s)
-            if scraped is not None:
-                yield scraped
-            earlier[ev.name] = result
