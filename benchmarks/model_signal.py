@@ -2,7 +2,8 @@
 
 A healthy engine's long generations are the negatives. The positives are planted from them: each
 healthy text keeps its first quarter (at least 8 tokens) and goes on with degenerate material of
-max(200, the rest's length) tokens, cut at max_tokens, as a collapse that runs to the limit:
+max(--plant-tokens, the rest's length) tokens, cut at max_tokens, as a collapse that runs to its
+limit:
 
 * ``shuffled``: the engine's own healthy outputs' tokens (all prompts pooled) in random order;
 * ``code``: tokens of real source (Python's ``json`` package, a C header) in random order;
@@ -83,11 +84,12 @@ def material(kind: str, pool: list[str], count: int, rng: random.Random, key: st
     return [pool[rng.randrange(len(pool))] for _ in range(count)]
 
 
-def planted(text: str, kind: str, pools: dict[str, list[str]], max_tokens: int, rng: random.Random, key: str) -> str:
+def planted(text: str, kind: str, pools: dict[str, list[str]], max_tokens: int, least: int, rng: random.Random,
+            key: str) -> str:
     """The healthy text's first quarter, then degenerate material, cut at ``max_tokens`` tokens."""
     tokens = tokenize(text)
     keep = max(8, len(tokens) // 4)
-    more = material(kind, pools.get(kind, []), max(200, len(tokens) - keep), rng, key)
+    more = material(kind, pools.get(kind, []), max(least, len(tokens) - keep), rng, key)
     return "".join((tokens[:keep] + more)[:max(max_tokens, keep + 1)])
 
 
@@ -107,10 +109,11 @@ def sample(text: str, figures: dict[str, Any]) -> dict[str, Any]:
     return {"collapsed": analyze_text(text, finish_reason="length").collapsed, "model_signal": figures}
 
 
-def measure(server: Server, prompt_set: str, count: int, max_tokens: int, seed: int) -> dict[str, Any]:
+def measure(server: Server, args: argparse.Namespace, seed: int) -> dict[str, Any]:
     """Healthy generations and planted texts of one engine, every one scored and text-judged."""
     rule = ModelSignalSettings()
-    settings = RepetitionSettings(prompt_set=prompt_set, count=count, max_tokens=max_tokens, concurrency=8)
+    prompt_set, max_tokens = args.prompt_set, args.max_tokens
+    settings = RepetitionSettings(prompt_set=prompt_set, count=args.count, max_tokens=max_tokens, concurrency=8)
     healthy = [row for row in run_repetition(settings, server).samples if not row["text_collapsed"]]
     prompts = {p.id: p for p in load_prompt_set(prompt_set).prompts}
     rng = random.Random(seed)
@@ -118,7 +121,8 @@ def measure(server: Server, prompt_set: str, count: int, max_tokens: int, seed: 
              "multilingual": catalogue_tokens()}
     out: dict[str, Any] = {"healthy": [sample(row["text"], row["model_signal"]) for row in healthy]}
     for kind in KINDS:
-        texts = [planted(row["text"], kind, pools, max_tokens, rng, f"{seed}/{row['id']}") for row in healthy]
+        texts = [planted(row["text"], kind, pools, max_tokens, args.plant_tokens, rng, f"{seed}/{row['id']}")
+                 for row in healthy]
         scored = asyncio.run(score_all(server, [(prompts[row["id"]], t) for row, t in zip(healthy, texts)], rule))
         out[kind] = [sample(text, figures) for text, figures in zip(texts, scored)]
     return out
@@ -132,12 +136,13 @@ def judged(rows: list[dict[str, Any]], rule: ModelSignalSettings) -> list[dict[s
 
 def tally(data: dict[str, Any], rule: ModelSignalSettings) -> dict[str, dict[str, int]]:
     """Per kind: planted texts caught by the text rules / by either signal, of how many, in mixed
-    cells (one quarter planted, rotated) and in all-planted cells; false positives among the
-    healthy samples of the mixed cells, text alone and combined."""
+    cells (one quarter planted, rotated) and in all-planted cells; false positives: healthy texts
+    flagged in any of the three mixed cells they are healthy in, text alone and combined."""
     healthy = data["healthy"]
     out: dict[str, dict[str, int]] = {}
     for kind in KINDS:
-        t = {"n": 0, "text": 0, "both": 0, "neg": 0, "fp_text": 0, "fp_both": 0, "all_n": len(data[kind]), "all_text": 0, "all_both": 0}
+        t = {"n": 0, "text": 0, "both": 0, "neg": len(healthy), "all_n": len(data[kind]), "all_text": 0, "all_both": 0}
+        fp_text, fp_both = set(), set()  # healthy texts flagged in any of the cells they are healthy in
         for offset in range(4):
             cell = [data[kind][i] if i % 4 == offset else row for i, row in enumerate(healthy)]
             for i, row in enumerate(judged(cell, rule)):
@@ -146,9 +151,9 @@ def tally(data: dict[str, Any], rule: ModelSignalSettings) -> dict[str, dict[str
                     t["text"] += row["text_collapsed"]
                     t["both"] += row["collapsed"]
                 else:
-                    t["neg"] += 1
-                    t["fp_text"] += row["text_collapsed"]
-                    t["fp_both"] += row["collapsed"]
+                    fp_text |= {i} if row["text_collapsed"] else set()
+                    fp_both |= {i} if row["collapsed"] else set()
+        t |= {"fp_text": len(fp_text), "fp_both": len(fp_both)}
         for row in judged(data[kind], rule):
             t["all_text"] += row["text_collapsed"]
             t["all_both"] += row["collapsed"]
@@ -169,7 +174,7 @@ def separation(data: dict[str, Any]) -> dict[str, float]:
 
 def table(name: str, tallies: dict[str, dict[str, int]]) -> list[str]:
     lines = [f"| {name}: planted | recall, text rules | recall, combined | all planted: text / combined "
-             "| false positives, text | false positives, combined |", "|---|---|---|---|---|---|"]
+             "| healthy flagged, text | healthy flagged, combined |", "|---|---|---|---|---|---|"]
     for kind, t in tallies.items():
         lines.append(f"| {kind} | {t['text']}/{t['n']} | {t['both']}/{t['n']} | {t['all_text']}/{t['all_n']} / "
                      f"{t['all_both']}/{t['all_n']} | {t['fp_text']}/{t['neg']} | {t['fp_both']}/{t['neg']} |")
@@ -185,7 +190,7 @@ def run(make: Callable[[int], Server], seeds: list[int], args: argparse.Namespac
     tallies, seps = [], []
     for seed in seeds:
         started = time.perf_counter()
-        data = measure(make(seed), args.prompt_set, args.count, args.max_tokens, seed)
+        data = measure(make(seed), args, seed)
         tallies.append(tally(data, rule))
         seps.append(separation(data))
         print(f"{label} {seed}: {len(data['healthy'])} healthy texts, {time.perf_counter() - started:.0f} s; "
@@ -232,6 +237,7 @@ def main() -> None:
     parser.add_argument("--prompt-set", default="long_generation_v1")
     parser.add_argument("--count", type=int, default=32, help="prompts per seed")
     parser.add_argument("--max-tokens", type=int, default=2000)
+    parser.add_argument("--plant-tokens", type=int, default=200, help="degenerate tokens planted at least")
     parser.add_argument("--base-url", help="served: the engine's root URL")
     parser.add_argument("--served-name", help="served: the model name it serves")
     args = parser.parse_args()
