@@ -53,6 +53,7 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
     from evalkit.history.timing import cell_times
     from evalkit.verdict.pairs import pair_lines
     from evalkit.verdict.plan import noise_from, plan_lines
+    from evalkit.verdict.plan_topology import topology_lines
     from evalkit.verdict.schedule import repeats_lines, time_lines
 
     config, path = load(model, config_path)
@@ -82,10 +83,12 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
         launch = launches[cell.id] = isolated.launch
         shown = launch.display(config.secret_env)
         click.echo(f"\n[{cell.id}] " + " ".join(f"{k}={v}" for k, v in cell.axes.items()))
+        parts = topology_lines(config, cell, checkout, entry if isinstance(entry, CatalogEntry) else None)
         env = shown["env"]
-        if env:
+        if env and not parts:
             click.echo("  env:    " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items()))
-        click.echo("  argv:   " + shlex.join(shown["argv"]))
+        for line in parts or ["  argv:   " + shlex.join(shown["argv"])]:  # a topology's parts, else its one argv
+            click.echo(line)
         click.echo("  cwd:    the cell's own empty folder (engine_cwd), never this directory")
         if cell.id in cell_time:
             click.echo(f"  time:   {cell_time[cell.id]}")

@@ -120,6 +120,11 @@ class EngineProcess:
         return time.monotonic() - self._started_at
 
     @property
+    def exit_code(self) -> int | None:
+        """The process's exit code once it has exited (negative: the signal that ended it)."""
+        return self._proc.poll() if self._proc is not None else None
+
+    @property
     def running(self) -> bool:
         """Started, and its process has not exited."""
         return self._proc is not None and self._proc.poll() is None

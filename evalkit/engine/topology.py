@@ -19,6 +19,7 @@ address its parts bind, and how a part starts there (locally every node is this 
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import threading
 import time
@@ -27,19 +28,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from evalkit import waits
 from evalkit.config import MatrixConfig
 from evalkit.config.cells import Cell
 from evalkit.config.topology import Part, Topology
 from evalkit.engine.catalog import CatalogEntry
 from evalkit.engine.launch import PORT_PLACEHOLDER, CellLaunch, absolute, build_launch
+from evalkit.engine.metrics import scrape
 from evalkit.engine.placement import Placement, local_placement
 from evalkit.engine.ports import PortBook
 from evalkit.engine.process import EngineProcess, ReadyTimings
 from evalkit.errors import ConfigError, EngineError
 from evalkit.profiles import Profile
 from evalkit.profiles.topology import PartContext, Peer, TopologySpelling, template_router
-from evalkit.redact import redact_argv
+from evalkit.redact import redact_argv, scrub, secret_values
 
 PortTaker = Callable[[str, str, str, int], int | str]
 """(part name, port name, host, how many consecutive) -> the first port: a real one from the
@@ -114,6 +118,15 @@ class TopologyLaunch:
     @property
     def waves(self) -> tuple[tuple[PartLaunch, ...], ...]:
         return tuple(tuple(self.part(p.name) for p in wave) for wave in self.topology.waves)
+
+    def display(self, secret_env: list[str]) -> dict[str, Any]:
+        """cell.json's `launch`: an ordinary cell's one launch as always; a topology's front
+        launch with its kind and every part's (`PartLaunch.display`)."""
+        front = self.front.launch.display(secret_env)
+        if self.topology.kind == "single":
+            return front
+        return {**front, "topology": self.topology.kind, "nodes": self.topology.nodes,
+                "parts": [p.display(secret_env) for p in self.parts]}
 
 
 def build_topology_launch(config: MatrixConfig, cell: Cell, take_port: PortTaker, source_dir: Path | None = None,
@@ -226,6 +239,8 @@ class TopologyProcess:
     stop_s: float | None = None
     ready_s: dict[str, float] = field(default_factory=dict)
     """Seconds from the first part's start until each part was ready."""
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """What each engine part's `/metrics` counted when the cell ended (`_scrape_parts`)."""
     _t0: float = 0.0
     _stopped: threading.Event = field(default_factory=threading.Event)
 
@@ -239,6 +254,8 @@ class TopologyProcess:
 
     def _start(self, wave: tuple[PartLaunch, ...]) -> None:
         for part in wave:
+            if part.launch.cwd is not None:
+                part.launch.cwd.mkdir(parents=True, exist_ok=True)  # each part's own empty folder
             process = self.make(part)
             self.processes[part.name] = process
             process.start()
@@ -246,6 +263,11 @@ class TopologyProcess:
     @property
     def front(self) -> EngineProcess:
         return self.processes[self.launch.front.name]
+
+    @property
+    def running(self) -> bool:
+        """Whether any part's process still runs."""
+        return any(p.running for p in self.processes.values())
 
     @property
     def pid(self) -> int | None:
@@ -324,8 +346,11 @@ class TopologyProcess:
         return self.processes[self.launch.primary.name].launch_log()
 
     def stop(self) -> None:
-        """Stop every part, the last wave first, each wave's parts side by side. Idempotent."""
+        """Stop every part, the last wave first, each wave's parts side by side. Idempotent.
+        A topology's parts' `/metrics` are read first, while they still serve (`records`)."""
         began = time.monotonic()
+        if not self._stopped.is_set() and self.launch.topology.kind != "single":
+            self._scrape_parts()
         self._stopped.set()
         for wave in reversed(self.launch.waves):
             threads = [threading.Thread(target=self.processes[p.name].stop, daemon=True)
@@ -336,6 +361,43 @@ class TopologyProcess:
                 thread.join()
         if self.stop_s is None:
             self.stop_s = round(time.monotonic() - began, 3)
+
+    def _scrape_parts(self) -> None:
+        """Each engine part's generated tokens and requests from its own `/metrics`, once, as the
+        cell ends: the front's figures are scraped around each eval as for any cell; these say
+        what each worker or rank did. A part that does not answer in a second is left out."""
+        for part in self.launch.parts:
+            profile = part.launch.profile
+            process = self.processes.get(part.name)
+            if (part.part.role == "router" or part.readiness == "alive" or profile.metrics_path is None
+                    or profile.metric_names is None or process is None or not process.running):
+                continue
+            with httpx.Client(timeout=1.0) as client:
+                found = scrape(client, part.launch.base_url, profile.metrics_path)
+            names = profile.metric_names
+            self.metrics[part.name] = ({"error": found.error} if found.error else
+                                       {"generation_tokens": found.totals.get(names.generation_tokens),
+                                        **({"requests": found.totals.get(names.requests)} if names.requests else {})})
+
+    def records(self, secret_env: list[str]) -> list[dict[str, Any]]:
+        """cell.json's `parts`: each part's launch, pid, seconds to ready (from the first start)
+        and to stop, exit code, log file, metrics, and its log's tail when it did not end well."""
+        out: list[dict[str, Any]] = []
+        for part in self.launch.parts:
+            record: dict[str, Any] = {**part.display(secret_env), "log": part.part.log_name}
+            process = self.processes.get(part.name)
+            if process is None:
+                out.append({**record, "started": False})
+                continue
+            ready = self.ready_s.get(part.name)
+            record |= {"pid": process.pid, "ready_s": ready, "stop_s": process.stop_s, "exit_code": process.exit_code}
+            if part.name in self.metrics:
+                record["metrics"] = self.metrics[part.name]
+            if ready is None or process.exit_code not in (None, 0, -15):
+                record["log_tail"] = scrub(process.log_tail(), secret_values({**os.environ, **part.launch.env},
+                                                                             secret_env))
+            out.append(record)
+        return out
 
     def kill(self) -> None:
         for process in self.processes.values():

@@ -12,6 +12,7 @@ running eval's requests at once (evals/cancel.py: the cell's stop is bound to it
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
@@ -27,8 +28,10 @@ from evalkit.engine import PORT_PLACEHOLDER, CellLaunch, EngineProcess, PortBook
 from evalkit.engine.catalog import entry_in_tree
 from evalkit.engine.imports import prove
 from evalkit.engine.isolation import isolate
+from evalkit.engine.placement import Placement
 from evalkit.engine.setup import ensure_built, setup_plan
 from evalkit.engine.sources import ResolvedSource
+from evalkit.engine.topology import PartLaunch, TopologyLaunch, TopologyProcess, book_ports, build_topology_launch
 from evalkit.errors import EngineError, EvalError, Interrupted, PortInUse, SetupFailed, TreeNotProven
 from evalkit.evals import cancel
 from evalkit.evals.base import Eval, EvalContext, EvalProgress, EvalResult, Server
@@ -50,6 +53,7 @@ from evalkit.run.parts import (
     Imports,
     Keep,
     Launch,
+    Parts,
     Ready,
     Setup,
     assemble,
@@ -94,6 +98,8 @@ class CellJob:
     """The checked-out engine source tree, when the cell has one."""
     devices: tuple[int, ...] | None = None
     """The device ids the executor gave the cell, when the config declares devices."""
+    placement: Placement | None = None
+    """Where the cell's parts run (engine/placement.py); None: every node is this machine."""
 
     @property
     def cell_dir(self) -> Path:
@@ -119,11 +125,11 @@ class CellControl:
     `interrupted`, never written."""
     budget_s: float | None = None
     """Seconds the cell may take (`timeouts.cell`, or what is left of `timeouts.run`)."""
-    engine: EngineProcess | None = None
+    engine: TopologyProcess | None = None
     over_budget: bool = False
     _timer: threading.Timer | None = None
 
-    def attach(self, engine: EngineProcess) -> None:
+    def attach(self, engine: TopologyProcess) -> None:
         """The engine a stop or the budget must end (stopped at once if the run already stops)."""
         self.engine = engine
         if self.stop.is_set():
@@ -247,16 +253,23 @@ def _run_with_engine(job: CellJob, control: CellControl, body: EvalsBody, keep: 
                                             catalog=catalog), keep)
     gpus = CellGpus(config, job.devices)
     for attempt in range(1, PORT_ATTEMPTS + 1):
-        port = config.engine.port or PORTS.take(config.engine.host)
-        isolated = isolate(build_launch(config, job.cell, port, worktree, job.devices, cwd=cwd, catalog=catalog),
-                           config, PORTS, job.cell_dir, job.store.results_dir, job.source.sha if job.source else None)
+        planned = build_topology_launch(config, job.cell, book_ports(PORTS, config.engine.port), worktree, job.devices,
+                                        cwd=cwd, catalog=catalog, placement=job.placement)
+        single = planned.topology.kind == "single"
+        isolation = {p.name: isolate(p.launch, config, PORTS, job.cell_dir if single else job.cell_dir / "parts" / p.name,
+                                     job.store.results_dir, job.source.sha if job.source else None)
+                     for p in planned.parts if p.part.role != "router"}  # a router has no engine caches or ports
+        topology = TopologyLaunch(planned.topology, tuple(
+            dataclasses.replace(p, launch=isolation[p.name].launch) if p.name in isolation else p for p in planned.parts))
+        isolated = isolation[topology.primary.name]
         served = False  # whether a keyed cache folder was filled by an engine that became ready
-        launch = isolated.launch
-        keep(Launch(launch.display(config.secret_env), IsolationRecord.model_validate(isolated.record)))
-        job.update("starting", f"port {port}" + (f" devices {','.join(map(str, job.devices))}" if job.devices else ""))
+        launch, front = topology.primary.launch, topology.front.launch
+        keep(Launch(topology.display(config.secret_env), IsolationRecord.model_validate(isolated.record)))
+        port = front.port
+        job.update("starting", ("" if single else f"{len(topology.parts)} parts, front ") + f"port {port}" + (f" devices {','.join(map(str, job.devices))}" if job.devices else ""))
         t0 = time.monotonic()
         clock = LaunchClock(t0)
-        engine = _engine_for(launch, config, log_path)
+        engine = TopologyProcess(topology, lambda part: _engine_for(part, config, job.cell_dir, log_path))
         watch = gpus.watch(control.stop)
         try:
             with watch, engine, clock:
@@ -273,7 +286,7 @@ def _run_with_engine(job: CellJob, control: CellControl, body: EvalsBody, keep: 
                 clock.ready()
                 try:
                     with watch.sampling(), timed(keep, "evals", "evals"):
-                        for part in body(job, Server(launch.base_url, job.config.served, launch.profile.wire())):
+                        for part in body(job, Server(front.base_url, job.config.served, launch.profile.wire())):
                             keep(part)
                 except EvalError as e:
                     engine.check_alive()  # an engine that died or hung mid-eval is the real reason
@@ -288,8 +301,13 @@ def _run_with_engine(job: CellJob, control: CellControl, body: EvalsBody, keep: 
             if (seen := watch.part()) is not None:
                 keep(seen)
             keep(EngineStopped(engine.stop_s, round(time.monotonic() - t0, 3)))
-            isolated.finish(served, config.engine.cache_max_gib)
-            scrub_file(log_path, secret_values({**os.environ, **launch.env}, config.secret_env))
+            if not single:
+                keep(Parts(engine.records(config.secret_env)))
+            for isolated_part in isolation.values():
+                isolated_part.finish(served, config.engine.cache_max_gib)
+            for part in topology.parts:
+                scrub_file(job.cell_dir / part.part.log_name,
+                           secret_values({**os.environ, **part.launch.env}, config.secret_env))
             for phase in clock.phases():
                 keep(phase)
 
@@ -315,11 +333,14 @@ def _prove_tree(job: CellJob, launch: CellLaunch, keep: Keep) -> ImportInfo | No
     return imports
 
 
-def _engine_for(launch: CellLaunch, config: MatrixConfig, log_path: Path) -> EngineProcess:
+def _engine_for(part: PartLaunch, config: MatrixConfig, cell_dir: Path, log_path: Path) -> EngineProcess:
+    """One part's process: its argv as its node starts it, its own log (the one engine's `engine.log`)."""
+    launch = part.launch
     return EngineProcess(
-        argv=launch.argv,
+        argv=part.start,
         env={**os.environ, **launch.env},
-        log_path=log_path,
+        log_path=log_path if part.part.role == "engine" else cell_dir / part.part.log_name,
+        readiness=part.readiness,  # type: ignore[arg-type]
         base_url=launch.base_url,
         served_name=config.served,
         health_path=launch.health_path,

@@ -172,6 +172,15 @@ class Phase:
 
 
 @dataclass(frozen=True)
+class Parts:
+    """Every part of a topology cell (engine/topology.py `TopologyProcess.records`): its role,
+    node, argv and ports, pid, seconds to ready and to stop, exit code, its log and, when it
+    failed or the cell did, its log's tail, and what its `/metrics` counted (cell.json `parts`)."""
+
+    parts: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class Step:
     """A bisect step's verdict, counts and evidence (bisect/step.py): cell.json `step`."""
 
@@ -179,7 +188,7 @@ class Step:
 
 
 CellPart = (Setup | Catalog | Imports | Launch | EngineStarted | Ready | EngineLog | EngineVersion | EvalRun
-            | Scraped | Gpus | EngineStopped | Phase | Step)
+            | Scraped | Gpus | EngineStopped | Phase | Parts | Step)
 Keep = Callable[[CellPart], None]
 """How the lifecycle keeps a piece the moment a step returns it."""
 
@@ -248,6 +257,8 @@ def assemble(cell: CellLike, begun: Begun, parts: Iterable[CellPart], ended: End
             case Phase(name, kind, start, end) if begun.clock is not None:
                 spans.append(Span(name=name, kind=kind, start_s=round(start - begun.clock, 3),
                                   end_s=round(end - begun.clock, 3)))
+            case Parts(found):
+                fields["parts"] = found  # an extra key of CellRecord: only topology cells carry it
             case Step(step):
                 fields["step"] = step  # an extra key of CellRecord: only bisect steps carry it
     timings["total_s"] = ended.total_s
