@@ -18,6 +18,9 @@ from evalkit.engine.isolation import isolate, release, shared_resources
 from evalkit.run.scheduler import DevicePool
 from tests.conftest import write_config
 
+RESULTS = Path("results-unused")
+"""The results folder of launches whose caches are fresh or the engine's: no keyed folder is made."""
+
 ATOM = """
 model: deepseek-ai/DeepSeek-V4-Pro
 engine: {{profile: atom{engine}}}
@@ -45,7 +48,7 @@ def test_side_by_side_atom_launches_get_distinct_internal_ports(tmp_path: Path, 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     config, cells = atom_cells(tmp_path)
     book = PortBook()
-    launches = [isolate(build_launch(config, cells[c], book.take("127.0.0.1")), config, book, tmp_path / c).launch
+    launches = [isolate(build_launch(config, cells[c], book.take("127.0.0.1")), config, book, tmp_path / c, RESULTS).launch
                 for c in ("tp8-full", "tp8-piecewise", "dp8-piecewise")]
     http = [flag(launch.argv, "--server-port") for launch in launches]
     internal = [flag(launch.argv, "--port") for launch in launches]  # ATOM's MASTER_PORT (arg_utils.py --port)
@@ -53,8 +56,8 @@ def test_side_by_side_atom_launches_get_distinct_internal_ports(tmp_path: Path, 
 
 
 def test_a_port_flag_the_config_passes_itself_is_left_alone(tmp_path: Path) -> None:
-    config, cells = atom_cells(tmp_path, engine=', args: ["--port", "9123"], fresh_cache: false')
-    argv = isolate(build_launch(config, cells["tp8-full"], 8000), config, PortBook(), tmp_path).launch.argv
+    config, cells = atom_cells(tmp_path, engine=', args: ["--port", "9123"], cache: engine')
+    argv = isolate(build_launch(config, cells["tp8-full"], 8000), config, PortBook(), tmp_path, RESULTS).launch.argv
     assert flag(argv, "--port") == "9123"
 
 
@@ -63,7 +66,7 @@ def test_atom_dp_cells_share_the_fixed_dp_master_port_and_the_fixed_cache(tmp_pa
     dp, tp = shared_resources(config, cells["dp8-full"]), shared_resources(config, cells["tp8-full"])
     assert set(dp) == {"port 29500", "cache ~/.cache/atom"} and set(tp) == {"cache ~/.cache/atom"}
     assert "atom/config.py:761" in dp["port 29500"]
-    opted_out, cells = atom_cells(tmp_path, engine=", fresh_cache: false")
+    opted_out, cells = atom_cells(tmp_path, engine=", cache: engine")
     assert set(shared_resources(opted_out, cells["tp8-full"])) == set()  # evalkit empties nothing then
 
 
@@ -91,7 +94,7 @@ def test_atom_fixed_cache_is_emptied_before_each_launch_and_nothing_outside_it(
     (home / ".cache" / "huggingface").mkdir()
     monkeypatch.setenv("HOME", str(home))
     config, cells = atom_cells(tmp_path)
-    isolated = isolate(build_launch(config, cells["tp8-full"], 8000), config, PortBook(), tmp_path / "cell")
+    isolated = isolate(build_launch(config, cells["tp8-full"], 8000), config, PortBook(), tmp_path / "cell", RESULTS)
     assert atom_cache.is_dir() and list(atom_cache.iterdir()) == []
     assert (keep / "precious.txt").read_text() == "mine"  # a symlink inside is unlinked, not followed
     assert (home / ".cache" / "huggingface").is_dir()
@@ -103,8 +106,8 @@ def test_opted_out_caches_are_left_as_they_are(tmp_path: Path, monkeypatch: pyte
     home = tmp_path / "home"
     (home / ".cache" / "atom" / "torch_compile_cache").mkdir(parents=True)
     monkeypatch.setenv("HOME", str(home))
-    config, cells = atom_cells(tmp_path, engine=", fresh_cache: false")
-    isolated = isolate(build_launch(config, cells["tp8-full"], 8000), config, PortBook(), tmp_path / "cell")
+    config, cells = atom_cells(tmp_path, engine=", cache: engine")
+    isolated = isolate(build_launch(config, cells["tp8-full"], 8000), config, PortBook(), tmp_path / "cell", RESULTS)
     assert (home / ".cache" / "atom" / "torch_compile_cache").is_dir()
     assert "emptied" not in isolated.record and isolated.cache_root is None
 
@@ -119,13 +122,13 @@ axes:
 """
 
 
-def test_vllm_launches_get_distinct_empty_cache_roots_removed_after(tmp_path: Path) -> None:
-    config = load_config(write_config(tmp_path, VLLM.format(engine="")))
+def test_fresh_vllm_launches_get_distinct_empty_cache_roots_removed_after(tmp_path: Path) -> None:
+    config = load_config(write_config(tmp_path, VLLM.format(engine=", cache: fresh")))
     made = []
     for cell in expand(config):
         (tmp_path / cell.id / "engine-cache" / "VLLM_CACHE_ROOT").mkdir(parents=True)  # a previous attempt's
         (tmp_path / cell.id / "engine-cache" / "VLLM_CACHE_ROOT" / "old").write_text("stale")
-        isolated = isolate(build_launch(config, cell, 8000), config, PortBook(), tmp_path / cell.id)
+        isolated = isolate(build_launch(config, cell, 8000), config, PortBook(), tmp_path / cell.id, RESULTS)
         root = Path(isolated.launch.env["VLLM_CACHE_ROOT"])
         assert root.is_dir() and os.listdir(root) == []
         assert isolated.record["cache_env"] == {"VLLM_CACHE_ROOT": str(root)}
@@ -138,7 +141,7 @@ def test_vllm_launches_get_distinct_empty_cache_roots_removed_after(tmp_path: Pa
 
 def test_a_cache_variable_the_config_sets_is_kept_and_said(tmp_path: Path) -> None:
     config = load_config(write_config(tmp_path, VLLM.format(engine=', env: {VLLM_CACHE_ROOT: "/data/vllm-cache"}')))
-    isolated = isolate(build_launch(config, expand(config)[0], 8000), config, PortBook(), tmp_path / "cell")
+    isolated = isolate(build_launch(config, expand(config)[0], 8000), config, PortBook(), tmp_path / "cell", RESULTS)
     assert isolated.launch.env["VLLM_CACHE_ROOT"] == "/data/vllm-cache"
     assert isolated.record == {"kept": {"VLLM_CACHE_ROOT": "/data/vllm-cache"}} and isolated.cache_root is None
 
@@ -159,8 +162,8 @@ def test_sglang_dp_attention_gets_a_dist_init_block_away_from_its_http_port(tmp_
     config = load_config(write_config(tmp_path, SGLANG))
     book = PortBook()
     cells = {cell.id: cell for cell in expand(config)}
-    tp = isolate(build_launch(config, cells["tp2"], 8000), config, book, tmp_path / "a").launch.argv
-    dpa = isolate(build_launch(config, cells["dpa2"], 8001), config, book, tmp_path / "b").launch.argv
+    tp = isolate(build_launch(config, cells["tp2"], 8000), config, book, tmp_path / "a", tmp_path / "results").launch.argv
+    dpa = isolate(build_launch(config, cells["dpa2"], 8001), config, book, tmp_path / "b", tmp_path / "results").launch.argv
     assert "--dist-init-addr" not in tp and flag(tp, "--nccl-port") != flag(dpa, "--nccl-port")
     host, port = flag(dpa, "--dist-init-addr").split(":")
     assert host == "127.0.0.1" and int(port) not in (8000, 8001)

@@ -77,9 +77,10 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
         entry = entry_at_ref(config, cell, cache_dir)
         if isinstance(entry, CatalogEntry):
             entries[cell.id] = entry
+        source = describe_source(cell.source, cache_dir)
         isolated = isolate(build_launch(config, cell, config.engine.port or PORT_PLACEHOLDER, source_dir=checkout,
                                         catalog=entry if isinstance(entry, CatalogEntry) else None),
-                           config, None, None)
+                           config, None, None, results_dir, source["sha"] if source else None)
         launch = launches[cell.id] = isolated.launch
         shown = launch.display(config.secret_env)
         click.echo(f"\n[{cell.id}] " + " ".join(f"{k}={v}" for k, v in cell.axes.items()))
@@ -95,7 +96,6 @@ def plan(model: str | None, config_path: Path | None, only: tuple[str, ...], res
         if launch.package:
             said = f"must import from inside {launch.tree}" if launch.tree else "its import path is recorded"
             click.echo(f"  import: {launch.package} {said}")
-        source = describe_source(cell.source, cache_dir)
         if source:
             sha = source["sha"] or f"? ({source['note']})"
             click.echo(f"  source: {source['repo']} @ {source['ref']} -> {sha}")

@@ -14,8 +14,9 @@ ccc861dc5 (and HEAD ffdf3bb5):
 - the torch.compile cache is `~/.cache/atom` (atom/utils/backends.py:475, a plain
   `os.path.expanduser`, so no variable moves it but HOME), keyed without `cudagraph_mode`
   (atom/config.py:222-240, CompilationConfig.compute_hash); ATOM's CI empties it before every
-  launch (.github/scripts/atom_test.sh:52). evalkit does the same (unless `engine.fresh_cache:
-  false`) and never runs two ATOM cells side by side while it does;
+  launch (.github/scripts/atom_test.sh:52). evalkit does the same (unless `engine.cache:
+  engine`) and never runs two ATOM cells side by side while it does. It cannot be keyed
+  (`engine.cache: keyed` is refused): no variable moves it, at HEAD ffdf3bb5 too;
 - `--port` (default 8006, atom/model_engine/arg_utils.py:112-116) becomes MASTER_PORT
   (atom/model_engine/model_runner.py:832): each launch gets its own from evalkit's port book;
 - with more than one DP rank (`-dp N`, or `--enable-dp-attention`, which makes every TP rank a DP

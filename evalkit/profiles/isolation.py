@@ -3,10 +3,11 @@
 Two launches of one engine on one host share whatever the engine keeps at a fixed place: a
 compile cache keyed on less than what changed between cells (ATOM's torch.compile cache key
 ignores cudagraph_mode), or a port its workers rendezvous on (ATOM's MASTER_PORT and DP master
-port). A profile names them here, and engine/isolation.py gives each launch its own: fresh
-cache folders through the variables that move them, and internal ports from evalkit's port book
-through the flags that set them. What no flag or variable moves is named too, so the local
-executor can refuse to run two cells that would share it side by side.
+port). A profile names them here, and engine/isolation.py gives each launch its own: cache
+folders through the variables that move them (empty, or kept under evalkit's own key of what
+decides their contents: engine/caches.py), and internal ports from evalkit's port book through
+the flags that set them. What no flag or variable moves is named too, so the local executor can
+refuse to run two cells that would share it side by side.
 """
 
 from __future__ import annotations
@@ -56,7 +57,11 @@ class Isolation:
     """An engine's caches and internal ports (the profile's `isolation`)."""
 
     cache_env: tuple[str, ...] = ()
-    """Variables that move the engine's caches: each launch sets each to an empty folder."""
+    """Variables that move the engine's caches: each launch sets each to an empty folder, or to
+    one kept under evalkit's key (`engine.cache: keyed`, the default when there is one)."""
+    compile_env: tuple[str, ...] = ()
+    """Prefixes of inherited variables that reach the engine's compilation (`VLLM_`, `TORCH`):
+    part of a keyed cache's key with the variables the launch sets (engine/caches.py)."""
     fixed_cache_dirs: tuple[str, ...] = ()
     """Cache folders that no variable moves (`~` is the user's home): emptied before each launch,
     as the engine's own CI does, and never in use by two cells at once."""

@@ -75,9 +75,10 @@ these comparisons (`engine.python`), with the matching `sglang-kernel` installed
 
 Caches: `SGLANG_CACHE_DIR` (srt/environ.py:1383, default `~/.cache/sglang`) moves SGLang's JIT,
 DeepGEMM, CuTe and Rust-extension caches, and the Triton, Inductor, CUDA and FlashInfer caches
-default under it unless set (environ.py:2308-2320, `third_party_cache_defaults`): each launch
-gets an empty one, so a source tree rebuilds its Rust extensions at every launch (set
-`engine.fresh_cache: false` to share them; they are keyed by a fingerprint of the sources).
+default under it unless set (environ.py:2308-2320, `third_party_cache_defaults`): by default
+(`engine.cache: keyed`) it points at a folder under evalkit's own key (engine/caches.py), with
+inherited `SGLANG_*` and `FLASHINFER_*` variables part of that key, so a tree's Rust extensions
+are built once per key, not at every launch (`engine.cache: fresh` gives each launch an empty one).
 Internal ports (srt/server_args.py `PortArgs.init_new`, :764-900): `--nccl-port` (random below
 the ephemeral range when unset, :771-775) gets a port from evalkit's port book; with DP attention
 the ZMQ and rendezvous ports are `--port` + 233 and the six after it (:819-850), so two cells'
@@ -255,7 +256,7 @@ PROFILE = Profile(
         spec_drafts="sglang:spec_verify_calls_total",
     ),
     isolation=Isolation(
-        cache_env=("SGLANG_CACHE_DIR",),
+        cache_env=("SGLANG_CACHE_DIR",), compile_env=("SGLANG_", "FLASHINFER_"),
         internal_ports=(InternalPort("--nccl-port"),
                         InternalPort("--dist-init-addr", "{host}:{port}", span=24,
                                      when=lambda settings: bool(settings.dp_attention))),

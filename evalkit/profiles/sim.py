@@ -26,6 +26,7 @@ from evalkit.profiles.atom import (
     atom_worker_flags,
     read_atom_log,
 )
+from evalkit.profiles.isolation import Isolation
 from evalkit.profiles.topology import PartContext, TopologySpelling
 from evalkit.profiles.vllm import VLLM_METRICS, vllm_rank_flags
 
@@ -66,4 +67,5 @@ PROFILE = Profile(
     scrape_external=True,
     package="evalkit",
     topology=SIM_TOPOLOGY,
+    isolation=Isolation(cache_env=("EVALKIT_SIM_CACHE",), compile_env=("EVALKIT_SIM_",)),
 )

@@ -63,10 +63,19 @@ kept for these comparisons, never at an interpreter you use for other work (eval
 nothing unless the config says so). The worktree still comes first on PYTHONPATH, so each cell
 imports its own tree.
 
-Caches: `VLLM_CACHE_ROOT` (vllm/envs.py:757-762 in 0.34.0, default `~/.cache/vllm` or
-`$XDG_CACHE_HOME/vllm`) holds the torch.compile and AOT compile caches (the AOT one is on by
-default with torch >= 2.10, envs.py:400-409) keyed on vLLM's version and config: each launch gets
-an empty one. Internal ports: none fixed on one host. The DP master port comes from
+Caches: `VLLM_CACHE_ROOT` (vllm/envs.py:757-762 in 0.34.0, :712-716 in 0.32.0, default
+`~/.cache/vllm` or `$XDG_CACHE_HOME/vllm`) holds the torch.compile and AOT compile caches (the AOT
+one is on by default with torch >= 2.10, envs.py:400-409; 0.32.0: envs.py:376-386) keyed on
+vLLM's version and config, and Inductor's and Triton's caches inside them (0.32.0:
+compilation/backends.py:1075 `torch_compile_cache/<hash>`, compiler_interface.py:463-475 sets
+TORCHINDUCTOR_CACHE_DIR and, unless given, TRITON_CACHE_DIR under it; decorators.py:563-580 the
+AOT artifact in `torch_compile_cache/torch_aot_compile/<hash>/rank_<r>_<dp>/model`, loaded at
+start when present). So the one variable moves them all: by default (`engine.cache: keyed`) it
+points at a folder under evalkit's own key (engine/caches.py), and inherited `VLLM_*` variables
+are part of that key. The CPU build compiles too: platforms/cpu.py:356-377 (0.32.0) turns
+VLLM_COMPILE into DYNAMO_TRACE_ONCE with the Inductor backend (`eager` only under
+VLLM_CPU_CI_ENV), and the AOT artifact is saved unless the backend is eager (decorators.py:683-699).
+Internal ports: none fixed on one host. The DP master port comes from
 `get_open_ports_list` (vllm/config/parallel.py:1104-1107), `VLLM_PORT` is unset (every port then
 free-picked, envs.py:769-772), and `--data-parallel-rpc-port` (29550, parallel.py:169) is used
 only when engines live on other nodes (v1/engine/utils.py:1342-1351: all-local engines handshake
@@ -215,7 +224,7 @@ PROFILE = Profile(
     version_path="/version",
     metrics_path="/metrics",
     metric_names=VLLM_METRICS,
-    isolation=Isolation(cache_env=("VLLM_CACHE_ROOT",)),
+    isolation=Isolation(cache_env=("VLLM_CACHE_ROOT",), compile_env=("VLLM_",)),
     builds_from_source=True,
     package="vllm",
     startup_file_pattern=VLLM_STARTUP_FILE,

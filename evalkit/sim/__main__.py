@@ -135,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--sim-seed", type=int, default=0, help="seed of every decision (default 0)")
     sim.add_argument("--sim-startup-seconds", type=_non_negative, default=0.0,
                      help="simulated load and graph capture before the port is bound")
+    sim.add_argument("--sim-compile-seconds", type=_non_negative, default=0.0,
+                     help="simulated compilation at start-up, skipped when $EVALKIT_SIM_CACHE holds its artifact")
     sim.add_argument("--sim-warmup-seconds", type=_non_negative, default=0.0,
                      help="after binding, /health is 200 but completions answer 503 this long")
     sim.add_argument("--sim-tokens-per-second", type=_non_negative, default=0.0,
@@ -296,6 +298,7 @@ def configure(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str | No
         ),
         timing=Timing(
             startup_seconds=args.sim_startup_seconds,
+            compile_seconds=args.sim_compile_seconds,
             warmup_seconds=args.sim_warmup_seconds,
             ttft_ms=args.sim_ttft_ms,
             tokens_per_second=args.sim_tokens_per_second,

@@ -105,6 +105,8 @@ class Timing:
     """Simulated latencies: start-up, warm-up after /health, time to first token, decode."""
 
     startup_seconds: float = 0.0
+    compile_seconds: float = 0.0
+    """Simulated compilation at start-up, skipped when the compile cache holds it (sim/compiled.py)."""
     warmup_seconds: float = 0.0
     ttft_ms: float = 0.0
     tokens_per_second: float = 0.0

@@ -1,8 +1,9 @@
 """Start-up and life of the simulator process: log lines, faults, bind, serve.
 
 Start-up mirrors a real engine's: it announces itself, logs ATOM's own request lines
-(evalkit/sim/startup.py), loads (the GSM8K index; ``--sim-startup-seconds`` of simulated weight
-loading and graph capture), logs ATOM's capture lines (the mode it really runs, the fix's line),
+(evalkit/sim/startup.py), loads (the GSM8K index; ``--sim-compile-seconds`` of simulated
+compilation unless its compile cache holds it, sim/compiled.py; ``--sim-startup-seconds`` of
+simulated weight loading and graph capture), logs ATOM's capture lines (the mode it really runs, the fix's line),
 binds the HTTP port and only then prints the ready line, as ATOM captures before it serves. Every
 line is flushed at once, because evalkit reads them from engine.log while the process runs.
 
@@ -23,6 +24,7 @@ from types import FrameType
 
 import uvicorn
 
+from evalkit.sim.compiled import compile_step
 from evalkit.sim.config import ServerConfig
 from evalkit.sim.faults import FaultState, spawn_orphan
 from evalkit.sim.gpu import GpuWorkersFailed, Workers
@@ -119,6 +121,7 @@ def run(config: ServerConfig, fix_path: str | None, request: AtomRequest) -> int
             return EXIT_GPU_WORKERS
         _log(f"sim: {count} GPU worker(s) hold {config.gpu.gib:g} GiB each")
     model = SimulatedModel(config.behaviour, config.cell, TestSet.load())
+    compile_step(config, _log)
     if config.timing.startup_seconds > 0:
         _log(f"sim: loading weights and capturing graphs (simulated, {config.timing.startup_seconds:g} s)")
         time.sleep(config.timing.startup_seconds)
@@ -168,3 +171,4 @@ def run(config: ServerConfig, fix_path: str | None, request: AtomRequest) -> int
         _log(lost[0], error=True)
         return EXIT_RANKS
     return 0
+

@@ -20,7 +20,8 @@ it was, an external server):
 * ``engine``: the engine profile (``sim``, ``vllm``, ...);
 * ``argv`` and ``env``: the engine's arguments and environment as launched (cell.json ``launch``),
   without what never decides figures: the interpreter's folder, host and port values, internal
-  ports (``isolation.internal_ports``), paths inside the run folder (fresh caches, logs), the
+  ports (``isolation.internal_ports``), paths inside the run folder (fresh caches, logs) or the
+  keyed cache folder (``isolation.cache.path``; its key and hit are recorded, never compared), the
   source tree's path (``build`` says which tree) and the device-visibility variables (``devices``
   says which devices). A secret is never held: a value already redacted stays ``***``, one
   known in full (a plan's) becomes ``***`` and a short hash of it, and ``***`` matches either;
@@ -190,8 +191,15 @@ def key_of(run: RunRecord, cell: CellRecord) -> ComparabilityKey:
         evals=_evals(run, cell),
         host=launch.get("host"), port=launch.get("port"),
         internal_flags=tuple((cell.isolation.internal_ports if cell.isolation is not None else {}) or ()),
-        moved=tuple(p for p in (f"/{run.run_id}/", _folder(launch), tree, f"/worktrees/{source}" if source else None)
-                    if p))
+        moved=tuple(p for p in (f"/{run.run_id}/", _folder(launch), tree, f"/worktrees/{source}" if source else None,
+                                _keyed_cache(cell)) if p))
+
+
+def _keyed_cache(cell: CellRecord) -> str | None:
+    """The keyed cache folder the cell's engine used (engine/caches.py): where a cache lives, and
+    whether it was warm, decides no figure, so cells keyed apart stay comparable."""
+    cache = cell.isolation.cache if cell.isolation is not None else None
+    return cache.path if cache is not None else None
 
 
 def _folder(launch: Mapping[str, Any]) -> str | None:

@@ -139,14 +139,32 @@ class SetupRecord(Record):
     exit_code: int | None = None
 
 
+class CacheRecord(Record):
+    """How the launch's compile caches were kept (engine/caches.py): cell.json's `isolation.cache`."""
+
+    mode: Literal["fresh", "keyed", "engine"]
+    """`keyed`: a folder named by `key`, reused across cells and nights; `fresh`: empty folders
+    made for this launch; `engine`: the engine's own caches, untouched."""
+    key: str | None = None
+    """The keyed folder's name: 16 hex characters of evalkit's cache key (None unless keyed)."""
+    hit: bool | None = None
+    """Whether an earlier launch with the same key had filled the folder (None unless keyed)."""
+    path: str | None = None
+    """The keyed folder (its key.json says the key in full)."""
+    why: str | None = None
+    """Why the mode is not what the config asked (a keyed folder in use by another launch)."""
+
+
 class IsolationRecord(Record):
     """What kept this cell's engine launch apart from others (engine/isolation.py)."""
 
+    cache: CacheRecord | None = None
+    """How the caches were kept: mode, key and hit (None: recorded before keyed caches)."""
     cache_root: str | None = None
     """The launch's fresh cache folder (inside the cell folder, removed when the engine stops);
-    None when `engine.fresh_cache` is off or the profile names no cache variable."""
+    None when the caches are keyed or the engine's own, or the profile names no cache variable."""
     cache_env: dict[str, str] = {}
-    """Variable -> folder, each empty at launch (e.g. VLLM_CACHE_ROOT, SGLANG_CACHE_DIR)."""
+    """Variable -> folder (e.g. VLLM_CACHE_ROOT, SGLANG_CACHE_DIR): empty at launch, or keyed."""
     emptied: list[str] = []
     """Fixed cache folders (no variable moves them, e.g. ATOM's ~/.cache/atom) emptied before launch."""
     kept: dict[str, str] = {}
