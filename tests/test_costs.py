@@ -3,15 +3,24 @@ time, split into start-up, each eval and teardown, summing to the whole; the eva
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
-from evalkit.config import EngineSettings
+from evalkit.config import EngineSettings, load_config
 from evalkit.config.cells import Cell
+from evalkit.history import History
+from evalkit.render.costs import cost_line
 from evalkit.run.costs import devices_held
 from evalkit.run.parts import Begun, Ended, EvalRun, Phase, assemble
+from evalkit.store import read_json
 from evalkit.store.costs import BETWEEN, OTHER, Span, cell_cost
+from evalkit.store.records import CellRecord
+from evalkit.verdict.summary import RunSummary
+from tests.conftest import CONFIGS
+from tests.helpers.cli import evalkit_cli
 
 
 def span(name: str, kind: str, start: float, end: float) -> Span:
@@ -69,3 +78,46 @@ def test_assemble_measures_the_phases_from_the_cells_own_clock() -> None:
     assert record.dump()["cost"]["device_s"] == 176.0
     assert "cost" not in assemble(Cell("c", {}, EngineSettings(), (), {}, None), Begun("t0", None, None), parts,
                                   Ended("ok", 22.0, "t1")).dump()  # no clock: nothing measured
+
+
+def test_the_simulator_paces_long_generations_at_their_own_speed_else_at_every_requests() -> None:
+    """What benchmarks/nightly_cost.py paces a night with: short answers at one decode speed, long
+    generations (max_tokens >= 512, a context that slows each step) at another."""
+    from evalkit.sim.__main__ import configure
+
+    paced, _, _ = configure(["--model", "m", "--sim-tokens-per-second", "1000", "--sim-long-tokens-per-second", "50"])
+    assert (paced.timing.rate(long=False), paced.timing.rate(long=True)) == (1000, 50)
+    one, _, _ = configure(["--model", "m", "--sim-tokens-per-second", "1000"])
+    assert one.timing.rate(long=True) == 1000 and configure(["--model", "m"])[0].timing.rate(long=True) == 0
+
+
+def test_a_real_demo_run_records_each_cells_cost_summed_right_and_every_report_shows_it(
+        demo_runs: dict[str, Path]) -> None:
+    """The session's demo run (its cells' engines real processes, --limit 40): each cell's
+    device-seconds are its 8 devices (TP8) x its wall, split into start-up, each eval in run order
+    and teardown, adding up; the eval waited on last is the last to run; the history keeps them;
+    the report says the verdict's cost in a line and each cell's in a column."""
+    run = demo_runs["a"]
+    order = [ev.name for ev, _ in load_config(CONFIGS / "demo.yaml").evals.enabled()]
+    for cell_id in read_json(run / "run.json")["cells"]:
+        record = CellRecord.load(run / cell_id / "cell.json")
+        cost = record.cost
+        assert cost is not None and cost.devices == 8 and cost.wall_s == record.timings["total_s"]
+        assert cost.device_s == pytest.approx(8 * cost.wall_s, abs=0.01)
+        assert sum(cost.phases.values()) == pytest.approx(cost.device_s, abs=0.05)
+        assert [s.name for s in cost.spans if s.kind == "eval"] == order and cost.waited_on == order[-1]
+        for name in order:  # one after another, each eval's devices its own
+            assert cost.phases[name] == pytest.approx(8 * record.timings[f"{name}_s"], abs=0.05)
+        assert cost.phases["startup"] >= 8 * record.timings["engine_ready_s"] > 0 and cost.phases["teardown"] > 0
+    with History(demo_runs["results"] / "history.db") as history:
+        kept = dict(history.db.execute("SELECT cell_id, cost FROM cells WHERE run_id = 'run-a'").fetchall())
+    assert json.loads(kept["tp8-full-fixon"]) == read_json(run / "tp8-full-fixon" / "cell.json")["cost"]
+    summary = RunSummary.load(run / "summary.json")
+    line = cost_line(summary)
+    hours = sum(c.cost.device_s for c in summary.cells if c.cost) / 3600
+    assert line is not None and line.startswith(f"cost: {hours:.1f} GPU-hours for this verdict (4 cells x 8 devices): ")
+    assert line.endswith(f"; waited on {order[-1]}")
+    terminal = evalkit_cli("report", "run-a", "--results-dir", str(demo_runs["results"]), env={"COLUMNS": "80"}).stdout
+    assert line.split(":")[0] + ":" in terminal and "GPU-hours for this verdict" in terminal
+    markdown = evalkit_cli("report", "run-a", "--format", "markdown", "--results-dir", str(demo_runs["results"])).stdout
+    assert f"\n{line}\n" in markdown and "| GPU-h |" in markdown

@@ -69,11 +69,11 @@ def test_plan_prints_each_cells_time_and_the_matrixs_from_the_history(db: Path) 
     lines = result.output.splitlines()
     known = lines[lines.index("[tp8-full-fixon] parallel=tp8 graph=full fix=fixon") + 1:]
     assert next(line for line in known if "time:" in line) == (
-        "  time:   ~42 s (start-up 30 s, gsm8k 10 s; median of 3 earlier runs; never timed, left out: repetition, "
+        "  time:   ~42 s, 0.09 GPU-h on 8 devices (start-up 30 s, gsm8k 10 s; median of 3 earlier runs; never timed, left out: repetition, "
         "divergence, consistency)")
-    assert "  time:   ~42 s (not run before: the median of the config's other cells)" in lines
+    assert "  time:   ~42 s, 0.09 GPU-h on 8 devices (not run before: the median of the config's other cells)" in lines
     head = next(line for line in lines if line.startswith("# wall time:"))
-    assert head.startswith("# wall time: ~8.4 min for 12 cells one after another")
+    assert head.startswith("# wall time: ~8.4 min for 12 cells one after another, 1.1 GPU-hours for the verdict")
     cost = next(line for line in lines if line.startswith("#   cost:"))
     assert cost == "#   cost: 8 more GSM8K runs per cell, the matrix ~8.4 min -> ~24.4 min (from the history)"
     repeats = next(line for line in lines if line.startswith("# repeats:"))

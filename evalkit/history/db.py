@@ -126,6 +126,7 @@ def _cell_row(run: dict[str, Any], record: dict[str, Any], metrics: dict[str, An
                               if isinstance(raw, dict) and raw.get(SETUP_KEY)}, default=str),
         "checks": None if checks is None else json.dumps(checks, default=str),
         "comparability": stored_key(run, record),
+        "cost": json.dumps(record["cost"]) if record.get("cost") else None,
     }
 
 

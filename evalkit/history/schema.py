@@ -5,7 +5,8 @@ never edit a released one, append a new one. `migrate` applies those not yet rec
 own transaction. The tables: `runs` and `cells` (m001), `cell_metrics` (m002: one row per numeric
 metric), each cell's eval setups (m003) and checks (m004), imported dashboards (m005,
 history/imports.py), each cell's comparability key (m006: what decides its figures, so a series is
-one key) and the levels a person accepted (m007: history/accept.py reads them).
+one key), the levels a person accepted (m007: history/accept.py reads them) and each cell's cost
+(m008: history/timing.py reads it).
 """
 
 from __future__ import annotations
@@ -152,6 +153,16 @@ def m007_accepted_levels(db: sqlite3.Connection) -> None:
             accepted_at TEXT NOT NULL,
             PRIMARY KEY (series, from_commit)
         ) WITHOUT ROWID""")
+
+
+@migration
+def m008_cell_costs(db: sqlite3.Connection) -> None:
+    """Each cell's cost as cell.json records it (store/costs.py: devices held, wall, device-seconds
+    per phase, the eval waited on last), so `evalkit plan` estimates the next night's GPU-hours and
+    its evals' wall (one after another, or a wave) from the last ones. NULL before: nothing measured
+    the phases' spans, and the devices a cell held are not in its row; plan reads such a cell's
+    `timings` as before and takes its devices from the config."""
+    db.execute("ALTER TABLE cells ADD COLUMN cost TEXT")
 
 
 def migrate(db: sqlite3.Connection, migrations: Iterable[Migration] = MIGRATIONS) -> list[str]:

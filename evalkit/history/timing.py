@@ -10,6 +10,12 @@ estimate far above the n measured by that set-up times the ratio. Start-up and t
 on neither, and are medians over the cell's latest finished runs (`LATEST`), as is the
 per-sample time through zero: one slow night (a cold cache, a busy box) does not move them.
 
+A cell recorded with its cost (cell.json `cost`, store/costs.py) is read from its spans instead:
+its start-up is the engine's launch until it served (its tree's proof and version check
+included), and its evals ran one after another or at once (a wave): then the cell waits on the
+slowest, so its evals take the longest one's time rather than their sum, and the newest run says
+which the next night does.
+
 Only cells that finished (`status = 'ok'`) of runs of the same config name count: a cell that
 failed stopped early, and another config's engine is another engine.
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +53,8 @@ class CellTime:
     plan cannot know it (a prompt set of its own length)."""
     eval_s: dict[str, float] = field(default_factory=dict)
     """Per eval whose sample count is not recorded, its seconds as measured."""
+    wave: bool = False
+    """The newest run's evals ran at once (their spans overlapped): the cell waits on the slowest."""
 
     def estimate(self, samples: dict[str, int | None], repeats: dict[str, int]) -> tuple[float, dict[str, float]]:
         """The cell's seconds, and each eval's, when each eval scores `samples[name]` samples
@@ -57,20 +66,33 @@ class CellTime:
                                + self.per_sample_s[name] * (n or self.samples[name]) * repeats.get(name, 1))
             elif name in self.eval_s:
                 evals[name] = self.eval_s[name]
-        return self.startup_s + sum(evals.values()) + self.other_s, evals
+        return self.startup_s + _together(evals.values(), self.wave) + self.other_s, evals
 
 
-Figures = tuple[float, float, dict[str, tuple[float, float, float]], dict[str, float]]
-"""One finished cell's start-up and rest seconds, per eval (seconds, samples, repeats), and the
-seconds of evals without a sample count."""
+def _together(seconds: Iterable[float], wave: bool) -> float:
+    """The evals' time: their sum one after another, the slowest's in a wave."""
+    return max(seconds, default=0.0) if wave else sum(seconds)
 
 
-def _figures(timings: dict[str, Any], metrics: dict[str, Any]) -> Figures | None:
+Figures = tuple[float, float, dict[str, tuple[float, float, float]], dict[str, float], bool]
+"""One finished cell's start-up and rest seconds, per eval (seconds, samples, repeats), the
+seconds of evals without a sample count, and whether its evals ran in a wave."""
+
+
+def _wave(cost: dict[str, Any]) -> bool:
+    """Whether two of the cost's eval spans overlapped."""
+    spans = sorted((s["start_s"], s["end_s"]) for s in cost.get("spans", []) if s.get("kind") == "eval")
+    return any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:]))
+
+
+def _figures(timings: dict[str, Any], metrics: dict[str, Any], cost: dict[str, Any] | None = None) -> Figures | None:
     """One finished cell's figures; None without a total."""
     total = timings.get("total_s")
     if not isinstance(total, (int, float)):
         return None
     startup = float(timings.get("engine_ready_s") or timings.get("engine_start_s") or 0.0)
+    if cost and (launches := [s["end_s"] - s["start_s"] for s in cost.get("spans", []) if s.get("kind") == "startup"]):
+        startup = float(sum(launches))
     per_sample: dict[str, tuple[float, float, float]] = {}
     plain: dict[str, float] = {}
     for key, value in timings.items():
@@ -82,8 +104,9 @@ def _figures(timings: dict[str, Any], metrics: dict[str, Any]) -> Figures | None
             per_sample[name] = (float(value), float(n), float(runs))
         else:
             plain[name] = float(value)
-    evals = sum(float(timings[f"{name}_s"]) for name in (*per_sample, *plain))
-    return startup, max(0.0, float(total) - startup - evals), per_sample, plain
+    wave = _wave(cost or {})
+    evals = _together((float(timings[f"{name}_s"]) for name in (*per_sample, *plain)), wave)
+    return startup, max(0.0, float(total) - startup - evals), per_sample, plain, wave
 
 
 def _median(values: list[float]) -> float:
@@ -107,24 +130,26 @@ def cell_times(history: History, config_name: str, latest: int = LATEST) -> dict
     """Per cell id, its time over the `latest` finished runs of the config named `config_name`
     (its file's stem, as the history records it); cells never finished are absent."""
     rows = history.db.execute(
-        """SELECT c.cell_id, c.timings, c.metrics FROM runs r JOIN cells c ON c.run_id = r.run_id
+        """SELECT c.cell_id, c.timings, c.metrics, c.cost FROM runs r JOIN cells c ON c.run_id = r.run_id
            WHERE r.config_name = ? AND c.status = 'ok' ORDER BY r.started_at DESC, r.run_id DESC""", (config_name,))
     found: dict[str, list[Figures]] = {}
-    for cell_id, timings, metrics in rows:
+    for cell_id, timings, metrics, cost in rows:
         kept = found.setdefault(cell_id, [])
-        if len(kept) < latest and (figures := _figures(json.loads(timings or "{}"), json.loads(metrics or "{}"))):
+        if len(kept) < latest and (figures := _figures(json.loads(timings or "{}"), json.loads(metrics or "{}"),
+                                                       json.loads(cost) if cost else None)):
             kept.append(figures)
     out = {}
     for cell_id, runs in found.items():
         if not runs:
             continue
-        names = sorted({name for _, _, per, _ in runs for name in per})
-        plain_names = {name for _, _, _, plain in runs for name in plain} - set(names)
+        names = sorted({name for _, _, per, _, _ in runs for name in per})
+        plain_names = {name for _, _, _, plain, _ in runs for name in plain} - set(names)
         lines = {name: _line([r[2][name] for r in runs if name in r[2]]) for name in names}
         out[cell_id] = CellTime(
             runs=len(runs), startup_s=_median([r[0] for r in runs]), other_s=_median([r[1] for r in runs]),
             per_sample_s={name: per for name, (_, per) in lines.items()},
             fixed_s={name: fixed for name, (fixed, _) in lines.items()},
             samples={name: _median([r[2][name][1] for r in runs if name in r[2]]) for name in names},
-            eval_s={name: _median([r[3][name] for r in runs if name in r[3]]) for name in sorted(plain_names)})
+            eval_s={name: _median([r[3][name] for r in runs if name in r[3]]) for name in sorted(plain_names)},
+            wave=runs[0][4])
     return out

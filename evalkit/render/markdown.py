@@ -23,6 +23,7 @@ from evalkit.render.compare_table import (
     flips_suffix,
     run_facts,
 )
+from evalkit.render.costs import cost_line
 from evalkit.render.details import Details
 from evalkit.render.engine_log import engine_log_lines, engine_log_title
 from evalkit.render.header import SIM_NOTE, facts, imports, legend, sources, title, verdict_line
@@ -121,7 +122,8 @@ def _paste(summary: RunSummary, details: Details) -> list[str]:
     lines += _failed(summary)
     if bisected := regression_lines(summary):
         lines += ["#### Regressions bisected", "", *(f"- {md_cell(line, limit=1000)}" for line in bisected), ""]
-    return [*lines, md_cell(words), ""]
+    cost = [md_cell(line), ""] if (line := cost_line(summary)) else []
+    return [*lines, *cost, md_cell(words), ""]
 
 
 def _folded(summary: RunSummary) -> list[str]:

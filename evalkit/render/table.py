@@ -20,6 +20,7 @@ from typing import Generic, TypeVar
 
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.evals.evalset import spec_named
+from evalkit.render.costs import gpu_hours
 from evalkit.render.numbers import delta_text
 from evalkit.render.text import no_local_paths
 from evalkit.verdict.summary import CellRow, Delta, Flag, RunSummary
@@ -75,7 +76,8 @@ def _id(cell: CellRow) -> str:
 def columns(specs: list[MetricSpec], cells: Sequence[CellRow] | None = None) -> list[Column[CellRow]]:
     """cell, status, a value column per metric with `column` (one `column_when_measured` only where
     one of `cells` has it), then `Δ <delta_label> vs baseline` and `vs twin` per metric with
-    `delta_label`; metrics in the summary's order (`RunSummary.specs`)."""
+    `delta_label`; metrics in the summary's order (`RunSummary.specs`); last, the cell's GPU-hours
+    where one of `cells` recorded its cost."""
     out = [Column("cell", "cell", _id), Column("status", "status", _status)]
     out += [Column(spec.short, spec.display.column, _value(spec)) for spec in specs if spec.display.column and (
         not spec.display.column_when_measured or any(spec.name in c.metrics for c in cells or ()))]
@@ -83,6 +85,8 @@ def columns(specs: list[MetricSpec], cells: Sequence[CellRow] | None = None) -> 
         if spec.display.delta_label:
             out += [Column(f"{spec.short}_{against}", delta_header(spec, word), _delta(spec, against))
                     for against, word in AGAINST]
+    if any(c.cost is not None for c in cells or ()):
+        out.append(Column("gpu_hours", "GPU-h", gpu_hours))  # the devices it held x its wall (render/costs.py)
     return out
 
 

@@ -19,6 +19,7 @@ from evalkit.render.compare_table import (
     compare_title,
     run_facts,
 )
+from evalkit.render.costs import cost_line
 from evalkit.render.details import Details
 from evalkit.render.engine_log import engine_log_lines, engine_log_title
 from evalkit.render.header import SIM_NOTE, facts, imports, legend, title, verdict_line
@@ -178,7 +179,9 @@ def report(summary: RunSummary, details: Details) -> list[RenderableType]:
     if lines := engine_log_lines(summary):
         out.append(term_text(engine_log_title(summary)))
         out += [f"[dim]  {term_text(line)}[/dim]" for line in lines]
-    out += _verdict(summary, [f"[bold]regression[/bold] {term_text(line)}" for line in regression_lines(summary)])
+    between: list[RenderableType] = [f"[bold]regression[/bold] {term_text(line)}" for line in regression_lines(summary)]
+    between += [f"[dim]{term_text(line)}[/dim]" for line in [cost_line(summary)] if line]
+    out += _verdict(summary, between)
     return out
 
 

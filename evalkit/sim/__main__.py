@@ -141,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="after binding, /health is 200 but completions answer 503 this long")
     sim.add_argument("--sim-tokens-per-second", type=_non_negative, default=0.0,
                      help="per-request decode speed (0: as fast as possible)")
+    sim.add_argument("--sim-long-tokens-per-second", type=_non_negative, default=0.0,
+                     help="per-request decode speed of long generations (max_tokens >= 512), whose context slows "
+                          "each step (0, default: --sim-tokens-per-second)")
     sim.add_argument("--sim-stream-interval", type=_non_negative_int, default=0,
                      help="tokens per streamed event, as real engines' --stream-interval (default 1 there); "
                           "0 (default): 16 when unpaced, else at most 100 events a second")
@@ -302,6 +305,7 @@ def configure(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str | No
             warmup_seconds=args.sim_warmup_seconds,
             ttft_ms=args.sim_ttft_ms,
             tokens_per_second=args.sim_tokens_per_second,
+            long_tokens_per_second=args.sim_long_tokens_per_second,
             stream_interval=args.sim_stream_interval,
         ),
         faults=Faults(frozenset(args.sim_fault), after=args.sim_fault_after, rate=args.sim_fault_rate),

@@ -111,9 +111,16 @@ class Timing:
     ttft_ms: float = 0.0
     tokens_per_second: float = 0.0
     """Per-request decode speed; 0 means as fast as possible."""
+    long_tokens_per_second: float = 0.0
+    """Per-request decode speed of long generations (max_tokens >= model.LONG_GENERATION), whose
+    growing context slows each step; 0: `tokens_per_second`."""
     stream_interval: int = 0
     """Tokens per streamed SSE event, as vLLM's and SGLang's ``--stream-interval`` (both default
     to 1); 0 chooses: 16 when unpaced, else enough for at most 100 events a second."""
+
+    def rate(self, long: bool) -> float:
+        """Per-request decode speed of a long generation, or of a short one (0: unpaced)."""
+        return self.long_tokens_per_second if long and self.long_tokens_per_second > 0 else self.tokens_per_second
 
 
 Dialect = Literal["vllm", "atom"]

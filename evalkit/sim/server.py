@@ -33,7 +33,7 @@ from evalkit.sim.config import ServerConfig
 from evalkit.sim.disagg import KvDamage, KvStore, TransferError
 from evalkit.sim.faults import FaultState
 from evalkit.sim.logprobs import Scorer
-from evalkit.sim.model import Generation, SimulatedModel
+from evalkit.sim.model import LONG_GENERATION, Generation, SimulatedModel
 from evalkit.sim.mtp import MtpLog
 from evalkit.sim.openai import BadRequest, CompletionRequest, Json, Scores, error_body
 from evalkit.sim.ranks import RankGroup
@@ -277,13 +277,14 @@ class Simulator:
         timing = self.config.timing
         produced = sum(len(g.tokens) for g in generations)
         delay = timing.ttft_ms / 1000
-        if timing.tokens_per_second > 0:
-            delay += max(len(g.tokens) for g in generations) / timing.tokens_per_second
+        rate = timing.rate(request.options.max_tokens >= LONG_GENERATION)
+        if rate > 0:
+            delay += max(len(g.tokens) for g in generations) / rate
         if delay > 0:
             await asyncio.sleep(delay)
         self.stats.completion_tokens_generated += produced
         self.metrics.generated(produced)
-        per_token = 1 / timing.tokens_per_second if timing.tokens_per_second > 0 else 0.0
+        per_token = 1 / rate if rate > 0 else 0.0
         for g in generations:
             self.metrics.finished(len(g.tokens), g.finish_reason, per_token)
         prefix = "chatcmpl-" if request.chat else "cmpl-"
@@ -311,7 +312,7 @@ class Simulator:
         (a fault) ends the stream half-way: without a word (truncated-stream) or with an error
         event and [DONE] (stream-error)."""
         timing = self.config.timing
-        rate = timing.tokens_per_second
+        rate = timing.rate(request.options.max_tokens >= LONG_GENERATION)
         per_event = timing.stream_interval or (COALESCE if rate <= 0 else max(1, round(rate / EVENTS_PER_SECOND)))
         prefix = "chatcmpl-" if request.chat else "cmpl-"
         head = self._envelope(request, prefix + uuid.uuid4().hex, int(time.time()))

@@ -7,6 +7,10 @@ the executor would run them: one after another, or side by side on declared devi
 scheduler's rule: a cell starts in order once enough devices are free). A nightly can be
 scheduled by it.
 
+Cost: each cell's GPU-hours are the devices it will hold (run/costs.py: what its settings declare,
+TP8 is 8) x its estimated seconds; the verdict's are the sum over its cells, whatever runs side by
+side: what one night's answer costs on the box.
+
 Repeats: a failure that shows in a share p of runs is seen by k runs with probability
 1 - (1 - p)^k (stats/power.py); the plan says what the config's `evals.gsm8k.repeats` catches,
 how many repeats reach the asked chance, and what those cost from the same history.
@@ -22,6 +26,7 @@ from pathlib import Path
 from evalkit.config import MatrixConfig
 from evalkit.config.cells import Cell
 from evalkit.history.timing import CellTime
+from evalkit.run.costs import devices_held
 from evalkit.run.scheduler import device_need
 from evalkit.stats.power import catch_probability, repeats_needed
 
@@ -99,9 +104,13 @@ def time_lines(config: MatrixConfig, name: str, cells: Sequence[Cell], times: di
         return [f"# wall time: no finished cell of config {name} in {db}"], {}
     total = matrix_seconds(config, cells, {cell_id: s for cell_id, (s, _) in found.items()})
     how = f"side by side on {config.devices.count} devices" if config.devices else "one after another"
-    head = (f"# wall time: ~{_duration(total)} for {len(cells)} cells {how} (estimated from {db}: each cell's "
-            "earlier runs of this config, evals scaled to this run's n and repeats)")
-    return [head], {cell_id: f"~{_duration(s)} ({why})" for cell_id, (s, why) in found.items()}
+    held = {cell.id: devices_held(cell, None)[0] for cell in cells}
+    hours = {cell_id: held[cell_id] * s / 3600 for cell_id, (s, _) in found.items()}
+    head = (f"# wall time: ~{_duration(total)} for {len(cells)} cells {how}, {sum(hours.values()):.1f} GPU-hours "
+            f"for the verdict (estimated from {db}: each cell's earlier runs of this config, evals scaled to this "
+            "run's n and repeats; GPU-hours: the devices each cell holds x its time)")
+    return [head], {cell_id: f"~{_duration(s)}, {hours[cell_id]:.2f} GPU-h on {held[cell_id]} devices ({why})"
+                    for cell_id, (s, why) in found.items()}
 
 
 def repeats_lines(config: MatrixConfig, cells: Sequence[Cell], times: dict[str, CellTime] | None,

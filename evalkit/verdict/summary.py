@@ -22,6 +22,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from evalkit.evals import recorded, registry
 from evalkit.evals.base import MetricSpec
 from evalkit.evals.evalset import EvalSet
+from evalkit.store.costs import CellCost
 from evalkit.store.records import ImportInfo, LogCheck, RanAsRecord, Record, RecordFile, SourceInfo
 
 SUMMARY_SCHEMA_VERSION = 2
@@ -220,6 +221,8 @@ class CellRow(Record):
     imports: ImportInfo | None
     engine_version: str | None
     timings: dict[str, Number | None]
+    cost: CellCost | None = None
+    """Devices held x wall, by phase (store/costs.py); None: recorded before costs were."""
     checks: list[CheckRecord] | None = None
     """The thresholds checked on the cell (None: a summary written before checks were recorded)."""
     flags: list[Flag] = []
