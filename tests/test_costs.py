@@ -121,3 +121,10 @@ def test_a_real_demo_run_records_each_cells_cost_summed_right_and_every_report_s
     assert line.split(":")[0] + ":" in terminal and "GPU-hours for this verdict" in terminal
     markdown = evalkit_cli("report", "run-a", "--format", "markdown", "--results-dir", str(demo_runs["results"])).stdout
     assert f"\n{line}\n" in markdown and "| GPU-h |" in markdown
+
+
+def test_a_body_that_timed_no_eval_of_its_own_is_one_evals_phase() -> None:
+    """A bisect step runs its batches through the cell's lifecycle without an eval's span."""
+    cost = cell_cost(8, "tp 8", 20.0, [span("startup", "startup", 0, 5), span("evals", "evals", 5, 18),
+                                       span("teardown", "teardown", 18, 19)])
+    assert cost.phases == {"startup": 40.0, "evals": 104.0, "teardown": 8.0, OTHER: 8.0} and cost.waited_on is None

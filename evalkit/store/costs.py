@@ -6,7 +6,8 @@ devices it held, its wall time, the measured span of each phase (the source's bu
 start-up until it served, each eval, the engine's teardown) and the device-seconds of each, which
 sum to devices x wall: time no span covers (the tree's proof, writing records) is `other`. Evals
 that run at once (one wave on a live engine) share each moment's devices equally, so their
-figures still add up; the time of the evals' span in which no eval ran is `evals (between)`.
+figures still add up; the time of the evals' span in which no eval ran is `evals (between)`, and
+a body that timed no eval of its own (a bisect step's batches) is one phase, `evals`.
 `waited_on` names the eval whose end closed the evals' span: the one the cell's clock waited for
 last (with sequential evals the last one; in a wave the slowest).
 
@@ -80,7 +81,9 @@ def cell_cost(devices: int, devices_from: str, wall_s: float, spans: Iterable[Sp
     evals = [s for s in spans if s.kind == "eval"]
     for span in spans:
         if span.kind == "evals":
-            shares = _shared(span, [e for e in evals if e.start_s < span.end_s and e.end_s > span.start_s])
+            inside = [e for e in evals if e.start_s < span.end_s and e.end_s > span.start_s]
+            # a body that timed no eval of its own (a bisect step's batches) is one phase: `evals`
+            shares = _shared(span, inside) if inside else {span.name: span.wall_s}
             for name, seconds in shares.items():
                 phases[name] = phases.get(name, 0.0) + devices * seconds
         elif span.kind != "eval":
