@@ -11,7 +11,6 @@ from evalkit.config.schema import (
     AxisValue,
     Devices,
     EngineConfig,
-    EngineSettings,
     Evals,
     Executor,
     MatrixConfig,
@@ -20,6 +19,7 @@ from evalkit.config.schema import (
     Timeouts,
     config_model,
 )
+from evalkit.config.settings import EngineSettings
 from evalkit.config.thresholds import Threshold
 
 __all__ = [

@@ -195,7 +195,8 @@ def build_topology(spec: TopologySpec | None, settings: EngineSettings, args: tu
     pd = spec.pd
     assert pd is not None
     parts: list[Part] = []
-    for role, role_spec, default_node in (("prefill", pd.prefill, 0), ("decode", pd.decode, pd.nodes - 1)):
+    roles: tuple[tuple[Role, RoleSpec, int], ...] = (("prefill", pd.prefill, 0), ("decode", pd.decode, pd.nodes - 1))
+    for role, role_spec, default_node in roles:
         merged = settings.merged(role_spec.settings)
         for i in range(role_spec.count):
             parts.append(Part(f"{role}{i}", role, i, default_node if role_spec.node is None else role_spec.node,

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -39,7 +39,7 @@ from evalkit.engine.launch import PORT_PLACEHOLDER, CellLaunch, absolute, build_
 from evalkit.engine.metrics import scrape
 from evalkit.engine.placement import Placement, local_placement
 from evalkit.engine.ports import PortBook
-from evalkit.engine.process import EngineProcess, ReadyTimings
+from evalkit.engine.process import ReadyTimings
 from evalkit.errors import ConfigError, EngineError
 from evalkit.profiles import Profile
 from evalkit.profiles.topology import PartContext, Peer, TopologySpelling, template_router
@@ -225,8 +225,31 @@ def _router_launch(config: MatrixConfig, cell: Cell, profile: Profile, spelling:
                       python=ctx.python, cwd=cwd)
 
 
-ProcessFactory = Callable[[PartLaunch], EngineProcess]
-"""How a part's launch becomes its process (run/cell.py: its log file, timeouts, environment)."""
+class PartProcess(Protocol):
+    """What the topology asks of one part's process: an `EngineProcess` (a test may serve a part
+    in this process instead, behind the same calls)."""
+
+    timings: ReadyTimings
+    stop_s: float | None
+
+    @property
+    def pid(self) -> int | None: ...
+    @property
+    def running(self) -> bool: ...
+    @property
+    def exit_code(self) -> int | None: ...
+    def start(self) -> None: ...
+    def wait_ready(self, timeout_s: float, warmup_timeout_s: float = ...) -> ReadyTimings: ...
+    def check_alive(self) -> None: ...
+    def stop(self) -> None: ...
+    def kill(self) -> None: ...
+    def log_tail(self, lines: int = ...) -> str: ...
+    def launch_log(self) -> str: ...
+
+
+ProcessFactory = Callable[[PartLaunch], PartProcess]
+"""How a part's launch becomes its process (run/cell.py: an `EngineProcess` with its log file,
+timeouts and environment)."""
 
 
 @dataclass
@@ -235,7 +258,9 @@ class TopologyProcess:
 
     launch: TopologyLaunch
     make: ProcessFactory
-    processes: dict[str, EngineProcess] = field(default_factory=dict)
+    processes: dict[str, PartProcess] = field(default_factory=dict)
+    started: dict[str, float] = field(default_factory=dict)
+    """When each part was started (monotonic seconds)."""
     stop_s: float | None = None
     ready_s: dict[str, float] = field(default_factory=dict)
     """Seconds from the first part's start until each part was ready."""
@@ -258,10 +283,11 @@ class TopologyProcess:
                 part.launch.cwd.mkdir(parents=True, exist_ok=True)  # each part's own empty folder
             process = self.make(part)
             self.processes[part.name] = process
+            self.started[part.name] = time.monotonic()
             process.start()
 
     @property
-    def front(self) -> EngineProcess:
+    def front(self) -> PartProcess:
         return self.processes[self.launch.front.name]
 
     @property
@@ -281,9 +307,11 @@ class TopologyProcess:
                 self._start(wave)
             self._wait_wave(wave, max(deadline - time.monotonic(), 0.001), warmup_timeout_s)
         timings = self.front.timings
-        offset = round(self.front._started_at - self._t0, 3)
-        return ReadyTimings(*(None if t is None else round(t + offset, 3)
-                              for t in (timings.health_s, timings.models_s, timings.warmup_s)),
+        offset = round(self.started[self.launch.front.name] - self._t0, 3)
+        def shifted(t: float | None) -> float | None:
+            return None if t is None else round(t + offset, 3)
+
+        return ReadyTimings(shifted(timings.health_s), shifted(timings.models_s), shifted(timings.warmup_s),
                             timings.warmup_attempts)
 
     def _wait_wave(self, wave: tuple[PartLaunch, ...], timeout_s: float, warmup_timeout_s: float) -> None:

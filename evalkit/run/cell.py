@@ -305,9 +305,9 @@ def _run_with_engine(job: CellJob, control: CellControl, body: EvalsBody, keep: 
                 keep(Parts(engine.records(config.secret_env)))
             for isolated_part in isolation.values():
                 isolated_part.finish(served, config.engine.cache_max_gib)
-            for part in topology.parts:
-                scrub_file(job.cell_dir / part.part.log_name,
-                           secret_values({**os.environ, **part.launch.env}, config.secret_env))
+            for placed in topology.parts:
+                scrub_file(job.cell_dir / placed.part.log_name,
+                           secret_values({**os.environ, **placed.launch.env}, config.secret_env))
             for phase in clock.phases():
                 keep(phase)
 
@@ -351,7 +351,7 @@ def _engine_for(part: PartLaunch, config: MatrixConfig, cell_dir: Path, log_path
     )
 
 
-def _read_engine_log(job: CellJob, launch: CellLaunch, log: str, engine: EngineProcess, keep: Keep) -> None:
+def _read_engine_log(job: CellJob, launch: CellLaunch, log: str, engine: TopologyProcess, keep: Keep) -> None:
     """What the ready engine's log proves (run/engine_log.py): the mode and layout it ran, a
     `warning` in the live progress at once when they are not what the cell asked, and the
     config's log assertions, a broken one failing the cell (once kept) before any eval runs."""

@@ -24,7 +24,7 @@ from evalkit.evals.cancel import Stop
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.executor import OnCellDone
 from evalkit.run.options import Progress, RunOptions
-from evalkit.run.scheduler import WAIT_SLICE_S, DevicePool, device_need
+from evalkit.run.scheduler import WAIT_SLICE_S, DevicePool
 from evalkit.store import RunStore
 from evalkit.store.records import FINISHED, CellError, failed_cell
 
@@ -78,7 +78,7 @@ class LocalExecutor:
                 if busy := self.pool.busy(holds):
                     self.progress.update(cell.id, "waiting", "; ".join(shared[r] for r in sorted(busy))
                                          + ": not side by side with a cell that does too")
-                while (devices := self.pool.try_acquire(device_need(cell.settings), holds)) is None:
+                while (devices := self.pool.try_acquire(cell.topology.devices, holds)) is None:
                     pass
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:

@@ -23,9 +23,9 @@ from typing import Any
 import evalkit
 from evalkit.config import MatrixConfig
 from evalkit.config.cells import Cell
-from evalkit.engine import PORT_PLACEHOLDER, build_launch
 from evalkit.engine.catalog import entry_in_tree
 from evalkit.engine.sources import ResolvedSource, checkout
+from evalkit.engine.topology import build_topology_launch, plan_ports
 from evalkit.errors import ConfigError, Interrupted
 from evalkit.evals import evalset
 from evalkit.evals.base import Eval, EvalSettings
@@ -36,7 +36,7 @@ from evalkit.run.executor import Executor, OnCellDone
 from evalkit.run.gpus import provenance
 from evalkit.run.local import LocalExecutor
 from evalkit.run.options import Progress, RunOptions
-from evalkit.run.scheduler import DevicePool, device_need
+from evalkit.run.scheduler import DevicePool
 from evalkit.run.signals import interrupts_raise
 from evalkit.run.slurm import SlurmExecutor
 from evalkit.store import RunStore
@@ -72,9 +72,9 @@ def prepare(config: MatrixConfig, config_path: Path, cells: list[Cell], options:
     profile = get_profile(config.engine.profile)
     pool = DevicePool(config.devices.count if config.devices else None, 1)
     for cell in cells:
-        pool.check(cell.id, device_need(cell.settings))
-        if not options.base_url:
-            build_launch(config, cell, PORT_PLACEHOLDER)  # a profile or setting error is bad input, now
+        pool.check(cell.id, cell.topology.devices)
+        if not options.base_url:  # a profile, setting or topology error is bad input, now
+            build_topology_launch(config, cell, plan_ports)
     sources = {} if options.base_url else prepare_sources(cells, options.cache_dir)
     for cell in cells if not options.base_url else ():  # a catalog without the entry is bad input, now
         entry_in_tree(config, cell, sources.get(cell.id))
