@@ -34,6 +34,7 @@ def config_text(repo: Path, shas: list[str]) -> str:
 model: toy/model
 engine:
   profile: tests.toy_engine:PROFILE
+  cache: fresh  # each launch's own empty cache (keyed caches: tests/test_engine_caches_e2e.py)
 devices: {{count: 3}}
 axes:
   tree:

@@ -23,9 +23,12 @@ from evalkit.engine import PortBook, build_launch
 from evalkit.engine.caches import INDEX, CacheKey, acquire, cache_key, caches_root, read_index, would_hit
 from evalkit.engine.isolation import describe_isolation, isolate
 from evalkit.errors import ConfigError
+from evalkit.store import read_json, write_json
 from evalkit.store.comparability import compare_keys, key_of
 from evalkit.store.records import CellRecord
 from tests.conftest import write_config
+from tests.helpers.cli import evalkit_cli
+from tests.helpers.runs import CellSpec, write_run
 from tests.test_comparability import cell_record, run_record
 
 VLLM = """
@@ -225,3 +228,20 @@ def test_the_default_folder_sits_beside_the_results_folder_unless_the_config_nam
     assert caches_root(config, Path("results")) == Path(os.getcwd()) / ".evalkit-cache" / "engine-caches"
     named, _ = vllm(tmp_path, engine=f", cache_dir: {tmp_path / 'shared'}")
     assert caches_root(named, Path("results")) == tmp_path / "shared"
+
+
+def test_the_report_says_each_keyed_cache_hit_or_miss_in_the_engine_section(tmp_path: Path) -> None:
+    run, _ = write_run(tmp_path / "results", "r", {"tp8-fixon": CellSpec(), "tp8-fixoff": CellSpec()})
+    caches = {"tp8-fixon": {"mode": "keyed", "key": "0f1e2d3c4b5a6978", "hit": True, "path": "/c/0f1e2d3c4b5a6978"},
+              "tp8-fixoff": {"mode": "fresh", "why": "keyed folder 1a2b3c4d5e6f7a8b in use by another launch"}}
+    for cell, cache in caches.items():
+        record = read_json(run / cell / "cell.json")
+        write_json(run / cell / "cell.json", {**record, "isolation": {"cache": cache}})
+    markdown = evalkit_cli("report", "r", "--format", "markdown", "--results-dir", str(tmp_path / "results"))
+    assert markdown.returncode in (0, 1), markdown.stderr
+    assert "1/1 keyed compile caches warm" in markdown.stdout
+    assert "- tp8-fixon: cache hit 0f1e2d3c4b5a6978" in markdown.stdout
+    assert "- tp8-fixoff: cache fresh (keyed folder 1a2b3c4d5e6f7a8b in use by another launch)" in markdown.stdout
+    document = evalkit_cli("report", "r", "--format", "json", "--results-dir", str(tmp_path / "results"))
+    cells = {c["id"]: c for c in json.loads(document.stdout)["cells"]}
+    assert cells["tp8-fixon"]["cache"] == caches["tp8-fixon"]

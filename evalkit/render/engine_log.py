@@ -1,11 +1,12 @@
 """What each cell's engine log proved, as plain text lines every report format shows: the graph
 mode and layout the engine says it ran (and whether that is what the cell asked) and the config's
 log assertions (run/engine_log.py). A cell that ran another mode or layout is also a warning flag
-(verdict/deltas.py `ran_as_flags`); these lines are the evidence behind it."""
+(verdict/deltas.py `ran_as_flags`); these lines are the evidence behind it. Beside them, whether
+the engine's keyed compile cache was warm (engine/caches.py): a start-up's length depends on it."""
 
 from __future__ import annotations
 
-from evalkit.store.records import LogCheck, RanAsRecord
+from evalkit.store.records import CacheRecord, LogCheck, RanAsRecord
 from evalkit.verdict.summary import RunSummary
 
 
@@ -39,13 +40,24 @@ def checks_text(checks: list[LogCheck] | None) -> str | None:
     return text
 
 
+def cache_text(cache: CacheRecord | None) -> str | None:
+    """`hit 0f1e2d3c4b5a6978` for a keyed cache, `fresh (why)` when keyed could not be had; None
+    for caches fresh or the engine's own by the config (nothing to say per cell)."""
+    if cache is None:
+        return None
+    if cache.mode == "keyed":
+        return f"{'hit' if cache.hit else 'miss'} {cache.key}"
+    return f"{cache.mode} ({cache.why})" if cache.why else None
+
+
 def engine_log_lines(summary: RunSummary) -> list[str]:
-    """One line per cell whose engine log was read or checked."""
+    """One line per cell whose engine log was read or checked, or whose compile cache was keyed."""
     lines = []
     for cell in summary.cells:
-        ran, checks = ran_text(cell.ran_as), checks_text(cell.log_checks)
-        if ran or checks:
-            parts = ([f"ran {ran}"] if ran else []) + ([f"log checks {checks}"] if checks else [])
+        ran, checks, cache = ran_text(cell.ran_as), checks_text(cell.log_checks), cache_text(cell.cache)
+        if ran or checks or cache:
+            parts = (([f"ran {ran}"] if ran else []) + ([f"log checks {checks}"] if checks else [])
+                     + ([f"cache {cache}"] if cache else []))
             lines.append(f"{cell.id}: {' · '.join(parts)}")
     return lines
 
@@ -59,4 +71,7 @@ def engine_log_title(summary: RunSummary) -> str:
         parts.append(f"{sum(1 for r in read if r.agrees)}/{len(read)} cells ran the mode and layout asked")
     if checks:
         parts.append(f"{sum(1 for c in checks if c.ok)}/{len(checks)} log checks held")
+    keyed = [c.cache for c in summary.cells if c.cache is not None and c.cache.mode == "keyed"]
+    if keyed:
+        parts.append(f"{sum(1 for c in keyed if c.hit)}/{len(keyed)} keyed compile caches warm")
     return "Engine log: " + ("; ".join(parts) if parts else "nothing read")

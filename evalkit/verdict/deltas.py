@@ -378,7 +378,8 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
         row["setup"] = {ev.name: setup["hash"] for ev in evals if (setup := setup_of(cell.metrics, ev.name))}
         row |= {"effective_mode": cell.effective_mode, "ran_as": cell.ran_as, "log_checks": cell.log_checks,
                 "source": cell.source, "imports": cell.imports, "engine_version": cell.engine_version,
-                "timings": cell.timings, "cost": cell.cost}
+                "timings": cell.timings, "cost": cell.cost,
+                "cache": cell.isolation.cache if cell.isolation is not None else None}
         rows.append(row)
     checks.assess_matrix(config, rows)
     for cell, row in zip(cells, rows):

@@ -23,7 +23,7 @@ from evalkit.evals import recorded, registry
 from evalkit.evals.base import MetricSpec
 from evalkit.evals.evalset import EvalSet
 from evalkit.store.costs import CellCost
-from evalkit.store.records import ImportInfo, LogCheck, RanAsRecord, Record, RecordFile, SourceInfo
+from evalkit.store.records import CacheRecord, ImportInfo, LogCheck, RanAsRecord, Record, RecordFile, SourceInfo
 
 SUMMARY_SCHEMA_VERSION = 2
 """summary.json's version: a field is renamed or removed only with a new version and a migration
@@ -217,6 +217,9 @@ class CellRow(Record):
     effective_mode: str | None
     ran_as: RanAsRecord | None
     log_checks: list[LogCheck] | None
+    cache: CacheRecord | None = None
+    """How the engine's compile caches were kept: keyed (its key, hit or miss), fresh or the
+    engine's own (engine/caches.py); None: recorded before keyed caches, or no engine started."""
     source: SourceInfo | None
     imports: ImportInfo | None
     engine_version: str | None
