@@ -11,6 +11,7 @@ processes (the plan's order, the report), in `e2e`.
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,3 +107,15 @@ def test_a_reference_that_ran_first_or_scored_nothing_is_not_checked(run: Run, t
     (tmp_path / "atom").mkdir()
     silent = rise(run.cell_dir("buggy"), tmp_path / "atom")
     assert silent["diff"] is None and silent["refused"].startswith("not checked: atom scored no generations")
+
+
+def test_the_baseline_names_each_soup_text_its_model_finds_improbable(run: Run) -> None:
+    """Per text, the model signal's statistic under the baseline's model (the worst 64-token
+    window's NLL): every buggy text is past the baseline's own median by the signal's margin."""
+    rows = list(read_jsonl(run.cell_dir("base") / FILE))
+    assert all(row["worst_nll"] > 0 for row in rows)
+    found = rise(run.cell_dir("buggy"), run.cell_dir("base"))
+    buggy, base = run.cell_dir("buggy").name, run.cell_dir("base").name
+    assert sorted(found["improbable"]) == sorted(row["id"] for row in rows if row["cell"] == buggy)
+    own = statistics.median(row["worst_nll"] for row in rows if row["cell"] == base)
+    assert found["improbable_line"] == pytest.approx(own + 5.5) and own < 4.0  # nats per token

@@ -21,17 +21,24 @@ refused, "not checked", never passed. The plan runs the baseline cell last when 
 
 The generation is scored alone, as a document (its prompt is not sent): both texts of a pair are
 scored the same way, so the difference is the model's view of the text, not of the prompt.
+
+Per text the row also holds ``worst_nll``, the repetition eval's model-signal statistic (the
+worst 64-token window's NLL, evals/model_signal.py) under the reference's model, and `rise` names
+the cell's texts whose worst window exceeds the median of the reference's own by the signal's
+margin (``improbable``): the baseline's per-sample view of what each cell's own engine judged.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import statistics
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from evalkit.evals.base import EvalContext
+from evalkit.evals.model_signal import ModelSignalSettings, worst_window
 from evalkit.evals.prompts import Prompt
 from evalkit.store.files import read_jsonl
 
@@ -67,16 +74,18 @@ def score_generations(ctx: EvalContext, n: int,
                       score: Callable[[list[Prompt]], list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Score the generations `texts_to_score` picks with ``score`` (the divergence eval's
     teacher-forced requests, rows in the order given); one row per text: its cell, prompt id,
-    whether the detector called it collapsed, positions scored and mean logprob."""
+    whether the detector called it collapsed, positions scored, mean logprob and worst-window NLL."""
     chosen = texts_to_score(ctx, n)
     if not chosen:
         return []
     items = [Prompt(f"{cell}/{row['id']}", "generation", str(row["text"])) for cell, row in chosen]
     out = []
+    window = ModelSignalSettings().window
     for (cell, row), scored in zip(chosen, score(items)):
         values = [v for v in scored["logprobs"] if v is not None]
         out.append({"cell": cell, "id": row["id"], "collapsed": bool(row.get("collapsed")), "n_tokens": len(values),
-                    "mean_logprob": math.fsum(values) / len(values) if values else None})
+                    "mean_logprob": math.fsum(values) / len(values) if values else None,
+                    "worst_nll": worst_window([-v for v in values], window)[0] if values else None})
     return out
 
 
@@ -104,8 +113,12 @@ def rise(this_dir: Path, ref_dir: Path) -> dict[str, Any]:
     gaps = [own[pid]["mean_logprob"] - theirs[pid]["mean_logprob"] for pid in shared]
     value = math.fsum(gaps) / len(gaps)
     collapsed = [gap for pid, gap in zip(shared, gaps) if theirs[pid]["collapsed"]]
+    own_worst = [own[pid]["worst_nll"] for pid in shared if own[pid].get("worst_nll") is not None]
+    line = statistics.median(own_worst) + ModelSignalSettings().margin if own_worst else None
+    improbable = [pid for pid in shared if line is not None and (theirs[pid].get("worst_nll") or 0) > line]
     return {"diff": value, "value": value, "p_value": None, "texts": len(shared),
             "mean_logprob": math.fsum(theirs[pid]["mean_logprob"] for pid in shared) / len(shared),
             "ref_mean_logprob": math.fsum(own[pid]["mean_logprob"] for pid in shared) / len(shared),
             "collapsed_texts": len(collapsed), "collapsed_rise": math.fsum(collapsed) / len(collapsed) if collapsed else None,
+            "improbable": improbable, "improbable_line": line,
             "least_likely": sorted(({"id": pid, "rise": gap} for pid, gap in zip(shared, gaps)), key=lambda w: -w["rise"])[:5]}
