@@ -40,7 +40,7 @@ from evalkit.engine.metrics import scrape
 from evalkit.engine.placement import Placement, local_placement
 from evalkit.engine.ports import PortBook
 from evalkit.engine.process import ReadyTimings
-from evalkit.errors import ConfigError, EngineError
+from evalkit.errors import ConfigError, EngineError, EngineExited
 from evalkit.profiles import Profile
 from evalkit.profiles.topology import PartContext, Peer, TopologySpelling, template_router
 from evalkit.redact import redact_argv, scrub, secret_values
@@ -268,6 +268,7 @@ class TopologyProcess:
     """What each engine part's `/metrics` counted when the cell ended (`_scrape_parts`)."""
     _t0: float = 0.0
     _stopped: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __enter__(self) -> TopologyProcess:
         self._t0 = time.monotonic()
@@ -278,13 +279,18 @@ class TopologyProcess:
         self.stop()
 
     def _start(self, wave: tuple[PartLaunch, ...]) -> None:
-        for part in wave:
-            if part.launch.cwd is not None:
-                part.launch.cwd.mkdir(parents=True, exist_ok=True)  # each part's own empty folder
-            process = self.make(part)
-            self.processes[part.name] = process
-            self.started[part.name] = time.monotonic()
-            process.start()
+        """Start `wave`'s parts, unless the topology is already being stopped (a run's stop from
+        another thread between two waves): a part started after `stop` would be left running."""
+        with self._lock:
+            for part in wave:
+                if self._stopped.is_set():
+                    raise EngineExited(f"{part.name}: stopped by evalkit before it started")
+                if part.launch.cwd is not None:
+                    part.launch.cwd.mkdir(parents=True, exist_ok=True)  # each part's own empty folder
+                process = self.make(part)
+                self.processes[part.name] = process
+                self.started[part.name] = time.monotonic()
+                process.start()
 
     @property
     def front(self) -> PartProcess:
@@ -377,9 +383,11 @@ class TopologyProcess:
         """Stop every part, the last wave first, each wave's parts side by side. Idempotent.
         A topology's parts' `/metrics` are read first, while they still serve (`records`)."""
         began = time.monotonic()
-        if not self._stopped.is_set() and self.launch.topology.kind != "single":
+        with self._lock:  # no part starts after this
+            first = not self._stopped.is_set()
+            self._stopped.set()
+        if first and self.launch.topology.kind != "single":
             self._scrape_parts()
-        self._stopped.set()
         for wave in reversed(self.launch.waves):
             threads = [threading.Thread(target=self.processes[p.name].stop, daemon=True)
                        for p in wave if p.name in self.processes]
