@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from evalkit.run.external import choose_served_name, normalise_base_url, served_
 from evalkit.run.options import Progress, RunOptions, Silent
 from evalkit.run.orchestration import CommandRequest, device_lock, load_unchanged, stopping_on_interrupt
 from evalkit.run.signals import interrupts_raise
+from evalkit.run.slurm_nodes import placement_for
 from evalkit.run.stages import execute, prepare, prepare_sources
 from evalkit.store import (
     RunStore,
@@ -247,7 +249,8 @@ def run_one_cell(results_dir: Path, run_id: str, cell_id: str, cache_dir: Path, 
     """Run one cell of an existing run (what a Slurm job does), writing its cell.json; its record.
 
     The config is re-read from the run's config path and must match the run's snapshot, so a job
-    never runs a different experiment than the run it belongs to.
+    never runs a different experiment than the run it belongs to. Inside a Slurm job of several
+    nodes, a cell whose topology spans them starts each part on its node (run/slurm_nodes.py).
     """
     store = RunStore(results_dir, run_id)
     info = RunRecord.load(store.path / "run.json")
@@ -256,6 +259,7 @@ def run_one_cell(results_dir: Path, run_id: str, cell_id: str, cache_dir: Path, 
     if cell is None:
         raise ConfigError(f"cell {cell_id!r} is not a cell of run {run_id}")
     job = CellJob(config, cell, store, progress, limit=info.limit,
-                  source=prepare_sources([cell], cache_dir).get(cell.id))
+                  source=prepare_sources([cell], cache_dir).get(cell.id),
+                  placement=placement_for(cell.topology.nodes, config.engine.host, os.environ))
     with interrupts_raise(), stopping_on_interrupt(config) as control:
         return run_cell(job, control).dump()
