@@ -118,6 +118,17 @@ def test_a_folder_is_a_hit_only_after_a_launch_that_became_ready(tmp_path: Path)
     again.finish(ready=True, max_bytes=GIB)
 
 
+def test_a_damaged_index_trusts_no_folder(tmp_path: Path) -> None:
+    """A folder the index does not vouch for is a miss, emptied before the launch: never reused."""
+    key, root = key_for(tmp_path), tmp_path / "caches"
+    fill(root, key, 100)
+    (root / INDEX).write_text("{not json")
+    lease = acquire(root, key)
+    assert lease is not None and not lease.hit and not (lease.path / "blob").exists()
+    lease.finish(ready=True, max_bytes=GIB)
+    assert would_hit(root, key)
+
+
 def test_a_folder_in_use_is_not_given_to_a_second_launch(tmp_path: Path) -> None:
     key, root = key_for(tmp_path), tmp_path / "caches"
     held = acquire(root, key)

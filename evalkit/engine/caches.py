@@ -227,8 +227,9 @@ class Lease:
         try:
             size = _size(self.path) if ready else 0
             with _index(self.root) as entries:
-                if ready:
-                    entries[self.key.digest].update(ready=True, size=size, last_used=time.time())
+                if ready:  # the entry is there unless the index was lost meanwhile: then it is made again
+                    entry = entries.setdefault(self.key.digest, {"engine": self.key.engine, "created": time.time()})
+                    entry.update(ready=True, size=size, last_used=time.time())
                 else:
                     shutil.rmtree(self.path, ignore_errors=True)
                     entries.pop(self.key.digest, None)
