@@ -178,9 +178,6 @@ class KvStore:
         """The payload, gone from the store once fetched; None if unknown or dropped."""
         return self._payloads.pop(transfer_id, None)
 
-    def __len__(self) -> int:
-        return len(self._payloads)
-
 
 def remote_params(transfer_id: str, host_header: str, tp: int, dp: int) -> dict[str, Any]:
     """The ``kv_transfer_params`` a producer answers (ATOM's mooncake_connector.py:421 fields that a

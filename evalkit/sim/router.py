@@ -9,9 +9,11 @@ request to a decode worker with the ``kv_transfer_params`` the prefill answered,
 stream, if asked) passed back as it comes. A worker's error is passed back with its status.
 
 Why its readiness is its own: a topology is ready only when the router can reach every worker, so
-``/health`` is 503 until each worker answers ``/health`` 200 and ``/kv_transfer_info`` with the
-role it is listed under, and again as soon as one stops; the body names each worker's state.
-Workers are checked when asked (a second's cache), so nothing runs between requests.
+``/health`` (and every request) is 503 until each worker has answered ``/health`` 200 and
+``/kv_transfer_info`` with the role it is listed under; the body names each worker's state.
+After that a worker that stops answering (its port refused) makes ``/health`` 503 again, while
+one too busy to answer in time stays ready, and requests are relayed (a dead worker's error is
+the request's). Workers are checked when asked (a second's cache), so nothing runs between requests.
 Several ``--prefill`` / ``--decode`` URLs are taken in turn.
 """
 
@@ -38,6 +40,8 @@ from evalkit.sim.openai import error_body
 
 CHECK_TTL_S = 1.0
 """How long a readiness check of the workers holds."""
+CHECK_TIMEOUT_S = 5.0
+BUSY = "ready (busy: its /health was slow)"
 EXIT_CONFIG = 2
 EXIT_BIND = 1
 _PASSED_HEADERS = ("content-type",)
@@ -61,6 +65,7 @@ class Router:
                        for role in ("kv_producer", "kv_consumer")}
         self._client: httpx.AsyncClient | None = None
         self._checked: tuple[float, dict[str, str]] = (float("-inf"), {})
+        self._seen_ready = False
         self.app = Starlette(routes=[
             Route("/health", self.health, methods=["GET"]),
             Route("/v1/models", self.models, methods=["GET"]),
@@ -83,25 +88,31 @@ class Router:
         found = await asyncio.gather(*(self._state(w) for w in self.workers))
         states = {w.url: state for w, state in zip(self.workers, found, strict=True)}
         self._checked = (time.monotonic(), states)
+        self._seen_ready = self._seen_ready or all(state == "ready" for state in states.values())
         return states
 
     async def _state(self, worker: Worker) -> str:
         try:
-            health = await self.client.get(f"{worker.url}/health", timeout=2.0)
+            health = await self.client.get(f"{worker.url}/health", timeout=CHECK_TIMEOUT_S)
             if health.status_code != 200:
                 return f"/health answered {health.status_code}"
-            info = (await self.client.get(f"{worker.url}/kv_transfer_info", timeout=2.0)).json()
+            info = (await self.client.get(f"{worker.url}/kv_transfer_info", timeout=CHECK_TIMEOUT_S)).json()
+        except httpx.TimeoutException as error:
+            return BUSY if self._seen_ready else f"unreachable: {type(error).__name__}"
         except (httpx.HTTPError, ValueError) as error:
             return f"unreachable: {type(error).__name__}"
         role = info.get("kv_role") if isinstance(info, dict) else None
         return "ready" if role == worker.role else f"kv_role is {role}, listed as {worker.role}"
 
     async def ready(self) -> bool:
-        return all(state == "ready" for state in (await self.states()).values())
+        """Whether requests are relayed: once every worker has been seen ready."""
+        if not self._seen_ready:
+            await self.states()
+        return self._seen_ready
 
     async def health(self, _: Request) -> Response:
         states = await self.states()
-        ok = all(state == "ready" for state in states.values())
+        ok = self._seen_ready and all(state in ("ready", BUSY) for state in states.values())
         return JSONResponse({"status": "ok" if ok else "waiting for workers", "workers": states},
                             status_code=200 if ok else 503)
 
