@@ -36,8 +36,9 @@ TIERS = {
     "e2e": "e2e and not real_engine and not slurm and not slow",
     "slow": "slow and not real_engine and not slurm",
 }
-WORKERS = {"default": 0, "e2e": 2, "slow": 2}
-"""pytest-xdist workers per tier, as .ci/run runs them (0: in one process)."""
+WORKERS = {"default": 2, "e2e": 2, "slow": 2}
+"""pytest-xdist workers per tier, as .ci/run runs them on 2 cores (addopts' -n auto); `--workers 0`
+runs a tier in one process (how coverage of the default tier compares with the old one-process suite)."""
 
 
 def run_tier(checkout: Path, name: str, expr: str, out: Path, workers: int, coverage: bool) -> dict[str, object]:
@@ -47,8 +48,8 @@ def run_tier(checkout: Path, name: str, expr: str, out: Path, workers: int, cove
     junit = folder / "junit.xml"
     pytest_args = ["-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", expr, f"--junitxml={junit}",
                    "--durations=0", "-o", "junit_duration_report=total"]
-    if workers:
-        pytest_args += ["-n", str(workers)]
+    # always said: pyproject.toml's addopts (-n auto) would otherwise spread a tier meant for one process
+    pytest_args += ["-n", str(workers)]
     argv = [sys.executable, *(["-m", "coverage", "run", f"--rcfile={checkout / 'pyproject.toml'}"] if coverage else []),
             *pytest_args]
     env = {**os.environ, "PYTHONPATH": str(checkout), "COVERAGE_FILE": str(folder / ".coverage")}

@@ -23,7 +23,7 @@ from evalkit.config.cells import expand
 from evalkit.stats.bounds import ceiling_for, clopper_pearson, decision_band, floor_for, gate_chances
 from evalkit.stats.multiplicity import holm
 from evalkit.store import write_json
-from evalkit.verdict.checks import assess_rows, flag
+from evalkit.verdict.checks import Evidence, assess_rows, flag
 from evalkit.verdict.floors import floor_line
 from evalkit.verdict.plan import noise_from, plan_lines, planned_n
 from tests.conftest import CONFIGS
@@ -48,9 +48,7 @@ def collapse_row(cell: str, collapsed: int, n: int) -> dict[str, Any]:
 
 def judged(threshold: Threshold, *rows: dict[str, Any], method: str = "holm") -> list[str]:
     """Each row's outcome of `threshold`, judged together as a matrix judges its cells."""
-    found = list(rows)
-    assess_rows([threshold], found, method)  # type: ignore[arg-type]
-    return [row["checks"][0].outcome for row in found]
+    return [records[0].outcome for records in assess_rows([threshold], [Evidence.of(r) for r in rows], method)]  # type: ignore[arg-type]
 
 
 def reference(right: int, n: int, limit: float, floor: bool, alpha: float, family: int = 1) -> str:
@@ -82,9 +80,7 @@ def test_gate_point_keeps_the_engine_cis_point_estimate_rule() -> None:
     n = 1319
     floor = rule(metric="gsm8k.flexible", min=0.94, gate="point")
     assert judged(floor, gsm8k_row("low", round(0.936 * n), n), gsm8k_row("high", round(0.945 * n), n)) == ["FAIL", "PASS"]
-    rows = [gsm8k_row("low", round(0.936 * n), n)]
-    assess_rows([floor], rows, "holm")
-    (record,) = rows[0]["checks"]
+    ((record,),) = assess_rows([floor], [Evidence.of(gsm8k_row("low", round(0.936 * n), n))], "holm")
     assert record.rule == "gsm8k.flexible min 0.94 gate point" and record.p is None
 
 
@@ -128,8 +124,7 @@ def test_a_failed_floor_says_its_evidence_and_an_undecided_one_its_interval() ->
     n = 1319
     floor = rule(metric="gsm8k.flexible", min=0.94)
     rows = [gsm8k_row("bug", round(0.870 * n), n), gsm8k_row("near", round(0.938 * n), n)]
-    assess_rows([floor], rows, "holm")
-    failed, near = rows[0]["checks"][0], rows[1]["checks"][0]
+    (failed,), (near,) = assess_rows([floor], [Evidence.of(r) for r in rows], "holm")
     found = flag(floor, failed, "bug", rows[0]["metrics"])
     assert found is not None and found.message.startswith("bug: GSM8K flexible 0.870 < min 0.94 (binomial p = ")
     assert "Holm p = " in found.message and found.message.endswith("< 0.05, n 1319)")

@@ -152,13 +152,13 @@ def judge_ends(config: MatrixConfig, good_dir: Path, bad_dir: Path, alpha: float
         return Ends(bad=False, reason=f"the ends ran differently ({'; '.join(beyond)}): not comparable", **base)
     own = [t for t in config.thresholds if t.kind.own_value]
     thresholds = [*checks.against_one_reference(config.thresholds), *own]
-    row: dict[str, Any] = {"id": labels["bad"], "status": "ok", "metrics": flat_bad, "unmeasured": unmeasured(bad, evals),
-                           "vs_baseline": evidence}
-    checks.assess_rows(thresholds, [row], "none", one_reference=True)  # one comparison: a family of one each
-    flags = [f for r in row["checks"]
-             if (f := checks.flag(thresholds[r.threshold], r, labels["bad"], flat_bad, REFERENCE_WORD))]
-    good_flags = [f for t in own if (f := check_threshold(t, {"id": labels["good"]}, flat_good)) and f.action == "fail"]
-    base |= {"flags": flags, "good_flags": good_flags, "checks": row["checks"]}
+    bad_end = checks.Evidence(id=labels["bad"], ok=True, metrics=flat_bad, unmeasured=unmeasured(bad, evals),
+                              vs_baseline=evidence)
+    (found,) = checks.assess_rows(thresholds, [bad_end], "none", one_reference=True)  # a family of one each
+    flags = [f for r in found if (f := checks.flag(thresholds[r.threshold], r, labels["bad"], flat_bad, REFERENCE_WORD))]
+    good_end = checks.Evidence(id=labels["good"], ok=True, metrics=flat_good)
+    good_flags = [f for t in own if (f := check_threshold(t, good_end)) and f.action == "fail"]
+    base |= {"flags": flags, "good_flags": good_flags, "checks": found}
     try:
         test = StepTest.from_ends(paired_bad=paired_counts(evidence.of(paired_spec.name) if paired_spec else None),
                                   collapses_good=event_count(count_spec, flat_good),

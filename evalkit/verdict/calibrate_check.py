@@ -22,7 +22,7 @@ from evalkit.evals.evalset import spec_named
 from evalkit.stats.bounds import STEP
 from evalkit.stats.multiplicity import Method
 from evalkit.verdict.calibrate_cells import CalibrationRun, Rule
-from evalkit.verdict.checks import FAIL, INCONCLUSIVE, assess_rows
+from evalkit.verdict.checks import FAIL, INCONCLUSIVE, Evidence, assess_rows
 
 MAX_STEPS = 200
 """Widening steps before a rule is dropped: a share's whole range (a floor widened to its range's
@@ -53,10 +53,9 @@ def judge(rule: Rule, runs: Sequence[CalibrationRun], specs: Sequence[MetricSpec
     healthy: Counter[str] = Counter()
     bad, caught = [], []
     for run in runs:
-        rows = [dict(row) for row in run.rows]  # the checks write `checks` into each row
-        assess_rows([threshold], rows, method)
-        for row in rows:
-            for record in row["checks"]:
+        found = assess_rows([threshold], [Evidence.of(row) for row in run.rows], method)
+        for row, records in zip(run.rows, found):
+            for record in records:
                 where = f"{row['id']} ({run.label})"
                 if row["id"] in run.unhealthy:
                     caught += [where] if record.outcome == FAIL else []

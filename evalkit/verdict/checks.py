@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.config import MatrixConfig, Threshold
+from evalkit.config import Threshold
 from evalkit.config.thresholds import ThresholdKind
 from evalkit.evals.base import Comparison, MetricSpec
 from evalkit.evals.evalset import eval_name
@@ -75,6 +76,35 @@ def _against(check: str) -> str:
     return "vs_baseline" if check.endswith("vs_baseline") else "vs_ab"
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What the thresholds read of one cell, and nothing else: its figures, why a missing one is
+    missing, and its deltas against each reference. The matrix's cells, a comparison's cells
+    against run A, a bisect's bad end and calibrate's healthy cells are all judged from one of
+    these; judging returns records and changes nothing it reads."""
+
+    id: str
+    ok: bool
+    """The cell ran and was scored (a cell that did not is never judged)."""
+    metrics: Mapping[str, Any]
+    """Flat metrics under dotted names (`Eval.flat`)."""
+    unmeasured: Mapping[str, str] = field(default_factory=dict)
+    """Metric -> why the cell has no value for it (said as NOT_CHECKED)."""
+    vs_baseline: Deltas | None = None
+    vs_ab: Deltas | None = None
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> Evidence:
+        """From a summary-shaped row (`id`, `status`, `metrics`, `unmeasured`, `vs_baseline`, `vs_ab`)."""
+        return cls(id=row["id"], ok=row["status"] == "ok", metrics=row["metrics"],
+                   unmeasured=row.get("unmeasured") or {}, vs_baseline=row.get("vs_baseline"),
+                   vs_ab=row.get("vs_ab"))
+
+    def against(self, check: str) -> Deltas | None:
+        """The deltas a delta check reads: against the baseline or the fix-on twin."""
+        return self.vs_baseline if _against(check) == "vs_baseline" else self.vs_ab
+
+
 @functools.lru_cache(maxsize=4096)
 def _paired_mde(n: int, discordant: int, alpha: float, power: float) -> float | None:
     return mcnemar_mde(n, discordant / n, alpha, power) if n else None
@@ -85,11 +115,11 @@ def _count_mde(n: int, n_ref: int, base_rate: float, alpha: float, power: float)
     return fisher_mde(n, n_ref, base_rate, alpha, power)
 
 
-def assess(threshold: Threshold, index: int, row: Mapping[str, Any], metrics: Mapping[str, Any]) -> CheckRecord | None:
-    """The check record of `threshold` (the config's `index`-th) on one summary row, before the
+def assess(threshold: Threshold, index: int, cell: Evidence) -> CheckRecord | None:
+    """The check record of `threshold` (the config's `index`-th) on one cell, before the
     family adjustment (`decide` finishes it); None when the threshold does not apply to the cell
     (a delta against a reference the cell does not have, e.g. the baseline itself)."""
-    check, metric = threshold.check, threshold.metric
+    check, metric, metrics = threshold.check, threshold.metric, cell.metrics
     spec = threshold.spec
     base = CheckRecord(threshold=index, rule=rule_text(threshold), metric=metric, check=check, margin=threshold.value,
                        action=threshold.action, alpha=threshold.alpha, power=threshold.power,
@@ -98,13 +128,13 @@ def assess(threshold: Threshold, index: int, row: Mapping[str, Any], metrics: Ma
                        outcome=UNDECIDED)
     if threshold.kind.own_value:
         if metrics.get(metric) is None:
-            reason = (row.get("unmeasured") or {}).get(metric)
+            reason = cell.unmeasured.get(metric)
             return base.updated(outcome=NOT_CHECKED, why=reason) if reason else None
         return base.updated(**_own_value(threshold, metrics))
-    deltas: Deltas | None = row.get(_against(check))
+    deltas = cell.against(check)
     delta = deltas.of(metric) if deltas is not None else None
     if deltas is None or delta is None:
-        reason = (row.get("unmeasured") or {}).get(metric) if metrics.get(metric) is None else None
+        reason = cell.unmeasured.get(metric) if metrics.get(metric) is None else None
         return base.updated(outcome=NOT_CHECKED, why=reason) if reason else None
     base = base.updated(reference=deltas.reference)
     if delta.differs or delta.setup_differs or delta.refused:
@@ -252,28 +282,22 @@ def family(records: Sequence[CheckRecord], method: Method) -> list[CheckRecord]:
             for i, r in enumerate(records)]
 
 
-def assess_matrix(config: MatrixConfig, rows: list[dict[str, Any]]) -> None:
-    """Every threshold on every ok row, adjusted per threshold across the cells: sets `checks`."""
-    assess_rows(list(config.thresholds), rows, config.multiplicity)
-
-
-def assess_rows(thresholds: Sequence[Threshold], rows: list[dict[str, Any]], method: Method,
-                one_reference: bool = False) -> None:
-    """`thresholds` on every ok summary-shaped row (`id`, `status`, `metrics`, `vs_baseline` /
-    `vs_ab`), each threshold's p-values adjusted across the rows it is checked on: sets each
-    row's `checks` (record `threshold` is the index in `thresholds`). The matrix's cells, a
-    comparison's cells against the earlier run and a bisect's bad end are judged by this one
-    function. `one_reference`: the rows have one reference (`against_one_reference`), which the
+def assess_rows(thresholds: Sequence[Threshold], cells: Sequence[Evidence], method: Method,
+                one_reference: bool = False) -> list[list[CheckRecord]]:
+    """`thresholds` on every cell that ran, each threshold's p-values adjusted across the cells it
+    is checked on: each cell's check records, in the order of `cells` (record `threshold` is the
+    index in `thresholds`; a cell that did not run has none). The matrix's cells, a comparison's
+    cells against the earlier run, a bisect's bad end and calibrate's cells are judged by this one
+    function. `one_reference`: the cells have one reference (`against_one_reference`), which the
     rules then do not call the baseline (`max_drop 0.02`; the report names the reference)."""
-    for row in rows:
-        row["checks"] = []
-    ok = [row for row in rows if row["status"] == "ok"]
+    out: list[list[CheckRecord]] = [[] for _ in cells]
     for index, threshold in enumerate(thresholds):
-        found = [(row, r) for row in ok if (r := assess(threshold, index, row, row["metrics"])) is not None]
-        for (row, _), record in zip(found, family([r for _, r in found], method)):
+        found = [(i, r) for i, cell in enumerate(cells) if cell.ok and (r := assess(threshold, index, cell)) is not None]
+        for (i, _), record in zip(found, family([r for _, r in found], method)):
             if one_reference:
                 record = record.updated(rule=record.rule.replace("_vs_baseline ", " ", 1))
-            row["checks"].append(record)
+            out[i].append(record)
+    return out
 
 
 def against_one_reference(thresholds: Sequence[Threshold]) -> list[Threshold]:

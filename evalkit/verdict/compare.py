@@ -97,7 +97,7 @@ def compare_runs(a_path: Path, b_path: Path, allow: Iterable[str] = ()) -> RunCo
     # each cell as cell.json holds it: what the evals' hooks and `deltas_between` read
     stored_a, stored_b = {c.id: c.dump() for c in listed_a}, {c.id: c.dump() for c in listed_b}
     expected = {*EXPECTED, *allow}
-    out: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    out: list[tuple[dict[str, Any], checks.Evidence]] = []
     for cell_id in list(dict.fromkeys([*cells_a, *cells_b])):
         a, b = cells_a.get(cell_id), cells_b.get(cell_id)
         either = a or cells_b[cell_id]
@@ -106,7 +106,7 @@ def compare_runs(a_path: Path, b_path: Path, allow: Iterable[str] = ()) -> RunCo
                                "status_a": a.status if a else None, "status_b": b.status if b else None,
                                "a": flat_metrics(stored_a[cell_id], evals) if a else {},
                                "b": flat_metrics(stored_b[cell_id], evals) if b else {}}
-        gate: dict[str, Any] = {"id": cell_id, "status": "not compared"}
+        gate = checks.Evidence(id=cell_id, ok=False, metrics={})  # not compared: never judged
         if a and b and a.status == b.status == "ok":
             specs = evals.metrics(None, [stored_a[cell_id], stored_b[cell_id]])
             for ev in evals:
@@ -123,11 +123,10 @@ def compare_runs(a_path: Path, b_path: Path, allow: Iterable[str] = ()) -> RunCo
                     row[spec.name] = _shown(spec, vs_a.of(spec.name))
                 if eval_name(spec.name) in row["question_sets"] and (pair := _on_shared(spec, vs_a.of(spec.name))):
                     row.setdefault("on_shared", {})[spec.name] = pair
-            gate = {"id": cell_id, "status": "ok", "metrics": row["b"], "unmeasured": unmeasured(stored_b[cell_id], evals),
-                    "vs_baseline": vs_a}
+            gate = checks.Evidence(id=cell_id, ok=True, metrics=row["b"],
+                                   unmeasured=unmeasured(stored_b[cell_id], evals), vs_baseline=vs_a)
         out.append((row, gate))
-    _something_to_compare(run_a, run_b, [gate for _, gate in out if gate["status"] == "ok"],
-                          [row for row, gate in out if gate["status"] == "ok"])
+    _something_to_compare(run_a, run_b, [gate for _, gate in out if gate.ok], [row for row, gate in out if gate.ok])
     specs = evals.metrics(None, [*stored_a.values(), *stored_b.values()])
     config = _config_of(run_b, b_path)
     cells = _judged(config, out)
@@ -167,7 +166,7 @@ def _few(cells: Mapping[str, CellRecord]) -> str:
     return ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "") if ids else "none"
 
 
-def _something_to_compare(run_a: RunRecord, run_b: RunRecord, gates: list[dict[str, Any]],
+def _something_to_compare(run_a: RunRecord, run_b: RunRecord, gates: list[checks.Evidence],
                           rows: list[dict[str, Any]]) -> None:
     """Refuse (ConfigError) a comparison whose every cell finished in both runs was run differently,
     or scored no question in common with A: no cell of it could be judged."""
@@ -177,7 +176,7 @@ def _something_to_compare(run_a: RunRecord, run_b: RunRecord, gates: list[dict[s
         said = "; ".join(dict.fromkeys(w for row in rows for w in row["differs"]))
         raise ConfigError(f"A ({run_a.run_id}) and B ({run_b.run_id}) ran every shared cell differently ({said}): "
                           "nothing to compare; --allow PART compares them anyway")
-    deltas: list[Deltas] = [gate["vs_baseline"] for gate in gates]
+    deltas: list[Deltas] = [gate.vs_baseline for gate in gates if gate.vs_baseline is not None]
     compared = [d for vs_a in deltas for d in (vs_a.__pydantic_extra__ or {}).values()
                 if isinstance(d, Delta) and (d.n is not None or d.refused == NOTHING_SHARED)]
     if compared and all(d.refused == NOTHING_SHARED for d in compared):
@@ -198,12 +197,13 @@ def _shared_questions(cells: list[ComparedCell]) -> dict[str, int]:
     return out
 
 
-def _judged(config: MatrixConfig | None, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[ComparedCell]:
+def _judged(config: MatrixConfig | None, pairs: list[tuple[dict[str, Any], checks.Evidence]]) -> list[ComparedCell]:
     """Each compare row with its checks (B's config's delta thresholds against A's cell,
     verdict/checks.py) and flags (the FAIL and NOT_CHECKED checks in the matrix's words, the
     reference "run A")."""
     thresholds = checks.against_one_reference(config.thresholds) if config else []
-    gates = [gate for _, gate in pairs]
-    checks.assess_rows(thresholds, gates, config.multiplicity if config else "none", one_reference=True)
-    return [ComparedCell.model_validate(row | {"checks": gate["checks"], "flags": [f for record in gate["checks"] if (f := checks.flag(
-        thresholds[record.threshold], record, row["id"], row["b"], REFERENCE_WORD))]}) for row, gate in pairs]
+    found = checks.assess_rows(thresholds, [gate for _, gate in pairs], config.multiplicity if config else "none",
+                               one_reference=True)
+    return [ComparedCell.model_validate(row | {"checks": records, "flags": [f for record in records if (f := checks.flag(
+        thresholds[record.threshold], record, row["id"], row["b"], REFERENCE_WORD))]})
+        for (row, _), records in zip(pairs, found)]

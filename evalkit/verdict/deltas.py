@@ -47,6 +47,7 @@ from evalkit.verdict.pairs import Pairs
 from evalkit.verdict.summary import (
     SUMMARY_SCHEMA_VERSION,
     CellRow,
+    CheckRecord,
     Delta,
     Deltas,
     Flag,
@@ -258,22 +259,21 @@ def _noise_floor(spec: MetricSpec, cell: Mapping[str, Any], ref: Mapping[str, An
     return max(floors) if floors else None
 
 
-def check_threshold(threshold: Threshold, row: dict[str, Any], metrics: dict[str, Any],
-                    reference_word: str | None = None) -> Flag | None:
-    """One threshold on one summary-shaped row (`id`, and `vs_baseline` / `vs_ab` from `compare`),
-    alone (a family of one: a bisect's ends): its flag, or None. `reference_word` names the
-    reference in the message (default: "baseline" or "fix-on twin"; a bisect says "good end")."""
-    record = checks.assess(threshold, 0, row, metrics)
+def check_threshold(threshold: Threshold, cell: checks.Evidence, reference_word: str | None = None) -> Flag | None:
+    """One threshold on one cell, alone (a family of one: a bisect's ends): its flag, or None.
+    `reference_word` names the reference in the message (default: "baseline" or "fix-on twin"; a
+    bisect says "good end")."""
+    record = checks.assess(threshold, 0, cell)
     if record is None:
         return None
     (decided,) = checks.family([record], "none")
-    return checks.flag(threshold, decided, row["id"], metrics, reference_word)
+    return checks.flag(threshold, decided, cell.id, cell.metrics, reference_word)
 
 
-def _flags(config: MatrixConfig, row: dict[str, Any]) -> list[Flag]:
-    """The flags of the row's FAIL and NOT_CHECKED checks (`checks.assess_matrix` ran)."""
-    return [f for record in row["checks"]
-            if (f := checks.flag(config.thresholds[record.threshold], record, row["id"], row["metrics"]))]
+def _flags(config: MatrixConfig, cell_id: str, found: list[CheckRecord], metrics: dict[str, Any]) -> list[Flag]:
+    """The flags of a cell's FAIL and NOT_CHECKED checks."""
+    return [f for record in found
+            if (f := checks.flag(config.thresholds[record.threshold], record, cell_id, metrics))]
 
 
 def _setups(cells: list[CellRecord], evals: EvalSet) -> dict[str, dict[str, Any]]:
@@ -381,13 +381,12 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
                 "timings": cell.timings, "cost": cell.cost,
                 "cache": cell.isolation.cache if cell.isolation is not None else None}
         rows.append(row)
-    checks.assess_matrix(config, rows)
-    for cell, row in zip(cells, rows):
-        row["flags"] = (_flags(config, row) + ran_as_flags(cell) + catalog_flags(cell, references[cell.id])
-                        + catalog_gate_flags(config, cell, row["metrics"]))
-    judged = [CellRow.model_validate(row) for row in rows]
-    _eval_flags([stored[cell.id] for cell in cells], judged, evals,
-                next((r for r in judged if baseline and r.id == baseline.id and r.status == "ok"), None))
+    found = checks.assess_rows(config.thresholds, [checks.Evidence.of(row) for row in rows], config.multiplicity)
+    judged = [CellRow.model_validate(row | {"checks": records, "flags": (
+        _flags(config, cell.id, records, row["metrics"]) + ran_as_flags(cell) + catalog_flags(cell, references[cell.id])
+        + catalog_gate_flags(config, cell, row["metrics"]))}) for cell, row, records in zip(cells, rows, found)]
+    judged = _with_eval_flags([stored[cell.id] for cell in cells], judged, evals,
+                              next((r for r in judged if baseline and r.id == baseline.id and r.status == "ok"), None))
     failed = sum(1 for r in judged if r.status == "error")
     not_run = sum(1 for r in judged if r.status not in ("ok", "error"))
     tallied = checks.tally(c for r in judged for c in r.checks or [])
@@ -410,16 +409,18 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
     ).carrying(evals)
 
 
-def _eval_flags(cells: list[Mapping[str, Any]], rows: list[CellRow], evals: EvalSet, baseline: CellRow | None) -> None:
-    """Each ok row's flags from the evals that raise their own (`CellFlags`), which read the cell's
-    record (as cell.json holds it, `CellRecord.dump`) and its row and the baseline's as summary.json
-    holds them."""
+def _with_eval_flags(cells: list[Mapping[str, Any]], rows: list[CellRow], evals: EvalSet,
+                     baseline: CellRow | None) -> list[CellRow]:
+    """The rows with the flags of the evals that raise their own (`CellFlags`) added to each ok
+    row's, which read the cell's record (as cell.json holds it, `CellRecord.dump`) and its row and
+    the baseline's as summary.json holds them."""
     flagging = [ev for ev in evals if isinstance(ev, CellFlags)]
-    base = baseline.dump() if baseline is not None and flagging else None
-    for cell, row in zip(cells, rows):
-        if row.status == "ok" and flagging:
-            shown = row.dump()
-            row.flags += [Flag.model_validate(f) for ev in flagging for f in ev.cell_flags(cell, shown, base)]
+    if not flagging:
+        return rows
+    base = baseline.dump() if baseline is not None else None
+    return [row.model_copy(update={"flags": [*row.flags, *(Flag.model_validate(f) for ev in flagging
+                                                           for f in ev.cell_flags(cell, row.dump(), base))]})
+            if row.status == "ok" else row for cell, row in zip(cells, rows)]
 
 
 def exit_code(interrupted: bool, failed: int, broken: int) -> int:
