@@ -7,7 +7,8 @@ between what the two ran (an engine CI catalog's flags read at another ref, anot
 version from the same tree, other devices) is a change the pair's checks do not test for: their
 comparability keys (store/comparability.py) name it, `evalkit plan` says it before any engine
 starts (`pair_lines`), and the verdict makes the pair's checks NOT_CHECKED with it
-(verdict/deltas.py, through `Pairs.beyond`).
+(verdict/deltas.py, through `Pairs.beyond`). A pair whose topologies differ (a PD cell and its
+aggregated twin, config/topology.py) declares the front's whole argv and env between them.
 
 Eval set-ups and question sets are left to the comparison itself: a set-up that differs refuses
 that eval's metrics alone (`setup_differs`), and the tests pair on the questions both scored.
@@ -30,6 +31,10 @@ LEFT_TO_THE_COMPARISON = ("setup", "questions")
 UNPLANNED = ("argv", "env", "build")
 """What a pair may differ in when its launches cannot be planned again (a stored run whose
 profile no longer loads): the parts an axis can change, so only the rest is checked."""
+TOPOLOGY_DECLARES = ("argv", "env")
+"""What a pair of cells with different topologies (a PD cell and its aggregated twin) declares
+between them: the front's whole command line and environment (a router's against an engine's);
+the model, engine, source tree and the rest of the key are still checked."""
 
 
 def planned_key(config: MatrixConfig, launch: CellLaunch) -> ComparabilityKey:
@@ -71,6 +76,8 @@ class Pairs:
         mine, theirs = self._declared(cell.axes), self._declared(ref.axes)
         declared = ({d.name for d in compare_keys(mine, theirs)} if mine is not None and theirs is not None
                     else set(UNPLANNED))
+        if _topologies_differ(self._cells.get(_axes(cell.axes)), self._cells.get(_axes(ref.axes))):
+            declared |= set(TOPOLOGY_DECLARES)
         stored = [key_of(self.run, cell), key_of(self.run, ref)]
         if mine is not None and theirs is not None and mine.source is None and theirs.source is None:
             # the config runs the installed engine: its reported version is the build's evidence
@@ -80,6 +87,10 @@ class Pairs:
 
 def _axes(axes: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(axes.items()))
+
+
+def _topologies_differ(cell: Cell | None, ref: Cell | None) -> bool:
+    return cell is not None and ref is not None and cell.topology_spec != ref.topology_spec
 
 
 def pair_lines(config: MatrixConfig, cells: Sequence[Cell], launches: Mapping[str, CellLaunch]) -> list[str]:
@@ -99,6 +110,8 @@ def pair_lines(config: MatrixConfig, cells: Sequence[Cell], launches: Mapping[st
                 continue
             pairs += 1
             declared = {d.name for d in compare_keys(_declared_key(config, cell), _declared_key(config, ref))}
+            if _topologies_differ(cell, ref):
+                declared |= set(TOPOLOGY_DECLARES)
             beyond = differences(planned_key(config, launches[cell.id]), planned_key(config, launches[ref.id]),
                                  allow=declared, sides=(cell.id, ref.id))
             if beyond:
