@@ -197,7 +197,7 @@ def test_what_an_eval_can_do_beyond_its_core_is_asked_one_way() -> None:
 
     assert [c.__name__ for c in CAPABILITIES if isinstance(Words(), c)] == []
     assert can("gsm8k") == ["Subsets", "Checks", "Prepares"]
-    assert can("repetition") == ["ExtraDelta", "Subsets"]
+    assert can("repetition") == ["ExtraDelta", "Subsets", "Unmeasured"]
     assert can("lm_eval") == ["Checks", "Prepares"]
     assert can("divergence") == ["Pairwise", "Checks", "ReadsEarlierCells"]
     assert can("consistency") == ["Checks"]

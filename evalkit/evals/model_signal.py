@@ -103,7 +103,8 @@ async def score(client: httpx.AsyncClient, server: Server, item: Prompt, text: s
         response = await client.post("/v1/completions", json=body)
         if 400 <= response.status_code < 500 and response.status_code != 429:
             return f"HTTP {response.status_code}: {response.text[:200]}"
-        response.raise_for_status()
+        if response.status_code != 200:  # one line (httpx's own message adds a second)
+            raise httpx.HTTPStatusError(f"HTTP {response.status_code}", request=response.request, response=response)
         answer: Mapping[str, Any] = response.json()
         return answer
 
