@@ -216,6 +216,23 @@ def test_a_failed_history_command_keeps_a_database_that_was_there(tmp_path: Path
     assert done.returncode == EXIT_BAD_INPUT and db.read_bytes() == before
 
 
+@pytest.mark.parametrize(("args", "option"), [
+    (("history", "--model", "demo", "--plot", "notes.txt/trend.png"), "--plot"),
+    (("matrix", "--model", "demo", "--history-db", "notes.txt/h.db"), "--history-db"),
+    (("matrix", "--model", "demo", "--junit", "notes.txt/junit.xml"), "--junit"),
+])
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(tmp_path: Path, args: tuple[str, ...],
+                                                                    option: str) -> None:
+    """A file an option asks for under a path that is a file was a traceback after the table
+    (`--plot`) or a warning after the last cell (`--history-db`): now one line naming the option,
+    exit 2, before a database, a run folder or an engine exists."""
+    (tmp_path / "notes.txt").write_text("a file, not a folder\n")
+    done = evalkit_cli(*args, cwd=tmp_path)
+    assert done.returncode == EXIT_BAD_INPUT
+    assert _one_error_line(done.stderr) == f"{option} {args[-1]}: notes.txt is a file, not a folder"
+    assert _tree(tmp_path) == {Path("notes.txt")}
+
+
 # the helpers -----------------------------------------------------------------------------------
 
 

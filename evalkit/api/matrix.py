@@ -35,6 +35,7 @@ from evalkit.store import (
     RunStore,
     atomic_write_text,
     check_run_id,
+    check_writable,
     new_run_id,
     read_json,
     resolve_run,
@@ -170,6 +171,9 @@ def _resolve(request: MatrixRequest) -> tuple[MatrixConfig, Path, MatrixRequest]
     for name in ("limit", "max_parallel"):
         if (value := getattr(request, name)) is not None and value < 1:
             raise ConfigError(f"{name} {value}: give 1 or more")
+    for option, target in (("--history-db", request.history_db if request.history else None), ("--junit", request.junit)):
+        if target is not None:
+            check_writable(target, option)  # said before any engine starts, not after the last cell
     if request.resume is None:
         config, path = resolve_config(request.model, request.config_path)
         return config, path, request

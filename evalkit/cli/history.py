@@ -63,11 +63,13 @@ def history(ctx: click.Context, model: str | None, cells: tuple[str, ...], since
     from evalkit import history as hist
     from evalkit.evals import registry
     from evalkit.history.imports import check_import, import_dashboard, is_dashboard_file
-    from evalkit.store import read_json, removed_on_failure, resolve_run
+    from evalkit.store import check_writable, read_json, removed_on_failure, resolve_run
     from evalkit.verdict.deltas import flat_metrics
 
     if ctx.invoked_subcommand is not None and not imports:
         return  # judge, audit, accept open the database they are given: none is made here for them
+    if plot_path:
+        check_writable(plot_path, "--plot")  # one line before any work, not a traceback after it
     for ref in imports:  # bad input said before a database exists
         check_import(ref, results_dir)
     path = db_path or hist.default_db_path(results_dir)
