@@ -48,8 +48,8 @@ import json
 import re
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from importlib import resources
+from typing import NamedTuple
 
 import numpy as np
 
@@ -82,9 +82,8 @@ COMMON: tuple[str, ...] = (
 """Alternatives every position can draw, besides the tokens just before it."""
 
 
-@dataclass(frozen=True)
-class Scored:
-    """One position of a sequence as the model scored it."""
+class Scored(NamedTuple):
+    """One position of a sequence as the model scored it (a tuple: a long request makes thousands)."""
 
     token: str
     logprob: float
@@ -122,7 +121,7 @@ class Scorer:
         keys = np.array([self._key(tokens, i) for i in positions], dtype=np.uint64)
         greedy = np.array([i >= greedy_from for i in positions])
         unknown = ~greedy & ~known_pairs(tokens, start)
-        draws = _uniforms(keys, _BASE_DRAWS)
+        draws = _uniforms(keys, _BASE_DRAWS if keep else _POOL)  # the pool's draws only name candidates
         logits, tail = _base_logits(draws, greedy, unknown)
         noisy = logits + self._noise(keys)
         if self.flip_rate:
@@ -265,6 +264,7 @@ def _corpus() -> str:
     return "\n".join(texts)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _word_key(word: str) -> int:
     return zlib.crc32(word.strip().encode("utf-8"))
 
