@@ -136,6 +136,23 @@ def twin_axes(axes: dict[str, str], config: MatrixConfig) -> dict[str, str] | No
     return None
 
 
+def twin_rule(config: MatrixConfig) -> dict[str, str] | None:
+    """summary.json's `ab`: the A/B axis, else the topology axis as `{axis, on}` (a PD cell's twin
+    is the cell with `on`, its aggregated value; there is no one `off`), so reports say what
+    `twin` means; None when cells have no twin."""
+    if config.ab is not None:
+        return config.ab.model_dump()
+    found = topology_axis(config)
+    return {"axis": found[0], "on": found[1]} if found else None
+
+
+def twin_word(axes: dict[str, str], config: MatrixConfig) -> str:
+    """How a cell's twin is named in words: `fix-on twin`, or `aggregated twin` for a PD cell's."""
+    if config.ab is not None and axes.get(config.ab.axis) == config.ab.off:
+        return "fix-on twin"
+    return "aggregated twin" if topology_axis(config) is not None else "twin"
+
+
 def topology_axis(config: MatrixConfig) -> tuple[str, str] | None:
     """The axis whose values change the topology and the one value of it that is a single
     engine (`disagg: [off, 1p1d]` -> ("disagg", "off")): a topology cell's twin is that value's

@@ -154,7 +154,7 @@ def pivot(summary: RunSummary, spec: MetricSpec) -> Pivot | None:
     row_axes = [a for a in axes if a != col_axis]
     col_values = list(dict.fromkeys(c.axes[col_axis] for c in cells))
     grid = {(tuple(c.axes[a] for a in row_axes), c.axes[col_axis]): c for c in cells}
-    with_delta = bool(ab) and col_axis == ab.get("axis")
+    with_delta = bool(ab) and col_axis == ab.get("axis") and "off" in ab  # a topology axis has no one `off`
     headers = [*col_values] + ([f"Δ {ab['off']} − {ab['on']}"] if with_delta else [])
     rows_out, marks = [], []
     for key in dict.fromkeys(k for k, _ in grid):

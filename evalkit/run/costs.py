@@ -24,6 +24,8 @@ def devices_held(cell: Cell, devices: Sequence[int] | None) -> tuple[int, str]:
     what the engine occupies on a real box (TP8: 8) and what the simulator stands for."""
     if devices:
         return len(devices), "the devices the executor gave it"
+    if cell.topology.kind != "single":
+        return cell.topology.devices, f"its {len(cell.topology.parts)} parts' devices"
     if cell.settings.devices is not None:
         return cell.settings.devices, "its settings' devices"
     need = device_need(cell.settings)

@@ -327,10 +327,10 @@ def tally(records: Iterable[CheckRecord]) -> dict[str, Any]:
 
 
 def flag(threshold: Threshold, record: CheckRecord, cell_id: str, metrics: Mapping[str, Any],
-         reference_word: str | None = None) -> Flag | None:
+         reference_word: str | None = None, twin: str = "fix-on twin") -> Flag | None:
     """The broken-threshold flag of a FAIL or NOT_CHECKED record (the `flags` list's shape and
-    words), None otherwise. `reference_word` names the reference (default: "baseline" or "fix-on
-    twin"; a bisect says "good end")."""
+    words), None otherwise. `reference_word` names the reference (default: "baseline" or `twin`,
+    the cell's twin in words, config/cells.py `twin_word`; a bisect says "good end")."""
     check, limit, metric = threshold.check, threshold.value, threshold.metric
     spec = threshold.spec
     label = spec.display.label if spec else metric
@@ -355,7 +355,7 @@ def flag(threshold: Threshold, record: CheckRecord, cell_id: str, metrics: Mappi
                 f" < {record.alpha:g}, n {record.n})"
         return Flag(**common, value=value, message=words)
     ref_id = record.reference
-    ref_word = reference_word or ("baseline" if _against(check) == "vs_baseline" else "fix-on twin")
+    ref_word = reference_word or ("baseline" if _against(check) == "vs_baseline" else twin)
     diff, p_adj = record.diff, record.p_adj
     p = record.p_value if "p_value" in record.model_fields_set else record.p
     assert diff is not None, "a FAIL of a delta has its difference"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.config import MatrixConfig, Threshold
-from evalkit.config.cells import twin_axes
+from evalkit.config.cells import twin_axes, twin_rule, twin_word
 from evalkit.engine.catalog import differences
 from evalkit.errors import (
     EXIT_CELL_FAILED,
@@ -270,10 +270,11 @@ def check_threshold(threshold: Threshold, cell: checks.Evidence, reference_word:
     return checks.flag(threshold, decided, cell.id, cell.metrics, reference_word)
 
 
-def _flags(config: MatrixConfig, cell_id: str, found: list[CheckRecord], metrics: dict[str, Any]) -> list[Flag]:
+def _flags(config: MatrixConfig, cell: CellRecord, found: list[CheckRecord], metrics: dict[str, Any]) -> list[Flag]:
     """The flags of a cell's FAIL and NOT_CHECKED checks."""
+    twin = twin_word(cell.axes, config)
     return [f for record in found
-            if (f := checks.flag(config.thresholds[record.threshold], record, cell_id, metrics))]
+            if (f := checks.flag(config.thresholds[record.threshold], record, cell.id, metrics, twin=twin))]
 
 
 def _setups(cells: list[CellRecord], evals: EvalSet) -> dict[str, dict[str, Any]]:
@@ -383,7 +384,7 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
         rows.append(row)
     found = checks.assess_rows(config.thresholds, [checks.Evidence.of(row) for row in rows], config.multiplicity)
     judged = [CellRow.model_validate(row | {"checks": records, "flags": (
-        _flags(config, cell.id, records, row["metrics"]) + ran_as_flags(cell) + catalog_flags(cell, references[cell.id])
+        _flags(config, cell, records, row["metrics"]) + ran_as_flags(cell) + catalog_flags(cell, references[cell.id])
         + catalog_gate_flags(config, cell, row["metrics"]))}) for cell, row, records in zip(cells, rows, found)]
     judged = _with_eval_flags([stored[cell.id] for cell in cells], judged, evals,
                               next((r for r in judged if baseline and r.id == baseline.id and r.status == "ok"), None))
@@ -399,7 +400,7 @@ def summarize_run(run_path: Path, config: MatrixConfig) -> RunSummary:
         simulated=run.simulated, status=run.status, started_at=run.started_at, finished_at=run.finished_at,
         # a run.json without `command` (written before it existed) leaves it null, not the model's []
         command=run.command if "command" in run.model_fields_set else None, listen_host=run.listen_host,
-        baseline=baseline.id if baseline else None, ab=config.ab.model_dump() if config.ab else None,
+        baseline=baseline.id if baseline else None, ab=twin_rule(config),
         metrics=[MetricRecord.model_validate(r) for r in recorded.records(specs)],
         cells=judged, setups=_setups(cells, evals),
         failed_cells=failed, not_run_cells=not_run, broken_thresholds=broken, warnings=warned, exit_code=code,
