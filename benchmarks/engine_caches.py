@@ -10,8 +10,9 @@ keyed cache (engine/caches.py) is the one a nightly gets:
 Per run it prints whether cell.json says hit, the key, the seconds from launch to a served
 warm-up completion (`engine_ready_s`), what vLLM's log says of its compilation (`init engine
 (...) took`, the AOT artifact saved or loaded), and a hash of every answer (GSM8K's responses and
-the long generations' texts, greedy); then the median start-up cold and warm, and whether every
-run's answers are byte-identical. Hold the box's vLLM lock around it:
+the long generations' texts, greedy, one request at a time so no run's batches differ from
+another's); then the median start-up cold and warm, and whether every run's answers are
+byte-identical. Hold the box's vLLM lock around it:
 
     flock /tmp/evalkit-vllm.lock python benchmarks/engine_caches.py --out /tmp/caches [--starts 3]
 """
@@ -44,8 +45,8 @@ axes:
   graph:
     compiled: {{settings: {{graph_mode: NONE}}}}
 evals:
-  gsm8k: {{data_dir: {model}/data, num_fewshot: 0, max_gen_toks: 64, subset: first, num_concurrent: 8}}
-  repetition: {{prompt_set: {model}/data/long_prompts.jsonl, count: 8, max_tokens: 512, concurrency: 8}}
+  gsm8k: {{data_dir: {model}/data, num_fewshot: 0, max_gen_toks: 64, subset: first, num_concurrent: 1}}
+  repetition: {{prompt_set: {model}/data/long_prompts.jsonl, count: 8, max_tokens: 512, concurrency: 1}}
   consistency: {{enabled: false}}
   divergence: {{enabled: false}}
 timeouts: {{startup: 1800, stop_grace: 20, warmup: 300}}
