@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from evalkit.config import MatrixConfig, parse_config
-from evalkit.config.cells import expand, topology_axis, twin_axes
+from evalkit.config.cells import expand, topology_axis, twin_axes, twin_rule, twin_word
 from evalkit.engine.placement import Node, Placement
 from evalkit.engine.ports import PortBook
 from evalkit.engine.topology import TopologyLaunch, book_ports, build_topology_launch, plan_ports
@@ -161,3 +161,10 @@ def test_plan_prints_each_parts_node_port_and_argv_in_start_order(tmp_path: Path
     assert shlex.split(router_argv.split("argv: ")[1])[-1] == "http://127.0.0.1:<decode0.http>"
     off = done.stdout.split("[off]")[1].split("[mix]")[0]
     assert "  argv:   " in off and "parts:" not in off  # an ordinary cell prints as it always did
+
+
+def test_a_pd_cells_twin_is_named_the_aggregated_twin_and_the_summary_says_which_value_it_is() -> None:
+    cfg = config({"disagg": ["off", "1p1d"]})
+    assert twin_word({"disagg": "1p1d"}, cfg) == "aggregated twin" and twin_rule(cfg) == {"axis": "disagg", "on": "off"}
+    fixed = config({"fix": {"on": {"args": ["--a"]}, "off": {"args": ["--b"]}}}, ab={"axis": "fix", "on": "on", "off": "off"})
+    assert twin_word({"fix": "off"}, fixed) == "fix-on twin" and twin_rule(fixed) == {"axis": "fix", "on": "on", "off": "off"}
