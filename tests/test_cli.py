@@ -60,7 +60,7 @@ def test_detect_judges_plain_text_and_jsonl(tmp_path: Path) -> None:
     # the loop is named first; its unpunctuated words also read as word salad (soup) since issue 36
     assert lines[0].startswith(f"{tmp_path / 'loop.txt'}: collapsed: loop") and "period 5" in lines[0]
     assert lines[1] == f"{tmp_path / 'ok.txt'}: healthy"
-    assert lines[2].startswith(f"{tmp_path / 't.jsonl'}:a: collapsed") and lines[3].endswith(":b: healthy")
+    assert lines[2].startswith(f"{tmp_path / 't.jsonl'}:a: collapsed") and lines[3].endswith(":b: too short to judge (5 tokens)")
     (tmp_path / "stutter.txt").write_text(" ".join(f"{w} {w}" for w in (ROOT / "README.md").read_text().split()[:300]))
     (tmp_path / "soup.txt").write_text("The formula C\ufffdH12O6 comes to mind.", encoding="utf-8")
     garbled = CliRunner().invoke(main, ["detect", str(tmp_path / "stutter.txt"), str(tmp_path / "soup.txt")]).output.splitlines()

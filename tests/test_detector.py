@@ -135,7 +135,8 @@ def test_analysis_is_json_serialisable_with_verdict_metrics_and_evidence() -> No
     assert data["verdict"] == "collapsed"
     assert data["metrics"]["finish_reason"] == "length"
     assert data["evidence"]["unit_text"].strip() in {"The answer is 42.", ". The answer is 42"}
-    assert set(data) == {"verdict", "metrics", "evidence"}
+    assert set(data) == {"verdict", "metrics", "evidence", "too_short"}
+    assert data["too_short"] is False
 
 
 def test_tokens_must_be_one_dimensional_and_match_their_pieces() -> None:

@@ -146,7 +146,7 @@ def test_subsets_are_judged_again_against_every_part_s_healthy_samples(healthy: 
 
 def test_detect_on_plain_text_keeps_the_text_rules_alone_and_says_so(tmp_path: Path) -> None:
     done = evalkit_cli("detect", "-", cwd=tmp_path, input="A short healthy answer, nothing repeats here.")
-    assert done.returncode == 0 and done.stdout == "stdin: healthy\n"
+    assert done.returncode == 0 and done.stdout == "stdin: too short to judge (9 tokens)\n"
     assert done.stderr == "note: text rules only; the model's own signal needs the engine: not measured\n"
     as_json = json.loads(evalkit_cli("detect", "--json", "-", cwd=tmp_path, input="Fine text.").stdout)
     assert as_json["model_signal"] == "text rules only; the model's own signal needs the engine: not measured"

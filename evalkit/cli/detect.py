@@ -57,11 +57,13 @@ def _verdict_json(name: str, analysis: Analysis) -> str:
 
 
 def _verdict_line(name: str, analysis: Analysis) -> str:
-    """`NAME: healthy`, or `NAME: collapsed: KINDS (signals; period, onset, length) unit: '...'`,
+    """`NAME: healthy`, `NAME: too short to judge (N tokens)`, or `NAME: collapsed: KINDS (signals; period, onset, length) unit: '...'`,
     the unit of a loop or the first places where a stutter or a soup fired."""
     from evalkit.clean import clean
 
     line = f"{name}: {analysis.verdict}"
+    if analysis.too_short:  # healthy, but shorter than any stutter, salad or loop rule needs
+        line = f"{name}: too short to judge ({analysis.metrics.n_tokens} tokens)"
     if analysis.collapsed:
         ev = analysis.evidence
         line += (f": {' + '.join(ev.categories)} ({', '.join(ev.signals)}; period {ev.period}, onset token {ev.onset}, "

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import _kernels as K
 from ._bounds import RuleBounds
+from ._chars import WORD
 from ._garble import (
     Garble,
     category_of,
@@ -22,7 +23,7 @@ from ._garble import (
 )
 from ._results import NATURAL_FINISH_REASONS, NO_EVIDENCE, Analysis, Evidence, Metrics
 from ._settings import DEFAULT_SETTINGS, DetectorSettings
-from ._symbols import factorize
+from ._symbols import Symbols, factorize
 from ._text import SplitText, piece_ids, split_pieces
 
 EXCERPT_CHARS = 200
@@ -121,6 +122,30 @@ def fired_rules(m: Measure, s: DetectorSettings, *, natural_end: bool, scale: fl
     if m.run >= s.max_run * scale:
         fired.append("token_run")
     return tuple(fired)
+
+
+def repeated_unit(sym: Symbols, m: Measure, n: int, pieces: Sequence[str] | None, s: DetectorSettings) -> tuple[str, ...]:
+    """``("repeated_unit",)`` when a unit of three or more tokens that holds a word (read from
+    ``pieces``; nothing without them) is written ``min_unit_copies`` times in a row, as a run
+    or as the periodic tail: one sentence written again and again is a loop however short the
+    text (twelve copies of a five-token sentence are 60 tokens, under ``max_run`` and
+    ``min_loop_tokens``). Not an abort rule: a stream leaves it to the final verdict."""
+    if pieces is None:
+        return ()
+    edge = np.concatenate(([0], np.cumsum(sym.lengths)))
+    runs = np.flatnonzero((sym.units >= 3) & (sym.lengths >= s.min_unit_copies * sym.units))
+    found = [(int(edge[k]), int(sym.units[k])) for k in runs.tolist()]
+    tokens, unit = sym.open_run
+    if unit >= 3 and tokens >= s.min_unit_copies * unit:
+        found.append((n - tokens, unit))
+    if m.tail_period and m.tail_period_tokens >= s.min_unit_copies * m.tail_period:
+        first = m.n - m.tail_period_tokens  # in symbols
+        a, b = int(edge[first]), int(edge[first + m.tail_period])
+        if b - a >= 3:
+            found.append((a, b - a))
+    search = WORD.search  # read after the character before the unit: "xff" of "0xff" is no word
+    return ("repeated_unit",) if any(search((pieces[a - 1][-1:] if a else "") + "".join(pieces[a : a + p]), 1 if a else 0)
+                                     for a, p in found) else ()
 
 
 def _near_best(m: Measure, near_loop_tokens: float) -> tuple[int, int, int]:
@@ -240,6 +265,8 @@ def analyze(
     m = measure(sym.values, s, sym.longest_run)
     natural_end = finish_reason in NATURAL_FINISH_REASONS
     loop_signals = fired_rules(m, s, natural_end=natural_end, scale=1.0)
+    if "periodic_tail" not in loop_signals:
+        loop_signals += repeated_unit(sym, m, len(t), pieces, s)
     joined = join_pieces(pieces) if pieces is not None else None
     g_tokens, g_pieces, g_joined = t, pieces, joined  # what stutter and soup read: the tokens, or the text's pieces
     given = text if isinstance(text, str) else None  # what the pieces join to, known
@@ -292,7 +319,7 @@ def analyze(
         **_garble_metrics(g),
     )
     if not signals:
-        return Analysis(verdict="healthy", metrics=metrics, evidence=NO_EVIDENCE)
+        return Analysis(verdict="healthy", metrics=metrics, evidence=NO_EVIDENCE, too_short=n < s.min_judged_tokens)
     extent = _loop_extent(m, loop_signals, s, near_loop_tokens) if loop_signals else None
     shown_tokens, shown_pieces = t, pieces  # what the evidence counts and shows
     if not loop_signals:
@@ -358,6 +385,8 @@ def is_collapsed(
     if garble_rules(measure_garble(t, pieces, settings, natural_end=natural_end), settings, scale=1.0):
         return True
     sym = factorize(K.mix(t), settings.run_unit, settings.run_copies)
+    if pieces is not None and repeated_unit(sym, measure(sym.values, settings, sym.longest_run), len(t), pieces, settings):
+        return True
     if not RuleBounds(settings, scale=1.0).may_fire(sym.values, len(sym.values), 0, sym.longest_run):
         return False
     m = measure(sym.values, settings, sym.longest_run)

@@ -73,6 +73,9 @@ _FORMAT_END = re.compile(r"(?:%[-+ #0'*]*\d*\$?[-+ #0'*]*\d*(?:\.\d*)?[hlLqjzt]{
 """A printf conversion or a backslash escape ending in a Latin letter ("%s", "%ld", "%1$s",
 "\\n"): written against a word of another script in every gettext catalogue ("%sФайл",
 "%liд", "\\tПравы"), it is not a letter of a word."""
+WORD = re.compile(r"(?<![^\W_])[^\W\d_]{2}|[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+"""A word: two letters in a row that do not follow a letter or digit (the letters of "0xffff",
+"3rd" or "10px" are part of a number), or one CJK or Hangul character."""
 FORMAT_BEFORE = 16
 """Characters before a switch that :data:`_FORMAT_END` reads (a stream keeps as many)."""
 

@@ -67,10 +67,11 @@ import numpy as np
 from ._chars import FORMAT_BEFORE, INVALID, codepoints, join_pieces, soup_events
 from ._salad import BEFORE, SaladStream, longest_run, salad_marks
 from ._settings import DetectorSettings
+from ._structure import OrderStream, measure_order
 from ._stutter import cusum_from, cusum_steps, lookahead, stutter_flags
 
 STUTTER_SIGNALS = ("stutter",)
-SOUP_SIGNALS = ("invalid_chars", "script_switches", "unpunctuated_words", "lowercase_sentences")
+SOUP_SIGNALS = ("invalid_chars", "script_switches", "unpunctuated_words", "lowercase_sentences", "unordered_pieces")
 
 def peak_window_count(positions: np.ndarray, window: int) -> tuple[int, int, int]:
     """(count, first, last): the most events of the sorted ``positions`` within any ``window``
@@ -111,6 +112,9 @@ class Garble:
     """Token index of each lowercase word right after a sentence end (``_salad``)."""
     break_peak: tuple[int, int, int]
     """(count, first token, last token) of the most breaks within ``salad_window`` tokens."""
+    unordered: np.ndarray
+    """Token index of the start of each block whose pieces are no more ordered than a
+    shuffle of them (``_structure``)."""
 
 
 _HELD = ("\ufffd", "\x1b")
@@ -129,7 +133,7 @@ def measure_garble(tokens: np.ndarray, pieces: Sequence[str] | None, s: Detector
     empty = np.zeros(0, dtype=np.int64)
     if pieces is None:
         return Garble(np.zeros(0, dtype=bool), 0, 0, 0, False, empty, empty, (0, 0, 0), empty, empty, (0, 0, 0), empty,
-                      (0, 0, 0))
+                      (0, 0, 0), empty)
     text, ends = join_pieces(pieces) if joined is None else joined
     points = codepoints(text)
     doubled, heads = stutter_flags(tokens, pieces, s, ends, text, points)
@@ -150,7 +154,7 @@ def measure_garble(tokens: np.ndarray, pieces: Sequence[str] | None, s: Detector
     salad = salad_marks(tokens, heads, ends, points)
     return Garble(doubled, top, start if top else 0, end + 1 if top else 0, True, invalid, switches,
                   peak_window_count(switches, s.script_window), invalid_at, switch_at, longest_run(salad), salad.breaks,
-                  peak_window_count(salad.breaks, s.salad_window))
+                  peak_window_count(salad.breaks, s.salad_window), measure_order(tokens, heads, ends, points, s))
 
 
 def garble_rules(g: Garble, s: DetectorSettings, *, scale: float) -> tuple[str, ...]:
@@ -168,6 +172,8 @@ def garble_rules(g: Garble, s: DetectorSettings, *, scale: float) -> tuple[str, 
         fired.append("unpunctuated_words")
     if g.break_peak[0] >= s.min_salad_breaks * scale:
         fired.append("lowercase_sentences")
+    if g.unordered.size >= s.min_unordered_blocks * scale:
+        fired.append("unordered_pieces")
     return tuple(fired)
 
 
@@ -209,6 +215,7 @@ class GarbleStream:
         self._held_invalid = False  # the last character received is an invalid one, not yet judged (_HELD)
         self._switches: list[int] = []  # token index of the recent script switches
         self._fired_soup = False
+        self._order = OrderStream(s)
 
     def fires(self, x: np.ndarray, n: int, pieces: Sequence[str] | None) -> bool:
         """Whether a stutter or soup rule holds on the first ``n`` tokens ``x`` (mixed or raw
@@ -235,6 +242,9 @@ class GarbleStream:
                 self._peak = max(self._peak, int(score.max()))
             self._done = final
         if self._peak >= self._stutter_alarm:
+            return True
+        self._order.update(x, pieces, n)
+        if len(self._order.found) >= s.min_unordered_blocks * self._scale:
             return True
         if len(pieces) <= self._pieces_done:
             return False
@@ -279,6 +289,8 @@ def garble_extent(g: Garble, fired: tuple[str, ...], tokens: np.ndarray, s: Dete
         return _unit_at(tokens, first, s.stutter_unit)[0], first, g.stutter_end
     if "invalid_chars" in fired:
         return 0, int(g.invalid[0]), int(g.invalid[-1]) + 1
+    if not {"script_switches", "unpunctuated_words", "lowercase_sentences"} & set(fired):  # unordered_pieces
+        return 0, int(g.unordered[0]), int(g.unordered[-1]) + s.soup_block
     _, first, last = g.switch_peak if "script_switches" in fired else g.run if "unpunctuated_words" in fired else g.break_peak
     return 0, first, last + 1
 
@@ -331,6 +343,9 @@ def garble_examples(g: Garble, fired: tuple[str, ...], tokens: np.ndarray, piece
             out.append("".join(pieces[first : min(last + 1, first + 12)]).strip())
         if "lowercase_sentences" in fired:
             out.extend("".join(pieces[max(0, b - 3) : b + 2]).strip() for b in g.breaks[: _EXAMPLES - len(out)].tolist())
+        if "unordered_pieces" in fired and len(out) < _EXAMPLES:
+            first = int(g.unordered[0]) + s.soup_block // 2
+            out.append("".join(pieces[first : first + 16]).strip())
     return tuple(out[:_EXAMPLES])
 
 

@@ -116,6 +116,10 @@ class Analysis:
     verdict: Verdict
     metrics: Metrics
     evidence: Evidence
+    too_short: bool = False
+    """Healthy, but shorter than ``min_judged_tokens``: shorter than the stretch the stutter,
+    word-salad and loop rules need to see, so "healthy" says little (a collapse found in a
+    short text is still reported as one)."""
 
     @property
     def collapsed(self) -> bool:

@@ -291,6 +291,65 @@ class DetectorSettings(BaseModel):
         ge=1,
         description="Tokens within which min_salad_breaks breaks must fall.",
     )
+    soup_block: int = Field(
+        default=512,
+        ge=16,
+        description=(
+            "Soup: pieces of each block (one starts every half block) whose order is compared "
+            "with a shuffle of the same pieces (unordered_pieces). Shorter blocks are noisier; "
+            "soup shorter than a block is left to the other soup rules."
+        ),
+    )
+    soup_pair_order: float = Field(
+        default=1.4,
+        gt=0.0,
+        description=(
+            "Soup: a block is unordered only when |ln((O + 1) / (O' + 1))| is below this, O "
+            "the pairs of adjacent positions holding the same two pieces, O' the same in the "
+            "block shuffled. Set on the tuning half of the corpus (tests/data/detector/corpus.py)."
+        ),
+    )
+    soup_class_order: float = Field(
+        default=0.2,
+        gt=0.0,
+        description=(
+            "Soup: and only when the mutual information of adjacent piece classes (line break, "
+            "space, digits, word, punctuation...) exceeds the shuffled block's by less than "
+            "this many nats. Set on the tuning half of the corpus."
+        ),
+    )
+    soup_min_words: float = Field(
+        default=0.25,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Soup: a block is judged for order only when at least this share of its pieces "
+            "are words (counting, matrices and bitmaps are not)."
+        ),
+    )
+    min_unordered_blocks: int = Field(
+        default=1,
+        ge=1,
+        description="Soup: unordered blocks anywhere that make a sample token soup.",
+    )
+    min_unit_copies: int = Field(
+        default=10,
+        ge=3,
+        description=(
+            "Loop: a unit of at least three tokens holding a word, written this many times in "
+            "a row (a sentence repeated; 'repeated_unit'), whatever the text's length. Shorter "
+            "units are runs ('ha ha ha', max_run's); units without a word are layout (a row of "
+            "'0x00, '). Needs the text."
+        ),
+    )
+    min_judged_tokens: int = Field(
+        default=64,
+        ge=1,
+        description=(
+            "A healthy text shorter than this is reported too short to judge: the stutter and "
+            "word-salad rules need ~50 tokens of it, a loop 96 copied tokens."
+        ),
+    )
     seq_rep_n: int = Field(
         default=4,
         ge=1,

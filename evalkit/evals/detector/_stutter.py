@@ -10,7 +10,17 @@ from functools import cache
 
 import numpy as np
 
-from ._chars import ASCII_LETTER, ASCII_LOWER, BMP_ALPHABET, BMP_LOWER, BMP_WORD, codepoints, is_letter, join_pieces
+from ._chars import (
+    ASCII_LETTER,
+    ASCII_LOWER,
+    BMP_ALPHABET,
+    BMP_LOWER,
+    BMP_WORD,
+    WORD,
+    codepoints,
+    is_letter,
+    join_pieces,
+)
 from ._settings import DetectorSettings
 
 
@@ -31,9 +41,7 @@ def _all_in_window(eq: np.ndarray, width: int) -> np.ndarray:
     return window
 
 
-_WORD = re.compile("(?<![^\\W_])[^\\W\\d_]{2}|[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-"""A word: two letters in a row that do not follow a letter or digit (the letters of "0xffff",
-"3rd" or "10px" are part of a number), or one CJK or Hangul character."""
+_WORD = WORD
 
 
 def doubled_flags(x: np.ndarray, pieces: Sequence[str], max_unit: int, max_copies: int = 3,
@@ -293,7 +301,40 @@ def stutter_flags(x: np.ndarray, pieces: Sequence[str], s: DetectorSettings, end
     or glued to its copy (:func:`glued_flags`); and the pieces' :class:`Heads` (``word``: what
     the stutter CUSUM counts)."""
     heads = piece_heads(ends, points)
-    return doubled_flags(x, pieces, s.stutter_unit, s.stutter_copies, (text, ends, points)) | glued_flags(heads, ends, points), heads
+    words = content_ids(heads.first, ends, points)
+    return doubled_flags(words, pieces, s.stutter_unit, s.stutter_copies, (text, ends, points)) | glued_flags(heads, ends, points), heads
+
+
+_BASE = np.uint64(0x100000001B3)  # odd: invertible modulo 2**64
+_POWERS: list[np.ndarray] = []
+
+
+def _powers(length: int) -> tuple[np.ndarray, np.ndarray]:
+    """``_BASE ** k`` and its inverse ``** -k`` modulo 2**64 for k < ``length`` (cached, grown
+    by doubling)."""
+    if not _POWERS or len(_POWERS[0]) < length:
+        size = max(length, 2 * len(_POWERS[0]) if _POWERS else 4096)
+        inverse = np.uint64(pow(int(_BASE), -1, 1 << 64))
+        up = np.empty(size, dtype=np.uint64)
+        down = np.empty(size, dtype=np.uint64)
+        up[0] = down[0] = 1
+        up[1:] = _BASE
+        down[1:] = inverse
+        np.multiply.accumulate(up, out=up)
+        np.multiply.accumulate(down, out=down)
+        _POWERS[:] = [up, down]
+    return _POWERS[0], _POWERS[1]
+
+
+def content_ids(first: np.ndarray, ends: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Per piece, an int64 hash of its characters after a leading space: "Symbols" and
+    " Symbols" are the same word, so a word written again after a space ("Symbols Symbols",
+    the copy a model writes of a line's first word) is a doubled unit like " from from".
+    A polynomial hash from prefix sums, modulo 2**64: the same wherever the piece stands."""
+    up, down = _powers(len(points) + 1)
+    prefix = np.zeros(len(points) + 1, dtype=np.uint64)
+    np.cumsum((points.astype(np.uint64) + np.uint64(1)) * up[: len(points)], out=prefix[1:])
+    return ((prefix[ends] - prefix[first]) * down[first] ^ (ends - first).astype(np.uint64)).view(np.int64)
 
 
 def cusum_steps(flags: np.ndarray, rate: float, words: np.ndarray | None = None) -> np.ndarray:

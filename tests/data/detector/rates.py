@@ -1,6 +1,7 @@
 """Recall and false positives of the collapse detector per suite category, as a table.
 
     python3 tests/data/detector/rates.py [--signals] [--stream] [--suites DIR] [--set NAME=VALUE ...]
+    python3 tests/data/detector/rates.py --corpus tuning|heldout [--every K] [--signals] [--set ...]
 
 Judges every text of each suite file in DIR (positives, negatives, garbled_positives,
 garbled_negatives, requested: those present) with ``analyze`` (the pieces given, as
@@ -12,6 +13,11 @@ schedule) and adds the healthy texts aborted while streaming and the early-abort
 The detector is the one ``import evalkit`` finds: put another checkout first on PYTHONPATH
 to measure it on the same suites (a detector without the stutter and soup rules shows no
 kinds). ``--set`` overrides a DetectorSettings field.
+
+``--corpus HALF`` measures one half of the held-out corpus instead (corpus.py, issue 48):
+recall per degenerate category and false positives per healthy category, then both per
+language and per text type (``--every K``: every K-th text only, a quick look). Tune on
+``tuning``; ``heldout`` is for reporting.
 """
 
 from __future__ import annotations
@@ -40,8 +46,15 @@ def main() -> None:
     parser.add_argument("--signals", action="store_true")
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--corpus", choices=("tuning", "heldout"))
+    parser.add_argument("--every", type=int, default=1)
     args = parser.parse_args()
     settings = DetectorSettings(**dict(item.split("=", 1) for item in args.set))
+    if args.corpus:
+        import corpus
+
+        print(corpus_figures(corpus.build((args.corpus,))[args.corpus][:: args.every], settings, signals=args.signals))
+        return
     rng = np.random.default_rng(1596)
     saved: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for name in SUITES:
@@ -87,6 +100,40 @@ def main() -> None:
         for category, (kept, spent) in saved.items():
             print(f"  {category:22s} {kept / spent:6.1%}")
         print(f"  {'all':22s} {sum(k for k, _ in saved.values()) / sum(s for _, s in saved.values()):6.1%}")
+
+
+def corpus_figures(rows: list[dict], settings: DetectorSettings, *, signals: bool = False) -> str:
+    """Markdown tables of recall (degenerate texts) and false positives (healthy texts) per
+    category, then per language and per text type, over corpus rows; with ``signals``, the
+    rules that fired on each false positive and the missed texts' ids."""
+    tallies: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    notes = []
+    for row in rows:
+        pieces = split_pieces(row["text"])
+        a = analyze(piece_ids(pieces), finish_reason=row["finish_reason"], pieces=pieces, settings=settings)
+        positive = row["group"] != "healthy"
+        if positive:  # long enough for a block of soup_block pieces, or not
+            stretch = len(split_pieces(row["text"][row["loop_start"] :]))
+            t = tallies[("length", f"{row['group']}: {'>=' if stretch >= settings.soup_block else '<'} {settings.soup_block} pieces")]
+            t[0] += a.collapsed
+            t[1] += 1
+        for axis in ("category", "lang", "kind"):
+            key = row[axis] if axis == "category" else f"{'recall' if positive else 'flagged'}: {row[axis]}"
+            if axis != "category" and row[axis].count("+"):
+                key = f"{key.split(':')[0]}: multilingual"
+            t = tallies[(axis, key)]
+            t[0] += a.collapsed
+            t[1] += 1
+        if signals and a.collapsed != positive:
+            notes.append(f"    {row['id']:30s} {row['lang']:10s} {len(pieces):5d} {','.join(a.evidence.signals) or 'missed'}")
+    out = []
+    for axis, title in (("category", "category"), ("length", "degenerate stretch"), ("lang", "language"), ("kind", "text type")):
+        out += [f"| {title} | flagged | rate |", "|---|---:|---:|"]
+        for (a, key), (hits, total) in sorted(tallies.items()):
+            if a == axis:
+                out.append(f"| {key} | {hits}/{total} | {hits / total:.1%} |")
+        out.append("")
+    return "\n".join(out + notes)
 
 
 if __name__ == "__main__":
