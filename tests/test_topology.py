@@ -168,3 +168,11 @@ def test_a_pd_cells_twin_is_named_the_aggregated_twin_and_the_summary_says_which
     assert twin_word({"disagg": "1p1d"}, cfg) == "aggregated twin" and twin_rule(cfg) == {"axis": "disagg", "on": "off"}
     fixed = config({"fix": {"on": {"args": ["--a"]}, "off": {"args": ["--b"]}}}, ab={"axis": "fix", "on": "on", "off": "off"})
     assert twin_word({"fix": "off"}, fixed) == "fix-on twin" and twin_rule(fixed) == {"axis": "fix", "on": "on", "off": "off"}
+
+
+def test_ranks_share_the_engines_devices_and_must_divide_them() -> None:
+    (two,) = expand(config({"n": {"two": {"topology": {"ranks": 2}}}}))
+    assert [p.devices for p in two.topology.parts] == [2, 2]  # TP 4 over two nodes
+    (three,) = expand(config({"n": {"three": {"topology": {"ranks": 3}}}}))
+    with pytest.raises(ConfigError, match=r"^cell three: topology.ranks: 3 nodes do not evenly divide the engine's 4 dev"):
+        assert three.topology.devices

@@ -30,7 +30,10 @@ class Cell:
     @property
     def topology(self) -> Topology:
         """The cell's parts (config/topology.py): one `engine` part unless it declares more."""
-        return build_topology(self.topology_spec, self.settings, self.args, self.env)
+        try:
+            return build_topology(self.topology_spec, self.settings, self.args, self.env)
+        except ConfigError as e:
+            raise ConfigError(f"cell {self.id}: {e}") from e
 
     def matches(self, selection: dict[str, set[str]]) -> bool:
         """Whether every axis named in `selection` has one of the selected values."""

@@ -32,6 +32,7 @@ from pydantic import Field, model_validator
 
 from evalkit.config.base import StrictModel
 from evalkit.config.settings import EngineSettings
+from evalkit.errors import ConfigError
 
 Role = Literal["engine", "prefill", "decode", "router", "rank"]
 """`engine`: the one process of an ordinary cell; `prefill`/`decode`: PD workers; `router`: the
@@ -130,7 +131,7 @@ class Part:
     args: tuple[str, ...]
     env: dict[str, str]
     devices: int
-    """Devices this part occupies on its node (0 for the router)."""
+    """Devices this part occupies on its node (0 for the router; a rank its share of the engine's)."""
 
     @property
     def log_name(self) -> str:
@@ -189,8 +190,12 @@ def build_topology(spec: TopologySpec | None, settings: EngineSettings, args: tu
     if spec is None or spec.kind == "single":
         return Topology("single", (Part("engine", "engine", 0, 0, settings, args, dict(env), part_devices(settings)),), 1)
     if spec.ranks is not None:
+        world = part_devices(settings)
+        if world % spec.ranks:  # vLLM's own check (engine/arg_utils.py:2365 at 0.32.0); each rank holds its share
+            raise ConfigError(f"topology.ranks: {spec.ranks} nodes do not evenly divide the engine's {world} devices "
+                              "(tensor_parallel x data_parallel)")
         return Topology("ranks", tuple(
-            Part(f"rank{i}", "rank", i, i, settings, args, dict(env), part_devices(settings)) for i in range(spec.ranks)
+            Part(f"rank{i}", "rank", i, i, settings, args, dict(env), world // spec.ranks) for i in range(spec.ranks)
         ), spec.ranks)
     pd = spec.pd
     assert pd is not None
