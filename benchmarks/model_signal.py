@@ -21,6 +21,7 @@ and a cell where every sample is planted (only the ceiling can act there).
     python benchmarks/model_signal.py sim --seeds 1 2 --tune     # choose margin and ceiling
     python benchmarks/model_signal.py sim --seeds 3 4 5          # report on other seeds
     python benchmarks/model_signal.py demo                       # the demo's 12 cells, text vs combined
+    python benchmarks/model_signal.py cost --count 64 --max-tokens 4096   # what the request costs
     python benchmarks/model_signal.py served --base-url http://127.0.0.1:8000 --served-name NAME \\
         --prompt-set PATH.jsonl --max-tokens 512                 # a real engine (vLLM), report only
 """
@@ -173,11 +174,12 @@ def separation(data: dict[str, Any]) -> dict[str, float]:
 
 
 def table(name: str, tallies: dict[str, dict[str, int]]) -> list[str]:
-    lines = [f"| {name}: planted | recall, text rules | recall, combined | all planted: text / combined "
-             "| healthy flagged, text | healthy flagged, combined |", "|---|---|---|---|---|---|"]
+    """Per kind, each figure as text rules alone, then combined with the model signal."""
+    lines = [f"| {name} | recall: text, combined | all planted: text, combined | healthy flagged: text, combined |",
+             "|---|---|---|---|"]
     for kind, t in tallies.items():
-        lines.append(f"| {kind} | {t['text']}/{t['n']} | {t['both']}/{t['n']} | {t['all_text']}/{t['all_n']} / "
-                     f"{t['all_both']}/{t['all_n']} | {t['fp_text']}/{t['neg']} | {t['fp_both']}/{t['neg']} |")
+        lines.append(f"| {kind} | {t['text']}/{t['n']}, {t['both']}/{t['n']} | {t['all_text']}/{t['all_n']}, "
+                     f"{t['all_both']}/{t['all_n']} | {t['fp_text']}/{t['neg']}, {t['fp_both']}/{t['neg']} |")
     return lines
 
 
@@ -204,7 +206,7 @@ def run(make: Callable[[int], Server], seeds: list[int], args: argparse.Namespac
         print(f"healthy worst-window max {high:.2f}, planted min {low:.2f} nats/token: ceiling midway {(high + low) / 2:.2f}")
     print(f"rule: {model_signal.RULE}; window {rule.window}, margin {rule.margin}, ceiling {rule.ceiling}; "
           f"{label}s {' '.join(map(str, seeds))}")
-    print("\n".join(table(label, summed(tallies))))
+    print("\n".join(table("planted", summed(tallies))))
 
 
 def demo(args: argparse.Namespace) -> None:
@@ -229,9 +231,28 @@ def demo(args: argparse.Namespace) -> None:
               f"{signal['flagged']} flagged, {signal['model_only']} alone | {signal['worst_nll_median']:.2f} |", flush=True)
 
 
+def cost(args: argparse.Namespace) -> None:
+    """The repetition eval on the simulator's healthy cell, in this process (server and client on
+    the same CPUs), with the model signal off and on: wall and CPU seconds, and the requests sent."""
+    from evalkit.sim.logprobs import known_pairs
+    from tests.helpers.sim import asgi_server
+
+    known_pairs([" a", " b"], 1)  # the simulated model's table, built once per process, not timed
+    for enabled in (False, True, False, True):
+        settings = RepetitionSettings(count=args.count, max_tokens=args.max_tokens, concurrency=16,
+                                      model_signal=ModelSignalSettings(enabled=enabled))
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = run_repetition(settings, asgi_server())
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        tokens = sum(row["metrics"]["n_tokens"] for row in result.samples)
+        print(f"model signal {'on ' if enabled else 'off'}: {wall:6.1f} s wall, {cpu:6.1f} s CPU, "
+              f"{len(result.samples)} generations of {tokens} tokens, {len(result.samples) * (1 + enabled)} requests",
+              flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("where", choices=("sim", "served", "demo"))
+    parser.add_argument("where", choices=("sim", "served", "demo", "cost"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[3, 4, 5], help="sim: the simulator's seeds")
     parser.add_argument("--tune", action="store_true", help="print what margin and ceiling the data would choose")
     parser.add_argument("--prompt-set", default="long_generation_v1")
@@ -243,6 +264,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.where == "demo":
         demo(args)
+    elif args.where == "cost":
+        cost(args)
     elif args.where == "sim":
         from tests.helpers.sim import asgi_server
 
