@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -78,3 +79,14 @@ def test_scancel_ends_the_parts_on_both_nodes(tmp_path: Path) -> None:
     subprocess.run(["scancel", job_id], check=True, timeout=30)
     assert wait_nothing_left() == {}
 
+
+
+def test_an_allocation_with_fewer_nodes_than_the_topology_is_named_as_such(tmp_path: Path) -> None:
+    script = tmp_path / "short.py"
+    script.write_text("import os\nfrom evalkit.errors import ConfigError\nfrom evalkit.run.slurm_nodes import placement_for\n"
+                      "try:\n    placement_for(2, '127.0.0.1', os.environ)\nexcept ConfigError as e:\n    print(e)\n")
+    out = tmp_path / "job.out"
+    job_id = sbatch("--nodes=1", f"--output={out}", "--wrap", f"{sys.executable} {script}")
+    wait_state(job_id, {"COMPLETED", "FAILED"})
+    assert re.fullmatch(rf"the cell's topology spans 2 nodes; Slurm job {job_id} has 1 \(node[12]\): "
+                        r"submit it with --nodes=2", out.read_text().strip())
