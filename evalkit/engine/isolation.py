@@ -201,8 +201,8 @@ def describe_isolation(isolated: Isolated, shared: dict[str, str]) -> list[str]:
     cache = dict(record.get("cache") or {})
     if cache.get("mode") == "keyed":
         said = "would hit" if cache.get("hit") else "would miss (filled by the first launch)"
-        lines = [f"cache:  keyed {cache['key']}, {said}: {', '.join(record.get('cache_env') or {})} "
-                 f"in {cache['path']}"]
+        lines = [f"cache:  keyed {cache['key']}, {said}"]
+        lines += [f"cache:  {name} in {cache['path']}" for name in dict(record.get("cache_env") or {})]
         lines += [f"cache:  {cache['why']}"] if cache.get("why") else []
     else:
         lines = [f"cache:  {name}={where} (empty at each launch, removed after)"
