@@ -12,7 +12,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from starlette.testclient import TestClient
@@ -28,9 +28,9 @@ from evalkit.sim.server import Simulator
 DEADLINE_S = 10.0
 
 
-def wait_for(condition: object, what: str) -> None:
+def wait_for(condition: Callable[[], object], what: str) -> None:
     deadline = time.monotonic() + DEADLINE_S
-    while not condition():  # type: ignore[operator]
+    while not condition():
         assert time.monotonic() < deadline, what
         time.sleep(0.01)
 
@@ -40,7 +40,9 @@ class Rank(threading.Thread):
 
     def __init__(self, ranks: Ranks) -> None:
         super().__init__(daemon=True)
-        self.ranks, self.lines, self.code = ranks, [], None  # type: ignore[var-annotated]
+        self.ranks = ranks
+        self.lines: list[str] = []
+        self.code: int | None = None
 
     def run(self) -> None:
         self.code = join(self.ranks, self.lines.append)
