@@ -116,15 +116,8 @@ def test_nothing_is_left_on_either_node_after_the_run(demo_run: Any) -> None:
 def test_a_part_killed_on_node2_mid_eval_is_its_cells_error_the_others_finish_and_nothing_is_left(
     tmp_path: Path,
 ) -> None:
-    config = two_node_config(tmp_path, {
-        "off": {"topology": "off"},
-        "split": {"topology": {"pd": {**SPLIT, "decode": {"args": SLOW_DECODE}}}},
-    })
     results = tmp_path / "results"
-    driver = Driver(*matrix(config, results, "kill"))
-    out = _job_output(results / "kill" / "split")
-    _wait_for(lambda: re.search(r"\ssplit\s+(gsm8k|repetition)", out().read_text()) if out() else None,
-              "the split cell's evals never started", driver)
+    driver = _split_mid_eval(tmp_path, results, "kill")
     decode = _wait_for(lambda: next((pid for pid, argv in (processes_on("node2") or {}).items()
                                      if "kv_consumer" in argv and "srun" not in argv), None),
                        "no decode worker on node2", driver)
@@ -137,6 +130,31 @@ def test_a_part_killed_on_node2_mid_eval_is_its_cells_error_the_others_finish_an
     assert cell_json(run, "off")["status"] == "ok"
     assert not squeue_names("evalkit-kill-")
     assert wait_nothing_left() == {}
+
+
+def test_ctrl_c_mid_eval_of_a_two_node_cell_leaves_nothing_on_either_node(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    driver = _split_mid_eval(tmp_path, results, "stop")
+    driver.process.send_signal(signal.SIGINT)
+    assert driver.wait(timeout=120) == 130, driver.log
+    assert json.loads((results / "stop" / "run.json").read_text())["status"] == "interrupted"
+    assert json.loads((results / "stop" / "split" / "slurm.json").read_text())["cancelled"]
+    assert not squeue_names("evalkit-stop-")
+    assert wait_nothing_left() == {}
+
+
+def _split_mid_eval(tmp_path: Path, results: Path, run_id: str) -> Driver:
+    """`evalkit matrix` of an ordinary cell and a PD pair split over both nodes (its decode slow),
+    once the pair's evals run."""
+    config = two_node_config(tmp_path, {
+        "off": {"topology": "off"},
+        "split": {"topology": {"pd": {**SPLIT, "decode": {"args": SLOW_DECODE}}}},
+    })
+    driver = Driver(*matrix(config, results, run_id))
+    out = _job_output(results / run_id / "split")
+    _wait_for(lambda: re.search(r"\ssplit\s+(gsm8k|repetition)", out().read_text()) if out() else None,
+              "the split cell's evals never started", driver)
+    return driver
 
 
 def _job_output(cell_dir: Path) -> Any:
