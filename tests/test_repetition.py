@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from evalkit.evals import repetition
+from evalkit.evals import repetition, sse
 from evalkit.evals.repetition import RepetitionSettings
 from evalkit.profiles import get_profile
 from evalkit.render.markdown_details import _excerpt_label
@@ -53,7 +53,7 @@ def raw_sse() -> Iterator[http.server.ThreadingHTTPServer]:
 
 async def _events(url: str) -> list[bytes]:
     async with httpx.AsyncClient() as client, client.stream("POST", url, json={}) as response:
-        return [data async for data in repetition._sse_data(response)]
+        return [data async for data in sse.sse_data(response)]
 
 
 @pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])

@@ -47,8 +47,8 @@ baseline: {fix: fixon}
 ab: {axis: fix, on: fixon, off: fixoff}
 evals:
   gsm8k: {num_fewshot: 3, num_concurrent: 32}
-  repetition: {count: 32, max_tokens: 1024, concurrency: 16}
-  consistency: {count: 16, copies: 4, max_tokens: 64}
+  repetition: {count: 24, max_tokens: 1024, concurrency: 8}
+  consistency: {count: 12, copies: 4, max_tokens: 64}
 thresholds:
   - {metric: gsm8k.flexible, min: 0.90}
   - {metric: gsm8k.flexible, max_drop_ab: 0.02, alpha: 0.01}
@@ -146,7 +146,7 @@ def test_the_long_generations_start_first_with_their_share_of_the_budget(tmp_pat
     wave, after = plan_wave(job)
     assert [p.ev.name for p in wave][:1] == ["repetition"] and not after
     shares = {p.ev.name: getattr(p.settings, "concurrency", None) or p.settings.num_concurrent for p in wave}  # type: ignore[attr-defined]
-    assert shares == {"repetition": 4, "gsm8k": 9, "consistency": 18}  # 32 x 16, 32, 64 of 112
+    assert shares == {"repetition": 2, "gsm8k": 9, "consistency": 19}  # 32 x 8, 32, 64 of 104
 
 
 def test_the_budget_is_split_only_when_the_asks_exceed_it() -> None:
@@ -159,6 +159,7 @@ def test_the_budget_is_split_only_when_the_asks_exceed_it() -> None:
 class _Failing(Eval):
     name = "failing"
     settings_model = EvalSettings
+    metrics = ()
 
     def run(self, ctx: EvalContext, settings: EvalSettings) -> EvalResult:
         raise EvalError("failing: the engine answered nonsense")
@@ -169,6 +170,7 @@ class _Waiting(Eval):
 
     name = "waiting"
     settings_model = EvalSettings
+    metrics = ()
     stopped = threading.Event()
 
     def run(self, ctx: EvalContext, settings: EvalSettings) -> EvalResult:

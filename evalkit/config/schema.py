@@ -209,6 +209,12 @@ class RunPlan(StrictModel):
     concurrency: int | None = Field(
         None, ge=1, description="Requests a wave keeps in flight in all, split across its evals in proportion to "
                                 "what each asks alone; default: the cell's max_num_seqs, else no limit.")
+    stop_early: bool = Field(
+        True, description="Stop a cell's long generations once their collapses FAIL every collapse threshold, "
+                          "judged in their seeded submission order (run/stopping.py); healthy cells run in full.")
+    stop_alpha: float = Field(
+        0.001, gt=0, lt=0.5, description="Level of the anytime-valid test a stop also needs: a healthy cell is "
+                                         "stopped with chance at most about this.")
 
 
 class ABAxis(StrictModel):

@@ -34,7 +34,7 @@ the solver and the scorer left to each eval: GSM8K delegates all three to lm-eva
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -221,6 +221,11 @@ class EvalProgress:
         return EvalProgress(self.show, label)
 
 
+StopWhen = Callable[[Sequence[Mapping[str, Any]]], "str | None"]
+"""A cell's stopping rule: given the samples judged so far, in the order they were submitted,
+why to stop the rest now, or None (run/stopping.py builds it, an eval that can stop asks it)."""
+
+
 @dataclass(frozen=True)
 class EvalContext:
     """What one eval gets to run against one cell's server."""
@@ -240,6 +245,10 @@ class EvalContext:
     """Run just these samples: their `id`s as the eval's samples file holds them (GSM8K
     ``test-12``, a prompt id of the repetition set); None: all of them (up to `limit`). Only
     an eval with `Subsets` is given it; an id it does not know is an EvalError."""
+    stop_when: StopWhen | None = None
+    """The cell's stopping rule (run/stopping.py), for an eval that judges its samples in the
+    order it submitted them: given that prefix, why to stop the rest now, or None. An eval that
+    stops records `stopped` in its metrics and the prefix as its samples."""
 
 
 @dataclass

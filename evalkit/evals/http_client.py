@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar, cast
 
@@ -107,6 +107,26 @@ class Bounded(Generic[T, R]):
         if failed is not None:
             raise failed
         return cast(list[R], results)
+
+    async def judged(self, items: Sequence[T], stop_when: Callable[[list[R]], str | None]) -> tuple[list[R], str | None]:
+        """The results of `items`, submitted in their order, judged in that order as they come:
+        after each one that extends the finished prefix, `stop_when(prefix)`; when it gives a
+        reason, the rest are cancelled and (the prefix, the reason) returned, else (all, None).
+        What finished beyond the prefix is never judged: results in completion order would
+        favour the quick ones (a collapsed generation runs to its limit). A failing item fails
+        the whole, the rest cancelled."""
+        tasks = [asyncio.ensure_future(self._one(item)) for item in items]  # in order: the semaphore is FIFO
+        results: list[R] = []
+        try:
+            for index, task in enumerate(tasks):
+                results.append(await task)
+                if (index + 1 == len(tasks) or not tasks[index + 1].done()) and (why := stop_when(results)):
+                    return results, why
+            return results, None
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _one(self, item: T) -> R:
         async with self._semaphore:

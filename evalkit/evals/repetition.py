@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,12 +42,14 @@ from evalkit.evals.base import (
     MetricDisplay,
     MetricSpec,
     Server,
+    StopWhen,
     setup_fingerprint,
 )
 from evalkit.evals.detector import DetectorSettings, StreamingDetector, analyze_text, is_text_collapsed, split_text
 from evalkit.evals.http_client import Bounded, Tries, pooled_client, with_retries
 from evalkit.evals.model_signal import ModelSignalSettings
 from evalkit.evals.prompts import Prompt, load_prompt_set
+from evalkit.evals.sse import StreamErrorEvent, error_event, sse_data, token_ids
 from evalkit.store.files import read_jsonl
 from evalkit.wire import TokenIdsRequest, Wire
 
@@ -63,64 +66,11 @@ class RepetitionSettings(EvalSettings):
     concurrency: int = Field(16, ge=1)
     endpoint: Literal["completions", "chat"] = "completions"
     early_abort: bool = Field(True, description="Stop a stream once it is clearly collapsed.")
+    order_seed: int = Field(0, description="Seed of the order the prompts are submitted and judged in "
+                            "(`submission_order`): a cell that stops early has judged a random part of the set.")
     timeout: float = Field(1800.0, gt=0, description="Per-request seconds.")
     detector: DetectorSettings = Field(default_factory=DetectorSettings)
     model_signal: ModelSignalSettings = Field(default_factory=ModelSignalSettings)
-
-
-def _token_ids(pieces: list[str]) -> list[int] | None:
-    """`token_id:N` strings -> ints; None if the server did not send ids."""
-    if not pieces or not pieces[0].startswith("token_id:"):
-        return None
-    try:
-        return [int(piece[9:]) for piece in pieces]
-    except ValueError:
-        return None
-
-
-async def _sse_data(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The ``data:`` field of each server-sent event, as bytes.
-
-    Lines are split here rather than by httpx's ``aiter_lines``, which decodes every chunk to
-    text first: on a fast server that was a fifth of the client's time per event. Line ends
-    are CR, LF or CRLF, as the SSE format allows.
-    """
-    pending = b""
-    async for chunk in response.aiter_bytes():
-        lines = (pending + chunk).splitlines(keepends=True)
-        pending = lines.pop() if lines and not lines[-1].endswith((b"\n", b"\r")) else b""
-        for line in lines:
-            if line.startswith(b"data:"):
-                yield line[5:].strip()
-    if pending.startswith(b"data:"):
-        yield pending[5:].strip()
-
-
-class StreamErrorEvent(StreamBroken):
-    """The engine ended a 200 stream with an error event instead of the generation.
-
-    vLLM 0.34.0 and SGLang 0.5.23 both answer a failure after the stream started with
-    `data: {"error": {"message": ..., "code": N}}` and then `data: [DONE]`: vLLM on an `error`
-    finish (entrypoints/openai/completion/serving.py:620-626, code 500, or 503 for a retryable
-    request error, serve/exception_handling/error_response.py:60-67), SGLang on an abort with a
-    status (serving_completions.py:356-371: 503 "Retracted under decode memory pressure ...
-    Retry later." from managers/schedule_batch.py:3496-3500, 500 on OOM) or any exception after
-    the first chunk (serving_completions.py:498-504, with its default code 400). The request was
-    accepted, so whatever the code says the failure is the engine's, and it is transient like a
-    5xx answer: the prompt is generated again."""
-
-    def __init__(self, message: str, code: object) -> None:
-        super().__init__(f"the engine ended the stream with an error (code {code}): {message}")
-
-
-def _error_event(chunk: Mapping[str, Any]) -> StreamErrorEvent | None:
-    """The stream's error event, if this chunk is one."""
-    error = chunk.get("error")
-    if error is None:
-        return None
-    if isinstance(error, Mapping):
-        return StreamErrorEvent(str(error.get("message") or "no message"), error.get("code"))
-    return StreamErrorEvent(str(error), None)
 
 
 def ids_request(settings: RepetitionSettings, wire: Wire) -> TokenIdsRequest | None:
@@ -169,11 +119,11 @@ async def _stream(
         if response.status_code != 200:
             await response.aread()
             raise httpx.HTTPStatusError(f"HTTP {response.status_code}", request=response.request, response=response)
-        async for data in _sse_data(response):
+        async for data in sse_data(response):
             if data == b"[DONE]":
                 return
             chunk = json.loads(data)
-            if (error := _error_event(chunk)) is not None:
+            if (error := error_event(chunk)) is not None:
                 raise error
             for choice in chunk.get("choices") or []:
                 if settings.endpoint == "completions":
@@ -185,7 +135,7 @@ async def _stream(
                 if ids_via == "return_token_ids":
                     ids = choice.get("token_ids")
                 else:
-                    ids = _token_ids(pieces) if ids_via else None
+                    ids = token_ids(pieces) if ids_via else None
                 yield text, ids, choice.get("finish_reason")
     raise StreamBroken("stream ended without [DONE]")
 
@@ -272,28 +222,51 @@ def select_prompts(prompts: Sequence[Prompt], only: Sequence[str] | None) -> lis
     return [by_id[pid] for pid in dict.fromkeys(only)]
 
 
-async def _run_all(asking: _Asking, progress: Callable[[int, int], None] | None,
-                   only: Sequence[str] | None) -> list[dict[str, Any]]:
+def submission_order(items: Sequence[Prompt], seed: int) -> list[Prompt]:
+    """The order a run submits (and judges) its prompts: the set's, shuffled by `seed`, so a
+    stopping rule's prefix is a random sample of the set, the same in every cell."""
+    order = list(items)
+    random.Random(f"{seed}:repetition").shuffle(order)
+    return order
+
+
+async def _run_all(asking: _Asking, progress: Callable[[int, int], None] | None, only: Sequence[str] | None,
+                   stop_when: StopWhen | None) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Every prompt's sample in the set's order, and, when `stop_when` stopped the run, at what
+    point and why (the samples are then those of the judged prefix of the submission order)."""
     settings = asking.settings
     prompt_set = load_prompt_set(settings.prompt_set)
     items = select_prompts(prompt_set.prompts[: settings.count], only)
+    order = items if only is not None else submission_order(items, settings.order_seed)  # a step's batch: its order
     async with pooled_client(asking.server, settings.concurrency, settings.timeout) as client:
 
         async def one(item: Prompt) -> dict[str, Any]:
             return await _generate(client, asking, item)
 
-        return await Bounded(one, settings.concurrency, len(items), progress).map(items)
+        bounded = Bounded(one, settings.concurrency, len(items), progress)
+        if stop_when is None:
+            samples, why = await bounded.map(order), None
+        else:
+            samples, why = await bounded.judged(order, stop_when)
+    place = {item.id: index for index, item in enumerate(items)}
+    samples.sort(key=lambda row: place[row["id"]])
+    return samples, None if why is None else {"at": len(samples), "of": len(items), "why": why}
 
 
 def run_repetition(
     settings: RepetitionSettings, server: Server, progress: Callable[[int, int], None] | None = None,
-    only: Sequence[str] | None = None,
+    only: Sequence[str] | None = None, stop_when: StopWhen | None = None,
 ) -> EvalResult:
     """Generate the prompt set (or just the prompts `only` names) on a running server and judge
-    every sample, in the server's dialect (`server.wire`: its finish reasons, its token ids)."""
+    every sample, in the server's dialect (`server.wire`: its finish reasons, its token ids).
+
+    `stop_when`: the cell's stopping rule (run/stopping.py), asked after each sample that extends
+    the judged prefix of the submission order (`submission_order`); when it stops the run, the
+    samples are that prefix and `metrics["stopped"]` says at what point and why. It reads the
+    text rules' verdicts; the model's signal, judged after, can only add collapses."""
     prompt_set = load_prompt_set(settings.prompt_set)
     asking = _Asking.of(settings, server)
-    samples = cancel.run(_run_all(asking, progress, only))
+    samples, stopped = cancel.run(_run_all(asking, progress, only, stop_when))
     metrics = {
         "model_signal": model_signal.judge(samples, settings.model_signal),
         **_counts(samples),
@@ -302,6 +275,8 @@ def run_repetition(
         "max_tokens": settings.max_tokens,
         "token_source": "token_ids" if asking.ids_via else "text_split",
     }
+    if stopped is not None:
+        metrics["stopped"] = stopped
     metrics[SETUP_KEY] = setup_fingerprint(setup_fields(settings, prompt_set.version, asking.ids_via is not None))
     return EvalResult(metrics, samples)
 
@@ -389,8 +364,8 @@ def _k_of_n(flat: Mapping[str, Any]) -> str:
 
 class Repetition(Eval):
     """Long generations judged by the repeated-token collapse detector; runs subsets (`Subsets`),
-    a comparison names the new collapses (`ExtraDelta`), and it scans the other evals' answers
-    (`ScansEarlierTexts`)."""
+    a comparison names the new collapses (`ExtraDelta`), it scans the other evals' answers
+    (`ScansEarlierTexts`), and a cell that stopped it early says so (`CellFlags`)."""
 
     name = "repetition"
     settings_model = RepetitionSettings
@@ -410,7 +385,7 @@ class Repetition(Eval):
     def run(self, ctx: EvalContext, settings: RepetitionSettings) -> EvalResult:
         if ctx.limit is not None and ctx.only is None:
             settings = settings.model_copy(update={"count": min(settings.count or ctx.limit, ctx.limit)})
-        result = run_repetition(settings, ctx.server, ctx.progress, ctx.only)
+        result = run_repetition(settings, ctx.server, ctx.progress, ctx.only, ctx.stop_when)
         self.scan_earlier(result, ctx.earlier, settings)
         return result
 
@@ -437,6 +412,16 @@ class Repetition(Eval):
 
     def absent(self, raw: Mapping[str, Any]) -> dict[str, str]:
         return model_signal.absent(raw)
+
+    def cell_flags(self, record: Mapping[str, Any], row: Mapping[str, Any],
+                   baseline: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+        """A cell whose long generations stopped early says so, with what decided it (`CellFlags`)."""
+        stopped = ((record.get("metrics") or {}).get(self.name) or {}).get("stopped")
+        if not stopped:
+            return []
+        return [{"metric": "repetition.collapse_rate", "check": "stopped", "action": "warn",
+                 "message": f"{row['id']}: long generations stopped at {stopped['at']} of {stopped['of']}: "
+                            f"{stopped['why']}"}]
 
     def extra_delta(self, metric: MetricSpec, cell_dir: Path, ref_dir: Path) -> dict[str, Any]:
         return {"new_collapses": new_collapses(cell_dir, ref_dir, self.samples_file)}

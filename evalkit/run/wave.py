@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import math
 import queue
 import threading
@@ -49,7 +50,8 @@ from evalkit.evals.engine_figures import scraping_enabled
 from evalkit.profiles import get_profile
 from evalkit.run.engine_report import EngineScrapes
 from evalkit.run.parts import CellPart, EvalRun, Phase
-from evalkit.store import write_jsonl
+from evalkit.run.stopping import stop_rule
+from evalkit.store import RunStore, write_jsonl
 
 IN_FLIGHT_FIELDS = ("concurrency", "num_concurrent")
 """The settings field holding an eval's in-flight limit, by the names the built-ins use."""
@@ -69,6 +71,8 @@ class CellJob(Protocol):
     def cell_dir(self) -> Path: ...
     @property
     def base_url(self) -> str | None: ...
+    @property
+    def store(self) -> RunStore: ...
 
     def update(self, state: str, detail: str = "") -> None: ...
 
@@ -184,7 +188,7 @@ def _one(job: CellJob, server: Server, p: Planned, earlier: dict[str, EvalResult
     """One eval alone on the server, seeing `earlier` (and adding its result to it), the engine
     scraped around it."""
     start = time.monotonic()
-    result = p.ev.run(job.eval_context(server, p.ev, earlier=dict(earlier)), p.settings)
+    result = p.ev.run(_context(job, server, p, earlier), p.settings)
     end = time.monotonic()
     write_jsonl(job.cell_dir / p.ev.samples_file, result.samples)
     yield Phase(p.ev.name, "eval", start, end)
@@ -192,6 +196,14 @@ def _one(job: CellJob, server: Server, p: Planned, earlier: dict[str, EvalResult
     if scrapes is not None:
         yield scrapes.after(p.ev.name, result, round(end - start, 3))
     earlier[p.ev.name] = result
+
+
+def _context(job: CellJob, server: Server, p: Planned, earlier: dict[str, EvalResult]) -> EvalContext:
+    """What `p` runs with, the cell's stopping rule for it included where there is one
+    (run/stopping.py: `run.stop_early`)."""
+    ctx = job.eval_context(server, p.ev, earlier=dict(earlier))
+    rule = stop_rule(job.config, job.cell, job.store, p.ev, p.settings)
+    return dataclasses.replace(ctx, stop_when=rule) if rule is not None else ctx
 
 
 @dataclass
@@ -220,7 +232,7 @@ def _run_together(job: CellJob, server: Server, planned: list[Planned]) -> Itera
         t = time.monotonic()
         try:
             with cancel.bound(stop):
-                result = p.ev.run(job.eval_context(server, p.ev), p.settings)
+                result = p.ev.run(_context(job, server, p, {}), p.settings)
             finished.put(_Done(p, result, t, time.monotonic()))
         except BaseException as e:  # noqa: BLE001 - handed to the cell's thread, which raises it
             stop.set()

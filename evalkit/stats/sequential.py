@@ -92,7 +92,8 @@ from scipy.stats import beta as beta_dist
 
 from evalkit.stats.tests import wilson_interval
 
-__all__ = ["PairedCounts", "Count", "Judgement", "StepTest", "batch_schedule", "Simulation", "simulate"]
+__all__ = ["PairedCounts", "Count", "Judgement", "StepTest", "batch_schedule", "Simulation", "simulate",
+           "log_e_above"]
 
 Verdict = Literal["bad", "good", "undecided"]
 _VERDICT_OF_CODE: dict[int, Verdict] = {1: "bad", -1: "good", 0: "undecided"}
@@ -166,6 +167,18 @@ def _log_e_below(n: Any, k: Any, top: float, expected: float) -> Any:
             point = hits + (n - k) * math.log1p(-expected)
             mixture = np.logaddexp(uniform, point) - math.log(2)
     return np.maximum(mixture - log_top, -700.0)
+
+
+def log_e_above(n: Any, k: Any, floor: float) -> Any:
+    """log of a mixture likelihood ratio for "the rate is above `floor`" against "it is `floor`":
+    `_log_e_below` on the complementary events (a rate above `floor` is a non-event rate below
+    1 - `floor`), with the uniform prior alone (no rate to guess). A test martingale for every
+    true rate at most `floor`, so P(it EVER reaches 1/a) <= a (Ville): what a matrix cell's
+    stopping rule (run/stopping.py) asks of its collapses before it stops them."""
+    if not 0.0 <= floor < 1.0:
+        raise ValueError(f"floor must be in [0, 1), got {floor!r}")
+    k = np.asarray(k, dtype=float)
+    return _log_e_below(n, np.asarray(n, dtype=float) - k, 1.0 - floor, 1.0)
 
 
 @dataclass(frozen=True)
