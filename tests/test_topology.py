@@ -155,10 +155,11 @@ def test_plan_prints_each_parts_node_port_and_argv_in_start_order(tmp_path: Path
     mix = done.stdout.split("[mix]")[1]
     heads = [line.strip() for line in mix.splitlines() if line.startswith("  [")]
     assert [h.split("]")[0] for h in heads] == ["[prefill0", "[decode0", "[router"]
-    assert heads[0].startswith("[prefill0] wave 1, node 0, port <prefill0.http>, handshake <prefill0.handshake>")
-    assert heads[2].startswith("[router] wave 2, node 0, port <router.http>")
+    assert heads == ["[prefill0] node 0, wave 1, ready at /health", "[decode0] node 0, wave 1, ready at /health",
+                     "[router] node 0, wave 2, ready when it serves a completion"]
+    assert "    ports: http <prefill0.http>, handshake <prefill0.handshake>" in mix.splitlines()
     router_argv = next(line for line in mix.splitlines() if "evalkit.sim.router" in line)
-    assert shlex.split(router_argv.split("argv: ")[1])[-1] == "http://127.0.0.1:<decode0.http>"
+    assert shlex.split(router_argv.split("argv:  ")[1])[-1] == "http://127.0.0.1:<decode0.http>"
     off = done.stdout.split("[off]")[1].split("[mix]")[0]
     assert "  argv:   " in off and "parts:" not in off  # an ordinary cell prints as it always did
 

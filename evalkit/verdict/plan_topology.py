@@ -27,15 +27,15 @@ def topology_lines(config: MatrixConfig, cell: Cell, source_dir: Path | None = N
     if topology.kind == "single":
         return []
     what = {"pd": "prefill/decode workers behind a router", "ranks": "one engine across nodes"}[topology.kind]
-    lines = [f"  parts:  {len(launch.parts)}, {what}, on {topology.nodes} node(s); evals go to "
-             f"{launch.front.name}; started in this order, stopped in reverse"]
+    lines = [f"  parts:  {what}: {len(launch.parts)} parts on {topology.nodes} node(s), each wave",
+             f"          ready before the next starts, stopped in reverse; evals go to {launch.front.name}"]
     for wave_number, wave in enumerate(launch.waves, 1):
         for part in wave:
             shown = part.display(config.secret_env)
-            ports = "".join(f", {name} {port}" for name, port in part.ports.items())
-            lines.append(f"  [{part.name}] wave {wave_number}, node {part.part.node}, port {part.launch.port}{ports}, "
-                         f"{READY_WORDS[part.readiness]}")
+            ports = ", ".join(f"{name} {port}" for name, port in {"http": part.launch.port, **part.ports}.items())
+            lines += [f"  [{part.name}] node {part.part.node}, wave {wave_number}, {READY_WORDS[part.readiness]}",
+                      f"    ports: {ports}"]
             if shown["env"]:
-                lines.append("    env:  " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in shown["env"].items()))
-            lines.append("    argv: " + shlex.join(shown["argv"]))
+                lines.append("    env:   " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in shown["env"].items()))
+            lines.append("    argv:  " + shlex.join(shown["argv"]))
     return lines
