@@ -177,3 +177,14 @@ def test_ranks_share_the_engines_devices_and_must_divide_them() -> None:
     (three,) = expand(config({"n": {"three": {"topology": {"ranks": 3}}}}))
     with pytest.raises(ConfigError, match=r"^cell three: topology.ranks: 3 nodes do not evenly divide the engine's 4 dev"):
         assert three.topology.devices
+
+
+@pytest.mark.parametrize("command", ["plan", "matrix"])
+def test_a_topology_the_engine_cannot_spell_is_bad_input_before_anything_starts(tmp_path: Path, command: str) -> None:
+    path = tmp_path / "atom-ranks.yaml"
+    atom = {**BASE["engine"], "profile": "atom"}
+    path.write_text(yaml.safe_dump({**BASE, "engine": atom, "axes": {"n": {"two": {"topology": {"ranks": 2}}}}}))
+    done = evalkit_cli(command, "--config", str(path), "--results-dir", str(tmp_path / "results"), cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "cell two: profile atom has no spelling of an engine across nodes" in done.stderr
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("cell.json"))
