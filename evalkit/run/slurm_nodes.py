@@ -54,8 +54,11 @@ def allocation_hostnames(env: Mapping[str, str]) -> list[str]:
     nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
     if not nodelist:
         raise EngineError(f"Slurm job {env.get('SLURM_JOB_ID')} has no SLURM_JOB_NODELIST: not inside an allocation")
-    out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=False,
-                         stdin=subprocess.DEVNULL, timeout=SCONTROL_TIMEOUT_S)
+    try:
+        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
+                             check=False, stdin=subprocess.DEVNULL, timeout=SCONTROL_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise EngineError(f"scontrol show hostnames {nodelist}: {e}") from e
     names = out.stdout.split()
     if out.returncode != 0 or not names:
         raise EngineError(f"scontrol show hostnames {nodelist}: {out.stderr.strip() or 'no nodes'}")

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from evalkit.engine.placement import local_placement
+from evalkit.errors import EngineError
 from evalkit.run.slurm_nodes import placement_for, srun_argv
 
 ARGV = [sys.executable, "-m", "evalkit.sim", "--host", "a b", "--kv-transfer-config", '{"kv_role": "kv_consumer"}']
@@ -41,3 +42,8 @@ def test_a_part_on_a_slurm_node_is_one_task_pinned_to_that_node_its_argv_word_fo
 def test_a_node_the_placement_does_not_have_is_named() -> None:
     with pytest.raises(ValueError, match=r"^node 2 is not one of the 2 node\(s\) of this placement$"):
         local_placement("127.0.0.1", 2).host(2)
+
+
+def test_a_slurm_job_whose_node_list_cannot_be_read_is_the_cells_engine_error() -> None:
+    with pytest.raises(EngineError, match=r"^Slurm job 7 has no SLURM_JOB_NODELIST: not inside an allocation$"):
+        placement_for(2, "127.0.0.1", {"SLURM_JOB_ID": "7"})
