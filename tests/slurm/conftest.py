@@ -145,8 +145,8 @@ def two_nodes(slurm_cluster: None) -> Iterator[None]:
     if sorted(set(out.stdout.split())) != list(NODES) or any(processes_on(node) is None for node in NODES):
         message = f"not slurm-local.sh's two-node cluster (nodes: {out.stdout.split()}); start it with: " \
                   "bash scripts/slurm-local.sh start --nodes 2"
-        if os.environ.get("EVALKIT_SLURM_REQUIRED") == "1":
-            pytest.fail(message)
+        if os.environ.get("EVALKIT_SLURM_REQUIRED") == "1" and os.environ.get("EVALKIT_SLURM_NODES") != "1":
+            pytest.fail(message)  # CI started two nodes (EVALKIT_SLURM_NODES=2): not finding them fails
         pytest.skip(message)
     yield
 
