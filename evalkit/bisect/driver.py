@@ -52,7 +52,6 @@ from evalkit.evals import evalset
 from evalkit.run.cell import CellControl, CellJob, run_cell
 from evalkit.run.options import Progress, Silent
 from evalkit.run.orchestration import CommandRequest, device_lock, load_unchanged, stopping_on_interrupt
-from evalkit.run.scheduler import device_need
 from evalkit.run.signals import interrupts_raise, signals_held
 from evalkit.run.stages import redacted_snapshot
 from evalkit.store import (
@@ -261,7 +260,7 @@ def _job(state: _Search, sha: str, folder: str) -> CellJob:
     with signals_held():  # a Ctrl-C that killed `git worktree add` would leave a half tree, reused later
         source = checkout(at_commit, state.cache_dir)
     cell = dataclasses.replace(state.cell, id=folder, source=at_commit)
-    devices = tuple(range(device_need(cell.settings))) if state.config.devices else None
+    devices = tuple(range(cell.topology.devices)) if state.config.devices else None
     return CellJob(state.config, cell, state.store, state.progress, limit=state.record.limit, source=source, devices=devices)
 
 

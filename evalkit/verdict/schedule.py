@@ -27,7 +27,6 @@ from evalkit.config import MatrixConfig
 from evalkit.config.cells import Cell
 from evalkit.history.timing import CellTime
 from evalkit.run.costs import devices_held
-from evalkit.run.scheduler import device_need
 from evalkit.stats.power import catch_probability, repeats_needed
 
 
@@ -84,7 +83,7 @@ def matrix_seconds(config: MatrixConfig, cells: Sequence[Cell], seconds: dict[st
     free, now = count, 0.0
     running: list[tuple[float, int]] = []  # (finish time, devices held)
     for cell in cells:
-        need = min(device_need(cell.settings), count)
+        need = min(cell.topology.devices, count)
         while free < need:
             now, held = heapq.heappop(running)
             free += held
