@@ -5,7 +5,9 @@
 also written as cell.json: each step returns its piece (run/parts.py), kept as it comes, and the
 record is assembled from the pieces once, when the cell ends. A failure of the engine (crash,
 timeout, fatal log line, hang) or of an eval becomes the cell's error, with every piece kept
-before it, and is never raised: the matrix goes on. A cell stopped because
+before it, and is never raised: the matrix goes on. The engine is the cell's topology
+(engine/topology.py): one process for an ordinary cell, every part of a PD or multi-node one,
+started, watched and stopped together, the evals against its front. A cell stopped because
 the run was interrupted writes no cell.json, so `--resume` runs it again; the stop reaches the
 running eval's requests at once (evals/cancel.py: the cell's stop is bound to its thread).
 """
@@ -241,7 +243,8 @@ def _build_source(job: CellJob, control: CellControl, keep: Keep) -> None:
 
 
 def _run_with_engine(job: CellJob, control: CellControl, body: EvalsBody, keep: Keep) -> None:
-    """Start the engine (another port if one is lost to a race), run the evals, stop it."""
+    """Start the cell's topology (other ports if one is lost to a race), run the evals against
+    its front, stop every part."""
     config = job.config
     log_path = job.cell_dir / "engine.log"
     cwd = (job.cell_dir / ENGINE_CWD).resolve()
