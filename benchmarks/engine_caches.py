@@ -5,7 +5,8 @@ model of docs/real-answers.md by default) through `run_matrix`, evalkit's own la
 keyed cache (engine/caches.py) is the one a nightly gets:
 
 * cold: `--starts` runs, each with its own empty `engine.cache_dir` (a miss every time);
-* warm: `--starts` runs on the folder the first cold run filled (a hit every time).
+* warm: `--starts` runs on the folder the first cold run filled (a hit every time);
+cold and warm in turn, each run's row printed as it ends.
 
 Per run it prints whether cell.json says hit, the key, the seconds from launch to a served
 warm-up completion (`engine_ready_s`), what vLLM's log says of its compilation (`init engine
@@ -85,16 +86,16 @@ def main() -> int:
     parser.add_argument("--python", type=Path, default=LINKS / "vllm-venv" / "bin" / "python")
     args = parser.parse_args()
     args.out.mkdir(parents=True)
-    runs = [one_run(args.out, "cold-1", args.out / "caches-warm", args)]
-    runs += [one_run(args.out, f"warm-{i}", args.out / "caches-warm", args) for i in range(1, args.starts + 1)]
-    runs += [one_run(args.out, f"cold-{i}", args.out / f"caches-cold-{i}", args) for i in range(2, args.starts + 1)]
     print("| run | cache | key | start-up s | vLLM init s | vLLM's compile lines | answers (sha256) | GSM8K |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in runs:
-        said = "hit" if r["cache"].get("hit") else "miss"
-        print(f"| {r['run']} | {said} | {r['cache'].get('key')} | {r['ready_s']:.1f} | "
-              f"{', '.join(f'{s:.1f}' for s in r['init_s'])} | {'; '.join(r['compile'])} | "
-              f"{r['answers']} ({r['n']}) | {r['gsm8k']} |")
+    print("|---|---|---|---|---|---|---|---|", flush=True)
+    runs = []
+    for i in range(1, args.starts + 1):  # cold and warm in turn: a run cut short still has both
+        for run_id, folder in ((f"cold-{i}", f"caches-cold-{i}"), (f"warm-{i}", "caches-cold-1")):
+            r = one_run(args.out, run_id, args.out / folder, args)
+            runs.append(r)
+            print(f"| {r['run']} | {'hit' if r['cache'].get('hit') else 'miss'} | {r['cache'].get('key')} | "
+                  f"{r['ready_s']:.1f} | {', '.join(f'{s:.1f}' for s in r['init_s'])} | {'; '.join(r['compile'])} | "
+                  f"{r['answers']} ({r['n']}) | {r['gsm8k']} |", flush=True)
     cold = [r["ready_s"] for r in runs if not r["cache"].get("hit")]
     warm = [r["ready_s"] for r in runs if r["cache"].get("hit")]
     same = len({r["answers"] for r in runs}) == 1
