@@ -30,7 +30,7 @@ from evalkit.verdict.deltas import summarize
 from tests.helpers.served import served_sim
 
 LAYOUT = ("--enable-dp-attention", "-tp", "8", "--cudagraph-mode", "PIECEWISE", "--sim-seed", "0")
-GENERATIONS = 24
+GENERATIONS = 20
 CONFIG = f"""
 model: sim/stopping
 served_name: sim-model
@@ -43,7 +43,7 @@ baseline: {{fix: fixon}}
 ab: {{axis: fix, on: fixon, off: fixoff}}
 evals:
   gsm8k: {{enabled: false}}
-  repetition: {{count: {GENERATIONS}, max_tokens: 1024, concurrency: 4}}
+  repetition: {{count: {GENERATIONS}, max_tokens: 768, concurrency: 4}}
 thresholds:
   - {{metric: repetition.collapse_rate, max_rise_ab: 0.05, alpha: 0.01, detects: 0.2}}
   - {{metric: repetition.collapse_rate, max: 0.15}}

@@ -71,7 +71,7 @@ class Rise:
 
     def null(self, stop_alpha: float) -> float:
         k, n = sum(self.events.values()), len(self.events)
-        return min(1.0, clopper_pearson(k, n, stop_alpha)[1] + self.margin) if n else 1.0
+        return min(1.0, _upper(k, n, stop_alpha) + self.margin) if n else 1.0
 
     def fails(self, k: int, n: int, cells: int, rows: Sequence[Mapping[str, Any]], event: str) -> bool:
         shared = [row for row in rows if row["id"] in self.events]
@@ -117,6 +117,13 @@ class CountStop:
             return None
         return (f"{k} of {n} judged {self.event}, beyond every threshold on it; a rate of {healthy:.3g} "
                 f"or less is ruled out at p <= {min(1.0, math.exp(-log_e)):.2g} (anytime-valid)")
+
+
+@functools.lru_cache(maxsize=1024)
+def _upper(k: int, n: int, alpha: float) -> float:
+    """A reference's one-sided upper bound on its rate, cached: every cell judged against one
+    reference asks the same."""
+    return clopper_pearson(k, n, alpha)[1]
 
 
 @functools.lru_cache(maxsize=4096)
