@@ -188,3 +188,11 @@ def test_a_topology_the_engine_cannot_spell_is_bad_input_before_anything_starts(
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "cell two: profile atom has no spelling of an engine across nodes" in done.stderr
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("cell.json"))
+
+
+def test_a_topology_cells_recorded_front_argv_is_the_same_from_run_to_run() -> None:
+    cfg = config({"d": ["1p1d"]})
+    first, second = (launch_of(cfg, "1p1d", ports=book_ports(PortBook())).display([]) for _ in range(2))
+    assert first["argv"] == second["argv"] and first["parts"] != second["parts"]  # the parts keep their real ports
+    assert flag(first["argv"], "--prefill") == "http://127.0.0.1:<prefill0.http>"
+    assert flag(first["argv"], "--port") == "<router.http>"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import threading
 import time
@@ -121,12 +122,25 @@ class TopologyLaunch:
 
     def display(self, secret_env: list[str]) -> dict[str, Any]:
         """cell.json's `launch`: an ordinary cell's one launch as always; a topology's front
-        launch with its kind and every part's (`PartLaunch.display`)."""
+        launch (its pinned ports as placeholders) with its kind and every part's (`PartLaunch.display`)."""
         front = self.front.launch.display(secret_env)
         if self.topology.kind == "single":
             return front
-        return {**front, "topology": self.topology.kind, "nodes": self.topology.nodes,
+        pinned = {str(port): f"<{p.name}.{name}>" for p in self.parts
+                  for name, port in {"http": p.launch.port, **p.ports}.items() if isinstance(port, int)}
+        return {**front, "argv": [_pinned_as_placeholders(arg, pinned) for arg in front["argv"]],
+                "topology": self.topology.kind, "nodes": self.topology.nodes,
                 "parts": [p.display(secret_env) for p in self.parts]}
+
+
+def _pinned_as_placeholders(arg: str, pinned: Mapping[str, str]) -> str:
+    """`arg` with each port evalkit pinned for this launch as the plan's placeholder (a worker's
+    URL `http://h:41234` -> `http://h:<prefill0.http>`, a master port): the front's argv in
+    cell.json's `launch` is then the same from run to run, as history and the pairs' comparability
+    keys need (store/comparability.py); `parts` keeps every part's exact argv."""
+    if arg in pinned:
+        return pinned[arg]
+    return re.sub(r":(\d+)(?=/|$)", lambda m: f":{pinned.get(m.group(1), m.group(1))}", arg)
 
 
 def build_topology_launch(config: MatrixConfig, cell: Cell, take_port: PortTaker, source_dir: Path | None = None,
