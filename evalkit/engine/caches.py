@@ -81,7 +81,7 @@ _PROBE = (
 )
 """Asks the engine's interpreter its distributions' versions without importing the engine."""
 PROBE_TIMEOUT_S = 120
-IMPORT_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PATH")
+IMPORT_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PATH", "HOME")
 """The variables that decide which distributions the engine's interpreter finds (the probe's only
 environment, so the answer is the same whatever else differs, and asked once per interpreter)."""
 
