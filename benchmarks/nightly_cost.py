@@ -23,7 +23,9 @@ box); start-up and the long generations are most of a night. The simulator's dec
 not grow with the batch (60 ms a token is a nightly's, at its concurrency): a wave that adds
 requests in flight is projected no slower per token.
 
-It prints the projected night (wall on one 8-GPU box, GPU-hours per verdict, by phase) and writes
+It prints the projected night (wall on one 8-GPU box, GPU-hours per verdict, by phase), beside
+what the pacing alone says from the run's own generation lengths (what a box that keeps up with the
+paced streams would show; a loaded box falls behind), and writes
 the projected cells into a history (`--db`) under the config name deepseek-v4, each run's command
 marked projected, so `evalkit plan --model deepseek-v4 --db DB` gives the same projection.
 
@@ -35,6 +37,7 @@ marked projected, so `evalkit plan --model deepseek-v4 --db DB` gives the same p
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import os
 import shutil
@@ -148,11 +151,32 @@ def project(paced: dict[str, Any], unpaced: dict[str, Any], scale: float) -> dic
     return {**paced, "timings": timings, "cost": cost.model_dump()}
 
 
+def _pool(tokens: list[int], slots: int) -> float:
+    """Seconds `tokens` generations take at TOKEN_S a token, `slots` at a time, each started as one ends."""
+    free = [0.0] * slots
+    for n in tokens:
+        heapq.heappush(free, heapq.heappop(free) + n * TOKEN_S)
+    return max(free)
+
+
+def paced_alone(run: Path, cell_id: str, cut: int, wave: bool) -> float:
+    """A cell's seconds by the pacing alone, from the lengths the run generated: start-up, GSM8K's
+    answers 65 at a time and the long generations (their full tokens) at the run's concurrency,
+    one after the other or, in a wave, the slower of the two: what a box that keeps up would show."""
+    config = json.loads((run / "run.json").read_text())["config"]["evals"]
+    rows = [json.loads(line) for line in (run / cell_id / "gsm8k.samples.jsonl").open()]
+    gsm8k = _pool([r["completion_tokens"] for r in rows], config["gsm8k"]["num_concurrent"])
+    rows = [json.loads(line) for line in (run / cell_id / "repetition.samples.jsonl").open()]
+    long = _pool([r["metrics"]["n_tokens"] * cut for r in rows], config["repetition"]["concurrency"])
+    return STARTUP_S + (max(gsm8k, long) if wave else gsm8k + long)
+
+
 def _h(seconds: float) -> str:
     return f"{seconds / HOUR:.2f} h" if seconds >= HOUR else f"{seconds / 60:.1f} min"
 
 
-def report(projected: dict[str, dict[str, Any]], run: Path, scale: float, wall: float, cut: int) -> None:
+def report(projected: dict[str, dict[str, Any]], run: Path, scale: float, wall: float, cut: int, wave: bool,
+           load: str) -> None:
     costs = [c["cost"] for c in projected.values()]
     device_s = sum(c["device_s"] for c in costs)
     night = sum(c["wall_s"] for c in costs)  # TP8 cells on one 8-GPU box: one at a time
@@ -163,10 +187,13 @@ def report(projected: dict[str, dict[str, Any]], run: Path, scale: float, wall: 
     summary = json.loads((run / "summary.json").read_text())
     broken = sorted({c["id"] for c in summary["cells"] if any(f.get("action") == "fail" for f in c.get("flags", []))})
     print(f"paced run: {wall:.0f} s wall for {len(costs)} cells at 1/{scale:g} of real time, long generations cut "
-          f"to 1/{cut} of their tokens (load average {os.getloadavg()[0]:.1f}); exit {summary['exit_code']}, "
+          f"to 1/{cut} of their tokens{load}; exit {summary['exit_code']}, "
           f"broken: {', '.join(broken) or 'none'}")
     print(f"projected real nightly: {_h(night)} wall on one 8-GPU box, {device_s / HOUR:.1f} GPU-hours per verdict "
           f"(x{scale:g} would say {_h(wall * scale)})")
+    alone = sum(paced_alone(run, cell_id, cut, wave) for cell_id in projected)
+    print(f"the pacing alone (the run's own generation lengths, 60 ms a token): {_h(alone)}, "
+          f"{8 * alone / HOUR:.1f} GPU-hours; the rest is this box not keeping up with it")
     print("\n| phase | GPU-hours | share |\n|---|---|---|")
     for name, value in sorted(phases.items(), key=lambda kv: -kv[1]):
         print(f"| {name} | {value / HOUR:.2f} | {value / device_s:.0%} |")
@@ -218,8 +245,10 @@ def main() -> None:
     floors = cells_of(unpaced)
     projected = {cell_id: project(cell, floors[cell_id], args.scale) for cell_id, cell in cells_of(run).items()
                  if cell.get("cost") and cell_id in floors}
-    print(f"run.evals {args.evals}, long generations {args.long_concurrency or 16} at a time")
-    report(projected, run, args.scale, wall, args.token_cut)
+    config = json.loads((run / "run.json").read_text())["config"]
+    print(f"run.evals {config['run']['evals']}, long generations {config['evals']['repetition']['concurrency']} at a time")
+    load = "" if args.paced else f" (load average {os.getloadavg()[0]:.1f} as it ended)"
+    report(projected, run, args.scale, wall, args.token_cut, config["run"]["evals"] == "wave", load)
     write_history(run, projected, out, args.db or out / f"projected-{args.label}.db", args.label, args.scale)
 
 
