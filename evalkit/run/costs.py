@@ -14,23 +14,23 @@ from collections.abc import Iterator, Sequence
 
 from evalkit.config.cells import Cell
 from evalkit.run.parts import Keep, Phase
-from evalkit.run.scheduler import device_need
 from evalkit.store.costs import PhaseKind
 
 
 def devices_held(cell: Cell, devices: Sequence[int] | None) -> tuple[int, str]:
     """The devices a cell holds while it runs, and where the count comes from: those the executor
-    gave it (a config that declares the box's devices), else what its settings declare, which is
-    what the engine occupies on a real box (TP8: 8) and what the simulator stands for."""
+    gave it (a config that declares the box's devices), else what its topology's parts declare
+    (`cell.topology.devices`, the scheduler's and plan's count), which is what the engine occupies
+    on a real box (TP8: 8; a PD pair: both workers') and what the simulator stands for."""
     if devices:
         return len(devices), "the devices the executor gave it"
-    if cell.topology.kind != "single":
-        return cell.topology.devices, f"its {len(cell.topology.parts)} parts' devices"
+    parts = cell.topology.parts
+    if len(parts) > 1:
+        return cell.topology.devices, f"its {len(parts)} parts' devices"
     if cell.settings.devices is not None:
         return cell.settings.devices, "its settings' devices"
-    need = device_need(cell.settings)
     tp, dp = cell.settings.tensor_parallel or 1, cell.settings.data_parallel or 1
-    return need, f"tensor_parallel {tp} x data_parallel {dp}"
+    return cell.topology.devices, f"tensor_parallel {tp} x data_parallel {dp}"
 
 
 @contextlib.contextmanager
