@@ -25,7 +25,7 @@ from evalkit.evals.recorded import specs_of
 from evalkit.render.compare_table import compare_columns
 from evalkit.render.table import columns, flag_column
 from evalkit.store import read_json, read_jsonl
-from evalkit.verdict.summary import Flag
+from evalkit.verdict.summary import Flag, RunSummary
 from tests.helpers.runs import gfm, tables
 
 
@@ -39,7 +39,7 @@ def test_markdown_of_a_real_run_one_row_per_cell_documented_columns(demo_runs: d
     assert result.exit_code == EXIT_THRESHOLD == read_json(demo_runs["a"] / "summary.json")["exit_code"]  # as printed
     md = result.stdout
     found = tables(md)
-    cols = columns(specs_of(read_json(demo_runs["a"] / "summary.json")))
+    cols = columns(specs_of(read_json(demo_runs["a"] / "summary.json")), RunSummary.load(demo_runs["a"] / "summary.json").cells)
     matrix = found.headers.index([c.header for c in cols])
     body = found.bodies[matrix]
     assert [row[0].split(" ")[0].strip("*") for row in body] == read_json(demo_runs["a"] / "run.json")["cells"]
@@ -55,7 +55,7 @@ def test_markers_sit_exactly_where_summary_json_has_broken_thresholds(demo_runs:
     md = cli("report", "run-a", "--format", "markdown", "--results-dir", str(demo_runs["results"])).stdout
     summary = read_json(demo_runs["a"] / "summary.json")
     specs = specs_of(summary)
-    cols = columns(specs)
+    cols = columns(specs, RunSummary.load(demo_runs["a"] / "summary.json").cells)  # its cells' costs: a GPU-h column
     body = tables(md).bodies[tables(md).headers.index([c.header for c in cols])]
     assert summary["broken_thresholds"] >= 1  # the bug's cell at 40 questions, by design of demo_config
     for cell, row in zip(summary["cells"], body):
