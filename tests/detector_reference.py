@@ -21,8 +21,8 @@ from evalkit.evals.detector import DetectorSettings
 from evalkit.evals.detector import _kernels as K
 from evalkit.evals.detector._analysis import fired_rules, measure
 from evalkit.evals.detector._chars import codepoints, piece_ends
-from evalkit.evals.detector._garble import UPDATE_EVERY, garble_rules, measure_garble
-from evalkit.evals.detector._stutter import cusum_from, cusum_steps, lookahead, stutter_flags
+from evalkit.evals.detector._garble import UPDATE_EVERY, garble_rules, measure_garble, peak_window_count
+from evalkit.evals.detector._stutter import cusum_from, cusum_steps, doubled_lines, lookahead, stutter_flags
 from evalkit.evals.detector._symbols import factorize
 
 DEFAULT = DetectorSettings()
@@ -36,9 +36,13 @@ def garble_fires(tokens: np.ndarray, pieces: Sequence[str] | None, s: DetectorSe
         return False
     final = max(0, len(tokens) - lookahead(s))
     text = "".join(pieces)
-    flags, heads = stutter_flags(tokens, pieces, s, piece_ends(pieces), text, codepoints(text))
+    ends, points = piece_ends(pieces), codepoints(text)
+    flags, heads, _ = stutter_flags(tokens, pieces, s, ends, text, points)
     steps = cusum_steps(flags[:final], s.stutter_rate, heads.word[:final])
     if steps.size and cusum_from(steps, 0).max() >= (1000 - round(s.stutter_rate * 1000)) * s.min_stutter_tokens * s.abort_margin:
+        return True
+    lines = doubled_lines(ends, points, text, s.stutter_copies)  # the doubled lines that are final
+    if peak_window_count(lines[lines < final], s.stutter_line_window)[0] >= s.min_stutter_lines * s.abort_margin:
         return True
     soup = [name for name in garble_rules(measure_garble(tokens, pieces, s, natural_end=False), s, scale=s.abort_margin) if name != "stutter"]
     return bool(soup)

@@ -68,7 +68,7 @@ from ._chars import FORMAT_BEFORE, INVALID, codepoints, join_pieces, soup_events
 from ._salad import BEFORE, SaladStream, longest_run, salad_marks
 from ._settings import DetectorSettings
 from ._structure import OrderStream, measure_order
-from ._stutter import cusum_from, cusum_steps, lookahead, stutter_flags
+from ._stutter import cusum_from, cusum_steps, doubled_lines, lookahead, stutter_flags
 
 STUTTER_SIGNALS = ("stutter",)
 SOUP_SIGNALS = ("invalid_chars", "script_switches", "unpunctuated_words", "lowercase_sentences", "unordered_pieces")
@@ -112,6 +112,13 @@ class Garble:
     """Token index of each lowercase word right after a sentence end (``_salad``)."""
     break_peak: tuple[int, int, int]
     """(count, first token, last token) of the most breaks within ``salad_window`` tokens."""
+    lines: np.ndarray
+    """Token index where each line written two or three times in a row starts (``doubled_lines``)."""
+    line_peak: tuple[int, int, int]
+    """(count, first token, last token) of the most of them within ``stutter_line_window`` tokens."""
+    words: np.ndarray
+    """Per token, its piece's characters after a leading space, hashed (``content_ids``): what
+    a doubled unit repeats."""
     unordered: np.ndarray
     """Token index of the start of each block whose pieces are no more ordered than a
     shuffle of them (``_structure``)."""
@@ -133,10 +140,10 @@ def measure_garble(tokens: np.ndarray, pieces: Sequence[str] | None, s: Detector
     empty = np.zeros(0, dtype=np.int64)
     if pieces is None:
         return Garble(np.zeros(0, dtype=bool), 0, 0, 0, False, empty, empty, (0, 0, 0), empty, empty, (0, 0, 0), empty,
-                      (0, 0, 0), empty)
+                      (0, 0, 0), empty, (0, 0, 0), empty, empty)
     text, ends = join_pieces(pieces) if joined is None else joined
     points = codepoints(text)
-    doubled, heads = stutter_flags(tokens, pieces, s, ends, text, points)
+    doubled, heads, words_ids = stutter_flags(tokens, pieces, s, ends, text, points)
     words = heads.word
     score = cusum_from(cusum_steps(doubled, s.stutter_rate, words), 0) if len(tokens) else np.zeros(1, dtype=np.int64)
     end = int(np.argmax(score))
@@ -152,9 +159,11 @@ def measure_garble(tokens: np.ndarray, pieces: Sequence[str] | None, s: Detector
     invalid = np.searchsorted(ends, invalid_at, side="right")  # token index of each event
     switches = np.searchsorted(ends, switch_at, side="right")
     salad = salad_marks(tokens, heads, ends, points)
+    lines = doubled_lines(ends, points, text, s.stutter_copies)
     return Garble(doubled, top, start if top else 0, end + 1 if top else 0, True, invalid, switches,
                   peak_window_count(switches, s.script_window), invalid_at, switch_at, longest_run(salad), salad.breaks,
-                  peak_window_count(salad.breaks, s.salad_window), measure_order(tokens, heads, ends, points, s))
+                  peak_window_count(salad.breaks, s.salad_window), lines, peak_window_count(lines, s.stutter_line_window),
+                  words_ids, measure_order(tokens, heads, ends, points, s))
 
 
 def garble_rules(g: Garble, s: DetectorSettings, *, scale: float) -> tuple[str, ...]:
@@ -162,7 +171,8 @@ def garble_rules(g: Garble, s: DetectorSettings, *, scale: float) -> tuple[str, 
     early-abort margin). The finish reason does not matter: neither shape is a model's choice
     to stop or go on."""
     fired = []
-    if g.stutter_score >= (1000 - round(s.stutter_rate * 1000)) * s.min_stutter_tokens * scale:
+    if (g.stutter_score >= (1000 - round(s.stutter_rate * 1000)) * s.min_stutter_tokens * scale
+            or g.line_peak[0] >= s.min_stutter_lines * scale):
         fired.append("stutter")
     if g.invalid.size >= s.min_invalid_chars * scale:
         fired.append("invalid_chars")
@@ -216,6 +226,8 @@ class GarbleStream:
         self._switches: list[int] = []  # token index of the recent script switches
         self._fired_soup = False
         self._order = OrderStream(s)
+        self._lines: list[int] = []  # token index of the recent doubled lines
+        self._fired_lines = False
 
     def fires(self, x: np.ndarray, n: int, pieces: Sequence[str] | None) -> bool:
         """Whether a stutter or soup rule holds on the first ``n`` tokens ``x`` (mixed or raw
@@ -231,8 +243,14 @@ class GarbleStream:
         window = pieces[lo:n]
         text, ends = join_pieces(window)
         points = codepoints(text)
-        flags, heads = stutter_flags(x[lo:n], window, s, ends, text, points)
+        flags, heads, _ = stutter_flags(x[lo:n], window, s, ends, text, points)
         if final > self._done:
+            lines = lo + doubled_lines(ends, points, text, s.stutter_copies)
+            new = lines[(lines >= self._done) & (lines < final)].tolist()
+            if new:
+                self._lines = [e for e in self._lines if e > new[0] - s.stutter_line_window] + new
+                if peak_window_count(np.array(self._lines, dtype=np.int64), s.stutter_line_window)[0] >= s.min_stutter_lines * self._scale:
+                    self._fired_lines = True
             flags, words = flags[self._done - lo : final - lo], heads.word[self._done - lo : final - lo]
             score = cusum_from(cusum_steps(flags, s.stutter_rate, words), self._score) if flags.any() else None
             if score is None:  # nothing doubled: the CUSUM only falls
@@ -241,7 +259,7 @@ class GarbleStream:
                 self._score = int(score[-1])
                 self._peak = max(self._peak, int(score.max()))
             self._done = final
-        if self._peak >= self._stutter_alarm:
+        if self._peak >= self._stutter_alarm or self._fired_lines:
             return True
         self._order.update(x, pieces, n)
         if len(self._order.found) >= s.min_unordered_blocks * self._scale:
@@ -284,9 +302,11 @@ def garble_extent(g: Garble, fired: tuple[str, ...], tokens: np.ndarray, s: Dete
     describes: the stutter CUSUM's excursion from its first doubled token, with the first
     doubled unit's length; or the soup events from the first invalid character, else the
     densest window of script switches (period 0: soup has no unit)."""
+    if "stutter" in fired and not g.stutter_score and g.line_peak[0]:  # lines written again
+        return 0, g.line_peak[1], g.line_peak[2] + 1
     if "stutter" in fired:
         first = g.stutter_start + int(np.argmax(g.doubled[g.stutter_start : g.stutter_end]))
-        return _unit_at(tokens, first, s.stutter_unit)[0], first, g.stutter_end
+        return _unit_at(g.words, first, s.stutter_unit)[0], first, g.stutter_end
     if "invalid_chars" in fired:
         return 0, int(g.invalid[0]), int(g.invalid[-1]) + 1
     if not {"script_switches", "unpunctuated_words", "lowercase_sentences"} & set(fired):  # unordered_pieces
@@ -317,11 +337,15 @@ def garble_examples(g: Garble, fired: tuple[str, ...], tokens: np.ndarray, piece
     text: doubled units from the stutter stretch (as ids when no pieces are known), then the
     characters around invalid characters and script switches."""
     out: list[str] = []
-    if "stutter" in fired:
+    if "stutter" in fired and pieces is not None and g.line_peak[0] >= s.min_stutter_lines:
+        for at in g.lines[(g.lines >= g.line_peak[1]) & (g.lines <= g.line_peak[2])][:_EXAMPLES].tolist():
+            end = next((k for k in range(at, len(pieces)) if "\n" in pieces[k]), len(pieces))
+            out.append("".join(pieces[at:end])[:60].strip())
+    if "stutter" in fired and len(out) < _EXAMPLES:
         i, end = g.stutter_start, g.stutter_end
         while i < end and len(out) < _EXAMPLES:
             if g.doubled[i]:
-                p, copies = _unit_at(tokens, i, s.stutter_unit, s.stutter_copies)
+                p, copies = _unit_at(g.words, i, s.stutter_unit, s.stutter_copies)
                 unit = tokens[i : i + copies * p]
                 out.append("".join(pieces[i : i + copies * p]) if pieces is not None else " ".join(str(t) for t in unit))
                 i += copies * p

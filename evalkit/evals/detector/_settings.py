@@ -205,12 +205,14 @@ class DetectorSettings(BaseModel):
         ),
     )
     stutter_unit: int = Field(
-        default=4,
+        default=8,
         ge=1,
         description=(
             "Stutter: the longest unit, in tokens, whose exact doubling in place counts "
-            "('capital capital', or a word of up to four BPE tokens written twice). Longer "
-            "doubled stretches are loops' business."
+            "('capital capital', 'from %s from %s', a phrase of up to eight pieces written "
+            "twice; 4 before issue 48, raised on the corpus's tuning half, where phrases of "
+            "two to four words were missed). Longer doubled stretches are loops' business, "
+            "except whole lines (up to 48 pieces, written two or three times)."
         ),
     )
     stutter_copies: int = Field(
@@ -242,6 +244,21 @@ class DetectorSettings(BaseModel):
             "stretch doubled at rate r needs (1-k)/(r-k) times more tokens): ~55 tokens of "
             "every word doubled, ~110 at half of them; 4x the most any hard negative reaches."
         ),
+    )
+    min_stutter_lines: int = Field(
+        default=6,
+        ge=1,
+        description=(
+            "Stutter: lines (of at most 48 pieces, holding two words) each written two or three "
+            "times in a row, this many within stutter_line_window tokens. A reasoning trace "
+            "re-reads one line now and then (the suites' thinking traces: one each), a list "
+            "of translated UI strings holds a few equal ones (four on the tuning half)."
+        ),
+    )
+    stutter_line_window: int = Field(
+        default=512,
+        ge=1,
+        description="Tokens within which min_stutter_lines doubled lines must start.",
     )
     min_invalid_chars: int = Field(
         default=1,
@@ -305,8 +322,8 @@ class DetectorSettings(BaseModel):
         gt=0.0,
         description=(
             "Soup: a block is unordered only when |ln((O + 1) / (O' + 1))| is below this, O "
-            "the pairs of adjacent positions holding the same two pieces, O' the same in the "
-            "block shuffled. Set on the tuning half of the corpus (tests/data/detector/corpus.py)."
+            "the pairs of positions starting the same three pieces, O' the same in the block "
+            "shuffled. Set on the tuning half of the corpus (tests/data/detector/corpus.py)."
         ),
     )
     soup_class_order: float = Field(

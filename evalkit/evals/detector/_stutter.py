@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from itertools import islice
 
 import numpy as np
 
@@ -28,7 +29,7 @@ def lookahead(s: DetectorSettings) -> int:
     """Tokens that must follow a token before its stutter flag is final: a unit's flag reads at
     most up to token ``i + (stutter_copies + 1) * stutter_unit - 1`` (one more copy rules it
     out), and a glued word is at most ``2 * GLUED_HALF`` pieces long (each piece holds a letter)."""
-    return max((s.stutter_copies + 1) * s.stutter_unit - 1, 2 * GLUED_HALF)
+    return max((s.stutter_copies + 1) * s.stutter_unit - 1, 2 * GLUED_HALF, (s.stutter_copies + 1) * (STUTTER_LINE + 1))
 
 
 def _all_in_window(eq: np.ndarray, width: int) -> np.ndarray:
@@ -296,13 +297,49 @@ def _cover(low: np.ndarray, high: np.ndarray, n: int) -> np.ndarray:
 
 
 def stutter_flags(x: np.ndarray, pieces: Sequence[str], s: DetectorSettings, ends: np.ndarray, text: str,
-                  points: np.ndarray) -> tuple[np.ndarray, Heads]:
+                  points: np.ndarray) -> tuple[np.ndarray, Heads, np.ndarray]:
     """Per token: a word written two to ``stutter_copies`` times in place (:func:`doubled_flags`)
     or glued to its copy (:func:`glued_flags`); and the pieces' :class:`Heads` (``word``: what
     the stutter CUSUM counts)."""
     heads = piece_heads(ends, points)
     words = content_ids(heads.first, ends, points)
-    return doubled_flags(words, pieces, s.stutter_unit, s.stutter_copies, (text, ends, points)) | glued_flags(heads, ends, points), heads
+    flags = doubled_flags(words, pieces, s.stutter_unit, s.stutter_copies, (text, ends, points)) | glued_flags(heads, ends, points)
+    return flags, heads, words
+
+
+STUTTER_LINE = 48
+"""Longest line, in pieces, whose copies written in a row count as stutter (a stream must see
+the copies after a line before its flags are final, so the lookahead grows with it)."""
+
+
+def doubled_lines(ends: np.ndarray, points: np.ndarray, text: str, max_copies: int) -> np.ndarray:
+    """Piece index where each line of at most ``STUTTER_LINE`` pieces, holding two words (see
+    ``_WORD``), is written two to ``max_copies`` times in a row (not preceded or followed by
+    one more copy) starts: a model writing a line again. One such line is a reasoning trace
+    re-reading itself; many close together are stutter (``min_stutter_lines``). Four or more
+    copies of a line are a loop's; a line without two words (a bitmap row "0b00011111," or
+    "----XXXX----", a rule of dashes, "}", one word of a list) is layout."""
+    n = len(ends)
+    breaks = np.flatnonzero(points == 10)
+    if len(breaks) < 1 or not n:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.concatenate(([0], breaks + 1))
+    stops = np.concatenate((breaks, [len(points)]))
+    up, down = _powers(len(points) + 1)
+    prefix = np.zeros(len(points) + 1, dtype=np.uint64)
+    np.cumsum((points.astype(np.uint64) + np.uint64(1)) * up[: len(points)], out=prefix[1:])
+    hashes = (prefix[stops] - prefix[starts]) * down[starts] ^ (stops - starts).astype(np.uint64)
+    line = np.searchsorted(breaks, ends - 1, side="left")  # the line each piece ends in (a break ends its own)
+    size = np.bincount(line, minlength=len(starts))
+    same = np.zeros(len(starts), dtype=bool)  # same[k]: line k equals line k - 1
+    same[1:] = hashes[1:] == hashes[:-1]
+    run = np.cumsum(~same)  # lines in one run of copies share a number
+    copies = np.bincount(run)[run]
+    first = np.flatnonzero(~same & (copies >= 2) & (copies <= max_copies) & (size <= STUTTER_LINE) & (stops > starts))
+    words = _WORD.finditer
+    first = first[[next(islice(words(text, int(starts[k]), int(stops[k])), 1, 2), None) is not None
+                   for k in first.tolist()]] if first.size else first
+    return np.searchsorted(ends, starts[first], side="right").astype(np.int64)
 
 
 _BASE = np.uint64(0x100000001B3)  # odd: invertible modulo 2**64

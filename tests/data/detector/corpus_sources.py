@@ -13,8 +13,9 @@ corpus from a committed file and split it by document into a tuning and a held-o
   ``msgunfmt``; ``ui_strings``: another catalogue of the language as its translated strings
   only, one a line (Python's ``gettext.GNUTranslations``): runs of short unrelated UI strings,
   the healthy text issue 48 found flagged;
-* ``man_page``: manual pages as ``man`` renders them at 80 columns, two to four per translated
-  language of /usr/share/man and 24 English ones;
+* ``man_page``: manual pages as ``man`` renders them at 80 columns, up to four per translated
+  language of /usr/share/man (those over 2,000 characters: 20 languages) and eight English ones
+  from each of man1, man5 and man8;
 * ``doc`` (README and NEWS files of /usr/share/doc) and ``changelog`` (Debian changelogs
   there); no licence: wild_sources.py took every one of /usr/share/common-licenses;
 * ``code``: Python (CPython 3.11's standard library), C headers (/usr/include), shell and
@@ -24,8 +25,9 @@ corpus from a committed file and split it by document into a tuning and a held-o
 * ``table`` (/etc/services, /etc/protocols, the zoneinfo tables), ``log`` (dpkg's, apt's and
   fontconfig's logs under /var/log) and ``json`` (iso-codes' JSON files).
 
-Reasoning traces are not copied: corpus.py reads GSM8K's training solutions from
-evalkit/data/gsm8k/train.jsonl (already in the repository; the test split is not used).
+Reasoning traces are not copied: corpus.py reads GSM8K's test solutions from
+evalkit/data/gsm8k/test.jsonl (already in the repository; the suites of garbled.py and
+make_suites.py take training problems).
 
 Each row: ``{"doc", "kind", "lang", "source", "text"}``; ``doc`` names the document (the split
 unit: every text corpus.py makes of it goes to the same half), ``source`` its path and the

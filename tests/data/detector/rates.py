@@ -114,7 +114,8 @@ def corpus_figures(rows: list[dict], settings: DetectorSettings, *, signals: boo
         positive = row["group"] != "healthy"
         if positive:  # long enough for a block of soup_block pieces, or not
             stretch = len(split_pieces(row["text"][row["loop_start"] :]))
-            t = tallies[("length", f"{row['group']}: {'>=' if stretch >= settings.soup_block else '<'} {settings.soup_block} pieces")]
+            block = getattr(settings, "soup_block", 512)  # a detector from before issue 48 has none
+            t = tallies[("length", f"{row['group']}: {'>=' if stretch >= block else '<'} {block} pieces")]
             t[0] += a.collapsed
             t[1] += 1
         for axis in ("category", "lang", "kind"):
