@@ -74,7 +74,9 @@ start when present). So the one variable moves them all: by default (`engine.cac
 points at a folder under evalkit's own key (engine/caches.py), and inherited `VLLM_*` variables
 are part of that key. The CPU build compiles too: platforms/cpu.py:356-377 (0.32.0) turns
 VLLM_COMPILE into DYNAMO_TRACE_ONCE with the Inductor backend (`eager` only under
-VLLM_CPU_CI_ENV), and the AOT artifact is saved unless the backend is eager (decorators.py:683-699).
+VLLM_CPU_CI_ENV), and the AOT artifact is saved unless the backend is eager (decorators.py:683-699),
+but not loaded back: decorators.py:315 calls `finalize_loading` on a compiled function that has
+none there, so a warm start compiles again with Inductor's cache warm (docs/caches.md, measured).
 Internal ports: none fixed on one host. The DP master port comes from
 `get_open_ports_list` (vllm/config/parallel.py:1104-1107), `VLLM_PORT` is unset (every port then
 free-picked, envs.py:769-772), and `--data-parallel-rpc-port` (29550, parallel.py:169) is used
