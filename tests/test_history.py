@@ -37,9 +37,9 @@ RUN_COLUMNS = ["run_id", "model", "config_name", "engine", "simulated", "status"
 CELL_COLUMNS = ["run_id", "cell_id", "axes", "status", "error", "source_repo", "source_ref", "source_sha",
                 "effective_mode", "started_at", "finished_at", "total_s", "timings", "gsm8k_strict",
                 "gsm8k_flexible", "gsm8k_n", "collapse_rate", "collapse_n", "collapsed", "metrics", "recorded_at",
-                "setups", "checks", "comparability"]
+                "setups", "checks", "comparability", "cost"]
 MIGRATION_NAMES = ["m001_initial", "m002_cell_metrics", "m003_cell_setups", "m004_cell_checks", "m005_dashboard_points",
-                   "m006_cell_keys", "m007_accepted_levels"]
+                   "m006_cell_keys", "m007_accepted_levels", "m008_cell_costs"]
 CELL_METRIC_COLUMNS = ["run_id", "cell_id", "name", "value"]
 
 
