@@ -19,7 +19,8 @@ from evalkit.config import parse_config
 from evalkit.config.cells import expand
 from evalkit.engine.ports import PortBook
 from evalkit.engine.process import ReadyTimings
-from evalkit.engine.topology import PartLaunch, TopologyProcess, book_ports, build_topology_launch
+from evalkit.engine.topology import PartLaunch, book_ports, build_topology_launch
+from evalkit.engine.topology_process import TopologyProcess
 from evalkit.errors import EngineExited, StartupTimeout
 from evalkit.sim.router import Router, build_parser
 from tests.helpers.sim import simulator

@@ -33,7 +33,8 @@ from evalkit.engine.isolation import isolate
 from evalkit.engine.placement import Placement
 from evalkit.engine.setup import ensure_built, setup_plan
 from evalkit.engine.sources import ResolvedSource
-from evalkit.engine.topology import PartLaunch, TopologyLaunch, TopologyProcess, book_ports, build_topology_launch
+from evalkit.engine.topology import PartLaunch, TopologyLaunch, book_ports, build_topology_launch
+from evalkit.engine.topology_process import TopologyProcess
 from evalkit.errors import EngineError, EvalError, Interrupted, PortInUse, SetupFailed, TreeNotProven
 from evalkit.evals import cancel
 from evalkit.evals.base import Eval, EvalContext, EvalProgress, EvalResult, Server
