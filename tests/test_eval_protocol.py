@@ -39,6 +39,7 @@ from evalkit.evals.capabilities import (
     Pairwise,
     Prepares,
     ReadsEarlierCells,
+    ScansEarlierTexts,
     Subsets,
     Unmeasured,
 )
@@ -184,8 +185,8 @@ def test_an_unregistered_eval_or_metric_is_bad_input() -> None:
                       "thresholds": [{"metric": "nosuch.metric", "min": 1}]}, "cfg.yaml")
 
 
-CAPABILITIES = (Pairwise, ExtraDelta, Subsets, Checks, Prepares, ReadsEarlierCells, LifecycleRecorded, Unmeasured,
-                CellFlags)
+CAPABILITIES = (Pairwise, ExtraDelta, Subsets, Checks, Prepares, ReadsEarlierCells, ScansEarlierTexts, LifecycleRecorded,
+                Unmeasured, CellFlags)
 
 
 def test_what_an_eval_can_do_beyond_its_core_is_asked_one_way() -> None:
@@ -197,7 +198,8 @@ def test_what_an_eval_can_do_beyond_its_core_is_asked_one_way() -> None:
 
     assert [c.__name__ for c in CAPABILITIES if isinstance(Words(), c)] == []
     assert can("gsm8k") == ["Subsets", "Checks", "Prepares"]
-    assert can("repetition") == ["ExtraDelta", "Subsets", "Unmeasured"]
+    # the GSM8K answers scanned once the wave is done; a cell whose long generations stopped early says so
+    assert can("repetition") == ["ExtraDelta", "Subsets", "ScansEarlierTexts", "Unmeasured", "CellFlags"]
     assert can("lm_eval") == ["Checks", "Prepares"]
     assert can("divergence") == ["Pairwise", "Checks", "ReadsEarlierCells"]
     assert can("consistency") == ["Checks"]
