@@ -4,6 +4,7 @@ thresholds and the report compare the cells with the baseline through the eval's
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -82,9 +83,10 @@ def test_the_report_shows_the_divergence_columns_and_the_worst_places(run: tuple
     markdown = CliRunner().invoke(main, ["report", "div", "--format", "markdown", "--results-dir",
                                          str(path.parent)]).output
     header = next(line for line in markdown.splitlines() if line.startswith("| cell |"))
-    assert header.endswith("| KL p99 vs baseline | KL p99 vs twin | top-1 agree vs baseline | top-1 agree vs twin |")
+    # the divergence columns, then what each cell cost (GPU-h) last
+    assert header.endswith("| KL p99 vs baseline | KL p99 vs twin | top-1 agree vs baseline | top-1 agree vs twin | GPU-h |")
     shifted = next(line for line in markdown.splitlines() if line.startswith("| **shifted** ❌ |"))
-    assert shifted.endswith("| **0.101** ❌ | - | 1 | - |")  # top-1 agreement: a shift keeps the order
+    assert re.search(r"\| \*\*0\.101\*\* ❌ \| - \| 1 \| - \| [^|]+ \|$", shifted), shifted  # a shift keeps the top-1 order
     assert "#### KL p99: worst places" in markdown and "#### Mean \\|Δ logprob\\|: worst places" in markdown
     assert "not compared" in markdown
     csv = CliRunner().invoke(main, ["report", "div", "--format", "csv", "--results-dir", str(path.parent)]).output

@@ -72,6 +72,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 model: sim/engine-report
 served_name: engine-report
 engine: {{profile: sim, package: simfix, args: {COMMON}}}
+# each eval's engine figures are its own only when the evals take turns (a wave's are scraped once)
+run: {{evals: apart}}
 axes:
   cell:
     base: {{source: {{repo: "{repo}", ref: "{c1}"}}, args: [{reports}, {spec}, "0.7"]}}
@@ -174,8 +176,10 @@ def test_the_engine_s_token_counts_are_exactly_what_each_eval_received(run: dict
     gsm8k = list(read_jsonl(run["path"] / "base" / "gsm8k.samples.jsonl"))
     long = list(read_jsonl(run["path"] / "base" / "repetition.samples.jsonl"))
     engine = record["engine_metrics"]
-    assert engine["repetition"]["generation_tokens"] == sum(row["metrics"]["n_tokens"] for row in long) > 0
-    assert engine["repetition"]["requests"] == len(long)
+    # each long generation, then its one teacher-forced scoring request (the model's own signal,
+    # evals/model_signal.py: max_tokens 1, so one token more each)
+    assert engine["repetition"]["generation_tokens"] == sum(row["metrics"]["n_tokens"] for row in long) + len(long) > 0
+    assert engine["repetition"]["requests"] == 2 * len(long)
     # GSM8K first probes its endpoint with one max_tokens=1 completion: one request and one token more
     assert engine["gsm8k"]["generation_tokens"] == sum(row["completion_tokens"] for row in gsm8k) + 1
     assert engine["gsm8k"]["requests"] == len(gsm8k) + 1
