@@ -85,9 +85,12 @@ class Outcome:
     """Processes of the run still alive after evalkit exited."""
 
 
-def interrupt(tmp_path: Path, moment: Moment, stop_grace: float = 2) -> Outcome:
-    """Run CONFIG, send `moment`'s signals, wait for the exit; what came of it."""
-    (tmp_path / "cfg.yaml").write_text(CONFIG.replace("STOP_GRACE", f"{stop_grace:g}"))
+def interrupt(tmp_path: Path, moment: Moment, stop_grace: float = 2, apart: bool = False) -> Outcome:
+    """Run CONFIG, send `moment`'s signals, wait for the exit; what came of it. `apart`: the cell's
+    evals take turns (`run.evals: apart`) instead of running in one wave, so each eval's progress
+    line starts a phase of its own (PHASES)."""
+    text = CONFIG.replace("STOP_GRACE", f"{stop_grace:g}") + ("run: {evals: apart}\n" if apart else "")
+    (tmp_path / "cfg.yaml").write_text(text)
     argv = [sys.executable, "-m", "evalkit.cli", "matrix", "--config", "cfg.yaml", "--run-id", "r",
             "--results-dir", "results", "--limit", "8"]
     proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -204,7 +207,8 @@ def test_signals_at_many_seeded_moments_stop_every_run_cleanly(tmp_path: Path) -
     outcomes, failures = [], []
     for i, moment in enumerate(moments):
         (tmp_path / str(i)).mkdir()
-        out = interrupt(tmp_path / str(i), moment)
+        # the evals take turns, so every phase of PHASES is a moment of its own (in a wave they overlap)
+        out = interrupt(tmp_path / str(i), moment, apart=True)
         outcomes.append(out)
         found = problems(tmp_path / str(i), out)
         failures += [f"{moment}: {p}" for p in found]
