@@ -30,15 +30,8 @@ from tests.conftest import write_config
 from tests.helpers.cli import evalkit_cli
 from tests.helpers.runs import CellSpec, write_run
 from tests.test_comparability import cell_record, run_record
+from tests.test_isolation import VLLM  # the two-cell vLLM config, one copy
 
-VLLM = """
-model: m
-engine: {{profile: vllm{engine}}}
-axes:
-  graph:
-    full: {{settings: {{graph_mode: FULL}}}}
-    piecewise: {{settings: {{graph_mode: PIECEWISE}}}}
-"""
 SHA = "0123456789abcdef0123456789abcdef01234567"
 GIB = 1 << 30
 
