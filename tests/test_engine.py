@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
@@ -66,3 +67,69 @@ def test_stop_kills_group_including_children_and_sigterm_ignorers(tmp_path: Path
     proc.stop()
     for pid in (parent, child):
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_after_an_eval_failed_an_engine_that_stopped_answering_is_given_time_to_show_its_exit(tmp_path: Path) -> None:
+    # a crashed engine's port is closed before its process has exited: the eval's connection error
+    # comes first, and the cell must still name the engine's exit, not the eval's error
+    with engine(tmp_path, "import time; time.sleep(1.5); raise SystemExit(1)") as proc:
+        started = time.monotonic()
+        with pytest.raises(EngineExited, match="exited with code 1"):
+            proc.settle(within_s=30)
+    assert time.monotonic() - started < 20
+
+
+def test_after_an_eval_failed_an_engine_that_answers_its_health_path_is_alive_at_once(tmp_path: Path) -> None:
+    port = free_port()
+    code = ("import http.server\n"
+            "class H(http.server.BaseHTTPRequestHandler):\n"
+            "    def do_GET(self):\n"
+            "        self.send_response(200); self.end_headers()\n"
+            f"http.server.HTTPServer(('127.0.0.1', {port}), H).serve_forever()\n")
+    proc = EngineProcess(argv=[sys.executable, "-c", code], env=dict(os.environ), log_path=tmp_path / "engine.log",
+                         base_url=f"http://127.0.0.1:{port}", served_name="m", stop_grace_s=0.5)
+    with proc:
+        _wait_for_health(f"http://127.0.0.1:{port}/health")
+        started = time.monotonic()
+        proc.settle(within_s=30)
+        assert time.monotonic() - started < 5 and proc.running
+
+
+def _wait_for_health(url: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{url} never answered")
+
+
+def test_an_engine_that_crashes_while_a_health_probe_waits_is_its_exit_not_a_hang(tmp_path: Path) -> None:
+    # /health answers the readiness wait; the watchdog's first probe then waits 1.8 s and the engine
+    # exits 1 under it, 2.3 s after the watchdog's last answer (its hang timeout: 2 s): the watchdog
+    # looks again and finds the exit, which is the cell's error, not "engine hangs"
+    port = free_port()
+    code = ("import http.server, os, time, threading\n"
+            "served = []\n"
+            "class H(http.server.BaseHTTPRequestHandler):\n"
+            "    def log_message(self, *a): pass\n"
+            "    def do_GET(self):\n"
+            "        served.append(1)\n"
+            "        if len(served) > 1:\n"
+            "            time.sleep(1.8); os._exit(1)\n"
+            "        self.send_response(200); self.end_headers()\n"
+            f"http.server.ThreadingHTTPServer(('127.0.0.1', {port}), H).serve_forever()\n")
+    proc = EngineProcess(argv=[sys.executable, "-c", code], env=dict(os.environ), log_path=tmp_path / "engine.log",
+                         base_url=f"http://127.0.0.1:{port}", served_name="m", stop_grace_s=0.5,
+                         hang_timeout_s=2.0, readiness="health")
+    with proc:
+        proc.wait_ready(timeout_s=30)
+        deadline = time.monotonic() + 30
+        while proc.running and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.5)  # the watchdog's look after its failed probe
+        with pytest.raises(EngineExited, match="exited with code 1"):
+            proc.check_alive()

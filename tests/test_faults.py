@@ -26,9 +26,12 @@ from tests.helpers.cli import Ran, checkout_env, evalkit_cli
 HEALTHY = "[--sim-seed, '1']"
 PACED = "[--sim-seed, '1', --sim-tokens-per-second, '100']"
 """A healthy cell slow enough for a signal to land inside the phase a test waits for."""
-TIMEOUTS = "{startup: 20, warmup: 5, stop_grace: 2, hang: 4}"
+TIMEOUTS = "{startup: 20, warmup: 5, stop_grace: 2, hang: 10}"
 """Start-up 20 s, not 8: on a loaded 2-core box a simulator took longer than 8 s to import and exit
-(crash-startup read as `not ready after 8 s`), and the never-ready cell still ends well inside 60 s."""
+(crash-startup read as `not ready after 8 s`), and the never-ready cell still ends well inside 60 s.
+Hang 10 s, not 4: with two of these matrices at once (one per test worker, 8 engines on 2 cores) a
+busy healthy simulator once went 4 s without a /health answer, and the truncated-stream cell was
+stopped as hung (CI, 2026-12-07); the hung cell still ends well inside 60 s."""
 
 
 def matrix_text(cases: dict[str, str], *, timeouts: str = TIMEOUTS,
@@ -136,7 +139,7 @@ def test_fault_becomes_the_cells_error_within_its_timeouts(fault_matrix: tuple[P
     _, words, code = FAULTS[name]
     faulty = cell(summary, name)
     said = (words,) if isinstance(words, str) else words
-    assert faulty["status"] == "error" and any(w in faulty["error"] for w in said), faulty
+    assert faulty["status"] == "error" and any(w in faulty["error"] for w in said), faulty.get("error")
     record = json.loads((tmp / "results" / "r" / name / "cell.json").read_text())
     assert record["error"]["log_tail"], "the last lines of the engine log are kept"
     if code is not None:
@@ -149,7 +152,7 @@ def test_the_matrix_goes_on_past_every_fault_and_leaves_no_process(fault_matrix:
     tmp, done, summary = fault_matrix
     assert done.returncode == 3, done.stderr[-2000:]
     assert [c["id"] for c in summary["cells"]] == [*FAULTS, "orphan", "healthy"]
-    assert cell(summary, "healthy")["status"] == "ok"
+    assert cell(summary, "healthy")["status"] == "ok", cell(summary, "healthy").get("error")
     assert summary["failed_cells"] == len(FAULTS)
     assert_nothing_left(tmp)
 

@@ -86,6 +86,9 @@ class ServedPart:
         if self._server is not None and not self.running:
             raise EngineExited("engine exited with code 1", log_tail="gone", exit_code=1)
 
+    def settle(self) -> None:
+        self.check_alive()
+
     def stop(self) -> None:
         if self._server is not None and self.running:
             self._server.should_exit = True

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -37,6 +37,9 @@ from evalkit.errors import EngineExited, EngineFault, PortInUse, StartupTimeout
 from evalkit.redact import redact_argv
 
 LOG_TAIL_LINES = 20
+SETTLE_S = 5.0
+"""How long an engine that stopped answering gets to show it exited or hit a fatal line, after an
+eval failed (`EngineProcess.settle`): an engine's event, not a wait of evalkit's own, so not scaled."""
 PORT_IN_USE = re.compile(r"address already in use|Errno 98|port .* is (already )?in use", re.IGNORECASE)
 
 
@@ -236,6 +239,33 @@ class EngineProcess:
             cls = PortInUse if PORT_IN_USE.search(tail) else EngineExited
             raise cls(f"engine exited with code {code} after {self.elapsed():.1f} s", log_tail=tail, exit_code=code)
 
+    def settle(self, within_s: float = SETTLE_S) -> None:
+        """`check_alive` after an eval failed, giving an engine that no longer answers on its
+        health path up to `within_s` to show why: a crashed engine closes its port before its
+        process has exited, so on a loaded box the eval's connection error comes first and, read
+        at once, the cell would blame the eval for the engine's exit. An engine that answers is
+        alive and the eval's error stands at once."""
+        if self.readiness == "alive":  # no health path to ask
+            self.check_alive()
+            return
+        with httpx.Client(base_url=self.base_url, timeout=1.0) as client:
+            self._answers_within(client, within_s)
+
+    def _answers_within(self, client: httpx.Client, within_s: float) -> bool:
+        """Whether the engine answers its health path within `within_s`, looking at its process
+        and log before each try (raising EngineExited / EngineFault as `check_alive`)."""
+        deadline = time.monotonic() + within_s
+        while True:
+            self.check_alive()
+            try:
+                if client.get(self.health_path, timeout=1.0).status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+
     # -- log -------------------------------------------------------------------------------
 
     def _scan_log(self) -> None:
@@ -281,31 +311,50 @@ class EngineProcess:
         """While evals run: a fatal log line or a hang kills the engine at once, so the eval's
         requests fail fast instead of waiting out their timeouts, and the cell reports why."""
 
+        def looked(look: Callable[[], bool]) -> bool | None:
+            """`look`'s answer, or None when the engine exited or logged a fatal line (it is then
+            stopped): the watch ends."""
+            try:
+                return look()
+            except EngineFault:
+                self._kill_from_monitor()
+            except EngineExited:
+                pass
+            return None
+
+        def alive() -> bool:
+            self.check_alive()
+            return True
+
         def watch() -> None:
             last_ok = time.monotonic()
             next_probe = 0.0
             with httpx.Client(base_url=self.base_url, timeout=5.0) as client:
                 while not self._stopping.wait(0.5):
-                    try:
-                        self.check_alive()
-                    except EngineFault:
-                        self._kill_from_monitor()
-                        return
-                    except EngineExited:
+                    if looked(alive) is None:
                         return
                     if self.hang_timeout_s is None or self.readiness == "alive" or time.monotonic() < next_probe:
                         continue
                     next_probe = time.monotonic() + min(5.0, self.hang_timeout_s / 3)
+                    ok: bool | None
                     try:
                         ok = client.get(self.health_path, timeout=min(10.0, self.hang_timeout_s)).status_code == 200
                     except httpx.HTTPError:
                         ok = False
+                    if not ok and time.monotonic() - last_ok > self.hang_timeout_s:
+                        # looked at again: an engine that crashed while the probe waited shows its
+                        # exit (or fatal line) within a moment, and that is the cell's error, not a hang
+                        ok = looked(lambda: self._answers_within(client, 1.0))
+                        if ok is None:
+                            return
+                        if not ok:
+                            if not self._stopping.is_set():
+                                self._fatal.append(f"engine hangs: no answer on {self.health_path} "
+                                                   f"for {self.hang_timeout_s:g} s")
+                                self._kill_from_monitor()
+                            return
                     if ok:
                         last_ok = time.monotonic()
-                    elif time.monotonic() - last_ok > self.hang_timeout_s:
-                        self._fatal.append(f"engine hangs: no answer on {self.health_path} for {self.hang_timeout_s:g} s")
-                        self._kill_from_monitor()
-                        return
 
         self._monitor = threading.Thread(target=watch, name="engine-monitor", daemon=True)
         self._monitor.start()

@@ -42,6 +42,7 @@ class PartProcess(Protocol):
     def start(self) -> None: ...
     def wait_ready(self, timeout_s: float, warmup_timeout_s: float = ...) -> ReadyTimings: ...
     def check_alive(self) -> None: ...
+    def settle(self) -> None: ...
     def stop(self) -> None: ...
     def kill(self) -> None: ...
     def log_tail(self, lines: int = ...) -> str: ...
@@ -160,6 +161,15 @@ class TopologyProcess:
         for name, process in self.processes.items():
             try:
                 process.check_alive()
+            except EngineError as e:
+                raise self._named(name, e) from e
+
+    def settle(self) -> None:
+        """`check_alive` after an eval failed, each part given its time to show why it stopped
+        answering (`EngineProcess.settle`)."""
+        for name, process in self.processes.items():
+            try:
+                process.settle()
             except EngineError as e:
                 raise self._named(name, e) from e
 

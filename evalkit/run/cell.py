@@ -293,7 +293,7 @@ def _run_with_engine(job: CellJob, control: CellControl, body: EvalsBody, keep: 
                         for part in body(job, Server(front.base_url, job.config.served, launch.profile.wire())):
                             keep(part)
                 except EvalError as e:
-                    engine.check_alive()  # an engine that died or hung mid-eval is the real reason
+                    engine.settle()  # an engine that died or hung mid-eval is the real reason
                     e.log_tail = engine.log_tail()
                     raise
             return

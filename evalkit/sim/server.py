@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from evalkit.sim import atom_wire, disagg, openai
-from evalkit.sim.batching import Steps
+from evalkit.sim.batching import Slot, Steps
 from evalkit.sim.config import ServerConfig
 from evalkit.sim.disagg import KvDamage, KvStore, TransferError
 from evalkit.sim.faults import FaultState
@@ -213,11 +213,10 @@ class Simulator:
         except TransferError as error:
             return _error(f"KV transfer failed: {error}", 502)
         slots = await self.steps.join(len(parsed.prompts))
-        generations = [
-            self.model.generate(prompt, options.max_tokens, options.stop, slot, damage)
-            for prompt, slot, damage in zip(parsed.prompts, slots, damages)
-        ]
-        scores = [self._scores(parsed, i, g, d) for i, (g, d) in enumerate(zip(generations, damages))]
+        # in a worker thread: a long generation's text and scores take CPU time, and the event loop
+        # must keep answering /health meanwhile, as a real engine's API server does while its engine
+        # core computes (evalkit's hang watchdog would otherwise stop a busy healthy simulator)
+        generations, scores = await asyncio.to_thread(self._compute, parsed, slots, damages)
         if options.stream:
             cut = next((kind for kind in ("truncated-stream", "stream-error") if self.faults.hits(kind, number)), None)
             return StreamingResponse(
@@ -246,6 +245,16 @@ class Simulator:
                                             cell.tp, kv.layout_fix)
             return list(received), None
         return none, None
+
+    def _compute(self, request: CompletionRequest, slots: list[Slot],
+                 damages: list[KvDamage | None]) -> tuple[list[Generation], list[Scores | None]]:
+        """Each prompt's generation and, where the request asks, its scores."""
+        options = request.options
+        generations = [
+            self.model.generate(prompt, options.max_tokens, options.stop, slot, damage)
+            for prompt, slot, damage in zip(request.prompts, slots, damages)
+        ]
+        return generations, [self._scores(request, i, g, d) for i, (g, d) in enumerate(zip(generations, damages))]
 
     def _scores(self, request: CompletionRequest, index: int, generation: Generation,
                 damage: KvDamage | None = None) -> Scores | None:
