@@ -26,6 +26,7 @@ from evalkit.config import parse_config
 from evalkit.errors import ConfigError
 from evalkit.evals import registry
 from evalkit.store import read_json, read_jsonl, write_json
+from tests.helpers.sim import FIX_AB
 from tests.plugin_evals import EVAL, EchoSettings
 
 PLUGIN = "tests.plugin_evals:EVAL"
@@ -34,12 +35,7 @@ model: sim/plugin
 engine:
   profile: sim
   args: ["--sim-startup-seconds", "0.1", "--sim-seed", "0"]
-axes:
-  fix:
-    fixon: {{args: ["--sim-fix", "on"]}}
-    fixoff: {{args: ["--sim-fix", "off"]}}
-baseline: {{fix: fixon}}
-ab: {{axis: fix, on: fixon, off: fixoff}}
+{FIX_AB}
 evals:
   plugins: ["{PLUGIN}"]
   gsm8k: {{enabled: false}}

@@ -30,18 +30,14 @@ from evalkit.verdict.compare import compare_runs
 from evalkit.verdict.deltas import summarize
 from evalkit.verdict.summary import RunComparison
 from tests.helpers.runs import rerun
+from tests.helpers.sim import FIX_AB
 
 CONFIG = """\
 model: sim/fp
 engine:
   profile: sim
   args: ["--sim-startup-seconds", "0.1", "--sim-seed", "0"]
-axes:
-  fix:
-    fixon: {{args: ["--sim-fix", "on"]}}
-    fixoff: {{args: ["--sim-fix", "off"]}}
-baseline: {{fix: fixon}}
-ab: {{axis: fix, on: fixon, off: fixoff}}
+{fix_ab}
 evals:
   gsm8k: {{num_fewshot: {shots}, endpoint: {endpoint}, num_concurrent: 8}}
   repetition: {{count: 2, max_tokens: 256}}
@@ -61,7 +57,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     made = {}
     for name, shots, endpoint in (("base", 3, "completions"), ("shots", 2, "completions"), ("chat", 3, "chat")):
         config = tmp / f"{name}.yaml"
-        config.write_text(CONFIG.format(shots=shots, endpoint=endpoint), encoding="utf-8")
+        config.write_text(CONFIG.format(shots=shots, endpoint=endpoint, fix_ab=FIX_AB), encoding="utf-8")
         result = CliRunner().invoke(main, ["matrix", "--config", str(config), "--run-id", name, "--limit", "12",
                                            "--results-dir", str(results), "--no-history", "--quiet"])
         assert result.exit_code == 0, result.output

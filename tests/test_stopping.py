@@ -28,6 +28,7 @@ from evalkit.run.stopping import CountStop, Limit, Rise
 from evalkit.store import RunStore, read_json, read_jsonl
 from evalkit.verdict.deltas import summarize
 from tests.helpers.served import served_sim
+from tests.helpers.sim import FIX_AB
 
 LAYOUT = ("--enable-dp-attention", "-tp", "8", "--cudagraph-mode", "PIECEWISE", "--sim-seed", "0")
 GENERATIONS = 20
@@ -35,12 +36,7 @@ CONFIG = f"""
 model: sim/stopping
 served_name: sim-model
 engine: {{profile: sim}}
-axes:
-  fix:
-    fixon: {{args: ["--sim-fix", "on"]}}
-    fixoff: {{args: ["--sim-fix", "off"]}}
-baseline: {{fix: fixon}}
-ab: {{axis: fix, on: fixon, off: fixoff}}
+{FIX_AB}
 evals:
   gsm8k: {{enabled: false}}
   repetition: {{count: {GENERATIONS}, max_tokens: 768, concurrency: 4}}

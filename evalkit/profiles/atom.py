@@ -61,6 +61,7 @@ import re
 from types import MappingProxyType
 
 from evalkit.config import EngineSettings
+from evalkit.config.topology import Part
 from evalkit.profiles import Launch, Profile, SpecCounts
 from evalkit.profiles.isolation import FixedPort, InternalPort, Isolation, data_parallel
 from evalkit.profiles.ran import RanAs
@@ -266,12 +267,14 @@ def atom_worker_flags(ctx: PartContext) -> list[str]:
 
 def atom_router(ctx: PartContext) -> list[str]:
     """atomesh's PD launch line (pd_server_atom.sh:656-668, cliargs.rs)."""
-    argv = ["atomesh", "launch", "--host", ctx.host, "--port", str(ctx.port), "--pd-disaggregation"]
-    for peer in ctx.prefill:
-        argv += ["--prefill", peer.url]
-    for peer in ctx.decode:
-        argv += ["--decode", peer.url]
-    return argv + ["--backend", "atom", "--prometheus-host", ctx.host, "--prometheus-port", str(ctx.ports["prometheus"])]
+    return ["atomesh", "launch", "--host", ctx.host, "--port", str(ctx.port), "--pd-disaggregation",
+            *ctx.peer_flags(),
+            "--backend", "atom", "--prometheus-host", ctx.host, "--prometheus-port", str(ctx.ports["prometheus"])]
+
+
+def atom_worker_ports(part: Part) -> dict[str, int]:
+    """A PD worker's internal ports: mooncake's handshake port, one per TP rank."""
+    return {"handshake": part.settings.tensor_parallel or 1}
 
 
 def _int(port: int | str) -> int | str:
@@ -282,7 +285,7 @@ def _int(port: int | str) -> int | str:
 ATOM_TOPOLOGY = TopologySpelling(
     read_at="ROCm/ATOM ffdf3bb5d",
     worker_flags=atom_worker_flags,
-    worker_ports=lambda part: {"handshake": part.settings.tensor_parallel or 1},
+    worker_ports=atom_worker_ports,
     router=atom_router,
     router_ports={"prometheus": 1},
 )

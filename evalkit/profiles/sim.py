@@ -24,6 +24,7 @@ from evalkit.profiles.atom import (
     ATOM_SETTINGS,
     atom_flags,
     atom_worker_flags,
+    atom_worker_ports,
     read_atom_log,
 )
 from evalkit.profiles.isolation import Isolation
@@ -33,18 +34,14 @@ from evalkit.profiles.vllm import VLLM_METRICS, vllm_rank_flags
 
 def sim_router(ctx: PartContext) -> list[str]:
     """The simulator's router, atomesh's flags (docs/simulator.md)."""
-    argv = [ctx.python, "-m", "evalkit.sim.router", "--host", ctx.host, "--port", str(ctx.port), "--pd-disaggregation"]
-    for peer in ctx.prefill:
-        argv += ["--prefill", peer.url]
-    for peer in ctx.decode:
-        argv += ["--decode", peer.url]
-    return argv
+    return [ctx.python, "-m", "evalkit.sim.router", "--host", ctx.host, "--port", str(ctx.port), "--pd-disaggregation",
+            *ctx.peer_flags()]
 
 
 SIM_TOPOLOGY = TopologySpelling(
     read_at="docs/simulator.md (the simulator's own flags: ATOM ffdf3bb5d for PD, vLLM 0.32.0 for ranks)",
     worker_flags=atom_worker_flags,
-    worker_ports=lambda part: {"handshake": part.settings.tensor_parallel or 1},
+    worker_ports=atom_worker_ports,
     rank_flags=vllm_rank_flags,
     rank_ports={"master": 1},
     router=sim_router,

@@ -53,6 +53,12 @@ class PartContext:
     decode: tuple[Peer, ...] = ()
     python: str = "python3"
 
+    def peer_flags(self) -> list[str]:
+        """A router's workers as atomesh names them (and the simulator's router after it):
+        `--prefill URL` per prefill worker, then `--decode URL` per decode worker."""
+        return [flag for peers, name in ((self.prefill, "--prefill"), (self.decode, "--decode"))
+                for peer in peers for flag in (name, peer.url)]
+
 
 @dataclass(frozen=True)
 class TopologySpelling:

@@ -42,6 +42,14 @@ from evalkit.sim.model import SimulatedModel
 from evalkit.sim.server import Simulator
 from evalkit.wire import Wire
 
+FIX_AB = """axes:
+  fix:
+    fixon: {args: ["--sim-fix", "on"]}
+    fixoff: {args: ["--sim-fix", "off"]}
+baseline: {fix: fixon}
+ab: {axis: fix, on: fixon, off: fixoff}"""
+"""A config's two-cell fix axis (the simulator's fix on and off), its baseline and its A/B: the
+smallest matrix with a fix-on - off delta, for a config whose test is about something else."""
 READY = re.compile(r"^sim: ready on (http://\S+)$")
 DEFAULT_TIMEOUT = 15.0
 
