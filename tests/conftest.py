@@ -80,13 +80,22 @@ unless it is marked `smoke` (one of the few default-tier tests that cross each b
 OTHER_TIERS = ("slow", "slurm", "real_engine")
 """Tiers chosen by marker: a test there is never also `e2e`, so each tier runs it once."""
 
+SHARED_RUNS = frozenset({"demo_runs"})
+"""Session fixtures that make a whole run (80 s of one worker on a loaded 2-core box): every test
+that reads one is put in that fixture's xdist group, so one worker makes it once, not each worker
+its own copy. A test already in a group keeps it."""
+
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        shared = sorted(SHARED_RUNS.intersection(fixtures))
+        if shared and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(shared[0]))
         if any(item.get_closest_marker(name) for name in ("smoke", *OTHER_TIERS)):
             continue  # a smoke test stays in the default tier; a slow one runs once, in its own
-        if E2E_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        if E2E_FIXTURES.intersection(fixtures):
             item.add_marker(pytest.mark.e2e)
 
 

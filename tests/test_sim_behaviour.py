@@ -21,6 +21,7 @@ from tests.helpers.sim import (
     sim_client,
 )
 
+pytestmark = pytest.mark.xdist_group("sim-behaviour")  # one worker measures `cells` (25 s), not each its own
 ROWS = gsm8k_test()
 FEW_SHOT = "Question: Tom has 3 apples and buys 2 more. How many apples does he have?\nAnswer: 3 + 2 = 5\n#### 5\n\n"
 PROMPTS = [f"{FEW_SHOT}Question: {row['question']}\nAnswer:" for row in ROWS]
