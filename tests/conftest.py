@@ -181,11 +181,14 @@ def shared_sim() -> Iterator[SimServer]:
 
 
 def demo_config(tmp: Path, name: str, seed: int, repetition: bool) -> Path:
-    """configs/demo.yaml, faster, with 8 shorter long generations (or none), and a threshold that
+    """configs/demo.yaml, faster, with 8 shorter long generations (or none), 8 divergence and 8
+    consistency prompts (each eval's metrics and checks, at a quarter of the work), and a threshold that
     breaks at 40 questions (no alpha: any drop above 2 points of a fix-off cell against its twin)."""
     raw = yaml.load((CONFIGS / "demo.yaml").read_text(), Loader=_UniqueKeyLoader)  # YAML 1.2: `on:` is a key
     raw["engine"]["args"] = ["--sim-startup-seconds", "0.1", "--sim-seed", str(seed)]
     raw["evals"]["repetition"] = {"count": 8, "max_tokens": 1024, "concurrency": 8} if repetition else {"enabled": False}
+    raw["evals"]["divergence"] = {"count": 8, "max_tokens": 256}
+    raw["evals"]["consistency"] = {**raw["evals"]["consistency"], "count": 8}
     raw["thresholds"].append({"metric": "gsm8k.flexible", "max_drop_ab": 0.02})
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
