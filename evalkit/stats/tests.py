@@ -24,9 +24,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from itertools import combinations
+from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, cast
 
-from scipy.stats import binomtest, fisher_exact, norm
+from scipy.stats import binomtest, fisher_exact
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -62,10 +63,16 @@ class _ToDict:
         return {k: _json_safe(v) for k, v in asdict(cast("DataclassInstance", self)).items()}
 
 
+_NORMAL = NormalDist()
+"""The standard normal's quantiles: the standard library's (Wichura's AS241, within 4e-15 of
+scipy's `norm.ppf` from 1e-15 to 0.5), 500 times faster a call than scipy's, which matters to a TOST
+that inverts an interval by bisection (`_one_sided_p`: 64 quantiles a p-value)."""
+
+
 def _z(confidence: float) -> float:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    return float(norm.ppf(1.0 - (1.0 - confidence) / 2.0))
+    return _NORMAL.inv_cdf(1.0 - (1.0 - confidence) / 2.0)
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
