@@ -80,19 +80,23 @@ unless it is marked `smoke` (one of the few default-tier tests that cross each b
 OTHER_TIERS = ("slow", "slurm", "real_engine")
 """Tiers chosen by marker: a test there is never also `e2e`, so each tier runs it once."""
 
-SHARED_RUNS = frozenset({"demo_runs"})
-"""Session fixtures that make a whole run (80 s of one worker on a loaded 2-core box): every test
-that reads one is put in that fixture's xdist group, so one worker makes it once, not each worker
-its own copy. A test already in a group keeps it."""
+SHARED_RUNS = {"demo_runs": "session", "fault_matrix": "module", "world": "module"}
+"""Fixtures that make a whole run once for many tests (the session's demo run, 60-80 s of a
+worker; test_faults' matrix of every fault, test_bisect_step's repository and ends, ~55 s each):
+every test that reads one is put in that fixture's xdist group (a module fixture's group is named
+after its module too), so one worker makes it once, not each worker its own copy; and two copies of
+test_faults' matrix never run at once (8 engines on 2 cores once starved a healthy engine's health
+probe). A test already in a group keeps it."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
-        shared = sorted(SHARED_RUNS.intersection(fixtures))
+        shared = sorted(set(SHARED_RUNS).intersection(fixtures))
         if shared and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(shared[0]))
+            name = shared[0]
+            item.add_marker(pytest.mark.xdist_group(name if SHARED_RUNS[name] == "session" else f"{item.path.stem}.{name}"))
         if any(item.get_closest_marker(name) for name in ("smoke", *OTHER_TIERS)):
             continue  # a smoke test stays in the default tier; a slow one runs once, in its own
         if E2E_FIXTURES.intersection(fixtures):
