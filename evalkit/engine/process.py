@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -257,14 +257,18 @@ class EngineProcess:
         deadline = time.monotonic() + within_s
         while True:
             self.check_alive()
-            try:
-                if client.get(self.health_path, timeout=1.0).status_code == 200:
-                    return True
-            except httpx.HTTPError:
-                pass
+            if self._health_ok(client, 1.0):
+                return True
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.1)
+
+    def _health_ok(self, client: httpx.Client, timeout_s: float) -> bool:
+        """Whether the health path answers 200 within `timeout_s`."""
+        try:
+            return client.get(self.health_path, timeout=timeout_s).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     # -- log -------------------------------------------------------------------------------
 
@@ -311,50 +315,33 @@ class EngineProcess:
         """While evals run: a fatal log line or a hang kills the engine at once, so the eval's
         requests fail fast instead of waiting out their timeouts, and the cell reports why."""
 
-        def looked(look: Callable[[], bool]) -> bool | None:
-            """`look`'s answer, or None when the engine exited or logged a fatal line (it is then
-            stopped): the watch ends."""
-            try:
-                return look()
-            except EngineFault:
-                self._kill_from_monitor()
-            except EngineExited:
-                pass
-            return None
-
-        def alive() -> bool:
-            self.check_alive()
-            return True
-
         def watch() -> None:
             last_ok = time.monotonic()
             next_probe = 0.0
             with httpx.Client(base_url=self.base_url, timeout=5.0) as client:
-                while not self._stopping.wait(0.5):
-                    if looked(alive) is None:
-                        return
-                    if self.hang_timeout_s is None or self.readiness == "alive" or time.monotonic() < next_probe:
-                        continue
-                    next_probe = time.monotonic() + min(5.0, self.hang_timeout_s / 3)
-                    ok: bool | None
-                    try:
-                        ok = client.get(self.health_path, timeout=min(10.0, self.hang_timeout_s)).status_code == 200
-                    except httpx.HTTPError:
-                        ok = False
-                    if not ok and time.monotonic() - last_ok > self.hang_timeout_s:
-                        # looked at again: an engine that crashed while the probe waited shows its
-                        # exit (or fatal line) within a moment, and that is the cell's error, not a hang
-                        ok = looked(lambda: self._answers_within(client, 1.0))
-                        if ok is None:
-                            return
-                        if not ok:
+                try:
+                    while not self._stopping.wait(0.5):
+                        self.check_alive()
+                        if self.hang_timeout_s is None or self.readiness == "alive" or time.monotonic() < next_probe:
+                            continue
+                        next_probe = time.monotonic() + min(5.0, self.hang_timeout_s / 3)
+                        if self._health_ok(client, min(10.0, self.hang_timeout_s)):
+                            last_ok = time.monotonic()
+                        elif time.monotonic() - last_ok > self.hang_timeout_s:
+                            # looked at again: an engine that crashed while the probe waited shows
+                            # its exit (or fatal line) within a moment, the cell's error, not a hang
+                            if self._answers_within(client, 1.0):
+                                last_ok = time.monotonic()
+                                continue
                             if not self._stopping.is_set():
                                 self._fatal.append(f"engine hangs: no answer on {self.health_path} "
                                                    f"for {self.hang_timeout_s:g} s")
                                 self._kill_from_monitor()
                             return
-                    if ok:
-                        last_ok = time.monotonic()
+                except EngineFault:
+                    self._kill_from_monitor()
+                except EngineExited:
+                    pass
 
         self._monitor = threading.Thread(target=watch, name="engine-monitor", daemon=True)
         self._monitor.start()
