@@ -4,11 +4,19 @@ Ctrl-C and a scheduler's SIGTERM mean the same thing, stop cleanly: both become 
 (evalkit/errors.py), so the `finally` blocks on the way up stop every engine or cancel every job.
 Around a whole command line SIGTERM is Ctrl-C too (`terminate_as_interrupt`), and once the
 command is done neither is handled any more (`ignore_stop_signals`).
+
+Python runs a signal's handler between two bytecodes of the main thread, wherever it is, a
+finalizer included (an object's `__del__`, a weakref callback, a generator closed by the garbage
+collector). An exception cannot leave a finalizer: Python prints `Exception ignored in ...` and
+goes on, and the stop would be lost (a CI run saw a SIGTERM while the report was written end in
+exit 0 and that message). While a handler here is set, such a stop is delivered again
+(`_redelivered_from_finalizers`), and raised in the ordinary code that runs next.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +25,44 @@ from typing import Any
 from evalkit.errors import Interrupted
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+REDELIVER_S = 0.01
+"""How long after a finalizer swallowed a stop it is delivered again: long enough for the
+finalizer to have returned (the thread that delivers it waits for the GIL), too short to be
+noticed. Swallowed again, it is delivered again."""
+
+
+def _stop_signal_of(exc: BaseException | None) -> int | None:
+    """The signal a swallowed exception stood for: one that a handler here raised, or None."""
+    if isinstance(exc, Interrupted) and exc.args and exc.args[0] in signal.Signals.__members__:
+        return int(signal.Signals[exc.args[0]])
+    if isinstance(exc, KeyboardInterrupt):
+        return int(signal.SIGINT)  # Ctrl-C, or SIGTERM under `terminate_as_interrupt`: the same stop
+    return None
+
+
+@contextmanager
+def _redelivered_from_finalizers() -> Iterator[None]:
+    """Inside the block, a stop that a finalizer swallowed is sent again to the main thread a moment
+    later, a real signal so that a wait in progress (a sleep, a join) is cut short as by the first;
+    any other exception in a finalizer goes to the hook that was there before."""
+    previous = sys.unraisablehook
+    main = threading.main_thread().ident
+
+    def hook(unraisable: Any) -> None:
+        signum = _stop_signal_of(unraisable.exc_value)
+        if signum is None:
+            previous(unraisable)
+            return
+        timer = threading.Timer(REDELIVER_S, signal.pthread_kill, (main, signum))
+        timer.daemon = True
+        timer.start()
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
 
 
 @contextmanager
@@ -29,7 +75,8 @@ def interrupts_raise() -> Iterator[None]:
 
     previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
     try:
-        yield
+        with _redelivered_from_finalizers():
+            yield
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
@@ -68,7 +115,8 @@ def terminate_as_interrupt() -> Iterator[None]:
     """
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        yield
+        with _redelivered_from_finalizers():
+            yield
     finally:
         signal.signal(signal.SIGTERM, previous)
 
