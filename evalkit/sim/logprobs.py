@@ -55,6 +55,7 @@ import numpy as np
 
 from evalkit.sim.config import Behaviour, Cell
 from evalkit.sim.hashing import hash64
+from evalkit.sim.once import BuiltOnce
 from evalkit.sim.tokens import token_id
 
 CANDIDATES = 20
@@ -269,7 +270,7 @@ def _word_key(word: str) -> int:
     return zlib.crc32(word.strip().encode("utf-8"))
 
 
-@functools.cache
+@BuiltOnce
 def _known_keys() -> np.ndarray:
     """Sorted keys of every (word, next word) pair of the corpus, and of every sentence end
     followed by any word that opens a sentence there: the model's knowledge, built once per

@@ -21,16 +21,16 @@ import json
 import random
 import re
 from collections.abc import Iterator
-from functools import cache
 from importlib import resources
 
 from evalkit.sim.hashing import hash64
+from evalkit.sim.once import BuiltOnce
 
 _ANNOTATION = re.compile(r"<<[^>]*>>")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 
 
-@cache
+@BuiltOnce
 def _sentences() -> tuple[str, ...]:
     """All sentences of the train split, loaded on first use (~0.1 s) to keep start-up fast."""
     path = resources.files("evalkit") / "data" / "gsm8k" / "train.jsonl"
