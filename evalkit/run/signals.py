@@ -32,12 +32,25 @@ finalizer to have returned (the thread that delivers it waits for the GIL), too 
 noticed. Swallowed again, it is delivered again."""
 
 
+class TerminatedAsInterrupt(KeyboardInterrupt):
+    """SIGTERM under `terminate_as_interrupt`: a KeyboardInterrupt that knows its signal, so that a
+    swallowed one is sent again as SIGTERM (a process started in the background by a shell
+    ignores SIGINT: sent as SIGINT, it would be lost)."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise TerminatedAsInterrupt
+
+
 def _stop_signal_of(exc: BaseException | None) -> int | None:
-    """The signal a swallowed exception stood for: one that a handler here raised, or None."""
+    """The signal a swallowed exception stood for: one that a handler here raised, or Python's
+    Ctrl-C, or None."""
     if isinstance(exc, Interrupted) and exc.args and exc.args[0] in signal.Signals.__members__:
         return int(signal.Signals[exc.args[0]])
+    if isinstance(exc, TerminatedAsInterrupt):
+        return int(signal.SIGTERM)
     if isinstance(exc, KeyboardInterrupt):
-        return int(signal.SIGINT)  # Ctrl-C, or SIGTERM under `terminate_as_interrupt`: the same stop
+        return int(signal.SIGINT)
     return None
 
 
@@ -107,13 +120,13 @@ def signals_held() -> Iterator[None]:
 
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt inside the block, as Ctrl-C does.
+    """SIGTERM raises KeyboardInterrupt (`TerminatedAsInterrupt`) inside the block, as Ctrl-C does.
 
     A CI runner's timeout, cron's `kill` or `timeout(1)` then end a command the way Ctrl-C does at
     every moment of it, between runs included (writing the verdict, printing the report), with
     exit 130. Python's default for SIGTERM would end the process on the spot: no word, code 143.
     """
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         with _redelivered_from_finalizers():
             yield
