@@ -87,7 +87,12 @@ def test_the_readme_demo_flags_only_the_buggy_cell(tmp_path: Path) -> None:
     assert summary["inconclusive_checks"] == 0 and summary["exit_code"] == 1
 
 
-@pytest.mark.slow  # one more whole demo matrix on 50 questions (~2 min): .ci/run runs it
+PIECEWISE_AND_BASELINE = ("--only", "graph=piecewise", "--only", "parallel=tp8,graph=full,fix=fixon")
+"""The demo's PIECEWISE cells (the buggy one, its twin, and TP's pair) and the baseline: each kind
+of comparison, a healthy cell's and the bug's against its twin and the baseline, in 5 of 12 cells."""
+
+
+@pytest.mark.slow  # one more demo matrix, 5 of its cells on 50 questions (~1 min): .ci/run runs it
 @pytest.mark.timeout(900)
 def test_with_limit_50_no_healthy_comparison_passes(tmp_path: Path) -> None:
     """`--limit 50`: no test of a healthy cell's GSM8K drop (MDE about 20 points) could have seen
@@ -97,7 +102,8 @@ def test_with_limit_50_no_healthy_comparison_passes(tmp_path: Path) -> None:
     their checks are what they are in the full demo: KL p99 (16 texts) has no test and judges the
     observed value without a p; the disagreeing share (32 prompts) PASSes with its MDE inside
     2 x its margin."""
-    summary = run_demo(tmp_path, 0, "--limit", "50")
+    summary = run_demo(tmp_path, 0, "--limit", "50", *PIECEWISE_AND_BASELINE)
+    assert len(summary["cells"]) == 5
     found, kept = outcomes(summary), (*COLLAPSE_RISES, *KL_RISES, *DISAGREE_RISES)
     assert {rule: found[rule] for rule in GSM8K_DROPS} == dict.fromkeys(GSM8K_DROPS, {"INCONCLUSIVE"})
     assert {rule: found[rule] for rule in kept} == dict.fromkeys(kept, {"PASS"})
