@@ -197,15 +197,27 @@ SWEEP_SEED = 36
 SWEEP_PER_PHASE = 4
 
 
-@pytest.mark.slow  # 9 phases x 4 seeded moments, each a run of its own: ~15 min, ~30 on a loaded box
-@pytest.mark.timeout(3600)
-def test_signals_at_many_seeded_moments_stop_every_run_cleanly(tmp_path: Path) -> None:
+def _sweep() -> dict[str, list[Moment]]:
+    """Each phase's seeded moments: delays, one or two signals and their gap, drawn in one
+    sequence from SWEEP_SEED, so a phase's moments do not depend on which phases run."""
     rnd = random.Random(SWEEP_SEED)
-    moments = [Moment(phase, rnd.uniform(0, longest), (rnd.choice([signal.SIGINT, signal.SIGTERM]),) * rnd.choice([1, 1, 2]),
-                      gap_s=rnd.uniform(0.05, 0.5))
-               for phase, (_, longest) in PHASES.items() for _ in range(SWEEP_PER_PHASE)]
+    return {phase: [Moment(phase, rnd.uniform(0, longest), (rnd.choice([signal.SIGINT, signal.SIGTERM]),) * rnd.choice([1, 1, 2]),
+                           gap_s=rnd.uniform(0.05, 0.5)) for _ in range(SWEEP_PER_PHASE)]
+            for phase, (_, longest) in PHASES.items()}
+
+
+SWEEP = _sweep()
+
+
+@pytest.mark.slow  # 4 seeded moments, each a run of its own: ~1 min per phase, 9 phases that xdist spreads
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("phase", list(PHASES))
+def test_signals_at_seeded_moments_of_each_phase_stop_every_run_cleanly(tmp_path: Path, phase: str) -> None:
+    """Every moment whose signal came before the run ended stops cleanly (`problems`). In every
+    phase but the report, at most one moment may come too late; the report's often come after
+    the run ended (it takes well under its longest delay), and a signal in it is the e2e test's."""
     outcomes, failures = [], []
-    for i, moment in enumerate(moments):
+    for i, moment in enumerate(SWEEP[phase]):
         (tmp_path / str(i)).mkdir()
         # the evals take turns, so every phase of PHASES is a moment of its own (in a wave they overlap)
         out = interrupt(tmp_path / str(i), moment, apart=True)
@@ -216,10 +228,10 @@ def test_signals_at_many_seeded_moments_stop_every_run_cleanly(tmp_path: Path) -
               + (f"exit {out.code} after {out.exit_s:.2f} s, {len(out.left)} left {found or ''}" if out.delivered
                  else "the run ended first"))
     tried = [o for o in outcomes if o.delivered]
-    print(f"\nmoments tried: {len(tried)} of {len(moments)} (seed {SWEEP_SEED}); by phase: "
-          + ", ".join(f"{p} {sum(o.moment.phase == p for o in tried)}" for p in PHASES)
-          + f"; double signals: {sum(len(o.moment.signals) == 2 for o in tried)}"
-          + f"; slowest exit: {max(o.exit_s for o in tried):.2f} s; median exit: "
-          + f"{sorted(o.exit_s for o in tried)[len(tried) // 2]:.2f} s; processes left: {sum(len(o.left) for o in tried)}")
+    if tried:
+        print(f"\n{phase}: moments tried {len(tried)} of {len(outcomes)} (seed {SWEEP_SEED}); double signals: "
+              f"{sum(len(o.moment.signals) == 2 for o in tried)}; slowest exit: {max(o.exit_s for o in tried):.2f} s; "
+              f"processes left: {sum(len(o.left) for o in tried)}")
     assert failures == []
-    assert len(tried) >= len(moments) - SWEEP_PER_PHASE, "most moments came before the run ended"
+    if phase != "report":
+        assert len(tried) >= SWEEP_PER_PHASE - 1, "most moments came before the run ended"
