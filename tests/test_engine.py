@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -67,6 +68,29 @@ def test_stop_kills_group_including_children_and_sigterm_ignorers(tmp_path: Path
     proc.stop()
     for pid in (parent, child):
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_stopped_engine_is_not_running_even_when_another_thread_was_polling_it(tmp_path: Path) -> None:
+    """`stop` reaps the engine it ended, although another thread (the monitor, a wave's eval)
+    held Popen's waitpid lock at that moment, where `poll()` answers None: `running` is False at
+    once after `stop` (a bisect step stopped half way saw it True in CI)."""
+    proc = engine(tmp_path, "import time; time.sleep(600)")
+    proc.start()
+    popen = proc._proc
+    assert popen is not None
+    polling = threading.Event()
+
+    def another_poller() -> None:
+        with popen._waitpid_lock:  # type: ignore[attr-defined]  # what Popen.poll holds while it polls
+            polling.set()
+            time.sleep(0.6)
+
+    poller = threading.Thread(target=another_poller)
+    poller.start()
+    polling.wait()
+    proc.stop()
+    assert not proc.running
+    poller.join()
 
 
 def test_after_an_eval_failed_an_engine_that_stopped_answering_is_given_time_to_show_its_exit(tmp_path: Path) -> None:

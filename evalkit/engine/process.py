@@ -40,6 +40,9 @@ LOG_TAIL_LINES = 20
 SETTLE_S = 5.0
 """How long an engine that stopped answering gets to show it exited or hit a fatal line, after an
 eval failed (`EngineProcess.settle`): an engine's event, not a wait of evalkit's own, so not scaled."""
+REAP_S = 1.0
+"""After `stop` saw the engine's processes end, how long it waits to reap the leader: at once,
+unless another thread was polling it at that moment."""
 PORT_IN_USE = re.compile(r"address already in use|Errno 98|port .* is (already )?in use", re.IGNORECASE)
 
 
@@ -157,7 +160,10 @@ class EngineProcess:
             kill_deadline = time.monotonic() + 10
             while time.monotonic() < kill_deadline and _alive(pgid, members, self._proc):
                 time.sleep(0.05)
-        self._proc.poll()
+        try:  # reap it: `poll()` answers None while another thread (the monitor) polls at that moment
+            self._proc.wait(timeout=REAP_S)
+        except subprocess.TimeoutExpired:
+            pass
         if self.stop_s is None:
             self.stop_s = round(time.monotonic() - self._stop_began, 3)
         if self._monitor is not None:
