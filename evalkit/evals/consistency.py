@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 from pydantic import Field
 
+from evalkit import fastjson
 from evalkit.errors import ConfigError, EvalError
 from evalkit.evals import cancel, registry
 from evalkit.evals.base import (
@@ -77,7 +78,7 @@ async def _generate(client: httpx.AsyncClient, settings: ConsistencySettings, se
     async def ask(_: Tries) -> Any:
         response = await client.post("/v1/completions", json=body)
         response.raise_for_status()
-        return (response.json().get("choices") or [None])[0]
+        return (fastjson.loads(response.content).get("choices") or [None])[0]
 
     choice = await with_retries(ask, f"consistency: prompt {item.id}")
     if not isinstance(choice, Mapping) or not isinstance(choice.get("text"), str):

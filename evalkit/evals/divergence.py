@@ -39,6 +39,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field
 
+from evalkit import fastjson
 from evalkit.errors import ConfigError, EvalError
 from evalkit.evals import cancel, divergence_generations, divergence_stats, prompts, registry
 from evalkit.evals.base import (
@@ -144,7 +145,7 @@ async def _score(client: httpx.AsyncClient, settings: DivergenceSettings, served
     async def ask(tries: Tries) -> tuple[Any, int]:
         response = await client.post("/v1/completions", json=_body(settings, served_name, item.prompt))
         response.raise_for_status()
-        return response.json(), tries.attempt
+        return fastjson.loads(response.content), tries.attempt
 
     answer, attempt = await with_retries(ask, f"divergence: text {item.id}")
     parse = parse_echo if settings.request == "echo" else parse_prompt_logprobs

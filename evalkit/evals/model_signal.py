@@ -41,6 +41,7 @@ import httpx
 import numpy as np
 from pydantic import Field
 
+from evalkit import fastjson
 from evalkit.evals.base import Comparison, EvalSettings, MetricDisplay, MetricSpec, Server
 from evalkit.evals.http_client import Tries, with_retries
 from evalkit.evals.prompts import Prompt
@@ -105,7 +106,7 @@ async def score(client: httpx.AsyncClient, server: Server, item: Prompt, text: s
             return f"HTTP {response.status_code}: {response.text[:200]}"
         if response.status_code != 200:  # one line (httpx's own message adds a second)
             raise httpx.HTTPStatusError(f"HTTP {response.status_code}", request=response.request, response=response)
-        answer: Mapping[str, Any] = response.json()
+        answer: Mapping[str, Any] = fastjson.loads(response.content)
         return answer
 
     answer = await with_retries(ask, f"repetition: scoring {item.id}")

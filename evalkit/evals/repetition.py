@@ -18,7 +18,6 @@ engine, one teacher-forced request, and the model's signal joins the text rules 
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field
 
+from evalkit import fastjson
 from evalkit.errors import EvalError, StreamBroken
 from evalkit.evals import cancel, model_signal, registry
 from evalkit.evals.base import (
@@ -122,7 +122,7 @@ async def _stream(
         async for data in sse_data(response):
             if data == b"[DONE]":
                 return
-            chunk = json.loads(data)
+            chunk = fastjson.loads(data)
             if (error := error_event(chunk)) is not None:
                 raise error
             for choice in chunk.get("choices") or []:

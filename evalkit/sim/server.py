@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from evalkit import fastjson
 from evalkit.sim import atom_wire, disagg, openai
 from evalkit.sim.batching import Slot, Steps
 from evalkit.sim.config import ServerConfig
@@ -305,10 +306,11 @@ class Simulator:
         body["usage"] = openai.usage(sum(request.prompt_tokens), produced)
         if handoff is not None:  # a producer's params for the decode side, as ATOM answers them
             body["kv_transfer_params"] = handoff
-        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        data = fastjson.dumps(body)
         if self.faults.hits("malformed-json", number):
-            text = text[: len(text) // 2]
-        return Response(text, media_type="application/json")
+            text = data.decode()
+            data = text[: len(text) // 2].encode()
+        return Response(data, media_type="application/json")
 
     async def _stream(
         self,
@@ -395,4 +397,4 @@ class Simulator:
 
 
 def _sse(payload: Any) -> bytes:
-    return b"data: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + fastjson.dumps(payload) + b"\n\n"
