@@ -116,6 +116,16 @@ def test_one_sentence_written_twelve_times_is_a_loop_however_short() -> None:
     assert not a.too_short
 
 
+@pytest.mark.parametrize("end", ["\n", " \n\n", "\t"])
+def test_one_sentence_written_twelve_times_is_a_loop_whatever_whitespace_ends_it(end: str) -> None:
+    # `evalkit detect FILE` reads a file's last newline; a stop can follow a line break.
+    a = analyze_text(("The cat sat on the mat. " * 12).rstrip() + end, finish_reason="stop")
+    assert a.collapsed and a.evidence.signals == ("repeated_unit",) and not a.too_short
+    # The evidence is the sentence: 7 tokens a copy, from the second copy (the first opens the
+    # text without its space) to the end, not the empty unit of a rule that found no loop.
+    assert (a.evidence.period, a.evidence.onset, a.evidence.unit_text) == (7, 1, " cat sat on the mat. The")
+
+
 def test_a_short_healthy_text_is_too_short_to_judge_and_a_long_one_is_not() -> None:
     short = analyze_text("I am fine. " * 5, finish_reason="stop")
     assert short.verdict == "healthy" and short.too_short

@@ -124,28 +124,47 @@ def fired_rules(m: Measure, s: DetectorSettings, *, natural_end: bool, scale: fl
     return tuple(fired)
 
 
-def repeated_unit(sym: Symbols, m: Measure, n: int, pieces: Sequence[str] | None, s: DetectorSettings) -> tuple[str, ...]:
-    """``("repeated_unit",)`` when a unit of three or more tokens that holds a word (read from
-    ``pieces``; nothing without them) is written ``min_unit_copies`` times in a row, as a run
+def repeated_unit(sym: Symbols, m: Measure, n: int, pieces: Sequence[str] | None,
+                  s: DetectorSettings) -> tuple[int, int, int] | None:
+    """(onset, unit, end) in tokens of a unit of three or more tokens that holds a word (read
+    from ``pieces``; nothing without them) written ``min_unit_copies`` times in a row, as a run
     or as the periodic tail: one sentence written again and again is a loop however short the
     text (twelve copies of a five-token sentence are 60 tokens, under ``max_run`` and
-    ``min_loop_tokens``). Not an abort rule: a stream leaves it to the final verdict."""
+    ``min_loop_tokens``); None when there is none. Not an abort rule: a stream leaves it to the
+    final verdict."""
     if pieces is None:
-        return ()
+        return None
     edge = np.concatenate(([0], np.cumsum(sym.lengths)))
     runs = np.flatnonzero((sym.units >= 3) & (sym.lengths >= s.min_unit_copies * sym.units))
-    found = [(int(edge[k]), int(sym.units[k])) for k in runs.tolist()]
+    found = [(int(edge[k]), int(sym.units[k]), int(edge[k + 1])) for k in runs.tolist()]
     tokens, unit = sym.open_run
     if unit >= 3 and tokens >= s.min_unit_copies * unit:
-        found.append((n - tokens, unit))
+        found.append((n - tokens, unit, n))
     if m.tail_period and m.tail_period_tokens >= s.min_unit_copies * m.tail_period:
         first = m.n - m.tail_period_tokens  # in symbols
         a, b = int(edge[first]), int(edge[first + m.tail_period])
         if b - a >= 3:
-            found.append((a, b - a))
+            found.append((a, b - a, n))
     search = WORD.search  # read after the character before the unit: "xff" of "0xff" is no word
-    return ("repeated_unit",) if any(search((pieces[a - 1][-1:] if a else "") + "".join(pieces[a : a + p]), 1 if a else 0)
-                                     for a, p in found) else ()
+    return next((loop for loop in found
+                 if search((pieces[loop[0] - 1][-1:] if loop[0] else "") + "".join(pieces[loop[0] : loop[0] + loop[1]]),
+                           1 if loop[0] else 0)), None)
+
+
+def _repeated_unit_before_trailing_space(t: np.ndarray, sym: Symbols, m: Measure, pieces: Sequence[str] | None,
+                                         s: DetectorSettings) -> tuple[int, int, int] | None:
+    """`repeated_unit` on the text, or on it without the whitespace that ends it: a sentence
+    written twelve times and then a newline (a file's last line, a stop after a line break) is
+    the same loop, but that last piece breaks the periodic tail the rule reads."""
+    if pieces is None or (found := repeated_unit(sym, m, len(t), pieces, s)) is not None:
+        return None if pieces is None else found
+    end = len(pieces)
+    while end and not pieces[end - 1].strip():
+        end -= 1
+    if end in (0, len(pieces)):
+        return None
+    cut = factorize(K.mix(t[:end]), s.run_unit, s.run_copies)
+    return repeated_unit(cut, measure(cut.values, s, cut.longest_run), end, pieces[:end], s)
 
 
 def _near_best(m: Measure, near_loop_tokens: float) -> tuple[int, int, int]:
@@ -265,8 +284,9 @@ def analyze(
     m = measure(sym.values, s, sym.longest_run)
     natural_end = finish_reason in NATURAL_FINISH_REASONS
     loop_signals = fired_rules(m, s, natural_end=natural_end, scale=1.0)
-    if "periodic_tail" not in loop_signals:
-        loop_signals += repeated_unit(sym, m, len(t), pieces, s)
+    unit_loop = None if "periodic_tail" in loop_signals else _repeated_unit_before_trailing_space(t, sym, m, pieces, s)
+    if unit_loop is not None:
+        loop_signals += ("repeated_unit",)
     joined = join_pieces(pieces) if pieces is not None else None
     g_tokens, g_pieces, g_joined = t, pieces, joined  # what stutter and soup read: the tokens, or the text's pieces
     given = text if isinstance(text, str) else None  # what the pieces join to, known
@@ -325,6 +345,8 @@ def analyze(
     if not loop_signals:
         shown_tokens, shown_pieces = g_tokens, g_pieces
         period, onset, end = garble_extent(g, garble_signals, g_tokens, s)
+    elif extent is None and unit_loop is not None:  # a short text's repeated sentence
+        onset, period, end = unit_loop
     elif extent is None:  # only the run rule: the longest run, the open one if it is longest
         runs = np.flatnonzero(sym.units)
         k = int(runs[np.argmax(sym.lengths[runs])]) if runs.size else m.n
@@ -385,7 +407,8 @@ def is_collapsed(
     if garble_rules(measure_garble(t, pieces, settings, natural_end=natural_end), settings, scale=1.0):
         return True
     sym = factorize(K.mix(t), settings.run_unit, settings.run_copies)
-    if pieces is not None and repeated_unit(sym, measure(sym.values, settings, sym.longest_run), len(t), pieces, settings):
+    if pieces is not None and _repeated_unit_before_trailing_space(
+            t, sym, measure(sym.values, settings, sym.longest_run), pieces, settings) is not None:
         return True
     if not RuleBounds(settings, scale=1.0).may_fire(sym.values, len(sym.values), 0, sym.longest_run):
         return False
