@@ -204,3 +204,30 @@ def test_a_failing_eval_stops_the_others_and_is_the_cells_error(tmp_path: Path) 
     with pytest.raises(EvalError, match="nonsense"):
         list(_run_together(job, None, planned))  # type: ignore[arg-type]
     assert waiting.stopped.is_set()
+
+
+def test_a_batch_size_axis_leaves_the_evals_setups_as_the_config_asks_them(tmp_path: Path) -> None:
+    """max_num_seqs is the wave's budget, so seqs1 and seqs16 give the consistency eval different
+    shares; its setup fingerprint (which holds its concurrency) still says what the config asks,
+    so the A/B pair on that axis is judged (the real-engine tier's vllm-tiny.yaml is this matrix),
+    and the share each cell really used is kept beside it."""
+    from evalkit.evals import consistency
+    from evalkit.evals.base import SETUP_KEY, setup_differences
+    from evalkit.run.wave import as_asked
+
+    (tmp_path / "c.yaml").write_text(CONFIG.replace("fix:\n    fixon: {args: [\"--sim-fix\", \"on\"]}\n"
+                                                    "    fixoff: {args: [\"--sim-fix\", \"off\"]}",
+                                                    "fix:\n    fixon: {settings: {max_num_seqs: 1}}\n"
+                                                    "    fixoff: {settings: {max_num_seqs: 16}}"))
+    config = load_config(tmp_path / "c.yaml")
+    results = {}
+    for cell in expand(config):
+        wave, _ = plan_wave(CellJob(config, cell, RunStore(tmp_path, "r"), Silent()))
+        p = next(p for p in wave if p.ev.name == "consistency")
+        ran = EvalResult({SETUP_KEY: consistency.setup_fingerprint(consistency.setup_fields(p.settings, "v1"))}, [])
+        results[cell.id] = (p.settings.concurrency, as_asked(ran, p).metrics)  # type: ignore[attr-defined]
+    (one, seqs1), (many, seqs16) = results["fixon"], results["fixoff"]
+    assert one == 1 and 1 < many < 64  # each cell's share of its engine's budget
+    assert (seqs1["wave_in_flight"], seqs16["wave_in_flight"]) == (one, many)
+    assert setup_differences(seqs1[SETUP_KEY], seqs16[SETUP_KEY]) == []
+    assert seqs1[SETUP_KEY]["fields"]["concurrency"] == 64  # ConsistencySettings' default, as asked

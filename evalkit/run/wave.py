@@ -44,7 +44,7 @@ from evalkit.config import MatrixConfig
 from evalkit.config.cells import Cell
 from evalkit.errors import Interrupted
 from evalkit.evals import cancel
-from evalkit.evals.base import Eval, EvalContext, EvalResult, EvalSettings, Server
+from evalkit.evals.base import SETUP_KEY, Eval, EvalContext, EvalResult, EvalSettings, Server, fingerprint
 from evalkit.evals.capabilities import ReadsEarlierCells, ScansEarlierTexts
 from evalkit.evals.engine_figures import scraping_enabled
 from evalkit.profiles import get_profile
@@ -86,6 +86,27 @@ class Planned:
 
     ev: Eval
     settings: EvalSettings
+    asked: tuple[str, int] | None = None
+    """(field, limit) the config asks, where the wave gave the eval a smaller share."""
+
+
+def as_asked(result: EvalResult, p: Planned) -> EvalResult:
+    """The result with its setup fingerprint holding the in-flight limit the config asks, and the
+    wave's share beside it (``metrics["wave_in_flight"]``).
+
+    The share follows from the cell's engine settings (`max_num_seqs` is the budget), so two
+    cells that differ only there, a batch-size axis, would otherwise differ in their evals'
+    setups too (the consistency eval's fingerprint holds its concurrency) and every check
+    between them would be NOT_CHECKED: the comparison the axis exists for. What the engine was
+    given stays in the comparability key (its argv); what the eval was asked stays here."""
+    if p.asked is None:
+        return result
+    field, limit = p.asked
+    metrics = {**result.metrics, "wave_in_flight": getattr(p.settings, field)}
+    setup = metrics.get(SETUP_KEY)
+    if isinstance(setup, dict) and field in (setup.get("fields") or {}):
+        metrics[SETUP_KEY] = fingerprint({**setup["fields"], field: limit})
+    return dataclasses.replace(result, metrics=metrics)
 
 
 def in_flight(settings: EvalSettings) -> tuple[str, int] | None:
@@ -121,8 +142,8 @@ def plan_wave(job: CellJob) -> tuple[list[Planned], list[Planned]]:
     budget = job.config.run.concurrency or job.cell.settings.max_num_seqs
     limits = [in_flight(s) for _, s in wave]
     shares = split_budget([limit[1] if limit else 1 for limit in limits], budget)
-    planned = [Planned(ev, s.model_copy(update={limit[0]: share}) if limit else s)
-               for (ev, s), limit, share in zip(wave, limits, shares)]
+    planned = [Planned(ev, s.model_copy(update={limit[0]: share}), limit if share != limit[1] else None) if limit
+               else Planned(ev, s) for (ev, s), limit, share in zip(wave, limits, shares)]
     return planned, after
 
 
@@ -232,7 +253,7 @@ def _run_together(job: CellJob, server: Server, planned: list[Planned]) -> Itera
         t = time.monotonic()
         try:
             with cancel.bound(stop):
-                result = p.ev.run(_context(job, server, p, {}), p.settings)
+                result = as_asked(p.ev.run(_context(job, server, p, {}), p.settings), p)
             finished.put(_Done(p, result, t, time.monotonic()))
         except BaseException as e:  # noqa: BLE001 - handed to the cell's thread, which raises it
             stop.set()
