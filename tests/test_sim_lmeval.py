@@ -42,7 +42,7 @@ def evaluate(tmp_path: Path, backend: str, url: str, limit: int, **kwargs: Any) 
                   "tokenizer_backend=None,num_concurrent=8,max_retries=1")
     out: dict[str, Any] = lm_eval.simple_evaluate(
         model=backend, model_args=model_args, tasks=["gsm8k_sim"],
-        task_manager=TaskManager(include_path=str(task_dir(tmp_path))), limit=limit,
+        task_manager=TaskManager(include_path=str(task_dir(tmp_path)), include_defaults=False), limit=limit,
         log_samples=True, **kwargs,
     )
     return out
