@@ -189,9 +189,10 @@ def garble_rules(g: Garble, s: DetectorSettings, *, scale: float) -> tuple[str, 
 
 UPDATE_EVERY = 512
 """A stream brings its stutter and soup figures up to date at the first check at or after
-every 256 tokens: a check costs ~20 us of numpy calls whatever its size, which every 64
-tokens would halve the speed of a text-only stream; a stutter or a soup is then aborted at
-most ~256 tokens later than it could be."""
+every 512 tokens: an update re-reads the last `lookahead` tokens (196 at the defaults) besides
+the new ones and costs ~2.5 ms for 512 (2026-12-07, `python benchmarks/detector.py`: 80 of a
+text-only stream's 100 ms per 16k tokens), so updating more often slows every stream; a stutter
+or a soup is then aborted at most ~512 tokens later than it could be."""
 
 
 class GarbleStream:
