@@ -18,7 +18,7 @@
 # and links them into .evalkit-cache/real-engine/ (git-ignored), where configs/vllm-tiny.yaml
 # finds them. CACHE defaults to ~/.cache/evalkit (EVALKIT_REAL_ENGINE_CACHE overrides it), so a
 # fresh clone reuses the venv. Only packages are downloaded, through pip.
-# CI runs this only when asked: EVALKIT_REAL_ENGINE=1 .ci/run
+# .ci/run runs it every time (EVALKIT_REAL_ENGINE=0 leaves it out), its set-up beside the e2e and slow tiers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
