@@ -170,6 +170,12 @@ class Interrupted(BaseException):
     error handling, lm-eval's retries) mistakes a stop for a failure.
     """
 
+    def __init__(self, message: str = "", signum: int | None = None) -> None:
+        super().__init__(message)
+        self.signum = signum
+        """The signal whose handler raised this (run/signals.py), which a finalizer that swallowed
+        it is sent again; None for a stop passed on (a cancelled eval, a stopped step)."""
+
 
 class GpuMemoryHeld(EngineError):
     """After a cell's engine stopped, its GPUs' used memory did not come back near the level seen

@@ -25,9 +25,15 @@ class _SignalledWhileFinalized:
 
 
 def _drop_and_wait(sig: signal.Signals) -> None:
-    """Drop an object whose finalizer is signalled, then wait as a run's next line of code would."""
+    """Drop an object whose finalizer is signalled, then wait as a run's next lines of code would.
+
+    In short sleeps: a signal sent again before a C call starts (the 10 ms can pass first on a
+    loaded box) interrupts no wait and runs its handler only when the call returns, so one long
+    sleep made this test fail 1 run in 20 that way, the stop merely late. A lost stop still lets
+    the whole loop run and nothing is raised."""
     _SignalledWhileFinalized(sig)
-    time.sleep(5)  # a lost stop lets this end; a stop raised again cuts it short
+    for _ in range(500):
+        time.sleep(0.01)
 
 
 def test_a_stop_a_finalizer_swallowed_is_raised_in_the_code_that_runs_next(capsys: pytest.CaptureFixture[str]) -> None:

@@ -45,8 +45,8 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 def _stop_signal_of(exc: BaseException | None) -> int | None:
     """The signal a swallowed exception stood for: one that a handler here raised, or Python's
     Ctrl-C, or None."""
-    if isinstance(exc, Interrupted) and exc.args and exc.args[0] in signal.Signals.__members__:
-        return int(signal.Signals[exc.args[0]])
+    if isinstance(exc, Interrupted) and exc.signum is not None:
+        return exc.signum
     if isinstance(exc, TerminatedAsInterrupt):
         return int(signal.SIGTERM)
     if isinstance(exc, KeyboardInterrupt):
@@ -84,7 +84,7 @@ def interrupts_raise() -> Iterator[None]:
     signal handler); the previous handlers come back after it."""
 
     def handler(signum: int, frame: Any) -> None:
-        raise Interrupted(signal.Signals(signum).name)
+        raise Interrupted(signal.Signals(signum).name, signum=signum)
 
     previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
     try:
