@@ -5,6 +5,7 @@ launch as every engine spells it (ports pinned, nodes placed), the twin of a PD 
 from __future__ import annotations
 
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,18 @@ def test_vllm_runs_other_ranks_headless_through_serve_and_needs_a_router_command
     proxy = {"topology": {"pd": {"router": {"command": ["proxy", "--port", "{port}", "--prefill", "{prefill}"]}}}}
     launch = launch_of(config({"d": {"pd": proxy}}, profile="vllm"), "pd")
     assert argv(launch, "router") == ["proxy", "--port", "<router.http>", "--prefill", "http://127.0.0.1:<prefill0.http>"]
+    ours = {"topology": {"pd": {"router": {"command": ["{evalkit_python}", "-m", "evalkit.sim.router"]}}}}
+    venv = {"profile": "vllm", "python": "/venv/bin/python"}
+    launch = launch_of(parse_config({**BASE, "engine": venv, "axes": {"d": {"pd": ours}}}, "t.yaml"), "pd")
+    assert argv(launch, "router")[0] == sys.executable and argv(launch, "prefill0")[0] == "/venv/bin/python"
+
+
+def test_a_vllm_roles_own_kv_transfer_config_is_the_one_it_runs_with() -> None:
+    mine = '{"kv_connector":"ExampleConnector","kv_role":"kv_producer"}'
+    pd = {"pd": {"prefill": {"args": ["--kv-transfer-config", mine]}, "router": {"command": ["proxy"]}}}
+    launch = launch_of(config({"d": {"pd": {"topology": pd}}}, profile="vllm"), "pd")
+    assert [a for a in argv(launch, "prefill0") if "kv_connector" in a] == [mine]  # vLLM takes the last one
+    assert '"kv_connector":"NixlConnector","kv_role":"kv_consumer"' in flag(argv(launch, "decode0"), "--kv-transfer-config")
 
 
 def test_sglang_spells_disaggregation_mode_bootstrap_ports_and_dist_init() -> None:

@@ -14,6 +14,7 @@ cells side by side would both take it.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,11 +93,12 @@ def kv_transfer_config(**fields: Any) -> str:
 
 
 def template_router(command: list[str] | tuple[str, ...], ctx: PartContext) -> list[str]:
-    """A router's argv from a config's template: `{python}`, `{host}`, `{port}` substituted in
-    every element; an element that is exactly `{prefill}` or `{decode}` becomes each worker's URL,
-    the element before it repeated before every URL after the first (`--prefill {prefill}` ->
-    `--prefill URL1 --prefill URL2`)."""
-    values = {"python": ctx.python, "host": ctx.host, "port": str(ctx.port)}
+    """A router's argv from a config's template: `{python}` (the engine's interpreter),
+    `{evalkit_python}` (evalkit's own, for `-m evalkit.sim.router`, which the engine's venv cannot
+    import), `{host}`, `{port}` substituted in every element; an element that is exactly `{prefill}`
+    or `{decode}` becomes each worker's URL, the element before it repeated before every URL after
+    the first (`--prefill {prefill}` -> `--prefill URL1 --prefill URL2`)."""
+    values = {"evalkit_python": sys.executable, "python": ctx.python, "host": ctx.host, "port": str(ctx.port)}
     out: list[str] = []
     for element in command:
         peers = {"{prefill}": ctx.prefill, "{decode}": ctx.decode}.get(element)

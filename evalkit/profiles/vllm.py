@@ -92,9 +92,9 @@ api_server module this profile starts ignores it), so ranks above 0 start `pytho
 vllm.entrypoints.cli.main serve` (which needs a distribution named `vllm`: see above). A
 disaggregated worker is `--kv-transfer-config '{"kv_connector": C, "kv_role": "kv_producer"|"kv_consumer"}'`
 (arg_utils.py:1843; roles config/kv_transfer.py:11-13, a connector needs a role :120); the
-connector is NixlConnector unless a role's args give another `--kv-transfer-config` (vLLM takes
-the last). The wheel ships no PD router (its proxies are examples outside the package): a vLLM PD
-cell names one in `topology.pd.router.command`.
+connector is NixlConnector unless the cell's or a role's args give a `--kv-transfer-config` (then
+evalkit adds none: vLLM takes the last, argparse's `store`). The wheel ships no PD router (its
+proxies are examples outside the package): a vLLM PD cell names one in `topology.pd.router.command`.
 
 The tree that runs: the package `vllm` sits at the root of vllm-project/vllm
 (`vllm/entrypoints/openai/api_server.py`), so a worktree's root goes on PYTHONPATH. In the vllm
@@ -199,7 +199,12 @@ def vllm_rank_flags(ctx: PartContext) -> list[str]:
 
 
 def vllm_worker_flags(ctx: PartContext) -> list[str]:
-    """A PD worker's `--kv-transfer-config` (arg_utils.py:1843, config/kv_transfer.py)."""
+    """A PD worker's `--kv-transfer-config` (arg_utils.py:1843, config/kv_transfer.py): NixlConnector
+    in the worker's role, unless the part's own args already give one. Those come before these
+    flags, and vLLM takes the last `--kv-transfer-config`, so another connector (the CPU build's
+    `ExampleConnector`: docs/engines.md) would otherwise be overridden by NIXL."""
+    if any(arg == "--kv-transfer-config" or arg.startswith("--kv-transfer-config=") for arg in ctx.part.args):
+        return []
     role = "kv_producer" if ctx.part.role == "prefill" else "kv_consumer"
     return ["--kv-transfer-config", kv_transfer_config(kv_connector="NixlConnector", kv_role=role)]
 

@@ -15,6 +15,16 @@ After that a worker that stops answering (its port refused) makes ``/health`` 50
 one too busy to answer in time stays ready, and requests are relayed (a dead worker's error is
 the request's). Workers are checked when asked (a second's cache), so nothing runs between requests.
 Several ``--prefill`` / ``--decode`` URLs are taken in turn.
+
+``--shared-storage``: the workers are real vLLM servers handing KV over through a folder they
+share (vLLM's ``ExampleConnector``, the one connector its CPU build can run: docs/engines.md).
+Why it is this router's mode rather than a proxy of its own: the relay is the same (the prompt
+to the prefill worker with ``max_tokens`` 1, then the whole request to the decode worker, as vLLM's
+disaggregated examples drive a pair); only the handshake differs. vLLM 0.32.0 serves no
+``/kv_transfer_info``, so a worker is ready at ``/health`` alone, and ExampleConnector answers
+no ``kv_transfer_params`` (it keeps the base ``request_finished``, kv_connector/v1/base.py:616-635),
+so no ``kv_transfer_params`` are sent and the decode worker gets the client's request unchanged:
+it finds the prompt's KV in the folder by the hash of its tokens.
 """
 
 from __future__ import annotations
@@ -58,7 +68,8 @@ class Worker:
 class Router:
     """The router's ASGI app (``app``) over its workers."""
 
-    def __init__(self, prefill: Sequence[str], decode: Sequence[str]) -> None:
+    def __init__(self, prefill: Sequence[str], decode: Sequence[str], shared_storage: bool = False) -> None:
+        self.shared_storage = shared_storage
         self.workers = [Worker(u.rstrip("/"), "kv_producer") for u in prefill] + [
             Worker(u.rstrip("/"), "kv_consumer") for u in decode]
         self._turns = {role: itertools.cycle([w for w in self.workers if w.role == role])
@@ -96,6 +107,8 @@ class Router:
             health = await self.client.get(f"{worker.url}/health", timeout=CHECK_TIMEOUT_S)
             if health.status_code != 200:
                 return f"/health answered {health.status_code}"
+            if self.shared_storage:
+                return "ready"
             info = (await self.client.get(f"{worker.url}/kv_transfer_info", timeout=CHECK_TIMEOUT_S)).json()
         except httpx.TimeoutException as error:
             return BUSY if self._seen_ready else f"unreachable: {type(error).__name__}"
@@ -145,8 +158,9 @@ class Router:
         if not isinstance(body, dict):
             return _error("request body must be a JSON object", 400)
         path = request.url.path
-        prefill = {**body, "kv_transfer_params": {"do_remote_decode": True, "do_remote_prefill": False},
-                   "stream": False, "max_tokens": 1}
+        handshake = {} if self.shared_storage else {
+            "kv_transfer_params": {"do_remote_decode": True, "do_remote_prefill": False}}
+        prefill = {**body, **handshake, "stream": False, "max_tokens": 1}
         if "max_completion_tokens" in prefill:
             prefill["max_completion_tokens"] = 1
         prefill.pop("stream_options", None)
@@ -156,10 +170,13 @@ class Router:
             return _error(f"prefill worker unreachable: {type(error).__name__}: {error}", 502)
         if first.status_code != 200:
             return Response(first.content, status_code=first.status_code, media_type="application/json")
-        params = first.json().get("kv_transfer_params")
-        if not isinstance(params, dict):
-            return _error("the prefill worker answered no kv_transfer_params (is it a kv_producer?)", 502)
-        decode = {**body, "kv_transfer_params": params}
+        if self.shared_storage:
+            decode = body
+        else:
+            params = first.json().get("kv_transfer_params")
+            if not isinstance(params, dict):
+                return _error("the prefill worker answered no kv_transfer_params (is it a kv_producer?)", 502)
+            decode = {**body, "kv_transfer_params": params}
         url = f"{next(self._turns['kv_consumer']).url}{path}"
         try:
             sent = self.client.build_request("POST", url, json=decode)
@@ -199,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a decode worker (repeatable)")
     for flag in ("--policy", "--backend", "--log-level"):
         parser.add_argument(flag, help="accepted, not simulated")
+    parser.add_argument("--shared-storage", action="store_true",
+                        help="the workers hand KV over through a shared folder (vLLM's ExampleConnector): "
+                             "ready at /health alone, no kv_transfer_params handshake")
     for flag in ("--disable-health-check", "--disable-circuit-breaker"):
         parser.add_argument(flag, action="store_true", help="accepted, not simulated")
     return parser
@@ -218,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse the flags, bind, print the ready line and serve until stopped; the exit code."""
     args = build_parser().parse_args(argv)
     try:
-        router = Router(_urls(args.prefill, "--prefill"), _urls(args.decode, "--decode"))
+        router = Router(_urls(args.prefill, "--prefill"), _urls(args.decode, "--decode"), args.shared_storage)
     except ValueError as error:
         print(f"python -m evalkit.sim.router: error: {error}", file=sys.stderr, flush=True)
         return EXIT_CONFIG
