@@ -63,3 +63,12 @@ def test_without_it_workers_that_serve_no_kv_transfer_info_are_never_ready() -> 
         assert health.status_code == 503 and set(health.json()["workers"].values()) == {"unreachable: JSONDecodeError"}
         assert httpx.post(f"{router}/v1/completions", json={"prompt": "hi"}).status_code == 503
     assert to_prefill == []
+
+
+def test_its_first_line_says_the_workers_are_real_and_the_simulators_router_says_simulated() -> None:
+    from evalkit.sim.router import Router, banner
+
+    real = banner(Router(["http://127.0.0.1:1"], ["http://127.0.0.1:2"], shared_storage=True))
+    simulated = banner(Router(["http://127.0.0.1:1"], ["http://127.0.0.1:2"]))
+    assert "SIMULATED" not in real and "real workers" in real and real.endswith("prefill http://127.0.0.1:1, decode http://127.0.0.1:2")
+    assert simulated.startswith("sim-router: SIMULATED atomesh PD router, prefill http://127.0.0.1:1")

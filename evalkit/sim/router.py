@@ -234,6 +234,16 @@ def _urls(groups: list[list[str]], flag: str) -> list[str]:
     return urls
 
 
+def banner(router: Router) -> str:
+    """The router's first line: what it is, and its workers. In front of the simulator's workers
+    it is the SIMULATED atomesh router; with ``--shared-storage`` the workers are real engines
+    whose answers it relays unchanged, and it says so rather than calling their answers simulated."""
+    what = ("PD router relaying to real workers joined by a shared KV folder (--shared-storage)"
+            if router.shared_storage else "SIMULATED atomesh PD router")
+    urls = {role: ", ".join(w.url for w in router.workers if w.role == role) for role in ("kv_producer", "kv_consumer")}
+    return f"sim-router: {what}, prefill {urls['kv_producer']}, decode {urls['kv_consumer']}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the flags, bind, print the ready line and serve until stopped; the exit code."""
     args = build_parser().parse_args(argv)
@@ -252,8 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"evalkit.sim.router: error: cannot bind {args.host}:{args.port}: {error}", file=sys.stderr, flush=True)
         return EXIT_BIND
     host, port = sock.getsockname()[:2]
-    print(f"sim-router: SIMULATED atomesh PD router, prefill {', '.join(w.url for w in router.workers if w.role == 'kv_producer')}, "
-          f"decode {', '.join(w.url for w in router.workers if w.role == 'kv_consumer')}", flush=True)
+    print(banner(router), flush=True)
 
     class _Server(uvicorn.Server):
         async def startup(self, sockets: list[Any] | None = None) -> None:
