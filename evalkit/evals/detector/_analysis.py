@@ -156,8 +156,10 @@ def _repeated_unit_before_trailing_space(t: np.ndarray, sym: Symbols, m: Measure
     """`repeated_unit` on the text, or on it without the whitespace that ends it: a sentence
     written twelve times and then a newline (a file's last line, a stop after a line break) is
     the same loop, but that last piece breaks the periodic tail the rule reads."""
-    if pieces is None or (found := repeated_unit(sym, m, len(t), pieces, s)) is not None:
-        return None if pieces is None else found
+    if pieces is None:
+        return None
+    if (found := repeated_unit(sym, m, len(t), pieces, s)) is not None:
+        return found
     end = len(pieces)
     while end and not pieces[end - 1].strip():
         end -= 1
