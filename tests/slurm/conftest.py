@@ -60,14 +60,25 @@ def evalkit(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str
 
 
 class Driver:
-    """`evalkit matrix` running in the background, its progress lines collected as they come."""
+    """`evalkit matrix` running in the background, its progress lines collected as they come.
+
+    Its standard output is read as it comes too: `--json` prints the whole summary there, over
+    a pipe's 64 KiB when every cell finished, and a pipe nobody reads would block the driver on
+    its last write (a test would then see a driver that never exits).
+    """
 
     def __init__(self, *args: str) -> None:
         self.process = subprocess.Popen([sys.executable, "-m", "evalkit.cli", *args], cwd=ROOT, text=True,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.lines: list[str] = []
+        self.stdout_parts: list[str] = []
         self._changed = threading.Condition()
         threading.Thread(target=self._drain, daemon=True).start()
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+
+    def _read_stdout(self) -> None:
+        assert self.process.stdout is not None
+        self.stdout_parts.extend(iter(self.process.stdout.read, ""))
 
     def _drain(self) -> None:
         assert self.process.stderr is not None

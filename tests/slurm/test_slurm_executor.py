@@ -43,6 +43,12 @@ def verdict(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def node_cpus() -> str:
+    """The CPUs of the cluster's first node (slurm-local.sh's nodes each declare the machine's)."""
+    out = subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True, check=True, timeout=30)
+    return out.stdout.split()[0]
+
+
 def cell_json(run: Path, cell_id: str) -> dict[str, Any]:
     return json.loads((run / cell_id / "cell.json").read_text())
 
@@ -114,10 +120,12 @@ def test_each_cell_runs_as_its_own_job_and_cell_json_keeps_slurms_record(slurm_r
 def test_ctrl_c_cancels_every_job_and_resume_submits_only_the_unfinished_cells(
     tmp_path: Path, local_run: Any,
 ) -> None:
-    config = demo_config(tmp_path, sim_args=SLOW_START)
+    """Each job takes a whole node, so that at least two of the four are still queued when the
+    first ends (four jobs side by side end within a second of each other: none would be left)."""
+    config = demo_config(tmp_path, sim_args=SLOW_START, cpus_per_task=node_cpus())
     results = tmp_path / "results"
     driver = Driver(*matrix(config, results, "stop", *FOUR_CELLS))
-    driver.wait_line(r"\s(ok|error)$", timeout=90)  # one cell finished; others queued or running
+    driver.wait_line(r"\s(ok|error)$", timeout=150)  # one cell finished; the others queued or starting
     driver.process.send_signal(signal.SIGINT)
     assert driver.wait() == 130, driver.log
     run = results / "stop"
