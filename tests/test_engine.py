@@ -157,3 +157,61 @@ def test_an_engine_that_crashes_while_a_health_probe_waits_is_its_exit_not_a_han
         time.sleep(1.5)  # the watchdog's look after its failed probe
         with pytest.raises(EngineExited, match="exited with code 1"):
             proc.check_alive()
+
+
+LAUNCHER = (
+    "import os, signal, time\n"  # evalkit signals the group and each member: one SIGTERM may come twice
+    "def forced(*_): signal.signal(signal.SIGTERM, signal.SIG_IGN); print('forcing job termination', flush=True); os._exit(137)\n"
+    "def asked(*_): print('shutting down cleanly', flush=True); os._exit(0)\n"
+    "signal.signal(signal.SIGTERM, forced)\n"
+    "signal.signal(signal.SIGUSR1, asked if {obeys} else signal.SIG_IGN)\n"
+    "print('serving', flush=True)\n"
+    "time.sleep(600)\n"
+)
+"""A launcher like srun: SIGTERM to it kills its task at once; the task is reached another way
+(SIGUSR1 here, `scancel --signal=TERM` on Slurm), and shuts down cleanly if it `obeys`."""
+
+
+def asked_engine(tmp_path: Path, *, obeys: bool, can_ask: bool = True) -> tuple[EngineProcess, list[str]]:
+    asked: list[str] = []
+    proc = engine(tmp_path, LAUNCHER.format(obeys=obeys))
+
+    def ask() -> str:
+        if not can_ask:
+            raise RuntimeError("no step named engine yet")
+        assert proc.pid is not None
+        os.kill(proc.pid, 10)  # SIGUSR1
+        asked.append("SIGUSR1")
+        return "SIGUSR1 to the task"
+
+    proc.ask_stop = ask
+    proc.start()
+    deadline = time.monotonic() + 10
+    while "\nserving\n" not in (tmp_path / "engine.log").read_text() and time.monotonic() < deadline:  # not its argv
+        time.sleep(0.05)
+    return proc, asked
+
+
+def test_an_engine_its_launcher_would_kill_is_asked_to_stop_past_it_and_shuts_down_cleanly(tmp_path: Path) -> None:
+    proc, asked = asked_engine(tmp_path, obeys=True)
+    proc.stop()
+    log = (tmp_path / "engine.log").read_text().split("\nserving\n", 1)[1]  # what came after its argv
+    assert asked == ["SIGUSR1"] and proc.exit_code == 0
+    assert "[evalkit] stopping: asked: SIGUSR1 to the task" in log and "shutting down cleanly" in log
+    assert "forcing job termination" not in log
+
+
+def test_an_asked_engine_that_outlives_its_grace_is_stopped_by_its_launcher(tmp_path: Path) -> None:
+    proc, asked = asked_engine(tmp_path, obeys=False)
+    proc.stop()
+    log = (tmp_path / "engine.log").read_text().split("\nserving\n", 1)[1]  # what came after its argv
+    assert asked == ["SIGUSR1"] and proc.exit_code == 137
+    assert "forcing job termination" in log
+
+
+def test_an_engine_that_cannot_be_asked_gets_sigterm_saying_why(tmp_path: Path) -> None:
+    proc, asked = asked_engine(tmp_path, obeys=True, can_ask=False)
+    proc.stop()
+    log = (tmp_path / "engine.log").read_text().split("\nserving\n", 1)[1]  # what came after its argv
+    assert asked == [] and proc.exit_code == 137
+    assert "[evalkit] stopping: could not ask (no step named engine yet); SIGTERM to its launcher" in log

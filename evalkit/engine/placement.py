@@ -8,7 +8,8 @@ allocation of several nodes (run/slurm_nodes.py builds that placement inside the
 each index is one node of it: a part binds its node's own address, so the parts on the other
 node reach it (a router its workers, the other ranks rank 0 as `--master-addr`), and starts
 through `srun --nodes=1 --ntasks=1 --nodelist=NODE`, so Slurm runs it on that node, forwards
-its output into the part's log, and kills it with the job whatever happens to evalkit.
+its output into the part's log, and kills it with the job whatever happens to evalkit. A part
+there is asked to stop through Slurm (`Placement.asker`), since SIGTERM to its srun would kill it.
 
 Why a value handed down rather than a check of the environment where parts start: the engine
 layer knows nothing of Slurm (run/ is above it), and a test can place parts on two names of
@@ -23,6 +24,9 @@ from dataclasses import dataclass
 
 Launcher = Callable[[str, "Node", Sequence[str]], list[str]]
 """(part name, its node, its argv) -> the argv that starts it on that node."""
+StopAsker = Callable[[str], str]
+"""(part name) -> asks that part's process to stop gracefully, past its launcher; what it did,
+for the part's log; raises where it could not ask (EngineProcess.ask_stop)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ class Placement:
     """None: a part's argv runs as it is, a child of evalkit on this machine."""
     kind: str = "local"
     """`local` or `slurm`: how the cell's record says its parts were placed."""
+    asker: StopAsker | None = None
+    """None: a part is stopped by SIGTERM to its process group, as any engine."""
 
     def node(self, index: int) -> Node:
         if not 0 <= index < len(self.nodes):
@@ -58,6 +64,11 @@ class Placement:
         """The argv that runs part `part`'s `argv` on node `index`."""
         node = self.node(index)
         return list(argv) if self.launcher is None else self.launcher(part, node, argv)
+
+    def stop_asker(self, part: str) -> Callable[[], str] | None:
+        """How part `part` is asked to stop, where its launcher would not pass a SIGTERM on."""
+        asker = self.asker
+        return None if asker is None else lambda: asker(part)
 
 
 def local_placement(host: str, nodes: int = 1) -> Placement:

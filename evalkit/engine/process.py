@@ -10,7 +10,9 @@
 - every loop iteration checks the process, the log's fatal lines and the deadline, so a crashed
   engine fails at once and a server answering non-200 forever cannot spin forever;
 - stop is SIGTERM to the group, a grace period, then SIGKILL to the group and to any descendant
-  that left it, and it runs on every exit path including Ctrl-C.
+  that left it, and it runs on every exit path including Ctrl-C. A process whose launcher would
+  not pass a SIGTERM on (srun turns it into a SIGKILL of its step) is asked through `ask_stop`
+  instead; only past the grace period is its launcher signalled, to force it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -40,6 +42,9 @@ LOG_TAIL_LINES = 20
 SETTLE_S = 5.0
 """How long an engine that stopped answering gets to show it exited or hit a fatal line, after an
 eval failed (`EngineProcess.settle`): an engine's event, not a wait of evalkit's own, so not scaled."""
+FORCE_S = 15.0
+"""After an engine asked through `ask_stop` outlived its grace: how long its launcher's own forced
+stop gets (srun, SIGTERMed, SIGKILLs its step and waits for it) before the group is SIGKILLed."""
 REAP_S = 1.0
 """After `stop` saw the engine's processes end, how long it waits to reap the leader: at once,
 unless another thread was polling it at that moment."""
@@ -76,6 +81,9 @@ class EngineProcess:
     """What ready means: `serve` health, the model listed and a warm-up completion (the part the
     evals talk to); `health` only (a PD worker, which cannot answer alone); `alive` only (a rank
     above 0, which serves no HTTP: its rank 0 is ready only once it has joined)."""
+    ask_stop: Callable[[], str] | None = None
+    """Asks the engine to stop past its launcher (a Slurm step: `scancel --signal=TERM`), in place
+    of SIGTERM to the group; says what it did, for the log, or raises where it could not ask."""
     timings: ReadyTimings = field(default_factory=ReadyTimings)
     stop_s: float | None = field(default=None, init=False)
     """Seconds from the first `stop` until the engine and its children were gone: recorded here,
@@ -142,18 +150,26 @@ class EngineProcess:
             _signal_all(self._proc.pid, _group_members(self._proc.pid) | _descendants(self._proc.pid), signal.SIGKILL)
 
     def stop(self) -> None:
-        """SIGTERM the group, wait `stop_grace_s`, SIGKILL whatever is left. Idempotent."""
-        if not self._stopping.is_set():
+        """SIGTERM the group (or `ask_stop`), wait `stop_grace_s`, SIGKILL whatever is left. Idempotent."""
+        first = not self._stopping.is_set()
+        if first:
             self._stop_began = time.monotonic()
         self._stopping.set()
         if self._proc is None:
             return
         pgid = self._proc.pid
         members = _group_members(pgid) | _descendants(pgid)
-        _signal_all(pgid, members, signal.SIGTERM)
+        asked = self._ask_to_stop() if first and self._proc.poll() is None else False
+        if not asked:
+            _signal_all(pgid, members, signal.SIGTERM)
         deadline = time.monotonic() + self.stop_grace_s
         while time.monotonic() < deadline and _alive(pgid, members, self._proc):
             time.sleep(0.05)
+        if asked and _alive(pgid, members, self._proc):  # its launcher's own forced stop, then ours
+            _signal_all(pgid, members, signal.SIGTERM)
+            force_deadline = time.monotonic() + FORCE_S
+            while time.monotonic() < force_deadline and _alive(pgid, members, self._proc):
+                time.sleep(0.05)
         if _alive(pgid, members, self._proc):
             members |= _group_members(pgid)
             _signal_all(pgid, members, signal.SIGKILL)
@@ -168,6 +184,20 @@ class EngineProcess:
             self.stop_s = round(time.monotonic() - self._stop_began, 3)
         if self._monitor is not None:
             self._monitor.join(timeout=2)
+
+    def _ask_to_stop(self) -> bool:
+        """`ask_stop`, its answer written to the log; False where there is none or it could not ask."""
+        if self.ask_stop is None:
+            return False
+        try:
+            done: str | None = self.ask_stop()
+        except Exception as e:  # noqa: BLE001  asking is best effort: SIGTERM to the group follows
+            done, line = None, f"could not ask ({e}); SIGTERM to its launcher"
+        else:
+            line = f"asked: {done}"
+        with self.log_path.open("ab") as log:
+            log.write(f"[evalkit] stopping: {line}\n".encode())
+        return done is not None
 
     # -- readiness -------------------------------------------------------------------------
 

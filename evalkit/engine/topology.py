@@ -22,7 +22,7 @@ import dataclasses
 import re
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,8 @@ class PartLaunch:
     """The machine of its node (the placement's name for it)."""
     start: tuple[str, ...]
     """The argv that starts it on its node: its own argv locally, wrapped (`srun ...`) elsewhere."""
+    ask_stop: Callable[[], str] | None = field(default=None, compare=False, repr=False)
+    """How it is asked to stop where its launcher would not pass a SIGTERM on (`Placement.stop_asker`)."""
 
     @property
     def name(self) -> str:
@@ -147,7 +149,8 @@ def build_topology_launch(config: MatrixConfig, cell: Cell, take_port: PortTaker
         port = take_port("engine", "http", config.engine.host, 1)
         launch = build_launch(config, cell, port, source_dir, devices, cwd=cwd, catalog=catalog)
         return TopologyLaunch(topology, (PartLaunch(topology.parts[0], launch, {}, "serve", placement.node(0).name,
-                                                    tuple(placement.argv("engine", 0, launch.argv))),))
+                                                    tuple(placement.argv("engine", 0, launch.argv)),
+                                                    placement.stop_asker("engine")),))
     cell = catalog.apply(cell) if catalog is not None else cell
     topology = cell.topology
     profile = build_launch(config, cell, PORT_PLACEHOLDER).profile
@@ -179,7 +182,7 @@ def build_topology_launch(config: MatrixConfig, cell: Cell, take_port: PortTaker
 
     def placed(part: Part, launch: CellLaunch, readiness: str) -> PartLaunch:
         return PartLaunch(part, launch, contexts[part.name].ports, readiness, placement.node(part.node).name,
-                          tuple(placement.argv(part.name, part.node, launch.argv)))
+                          tuple(placement.argv(part.name, part.node, launch.argv)), placement.stop_asker(part.name))
 
     for part in topology.parts:
         ctx = contexts[part.name]

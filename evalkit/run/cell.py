@@ -352,6 +352,7 @@ def _engine_for(part: PartLaunch, config: MatrixConfig, cell_dir: Path, log_path
         stop_grace_s=config.timeouts.stop_grace,
         hang_timeout_s=config.timeouts.hang,
         cwd=launch.cwd,
+        ask_stop=part.ask_stop,
     )
 
 

@@ -15,13 +15,18 @@ starts every part itself, each as one job step pinned to one node:
   second step waiting for the first to end. `--nodes=1 --ntasks=1`: one process per part, never
   spread. The part's environment reaches it through srun's default `--export=ALL`.
 - srun stays a child of evalkit for the part's whole life: its output is the part's log, its exit
-  is the part's exit (`srun: error: node2: task 0: Exited with exit code 5` included), SIGTERM to it
-  reaches the remote process; and when `evalkit cell` ends, Slurm ends the job and every step
-  on every node with it, so nothing outlives the cell even if evalkit is killed hard.
+  is the part's exit (`srun: error: node2: task 0: Exited with exit code 5` included); and when
+  `evalkit cell` ends, Slurm ends the job and every step on every node with it, so nothing
+  outlives the cell even if evalkit is killed hard.
+- A part is stopped as any engine is, SIGTERM then a grace period, but the SIGTERM goes to its
+  step through Slurm (`ask_step_to_stop`), never to its srun: srun turns a SIGTERM into a
+  SIGKILL of its step ("srun: forcing job termination"), so the engine would get no shutdown.
+  Only past the grace period is srun signalled, to force it.
 """
 
 from __future__ import annotations
 
+import functools
 import socket
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -46,7 +51,8 @@ def placement_for(nodes: int, host: str, env: Mapping[str, str]) -> Placement:
     if len(names) < nodes:
         raise ConfigError(f"the cell's topology spans {nodes} nodes; Slurm job {env['SLURM_JOB_ID']} has "
                           f"{len(names)} ({', '.join(names)}): submit it with --nodes={nodes}")
-    return Placement(tuple(Node(name, node_address(name)) for name in names[:nodes]), srun_argv, "slurm")
+    return Placement(tuple(Node(name, node_address(name)) for name in names[:nodes]), srun_argv, "slurm",
+                     functools.partial(ask_step_to_stop, job_id=env["SLURM_JOB_ID"]))
 
 
 def allocation_hostnames(env: Mapping[str, str]) -> list[str]:
@@ -77,3 +83,29 @@ def srun_argv(part: str, node: Node, argv: Sequence[str]) -> list[str]:
     """The job step that runs one part on `node` (module docstring: why each flag)."""
     return ["srun", "--nodes=1", "--ntasks=1", f"--nodelist={node.name}", "--overlap", f"--job-name={part}",
             "--", *argv]
+
+
+def ask_step_to_stop(part: str, job_id: str) -> str:
+    """SIGTERM to the task of job `job_id`'s step named `part` (srun's `--job-name`), through
+    Slurm: `scancel --signal=TERM JOB.STEP` signals a step's tasks and ends nothing (scancel(1),
+    slurm-client 22.05.8: "the signal is sent directly to the slurmd where the job is running").
+
+    What it did, for the part's log. scancel's exit status does not tell whether the signal
+    arrived: on slurm-local.sh's two nodes, the part on node2 got its SIGTERM and exited 0 within
+    a second while scancel exited 225 ("Kill job error on job step id N: Invalid job id
+    specified"); the grace period that follows (EngineProcess.stop) judges it. Raises EngineError
+    where no step of that name is listed (srun has not registered it yet): SIGTERM then goes to srun.
+    """
+    try:
+        listed = subprocess.run(["squeue", "--steps", f"--jobs={job_id}", "--noheader", "--format=%i %j"],
+                                capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL,
+                                timeout=SCONTROL_TIMEOUT_S)
+        steps = [fields[0] for fields in map(str.split, listed.stdout.splitlines()) if fields[1:] == [part]]
+        if not steps:
+            raise EngineError(f"squeue lists no step named {part} in job {job_id}: {listed.stderr.strip() or 'none'}")
+        sent = subprocess.run(["scancel", "--signal=TERM", *steps], capture_output=True, text=True, check=False,
+                              stdin=subprocess.DEVNULL, timeout=SCONTROL_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise EngineError(f"asking step {part} of job {job_id} to stop: {e}") from e
+    said = sent.stderr.strip().splitlines()
+    return f"scancel --signal=TERM {' '.join(steps)}" + (f" (exit {sent.returncode}: {said[-1]})" if sent.returncode else "")

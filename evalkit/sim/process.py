@@ -11,7 +11,7 @@ Exit codes: 0 after a clean stop, 1 when the port cannot be bound (or crash-afte
 bad command line, 3 for the crash-startup fault, 4 when the ``--sim-gpu-gib`` workers cannot hold
 their memory (evalkit/sim/gpu.py), 5 when its multi-node group loses a rank or rank 0 (evalkit/sim/ranks.py;
 a rank above 0 serves no HTTP and only holds its place in the group); SIGTERM ends it like a real server (the
-process dies of the signal after a graceful shutdown of at most a second).
+process logs `sim: SIGTERM: shutting down` and dies of the signal after a graceful shutdown of at most a second).
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ class _Server(uvicorn.Server):
         if self.ignore_sigterm and sig == signal.SIGTERM:
             _log("sim: ignoring SIGTERM (--sim-fault ignore-sigterm)", error=True)
             return
+        if not self.should_exit:  # a second signal forces uvicorn's exit; the first is logged
+            _log(f"sim: {signal.Signals(sig).name}: shutting down")
         super().handle_exit(sig, frame)
 
 

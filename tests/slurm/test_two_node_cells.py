@@ -108,6 +108,20 @@ def test_each_part_runs_on_its_node_and_cell_json_says_which(demo_run: Any) -> N
     assert "--master-addr 10.77.0.11 " in " ".join(rank1["argv"])  # the leader's address, resolved in the job
 
 
+def test_every_part_is_asked_to_stop_through_slurm_and_ends_by_its_own_shutdown(demo_run: Any) -> None:
+    """SIGTERM to a part's srun would SIGKILL its step ("srun: forcing job termination"): evalkit
+    asks the step itself (`scancel --signal=TERM`), and each part, on either node, exits by itself."""
+    _, run = demo_run
+    for cell_id in ("1p1d", "1p1d_tp8tp4", "ranks2"):
+        for part in cell_json(run, cell_id)["parts"]:
+            log = (run / cell_id / f"{part['part']}.log").read_text()
+            ending = log[log.rfind("\n[evalkit] engine pid "):]  # its last launch, once started
+            assert "\n[evalkit] stopping: asked: scancel --signal=TERM " in ending, ending
+            assert "forcing job termination" not in ending and "Killed" not in ending, ending
+            if part["part"] in ("prefill0", "decode0", "rank0"):  # the simulator's server logs its shutdown
+                assert "sim: SIGTERM: shutting down" in ending, ending
+
+
 def test_nothing_is_left_on_either_node_after_the_run(demo_run: Any) -> None:
     assert not squeue_names("evalkit-demo-")
     assert wait_nothing_left() == {}
