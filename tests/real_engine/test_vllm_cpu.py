@@ -104,7 +104,15 @@ def test_matrix_every_cell_runs_and_stops_clean() -> None:
         assert cell["effective_mode"] == "NONE"  # vLLM's own config dump: no CUDA graphs on CPU
         assert_no_process_left(cell, log)
         g, r = cell["metrics"]["gsm8k"], cell["metrics"]["repetition"]
-        assert g["n"] == 100 and g["retries"] == 0 and g["num_fewshot"] == 5
+        assert g["n"] == 100 and g["num_fewshot"] == 5
+        # Every question answered, none retried but for one cause: a pooled keep-alive connection
+        # that vLLM closed as lm-eval reused it (vLLM 0.32 closes an idle one after 5 s,
+        # envs.py VLLM_HTTP_TIMEOUT_KEEP_ALIVE; aiohttp 3.14 keeps it 15 s, connector.py:301),
+        # which lm-eval retries. Seen once in a CI run (2 of 100 in eager-seqs16): the engine's
+        # answers were whole, and the retries are in cell.json as they happened.
+        retried = [line for line in (run_dir / cid / "gsm8k.log").read_text().splitlines() if "retrying" in line]
+        assert len(retried) == g["retries"] and all("ServerDisconnectedError" in line for line in retried), retried
+        assert not [s for s in read_jsonl(run_dir / cid / "gsm8k.samples.jsonl") if s.get("error")]
         assert r["n"] == 8 and r["token_source"] == "token_ids"
         samples = read_jsonl(run_dir / cid / "repetition.samples.jsonl")
         samples_by_cell[cid] = samples
