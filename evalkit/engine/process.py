@@ -162,20 +162,14 @@ class EngineProcess:
         asked = self._ask_to_stop() if first and self._proc.poll() is None else False
         if not asked:
             _signal_all(pgid, members, signal.SIGTERM)
-        deadline = time.monotonic() + self.stop_grace_s
-        while time.monotonic() < deadline and _alive(pgid, members, self._proc):
-            time.sleep(0.05)
-        if asked and _alive(pgid, members, self._proc):  # its launcher's own forced stop, then ours
+        gone = _wait_gone(pgid, members, self._proc, self.stop_grace_s)
+        if not gone and asked:  # its launcher's own forced stop, then ours
             _signal_all(pgid, members, signal.SIGTERM)
-            force_deadline = time.monotonic() + FORCE_S
-            while time.monotonic() < force_deadline and _alive(pgid, members, self._proc):
-                time.sleep(0.05)
-        if _alive(pgid, members, self._proc):
+            gone = _wait_gone(pgid, members, self._proc, FORCE_S)
+        if not gone:
             members |= _group_members(pgid)
             _signal_all(pgid, members, signal.SIGKILL)
-            kill_deadline = time.monotonic() + 10
-            while time.monotonic() < kill_deadline and _alive(pgid, members, self._proc):
-                time.sleep(0.05)
+            _wait_gone(pgid, members, self._proc, 10)
         try:  # reap it: `poll()` answers None while another thread (the monitor) polls at that moment
             self._proc.wait(timeout=REAP_S)
         except subprocess.TimeoutExpired:
@@ -190,14 +184,12 @@ class EngineProcess:
         if self.ask_stop is None:
             return False
         try:
-            done: str | None = self.ask_stop()
+            line, asked = f"asked: {self.ask_stop()}", True
         except Exception as e:  # noqa: BLE001  asking is best effort: SIGTERM to the group follows
-            done, line = None, f"could not ask ({e}); SIGTERM to its launcher"
-        else:
-            line = f"asked: {done}"
+            line, asked = f"could not ask ({e}); SIGTERM to its launcher", False
         with self.log_path.open("ab") as log:
             log.write(f"[evalkit] stopping: {line}\n".encode())
-        return done is not None
+        return asked
 
     # -- readiness -------------------------------------------------------------------------
 
@@ -427,3 +419,11 @@ def _running(pid: int) -> bool:
 def _alive(pgid: int, members: set[int], proc: subprocess.Popen[bytes]) -> bool:
     proc.poll()  # reap the leader so it does not linger as a zombie
     return any(_running(pid) for pid in members | {pgid})
+
+
+def _wait_gone(pgid: int, members: set[int], proc: subprocess.Popen[bytes], seconds: float) -> bool:
+    """Wait up to `seconds` for the group and its members to end; whether they did."""
+    deadline = time.monotonic() + seconds
+    while (alive := _alive(pgid, members, proc)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive

@@ -409,12 +409,12 @@ def is_collapsed(
     if garble_rules(measure_garble(t, pieces, settings, natural_end=natural_end), settings, scale=1.0):
         return True
     sym = factorize(K.mix(t), settings.run_unit, settings.run_copies)
-    if pieces is not None and _repeated_unit_before_trailing_space(
-            t, sym, measure(sym.values, settings, sym.longest_run), pieces, settings) is not None:
+    m = measure(sym.values, settings, sym.longest_run) if pieces is not None else None  # the repeated-unit rule's
+    if m is not None and _repeated_unit_before_trailing_space(t, sym, m, pieces, settings) is not None:
         return True
     if not RuleBounds(settings, scale=1.0).may_fire(sym.values, len(sym.values), 0, sym.longest_run):
         return False
-    m = measure(sym.values, settings, sym.longest_run)
+    m = m if m is not None else measure(sym.values, settings, sym.longest_run)
     return bool(fired_rules(m, settings, natural_end=natural_end, scale=1.0))
 
 
