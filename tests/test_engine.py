@@ -215,3 +215,42 @@ def test_an_engine_that_cannot_be_asked_gets_sigterm_saying_why(tmp_path: Path) 
     log = (tmp_path / "engine.log").read_text().split("\nserving\n", 1)[1]  # what came after its argv
     assert asked == [] and proc.exit_code == 137
     assert "[evalkit] stopping: could not ask (no step named engine yet); SIGTERM to its launcher" in log
+
+
+# -- devices.kind: cpu ---------------------------------------------------------------------------
+
+AFFINITY = (
+    "import os, subprocess, sys\n"
+    "child = subprocess.run([sys.executable, '-c', 'import os; print(sorted(os.sched_getaffinity(0)))'],\n"
+    "                       capture_output=True, text=True).stdout.strip()\n"
+    "print('ENGINE', sorted(os.sched_getaffinity(0)), 'CHILD', child, flush=True)\n"
+    "raise SystemExit(3)\n"
+)
+"""An engine that prints its CPUs and its child's, then exits (so its log tail comes back)."""
+
+
+def test_an_engine_given_cpus_runs_on_them_with_every_process_it_starts(tmp_path: Path) -> None:
+    last = max(os.sched_getaffinity(0))
+    with pytest.raises(EngineExited) as e:
+        with engine(tmp_path, AFFINITY, cpus=(last,)) as proc:
+            proc.wait_ready(timeout_s=60)
+    assert f"ENGINE [{last}] CHILD [{last}]" in e.value.log_tail
+    assert f"[evalkit] launching on CPUs {last}: " in (tmp_path / "engine.log").read_text()
+
+
+def test_an_engine_without_cpus_runs_wherever_evalkit_may(tmp_path: Path) -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    with pytest.raises(EngineExited) as e:
+        with engine(tmp_path, AFFINITY) as proc:
+            proc.wait_ready(timeout_s=60)
+    assert f"ENGINE {allowed} CHILD {allowed}" in e.value.log_tail
+
+
+def test_cpus_this_machine_does_not_have_fail_the_start_naming_them(tmp_path: Path) -> None:
+    missing = max(os.sched_getaffinity(0)) + 64
+    with pytest.raises(EngineExited) as e:
+        with engine(tmp_path, AFFINITY, cpus=(0, missing)) as proc:
+            proc.wait_ready(timeout_s=60)
+    assert e.value.exit_code == 3
+    assert f"CPUs {missing} are not among this process's CPUs" in e.value.log_tail
+    assert "ENGINE [" not in e.value.log_tail  # the engine never ran

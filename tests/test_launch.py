@@ -49,6 +49,30 @@ def test_no_visibility_variable_without_declared_devices() -> None:
     assert launch_of({"profile": "vllm"}, top={"devices": {"count": 4}}).env == SAFE
 
 
+# devices.kind cpu: the cell's CPUs pin its engine; no GPU variable is set unless the config names one.
+
+def test_cpu_devices_pin_the_engine_and_set_no_gpu_variable() -> None:
+    launch = launch_of({"profile": "vllm"}, top={"devices": {"count": 2, "kind": "cpu"}}, devices=(1,))
+    assert launch.cpus == (1,) and launch.env == SAFE
+    assert launch.display([])["cpus"] == [1]
+
+
+def test_cpu_devices_can_also_set_a_named_variable() -> None:
+    top = {"devices": {"count": 4, "kind": "cpu", "visibility_env": ["VLLM_CPU_OMP_THREADS_BIND"]}}
+    launch = launch_of({"profile": "vllm"}, top=top, devices=(2, 3))
+    assert launch.cpus == (2, 3) and launch.env == {"VLLM_CPU_OMP_THREADS_BIND": "2,3", **SAFE}
+
+
+def test_gpu_devices_pin_no_cpus() -> None:
+    launch = launch_of({"profile": "vllm"}, top={"devices": {"count": 4}}, devices=(2, 3))
+    assert launch.cpus is None and "cpus" not in launch.display([])
+
+
+def test_cpu_devices_under_slurm_are_a_config_error_naming_the_field() -> None:
+    with pytest.raises(ConfigError, match="devices.kind: cpu pins engines to this machine's CPUs"):
+        launch_of({"profile": "vllm"}, top={"devices": {"count": 2, "kind": "cpu"}, "executor": {"kind": "slurm"}})
+
+
 # Source tree: a checked-out worktree goes first on PYTHONPATH, ahead of what was there.
 
 def test_source_dir_goes_first_on_the_inherited_pythonpath(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

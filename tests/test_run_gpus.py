@@ -74,3 +74,14 @@ def test_without_a_gpu_tool_or_for_an_external_server_nothing_is_watched(tmp_pat
     with no_tool, no_tool.sampling():
         pass
     assert no_tool.part() is None
+
+
+def test_declared_cpus_are_not_gpus_to_watch(gpu_state: Any) -> None:
+    """`devices.kind: cpu`: a cell's devices are CPU ids; an engine whose profile uses no GPUs
+    (the simulator) has none watched, even with a GPU tool on PATH."""
+    cpus = parse_config({"model": "m", "engine": {"profile": "sim"}, "devices": {"count": 2, "kind": "cpu"}},
+                        "cpus.yaml")
+    watch = CellGpus(cpus, (1,)).watch(threading.Event())
+    with watch, watch.sampling():
+        gpu_state(box(foreign=[ENGINE]))
+    assert watch.part() is None

@@ -170,11 +170,21 @@ class Timeouts(StrictModel):
 
 
 class Devices(StrictModel):
-    """The box's accelerators: cells run side by side on disjoint device sets."""
+    """The box's devices: cells run side by side on disjoint device sets.
 
-    count: int = Field(ge=1, description="Devices on the box, numbered 0..count-1.")
+    `kind: cpu` is for engines that compute on the CPU (vLLM's CPU build): each device is one
+    logical CPU of this machine, and a cell's engine, with every process it starts, runs only on
+    the CPUs it was given (engine/_deathsig.py sets the affinity before the exec, children inherit
+    it). Why not a variable like the GPUs' `CUDA_VISIBLE_DEVICES`: an engine's server, scheduler
+    and tokenizer processes compute too, and only the affinity confines them all."""
+
+    count: int = Field(ge=1, description="Devices on the box, numbered 0..count-1 (kind cpu: logical CPU ids).")
+    kind: Literal["gpu", "cpu"] = Field(
+        "gpu", description="gpu: accelerators, restricted through visibility_env; cpu: logical CPUs, each cell's "
+                           "engine pinned to its own (sched_setaffinity), for CPU engines side by side.")
     visibility_env: list[str] | None = Field(
-        None, description="Variables that restrict an engine to its devices; default: the profile's."
+        None, description="Variables that restrict an engine to its devices; default: the profile's (kind gpu), "
+                          "none (kind cpu)."
     )
 
 
@@ -295,6 +305,9 @@ class MatrixConfig(StrictModel):
         if self.ab is not None:
             check_choice("ab.on", self.ab.axis, self.ab.on)
             check_choice("ab.off", self.ab.axis, self.ab.off)
+        if self.devices is not None and self.devices.kind == "cpu" and self.executor.kind == "slurm":
+            raise ValueError("devices.kind: cpu pins engines to this machine's CPUs; under executor.kind slurm "
+                             "Slurm places a job's CPUs (executor.slurm.cpus_per_task)")
         return self
 
     def _log_assertions(self) -> list[tuple[str, LogAssertion]]:

@@ -51,6 +51,8 @@ class CellLaunch:
     else the profile's `source_subdir`), first on PYTHONPATH; None without a source tree."""
     cwd: Path | None = None
     """The directory the engine starts in (an empty one of the cell's); None: evalkit's (plan only)."""
+    cpus: tuple[int, ...] | None = None
+    """The logical CPUs the engine's processes may run on (`devices.kind: cpu`); None: any."""
 
     @property
     def base_url(self) -> str:
@@ -65,6 +67,7 @@ class CellLaunch:
             "port": self.port,
             "health_path": self.health_path,
             **({"cwd": str(self.cwd)} if self.cwd else {}),
+            **({"cpus": list(self.cpus)} if self.cpus is not None else {}),
         }
 
 
@@ -93,9 +96,12 @@ def build_launch(
     )
     argv = profile.argv(cell.settings, launch, [absolute(arg) for arg in cell.args])
     env = dict(cell.env)
-    if devices is not None and config.devices is not None:
-        for name in config.devices.visibility_env or profile.visibility_env:
+    box = config.devices
+    if devices is not None and box is not None:
+        default_env = profile.visibility_env if box.kind == "gpu" else ()
+        for name in box.visibility_env or default_env:
             env[name] = ",".join(str(d) for d in devices)
+    cpus = tuple(devices) if devices is not None and box is not None and box.kind == "cpu" else None
     tree = package_dir(source_dir, cell, profile) if source_dir is not None else None
     if tree is not None:
         inherited = env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
@@ -115,6 +121,7 @@ def build_launch(
         package=config.engine.package or profile.package,
         tree=tree,
         cwd=cwd,
+        cpus=cpus,
     )
 
 

@@ -84,6 +84,9 @@ class EngineProcess:
     ask_stop: Callable[[], str] | None = None
     """Asks the engine to stop past its launcher (a Slurm step: `scancel --signal=TERM`), in place
     of SIGTERM to the group; says what it did, for the log, or raises where it could not ask."""
+    cpus: Sequence[int] | None = None
+    """The logical CPUs the engine and every process it starts may run on (`devices.kind: cpu`);
+    set by the exec wrapper before the engine's first instruction, so no child escapes it."""
     timings: ReadyTimings = field(default_factory=ReadyTimings)
     stop_s: float | None = field(default=None, init=False)
     """Seconds from the first `stop` until the engine and its children were gone: recorded here,
@@ -111,11 +114,14 @@ class EngineProcess:
         with self.log_path.open("ab") as log:
             # A retried or resumed cell appends to its log: this launch is judged on its own lines.
             self._launch_offset = self._log_offset = log.tell()
-            log.write(f"[evalkit] launching: {shlex.join(redact_argv(self.argv))}\n".encode())
+            # _deathsig's CPUS_FLAG, spelled here: importing that module would make `python -m` warn
+            pinned = [] if self.cpus is None else ["--cpus", ",".join(map(str, self.cpus))]
+            on = f" on CPUs {pinned[1]}" if pinned else ""
+            log.write(f"[evalkit] launching{on}: {shlex.join(redact_argv(self.argv))}\n".encode())
             log.flush()
             self._started_at = time.monotonic()
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "evalkit.engine._deathsig", str(os.getpid()), *self.argv],
+                [sys.executable, "-m", "evalkit.engine._deathsig", str(os.getpid()), *pinned, *self.argv],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

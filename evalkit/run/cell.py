@@ -353,6 +353,7 @@ def _engine_for(part: PartLaunch, config: MatrixConfig, cell_dir: Path, log_path
         hang_timeout_s=config.timeouts.hang,
         cwd=launch.cwd,
         ask_stop=part.ask_stop,
+        cpus=launch.cpus,
     )
 
 

@@ -29,16 +29,22 @@ GPUS_ROW = "gpus"
 """The progress row of the wait for busy GPUs before the first cell."""
 
 
+def _declared_gpus(config: MatrixConfig) -> int | None:
+    """The GPUs the config declares; declared CPUs (`devices.kind: cpu`) are not GPUs."""
+    return config.devices.count if config.devices is not None and config.devices.kind == "gpu" else None
+
+
 def run_backend(config: MatrixConfig, base_url: str | None) -> Backend | None:
     """The vendor backend, when this run's engines occupy this box's GPUs."""
-    if base_url or not (config.devices is not None or get_profile(config.engine.profile).uses_devices):
+    if base_url or not (_declared_gpus(config) or get_profile(config.engine.profile).uses_devices):
         return None
     return find_backend()
 
 
 def run_indices(config: MatrixConfig) -> list[int] | None:
     """The devices the run may use: the declared ones, else all."""
-    return list(range(config.devices.count)) if config.devices else None
+    count = _declared_gpus(config)
+    return list(range(count)) if count else None
 
 
 def preflight(config: MatrixConfig, base_url: str | None, wait_s: float | None,
@@ -62,7 +68,7 @@ class CellGpus:
 
     def __init__(self, config: MatrixConfig, devices: tuple[int, ...] | None, base_url: str | None = None) -> None:
         self.backend = run_backend(config, base_url)
-        self.indices = list(devices) if devices else run_indices(config)
+        self.indices = list(devices) if devices and _declared_gpus(config) else run_indices(config)
         self.timeout_s = config.timeouts.gpu_release
 
     def watch(self, stop: threading.Event) -> EngineGpus:

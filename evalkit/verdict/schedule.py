@@ -102,7 +102,8 @@ def time_lines(config: MatrixConfig, name: str, cells: Sequence[Cell], times: di
     if not found:
         return [f"# wall time: no finished cell of config {name} in {db}"], {}
     total = matrix_seconds(config, cells, {cell_id: s for cell_id, (s, _) in found.items()})
-    how = f"side by side on {config.devices.count} devices" if config.devices else "one after another"
+    unit = "CPUs" if config.devices and config.devices.kind == "cpu" else "devices"
+    how = f"side by side on {config.devices.count} {unit}" if config.devices else "one after another"
     held = {cell.id: devices_held(cell, None)[0] for cell in cells}
     hours = {cell_id: held[cell_id] * s / 3600 for cell_id, (s, _) in found.items()}
     head = (f"# wall time: ~{_duration(total)} for {len(cells)} cells {how}, {sum(hours.values()):.1f} GPU-hours "
