@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from rich.console import Console
 
 from evalkit.bisect.ends import Ends, judge_ends
 from evalkit.bisect.state import BisectRecord, CommitInfo, EndRecord, StepRecord
@@ -148,10 +150,9 @@ def test_a_step_stopped_before_its_first_batch_raises_interrupted_and_writes_not
     assert not (bisect.store.cell_dir("step-stopped") / "cell.json").exists()
 
 
-def test_the_report_names_the_first_bad_commit_the_checks_on_the_bad_end_and_each_step(bisect: Bisect) -> None:
-    """render/bisect.py: a found bisect's markdown, from bisect.json as the driver writes it, names
-    the first bad commit, the checks on the bad end against the good end, the step's verdict and
-    the step's collapsed excerpt."""
+@pytest.fixture(scope="module")
+def found(bisect: Bisect) -> tuple[dict[str, Any], StepOutcome]:
+    """bisect.json of a found bisect, as the driver writes it, whose one step is a buggy commit."""
     step = bisect.step("step-report", "buggy")
     good, first_bad, bad = (CommitInfo(sha=c * 40, subject=f"commit {c}", author_date="2026-12-01T00:00:00+00:00")
                             for c in "abc")
@@ -166,11 +167,41 @@ def test_the_report_names_the_first_bad_commit_the_checks_on_the_bad_end_and_eac
         first_bad=first_bad.sha, message="first bad commit", engine_starts=3,
         excerpt={"sha": first_bad.sha, **step.evidence["excerpt"], "text": step.evidence["excerpt"]["excerpt"]},
     ).model_dump(mode="json")
+    return record, step
+
+
+def test_the_report_names_the_first_bad_commit_the_checks_on_the_bad_end_and_each_step(
+        found: tuple[dict[str, Any], StepOutcome]) -> None:
+    """render/bisect.py: a found bisect's markdown, from bisect.json as the driver writes it, names
+    the first bad commit, the checks on the bad end against the good end, the step's verdict and
+    the step's collapsed excerpt."""
+    record, step = found
+    first_bad = "b" * 40
     text = bisect_report.markdown(record)
-    assert text.startswith(f"## evalkit bisect: `head`\n\n**First bad commit:** `{first_bad.sha}` commit b "
+    assert text.startswith(f"## evalkit bisect: `head`\n\n**First bad commit:** `{first_bad}` commit b "
                            "(authored 2026-12-01T00:00:00+00:00)")
     assert "- FAIL repetition.collapse\\_rate max\\_rise 0.05 alpha 0.01: " in text
     assert "<summary>One collapsed long generation</summary>" in text
     step_row = next(line for line in text.splitlines() if line.startswith("| bbbbbbbbbbbb | commit b |"))
     assert f"| {step.questions} | {step.generations} |" in step_row
-    assert bisect_report.headline(record) == f"first bad commit: {first_bad.sha} commit b (2026-12-01T00:00:00+00:00)"
+    assert bisect_report.headline(record) == f"first bad commit: {first_bad} commit b (2026-12-01T00:00:00+00:00)"
+
+
+def test_the_terminal_report_says_the_same_within_80_columns(found: tuple[dict[str, Any], StepOutcome]) -> None:
+    """The terminal form of the same record: the headline in its first lines, the bad end's checks,
+    the collapsed excerpt and the step's row, no line wider than 80 columns."""
+    record, step = found
+    console = Console(width=80, record=True, color_system=None)
+    for renderable in bisect_report.render(record, "terminal"):  # type: ignore[union-attr]
+        console.print(renderable)
+    text = console.export_text()
+    lines = text.splitlines()
+    assert lines[0] == "evalkit bisect t: cell head, 2 commits of engine"
+    assert lines[1].startswith("first bad commit: " + "b" * 40)
+    assert any(line.startswith("  FAIL repetition.collapse_rate max_rise 0.05 alpha 0.01") for line in lines)
+    assert any(line.startswith("collapsed excerpt: ") for line in lines)
+    assert not any("?" in line for line in lines if line.startswith("sequential test"))
+    step_row = next(line for line in lines if line.startswith("│ bbbbbbbbbbbb "))
+    assert "BAD" in step_row and f" {step.questions} " in step_row and f" {step.generations} " in step_row
+    assert f"  bbbbbbbbbbbb {step.reason}"[:60] in text.replace("\n", " ")
+    assert max(map(len, lines)) <= 80

@@ -179,3 +179,23 @@ def test_the_router_streams_the_decode_workers_answer_and_labels_its_model(singl
 def test_a_bad_kv_transfer_config_is_one_line_naming_the_flag(flags: list[str], message: str) -> None:
     with pytest.raises(SimConfigError, match=message.replace("(", r"\(")):
         simulator(*flags)
+
+
+def test_the_router_says_in_one_line_what_it_cannot_relay() -> None:
+    """Bad bodies are 400s naming the fault; /version comes from the decode worker, which generates
+    every token; a prefill worker gone after the router saw it ready is a 502 naming that worker."""
+    with contextlib.ExitStack() as stack:
+        prefill = stack.enter_context(served_sim("--kv-transfer-config", PRODUCER))
+        decode = stack.enter_context(served_sim("--kv-transfer-config", CONSUMER))
+        with served_app(Router([prefill], [decode]).app) as router:
+            assert httpx.get(f"{router}/health").status_code == 200
+            bad = httpx.post(f"{router}/v1/completions", content=b"{not json")
+            assert bad.status_code == 400 and bad.json()["error"]["message"].startswith("invalid JSON body: ")
+            listed = httpx.post(f"{router}/v1/completions", json=["hi"])
+            assert listed.status_code == 400 and listed.json()["error"]["message"] == "request body must be a JSON object"
+            assert httpx.get(f"{router}/version").json() == httpx.get(f"{decode}/version").json()
+            stack.close()  # both workers stop; the router saw them ready and keeps relaying
+            gone = httpx.post(f"{router}/v1/completions", json={"prompt": "hi", "max_tokens": 4})
+            assert gone.status_code == 502
+            assert gone.json()["error"]["message"].startswith("prefill worker unreachable: ConnectError")
+            assert httpx.get(f"{router}/version").status_code == 502

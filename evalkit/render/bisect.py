@@ -59,9 +59,10 @@ def _sequential(step: dict[str, Any]) -> str:
     parts = []
     for name, s in stats.items():
         if isinstance(s, dict) and "p_bound" in s:
-            counts = f"lost {s['lost']}, gained {s['gained']} of {s['n']}" if "lost" in s else \
-                f"{s.get('k', '?')} of {s.get('n', '?')} collapsed"
-            parts.append(f"{name}: {counts}, anytime-valid p <= {p_text(s['p_bound'])}")
+            # the joint test multiplies the other two's likelihood ratios: it has no counts of its own
+            counts = f"lost {s['lost']}, gained {s['gained']} of {s['n']}, " if "lost" in s else \
+                f"{s['k']} of {s['n']} collapsed, " if "k" in s else "both evals, "
+            parts.append(f"{name}: {counts}anytime-valid p <= {p_text(s['p_bound'])}")
     how = stats.get("decided_by") or "undecided"
     return f"sequential test ({how}, alpha {record_alpha(step)}): " + "; ".join(parts) if parts else ""
 
@@ -149,12 +150,16 @@ def terminal(record: dict[str, Any]) -> Sequence[RenderableType]:
         out.append(Text("collapsed excerpt: " + clean(truncate(text, 300))))
     if record.get("untestable"):
         out.append(Text("could be any of: " + " ".join(s[:12] for s in record["untestable"])))
+    # At 80 columns a `why` column would wrap into a tower beside the others: each step's reason
+    # goes under the table instead, after its commit, and a commit keeps its 12 characters.
     steps = Table(title=f"steps ({len(record.get('steps', []))}; engine starts {record.get('engine_starts', 0)})")
-    for header in STEP_HEADERS:
-        steps.add_column(header)
-    for step_row in _step_rows(record):
-        steps.add_row(*map(term_text, step_row))
+    for header in STEP_HEADERS[:-1]:
+        steps.add_column(header, no_wrap=header in ("commit", "verdict", "wall"))
+    rows = _step_rows(record)
+    for step_row in rows:
+        steps.add_row(*map(term_text, step_row[:-1]))
     out.append(steps)
+    out += [Text(f"  {row[0]} {clean(row[-1])}") for row in rows if row[-1]]
     return out
 
 
