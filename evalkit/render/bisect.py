@@ -155,11 +155,11 @@ def terminal(record: dict[str, Any]) -> Sequence[RenderableType]:
     steps = Table(title=f"steps ({len(record.get('steps', []))}; engine starts {record.get('engine_starts', 0)})")
     for header in STEP_HEADERS[:-1]:
         steps.add_column(header, no_wrap=header in ("commit", "verdict", "wall"))
-    rows = _step_rows(record)
-    for step_row in rows:
+    step_rows = _step_rows(record)
+    for step_row in step_rows:
         steps.add_row(*map(term_text, step_row[:-1]))
     out.append(steps)
-    out += [Text(f"  {row[0]} {clean(row[-1])}") for row in rows if row[-1]]
+    out += [Text(f"  {row[0]} {clean(row[-1])}") for row in step_rows if row[-1]]
     return out
 
 
