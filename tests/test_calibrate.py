@@ -18,12 +18,13 @@ from evalkit.evals.evalset import spec_named
 from evalkit.stats.power import POWER
 from evalkit.stats.power import mcnemar_mde as detectable_drop
 from evalkit.stats.tests import paired_comparison
+from evalkit.store import read_json, write_json
 from evalkit.verdict.calibrate import paired_noise, snippet, suggest
 from evalkit.verdict.calibrate_cells import Rule, read_run
 from evalkit.verdict.calibrate_check import check_rules
 from evalkit.verdict.deltas import summarize_run
 from tests.helpers.cli import evalkit_cli
-from tests.helpers.runs import CellSpec, config_dict, loop_text, write_run
+from tests.helpers.runs import CellSpec, config_dict, loop_text, summary_of, write_run
 
 
 def rejection_rate(n: int, flip_rate: float, drop: float, alpha: float, trials: int, seed: int) -> float:
@@ -235,3 +236,27 @@ def test_calibrate_refuses_a_cell_the_config_does_not_have(tmp_path: Path) -> No
     assert result.returncode == 2
     assert "--cell eager: not a cell of" in result.output and "(cells: full, piecewise)" in result.output
     assert not (tmp_path / "results").exists()
+
+
+def test_calibrating_with_every_repeat_already_run_starts_nothing_and_measures_them(tmp_path: Path) -> None:
+    """A calibration whose repeats all finished (resumed after the last one) starts no engine: it
+    reads each repeat's cell, measures how the cell moved between them (GSM8K flips on shared
+    questions, collapses counted) and prints the spread beside the rules checked on them."""
+    results = tmp_path / "results"
+    write_run(results, "night", healthy_and_broken([20, 19, 18, 19], [0, 0, 1, 0], broken=False))
+    raw = config_dict()
+    (tmp_path / "cal.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    for i, (right, loops) in enumerate(((20, 0), (18, 1)), start=1):
+        spec = CellSpec(right=right, long_texts=[loop_text("again and ")] * loops + ["fine prose"] * (4 - loops))
+        repeat, config = write_run(results / "cal", f"repeat-{i}", {"tp8-fixon": spec}, raw)
+        write_json(repeat / "summary.json", summary_of(repeat, config))
+    done = evalkit_cli("calibrate", "--config", "cal.yaml", "--cell", "tp8-fixon", "--repeats", "2", "--run", "night",
+                       "--run-id", "cal", "--results-dir", str(results), "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.output
+    assert "2 runs of tp8-fixon in" in done.stdout
+    assert "# gsm8k.flexible: mean 0.9500, sd 0.0707, range 0.9000-1.0000 over 2 runs" in done.stdout
+    saved = read_json(results / "cal" / "calibrate.json")
+    flexible = next(m for m in saved["metrics"] if m["metric"] == "gsm8k.flexible")
+    assert flexible["n"] == 20 and flexible["flip_rate"] == pytest.approx(2 / 20)
+    assert saved["repeats"] == [str(results / "cal" / f"repeat-{i}") for i in (1, 2)]
+    assert not (results / "cal" / "repeat-3").exists()

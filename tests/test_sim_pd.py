@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 from collections.abc import Iterator
 
 import httpx
@@ -199,3 +200,21 @@ def test_the_router_says_in_one_line_what_it_cannot_relay() -> None:
             assert gone.status_code == 502
             assert gone.json()["error"]["message"].startswith("prefill worker unreachable: ConnectError")
             assert httpx.get(f"{router}/version").status_code == 502
+
+
+def test_the_router_command_refuses_a_bad_worker_and_a_taken_port_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m evalkit.sim.router` as a launcher starts it (its `main`, here in this process):
+    a worker that is not a URL is exit 2 naming the flag; a port already bound is exit 1 naming it."""
+    from evalkit.sim.router import EXIT_BIND, EXIT_CONFIG, main
+
+    flags = ["--pd-disaggregation", "--decode", "http://127.0.0.1:2"]
+    assert main([*flags, "--prefill", "127.0.0.1:1"]) == EXIT_CONFIG
+    assert capsys.readouterr().err.strip() == ("python -m evalkit.sim.router: error: --prefill 127.0.0.1:1: "
+                                               "expected URL [BOOTSTRAP_PORT]")
+    with contextlib.closing(socket.socket()) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        assert main([*flags, "--prefill", "http://127.0.0.1:1", "8998", "--port", str(port)]) == EXIT_BIND
+    err = capsys.readouterr().err
+    assert err.startswith(f"evalkit.sim.router: error: cannot bind 127.0.0.1:{port}: ") and err.count("\n") == 1
