@@ -9,8 +9,9 @@ The first bad commit lies in `[lo, hi]`: `lo` is one past the newest good commit
 bad one. The probe halves that interval; an untestable probe is passed over for its nearest
 untried neighbour (closer to the middle first), so a skipped commit costs one extra step, not a
 restart, and all skips together at most one step more (a skipped commit stays a candidate, so the
-split after it is one off centre: tests/test_bisect_search.py). When every commit of `[lo, hi)` is untestable the range cannot be split: the first bad
-commit is one of `lo..hi` and the search says so instead of guessing.
+split after it is one off centre: tests/test_bisect_search.py). When every commit of `[lo, hi)`
+is untestable the range cannot be split: the first bad commit is one of `lo..hi` and the search
+says so instead of guessing.
 """
 
 from __future__ import annotations
