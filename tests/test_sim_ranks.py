@@ -134,3 +134,21 @@ def test_a_rank_layout_vllm_refuses_is_refused_the_same_way(flags: list[str], me
     with pytest.raises(SimConfigError) as refused:
         configure(["--model", "m", *flags])
     assert str(refused.value).startswith(message)
+
+
+def test_a_sigterm_after_a_lost_rank_began_the_shutdown_is_still_logged(capsys: pytest.CaptureFixture[str]) -> None:
+    """Rank 0's shutdown can begin with a rank leaving (its group sets `should_exit`) a moment before
+    its own SIGTERM arrives, as when evalkit stops a two-node cell's parts together: the signal is
+    still logged, once, since it is what ended the process (the log otherwise ends unexplained)."""
+    import signal
+
+    import uvicorn
+
+    from evalkit.sim.process import _Server
+    from tests.helpers.sim import simulator
+
+    server = _Server(uvicorn.Config(simulator().app), simulator(), "http://127.0.0.1:1", ignore_sigterm=False)
+    server.should_exit = True  # what run's on_lost does when a rank leaves the group
+    server.handle_exit(signal.SIGTERM, None)
+    server.handle_exit(signal.SIGTERM, None)
+    assert capsys.readouterr().out.splitlines() == ["sim: SIGTERM: shutting down"]

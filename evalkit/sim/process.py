@@ -52,6 +52,9 @@ class _Server(uvicorn.Server):
         self.simulator = simulator
         self.url = url
         self.ignore_sigterm = ignore_sigterm
+        self.signalled = False
+        """Whether a signal has begun the shutdown: a lost rank sets `should_exit` too (run's
+        `on_lost`), and a SIGTERM after it must still say so, for the one reading the log."""
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
@@ -63,7 +66,8 @@ class _Server(uvicorn.Server):
         if self.ignore_sigterm and sig == signal.SIGTERM:
             _log("sim: ignoring SIGTERM (--sim-fault ignore-sigterm)", error=True)
             return
-        if not self.should_exit:  # a second signal forces uvicorn's exit; the first is logged
+        if not self.signalled:  # a second signal forces uvicorn's exit; the first is logged
+            self.signalled = True
             _log(f"sim: {signal.Signals(sig).name}: shutting down")
         super().handle_exit(sig, frame)
 
