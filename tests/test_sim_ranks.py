@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
+import uvicorn
 from starlette.testclient import TestClient
 
 from evalkit.sim import gsm8k
@@ -22,8 +24,10 @@ from evalkit.sim.__main__ import configure
 from evalkit.sim.config import Ranks, SimConfigError
 from evalkit.sim.faults import FaultState
 from evalkit.sim.model import SimulatedModel
+from evalkit.sim.process import _Server
 from evalkit.sim.ranks import EXIT_RANKS, EXIT_REFUSED, RankGroup, join
 from evalkit.sim.server import Simulator
+from tests.helpers.sim import simulator
 
 DEADLINE_S = 10.0
 
@@ -140,14 +144,8 @@ def test_a_sigterm_after_a_lost_rank_began_the_shutdown_is_still_logged(capsys: 
     """Rank 0's shutdown can begin with a rank leaving (its group sets `should_exit`) a moment before
     its own SIGTERM arrives, as when evalkit stops a two-node cell's parts together: the signal is
     still logged, once, since it is what ended the process (the log otherwise ends unexplained)."""
-    import signal
-
-    import uvicorn
-
-    from evalkit.sim.process import _Server
-    from tests.helpers.sim import simulator
-
-    server = _Server(uvicorn.Config(simulator().app), simulator(), "http://127.0.0.1:1", ignore_sigterm=False)
+    built = simulator()
+    server = _Server(uvicorn.Config(built.app), built, "http://127.0.0.1:1", ignore_sigterm=False)
     server.should_exit = True  # what run's on_lost does when a rank leaves the group
     server.handle_exit(signal.SIGTERM, None)
     server.handle_exit(signal.SIGTERM, None)

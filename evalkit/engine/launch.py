@@ -101,7 +101,7 @@ def build_launch(
         default_env = profile.visibility_env if box.kind == "gpu" else ()
         for name in box.visibility_env or default_env:
             env[name] = ",".join(str(d) for d in devices)
-    cpus = tuple(devices) if devices is not None and box is not None and box.kind == "cpu" else None
+    cpus = devices if box is not None and box.kind == "cpu" else None
     tree = package_dir(source_dir, cell, profile) if source_dir is not None else None
     if tree is not None:
         inherited = env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
