@@ -222,7 +222,10 @@ def test_judge_says_in_words_which_series_broke_and_why(atom_db: Path) -> None:
     assert lines[-1].startswith("2 series broke at their newest point")
 
 
-def test_bad_choices_are_one_line_naming_the_option(atom_db: Path, tmp_path: Path) -> None:
+def test_bad_choices_are_one_line_naming_the_option(atom_db: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # in a folder of its own: the checkout's results/ holds the README demo's run once a reader ran it
+    monkeypatch.chdir(tmp_path)
     runner = CliRunner()
     unmatched = runner.invoke(main, ["history", "judge", "--db", str(atom_db), "--series", "no such series"])
     assert unmatched.exit_code == 2 and unmatched.output.startswith("error: --series no such series: no series matches")
